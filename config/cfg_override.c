@@ -1,0 +1,679 @@
+// config/cfg_override.c — Hydra override grammar (basic subset) and struct-mode apply.
+#include "config/cfg_override.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define SEE_GRAMMAR "See https://hydra.cc/docs/1.2/advanced/override_grammar/basic for details"
+
+typedef struct {
+    const char *text;  // whole override, for messages
+    const char *p;     // cursor
+    char *err;
+    size_t errlen;
+} Parser;
+
+// ------------------------------------------------------------------------- errors
+
+// Parser errors Hydra reports with its "Error parsing override" prefix.
+static CfgNode *err_parse(Parser *P, const char *msg) {
+    cfg_errf(P->err, P->errlen, "Error parsing override '%s'\n%s\n" SEE_GRAMMAR, P->text, msg);
+    return NULL;
+}
+
+// ANTLR RecognitionExceptions: Hydra prints the bare parser message.
+static CfgNode *err_mismatched(Parser *P) {
+    char tok[16];
+    if (*P->p) snprintf(tok, sizeof tok, "%c", *P->p);
+    else snprintf(tok, sizeof tok, "<EOF>");
+    cfg_errf(P->err, P->errlen, "mismatched input '%s' expecting <EOF>\n" SEE_GRAMMAR, tok);
+    return NULL;
+}
+
+// A character the lexer has no token for.
+static CfgNode *err_lexer(Parser *P) {
+    unsigned char c = (unsigned char)*P->p;
+    if (c >= 0x80) {
+        // Hydra: "LexerNoViableAltException: <override>" and a caret under the character.
+        size_t chars = 0;
+        for (const char *s = P->text; s < P->p; s++)
+            if (((unsigned char)*s & 0xC0) != 0x80) chars++;
+        int col = (int)(strlen("LexerNoViableAltException: ") + chars + 1);
+        cfg_errf(P->err, P->errlen, "LexerNoViableAltException: %s\n%*s\n" SEE_GRAMMAR, P->text, col, "^");
+        return NULL;
+    }
+    char msg[64];
+    snprintf(msg, sizeof msg, "token recognition error at: '%c'", c);
+    return err_parse(P, msg);
+}
+
+// ------------------------------------------------------------------------- value typing
+
+static bool is_id_start(int c) { return isalpha(c) || c == '_' || c == '$'; }
+static bool is_id_char(int c) { return isalnum(c) || c == '_' || c == '$' || c == '-'; }
+
+// DIGIT ('_'? DIGIT)* at s; returns length (0 if s does not start with a digit).
+static size_t span_int_part(const char *s) {
+    size_t i = 0;
+    if (!isdigit((unsigned char)s[0])) return 0;
+    i = 1;
+    for (;;) {
+        if (isdigit((unsigned char)s[i])) i++;
+        else if (s[i] == '_' && isdigit((unsigned char)s[i + 1])) i += 2;
+        else return i;
+    }
+}
+
+static char *without_underscores(const char *s) {
+    char *d = cfg_strdup(s), *w = d;
+    for (const char *r = s; *r; r++)
+        if (*r != '_') *w++ = *r;
+    *w = 0;
+    return d;
+}
+
+// Hydra INT token: [+-]?('0' | [1-9](_?[0-9])*). *big when it does not fit in 64 bits.
+static bool hydra_int(const char *t, long long *out, bool *big) {
+    const char *s = t + (*t == '+' || *t == '-');
+    *big = false;
+    if (strcmp(s, "0") != 0) {
+        if (*s < '1' || *s > '9') return false;
+        if (s[span_int_part(s)]) return false;
+    }
+    char *c = without_underscores(t);
+    errno = 0;
+    char *end;
+    long long v = strtoll(c, &end, 10);
+    *big = errno == ERANGE;
+    free(c);
+    *out = v;
+    return true;
+}
+
+static bool ieq(const char *a, const char *b) { return strcasecmp(a, b) == 0; }
+
+// Hydra FLOAT token: POINT_FLOAT | EXPONENT_FLOAT | inf | nan, optional sign.
+static bool hydra_float(const char *t, double *out) {
+    const char *s = t + (*t == '+' || *t == '-');
+    bool neg = *t == '-';
+    if (ieq(s, "inf") || ieq(s, "nan")) {
+        *out = ieq(s, "inf") ? (neg ? -INFINITY : INFINITY) : NAN;
+        return true;
+    }
+    size_t i = span_int_part(s);
+    bool point = false;
+    if (s[i] == '.') {
+        size_t f = span_int_part(s + i + 1);
+        if (!i && !f) return false;
+        i += 1 + f;
+        point = true;
+    } else if (!i) {
+        return false;
+    }
+    if (s[i] == 'e' || s[i] == 'E') {
+        size_t j = i + 1;
+        if (s[j] == '+' || s[j] == '-') j++;
+        size_t d = 0;
+        while (isdigit((unsigned char)s[j + d])) d++;
+        if (!d) return false;
+        i = j + d;
+    } else if (!point) {
+        return false;  // a bare integer is an INT token
+    }
+    if (s[i]) return false;
+    char *c = without_underscores(t);
+    *out = strtod(c, NULL);
+    free(c);
+    return true;
+}
+
+// Types a primitive made of a single token; anything else stays a string.
+static CfgNode *typed_primitive(const char *raw, const char *value, bool single_token) {
+    CfgNode *n = NULL;
+    long long iv;
+    double fv;
+    bool big;
+    if (single_token) {
+        if (hydra_int(raw, &iv, &big) && !big) n = cfg_new_int(iv);
+        else if (!hydra_int(raw, &iv, &big) && hydra_float(raw, &fv)) n = cfg_new_float(fv);
+        else if (ieq(raw, "true") || ieq(raw, "false")) n = cfg_new_bool(ieq(raw, "true"));
+        else if (ieq(raw, "null")) n = cfg_new_null();
+    }
+    if (!n) return cfg_new_str(value);
+    n->s = cfg_strdup(raw);
+    return n;
+}
+
+// ------------------------------------------------------------------------- value parser
+
+static void skip_ws(Parser *P) {
+    while (*P->p == ' ' || *P->p == '\t') P->p++;
+}
+
+static CfgNode *parse_element(Parser *P, int depth);
+
+// Characters that may appear unquoted in a primitive (besides ID characters and digits).
+static bool is_unquoted_char(int c) { return c && strchr("/-\\+.$%*@?|:", c) != NULL; }
+
+// Primitive: a run of ID/number/unquoted characters, escapes, whitespace and ${...}.
+// in_key: a dict key (stops at ':').
+static CfgNode *parse_primitive(Parser *P, bool in_key) {
+    const char *start = P->p;
+    size_t cap = strlen(P->p) + 1, n = 0;
+    char *val = malloc(cap);
+    if (!val) abort();
+    bool single = true;  // no escapes, whitespace or interpolation: a candidate typed token
+    for (;;) {
+        int c = (unsigned char)*P->p;
+        if (c == '\\' && P->p[1] && strchr("\\()[]{}:=, \t", P->p[1])) {
+            val[n++] = P->p[1];
+            P->p += 2;
+            single = false;
+        } else if (c == '$' && P->p[1] == '{') {
+            // Interpolation: kept verbatim, braces balanced.
+            const char *q = P->p + 2;
+            int level = 1;
+            while (*q && level) {
+                if (*q == '{') level++;
+                else if (*q == '}') level--;
+                q++;
+            }
+            if (level) {
+                free(val);
+                return err_parse(P, "unterminated interpolation '${'");
+            }
+            memcpy(val + n, P->p, (size_t)(q - P->p));
+            n += (size_t)(q - P->p);
+            P->p = q;
+            single = false;
+        } else if (c == ' ' || c == '\t') {
+            val[n++] = (char)c;
+            P->p++;
+        } else if (c && (is_id_char(c) || (is_unquoted_char(c) && !(in_key && c == ':')))) {
+            val[n++] = (char)c;
+            P->p++;
+        } else {
+            break;
+        }
+    }
+    // Trailing whitespace is not part of the value.
+    const char *end = P->p;
+    while (n && (val[n - 1] == ' ' || val[n - 1] == '\t')) n--;
+    while (end > start && (end[-1] == ' ' || end[-1] == '\t')) end--;
+    val[n] = 0;
+    int c = (unsigned char)*P->p;
+    if (c && !strchr(",]}[{=()'\":", c)) {
+        free(val);
+        return err_lexer(P);
+    }
+    if (end == start) {
+        free(val);
+        return err_mismatched(P);
+    }
+    char *raw = malloc((size_t)(end - start) + 1);
+    if (!raw) abort();
+    memcpy(raw, start, (size_t)(end - start));
+    raw[end - start] = 0;
+    for (const char *s = raw; *s && single; s++)
+        if (*s == ' ' || *s == '\t') single = false;
+    CfgNode *node = typed_primitive(raw, val, single);
+    free(raw);
+    free(val);
+    return node;
+}
+
+static CfgNode *parse_quoted(Parser *P) {
+    char q = *P->p;
+    const char *s = P->p + 1;
+    size_t cap = strlen(s) + 1, n = 0;
+    char *val = malloc(cap);
+    if (!val) abort();
+    for (;;) {
+        if (!*s) {
+            free(val);
+            return err_lexer(P);  // unterminated quote: the lexer cannot match it
+        }
+        if (*s == '\\' && s[1] == q) {
+            val[n++] = q;
+            s += 2;
+        } else if (*s == q) {
+            s++;
+            break;
+        } else {
+            val[n++] = *s++;
+        }
+    }
+    val[n] = 0;
+    P->p = s;
+    CfgNode *node = cfg_new_str(val);
+    node->quoted = true;
+    free(val);
+    return node;
+}
+
+static CfgNode *parse_list(Parser *P, int depth) {
+    CfgNode *l = cfg_new_list();
+    P->p++;  // '['
+    skip_ws(P);
+    if (*P->p == ']') {
+        P->p++;
+        return l;
+    }
+    for (;;) {
+        CfgNode *v = parse_element(P, depth + 1);
+        if (!v) {
+            cfg_free(l);
+            return NULL;
+        }
+        cfg_list_push(l, v);
+        skip_ws(P);
+        if (*P->p == ',') {
+            P->p++;
+            continue;
+        }
+        if (*P->p == ']') {
+            P->p++;
+            return l;
+        }
+        cfg_free(l);
+        return err_mismatched(P);
+    }
+}
+
+static CfgNode *parse_dict(Parser *P, int depth) {
+    CfgNode *m = cfg_new_map();
+    P->p++;  // '{'
+    skip_ws(P);
+    if (*P->p == '}') {
+        P->p++;
+        return m;
+    }
+    for (;;) {
+        skip_ws(P);
+        CfgNode *k = parse_primitive(P, true);
+        if (!k) {
+            cfg_free(m);
+            return NULL;
+        }
+        char *key = cfg_strdup(k->s);
+        cfg_free(k);
+        skip_ws(P);
+        if (*P->p != ':') {
+            free(key);
+            cfg_free(m);
+            return err_mismatched(P);
+        }
+        P->p++;
+        CfgNode *v = parse_element(P, depth + 1);
+        if (!v) {
+            free(key);
+            cfg_free(m);
+            return NULL;
+        }
+        cfg_map_put(m, key, v);
+        free(key);
+        skip_ws(P);
+        if (*P->p == ',') {
+            P->p++;
+            continue;
+        }
+        if (*P->p == '}') {
+            P->p++;
+            return m;
+        }
+        cfg_free(m);
+        return err_mismatched(P);
+    }
+}
+
+static CfgNode *parse_element(Parser *P, int depth) {
+    if (depth > 64) return err_parse(P, "value nested too deeply");
+    skip_ws(P);
+    CfgNode *n;
+    switch (*P->p) {
+    case '[': n = parse_list(P, depth); break;
+    case '{': n = parse_dict(P, depth); break;
+    case '\'':
+    case '"': n = parse_quoted(P); break;
+    default: n = parse_primitive(P, false); break;
+    }
+    skip_ws(P);
+    return n;
+}
+
+// Sweep / function syntax, `name(` at the start of the value.
+static bool starts_function(const char *s, char *name, size_t len) {
+    size_t i = 0;
+    if (!is_id_start((unsigned char)s[0])) return false;
+    while (is_id_char((unsigned char)s[i])) i++;
+    if (s[i] != '(' || i >= len) return false;
+    memcpy(name, s, i);
+    name[i] = 0;
+    return true;
+}
+
+static CfgNode *parse_value(Parser *P) {
+    skip_ws(P);
+    if (!*P->p) return cfg_new_str("");  // `key=`: the empty string
+    char fn[64];
+    if (starts_function(P->p, fn, sizeof fn)) {
+        static const char *const sweeps[] = {"choice", "range", "interval", "glob", "sort", "shuffle", "tag", NULL};
+        for (const char *const *s = sweeps; *s; s++)
+            if (strcmp(fn, *s) == 0) {
+                cfg_errf(P->err, P->errlen, "Sweep parameters '%s' requires --multirun", P->text);
+                return NULL;
+            }
+        char msg[128];
+        snprintf(msg, sizeof msg, "function '%s' is not supported", fn);
+        return err_parse(P, msg);
+    }
+    CfgNode *v = parse_element(P, 0);
+    if (!v) return NULL;
+    if (*P->p == ',') {
+        cfg_free(v);
+        cfg_errf(P->err, P->errlen,
+                 "Ambiguous value for argument '%s'\n"
+                 "1. To use it as a list, use key=[value1,value2]\n"
+                 "2. To use it as string, quote the value: key=\\'value1,value2\\'\n"
+                 "3. To sweep over it, add --multirun to your command line",
+                 P->text);
+        return NULL;
+    }
+    if (*P->p) {
+        cfg_free(v);
+        return err_mismatched(P);
+    }
+    return v;
+}
+
+// ------------------------------------------------------------------------- override
+
+void cfg_override_free(CfgOverride *ov) {
+    free(ov->key);
+    free(ov->text);
+    cfg_free(ov->value);
+    memset(ov, 0, sizeof *ov);
+}
+
+int cfg_override_parse(const char *text, CfgOverride *ov, char *err, size_t errlen) {
+    memset(ov, 0, sizeof *ov);
+    Parser P = {.text = text, .p = text, .err = err, .errlen = errlen};
+    if (strncmp(P.p, "++", 2) == 0) { ov->kind = CFG_OV_FORCE_ADD; P.p += 2; }
+    else if (*P.p == '+') { ov->kind = CFG_OV_ADD; P.p++; }
+    else if (*P.p == '~') { ov->kind = CFG_OV_DELETE; P.p++; }
+    else ov->kind = CFG_OV_CHANGE;
+    skip_ws(&P);
+
+    // key: (ID | INDEX) ('.' (ID | INDEX))*
+    const char *ks = P.p;
+    while (is_id_char((unsigned char)*P.p) || *P.p == '.') P.p++;
+    const char *ke = P.p;
+    if (ke == ks) {
+        if (!*P.p || *P.p == '=') {
+            err_parse(&P, *P.p ? "missing key before '='" : "missing key");
+            return -1;
+        }
+        err_lexer(&P);
+        return -1;
+    }
+    size_t klen = (size_t)(ke - ks);
+    char *key = malloc(klen + 1);
+    if (!key) abort();
+    memcpy(key, ks, klen);
+    key[klen] = 0;
+    // Each dotted part is an ID or a list index.
+    size_t nparts = 0;
+    for (char *part = key, *next; part; part = next) {
+        char *dot = strchr(part, '.');
+        next = dot ? dot + 1 : NULL;
+        size_t len = dot ? (size_t)(dot - part) : strlen(part);
+        bool digits = len > 0 && strspn(part, "0123456789") >= len;
+        bool id = len > 0 && is_id_start((unsigned char)part[0]);
+        for (size_t i = 1; id && i < len; i++) id = is_id_char((unsigned char)part[i]);
+        nparts++;
+        if (!id && !(digits && (dot || nparts > 1))) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "token recognition error at: '%.*s'", (int)(len ? len : 1), len ? part : ".");
+            free(key);
+            err_parse(&P, msg);
+            return -1;
+        }
+    }
+    skip_ws(&P);
+    if (*P.p == '@' || *P.p == '/') {
+        free(key);
+        err_parse(&P, "config groups and packages are not supported");
+        return -1;
+    }
+    if (!*P.p) {
+        if (ov->kind == CFG_OV_DELETE) {
+            ov->key = key;
+            ov->text = cfg_strdup(text);
+            return 0;
+        }
+        free(key);
+        err_parse(&P, "missing EQUAL at '<EOF>'");
+        return -1;
+    }
+    if (*P.p != '=') {
+        free(key);
+        if ((unsigned char)*P.p >= 0x80 || !strchr(",]}[{()'\":", *P.p)) err_lexer(&P);
+        else cfg_errf(err, errlen, "mismatched input '%c' expecting EQUAL\n" SEE_GRAMMAR, *P.p);
+        return -1;
+    }
+    P.p++;
+    CfgNode *v = parse_value(&P);
+    if (!v) {
+        free(key);
+        return -1;
+    }
+    cfg_set_override(v, text);
+    ov->key = key;
+    ov->value = v;
+    ov->text = cfg_strdup(text);
+    return 0;
+}
+
+// ------------------------------------------------------------------------- apply
+
+void cfg_full_key(const CfgNode *root, const char *path, char *buf, size_t len) {
+    const CfgNode *cur = root;
+    size_t o = 0;
+    buf[0] = 0;
+    const char *p = path;
+    while (*p) {
+        const char *dot = strchr(p, '.');
+        int plen = (int)(dot ? dot - p : (long)strlen(p));
+        bool list = cur && cur->type == CFG_LIST;
+        int w = list ? snprintf(buf + o, len - o, "[%.*s]", plen, p)
+                     : snprintf(buf + o, len - o, "%s%.*s", o ? "." : "", plen, p);
+        if (w < 0 || (size_t)w >= len - o) return;
+        o += (size_t)w;
+        char part[256];
+        snprintf(part, sizeof part, "%.*s", plen, p);
+        cur = cur ? cfg_select(cur, part) : NULL;
+        p += plen;
+        if (*p == '.') p++;
+    }
+}
+
+typedef struct {
+    CfgNode *root;
+    const CfgOverride *ov;
+    bool force;  // + / ++: struct mode does not apply
+    bool open;   // below an open (non-struct) top-level key
+    char *err;
+    size_t errlen;
+} Apply;
+
+// "Key 'k' is not in struct": wrapped in Hydra's "Could not override" text for key=value.
+static int err_struct(Apply *A, const char *missing_key, const char *full_key) {
+    if (A->ov->kind == CFG_OV_CHANGE)
+        return cfg_errf(A->err, A->errlen,
+                        "Could not override '%s'.\nTo append to your config use +%s\n"
+                        "Key '%s' is not in struct\n    full_key: %s\n    object_type=dict",
+                        A->ov->key, A->ov->text, missing_key, full_key);
+    return cfg_errf(A->err, A->errlen, "Error merging override %s\nKey '%s' is not in struct\n    full_key: %s\n    object_type=dict",
+                    A->ov->text, missing_key, full_key);
+}
+
+static int err_index(Apply *A, const char *full_key, const char *what) {
+    return cfg_errf(A->err, A->errlen, "Error merging override %s\n%s\n    full_key: %s\n    object_type=list",
+                    A->ov->text, what, full_key);
+}
+
+static bool list_index(const char *s, const CfgNode *list, size_t *idx) {
+    if (!*s || strspn(s, "0123456789") != strlen(s) || strlen(s) > 18) return false;
+    *idx = (size_t)strtoull(s, NULL, 10);
+    return *idx < list->n;
+}
+
+// Merges map src into map dst; new keys need force/open (struct mode).
+static int merge_struct(Apply *A, CfgNode *dst, const CfgNode *src, const char *full) {
+    for (size_t i = 0; i < src->n; i++) {
+        const CfgNode *s = src->kids[i];
+        char fk[1024];
+        snprintf(fk, sizeof fk, "%s.%s", full, s->key);
+        CfgNode *d = cfg_map_get(dst, s->key);
+        if (!d && !A->force && !A->open) return err_struct(A, s->key, fk);
+        if (d && d->type == CFG_MAP && s->type == CFG_MAP) {
+            if (merge_struct(A, d, s, fk)) return -1;
+        } else {
+            cfg_map_put(dst, s->key, cfg_copy(s));
+        }
+    }
+    return 0;
+}
+
+// Stores value at child `part` of container node (merging dicts into dicts).
+static int set_child(Apply *A, CfgNode *node, const char *part, const char *full) {
+    const CfgNode *value = A->ov->value;
+    if (node->type == CFG_LIST) {
+        size_t idx;
+        if (!list_index(part, node, &idx))
+            return err_index(A, full, strspn(part, "0123456789") == strlen(part) ? "list index out of range"
+                                                                                 : "list indices must be integers");
+        CfgNode *cur = node->kids[idx];
+        if (cur->type == CFG_MAP && value->type == CFG_MAP) return merge_struct(A, cur, value, full);
+        CfgNode *c = cfg_copy(value);
+        free(c->key);
+        c->key = NULL;
+        cfg_free(cur);
+        node->kids[idx] = c;
+        return 0;
+    }
+    CfgNode *cur = cfg_map_get(node, part);
+    if (!cur && !A->force && !A->open) return err_struct(A, part, full);
+    if (cur && cur->type == CFG_MAP && value->type == CFG_MAP) return merge_struct(A, cur, value, full);
+    cfg_map_put(node, part, cfg_copy(value));
+    return 0;
+}
+
+static int update(Apply *A) {
+    char *path = cfg_strdup(A->ov->key);
+    CfgNode *node = A->root;
+    char full[1024] = "";
+    int rc = 0;
+    char *part = path;
+    for (;;) {
+        char *dot = strchr(part, '.');
+        if (dot) *dot = 0;
+        // full key of this part, OmegaConf style (list items in brackets)
+        size_t o = strlen(full);
+        if (node->type == CFG_LIST) snprintf(full + o, sizeof full - o, "[%s]", part);
+        else snprintf(full + o, sizeof full - o, "%s%s", o ? "." : "", part);
+        if (!dot) {
+            rc = set_child(A, node, part, full);
+            break;
+        }
+        CfgNode *child;
+        size_t idx = 0;
+        if (node->type == CFG_LIST) {
+            if (!list_index(part, node, &idx)) {
+                rc = err_index(A, full, "list index out of range");
+                break;
+            }
+            child = node->kids[idx];
+        } else {
+            child = cfg_map_get(node, part);
+            if (!child) {
+                if (!A->force && !A->open) {
+                    rc = err_struct(A, part, full);
+                    break;
+                }
+                child = cfg_new_map();
+                cfg_set_override(child, A->ov->text);
+                cfg_map_put(node, part, child);
+            }
+        }
+        if (child->type != CFG_MAP && child->type != CFG_LIST) {
+            // OmegaConf.update replaces a scalar on the path with an empty dict.
+            CfgNode *m = cfg_new_map();
+            cfg_set_override(m, A->ov->text);
+            if (node->type == CFG_LIST) {
+                cfg_free(node->kids[idx]);
+                node->kids[idx] = m;
+            } else {
+                cfg_map_put(node, part, m);
+            }
+            child = m;
+        }
+        node = child;
+        part = dot + 1;
+    }
+    free(path);
+    return rc;
+}
+
+static int apply_delete(CfgNode *root, const CfgOverride *ov, char *err, size_t errlen) {
+    CfgNode *cur = cfg_select(root, ov->key);
+    if (!cur || cur->type == CFG_NULL)
+        return cfg_errf(err, errlen, "Could not delete from config. '%s' does not exist.", ov->key);
+    if (ov->value && !cfg_equal(cur, ov->value)) {
+        char a[512], b[512];
+        cfg_repr(cur, a, sizeof a);
+        cfg_repr(ov->value, b, sizeof b);
+        return cfg_errf(err, errlen, "Could not delete from config. The value of '%s' is %s and not %s.", ov->key, a, b);
+    }
+    char *parent_path = cfg_strdup(ov->key);
+    char *dot = strrchr(parent_path, '.');
+    const char *last = dot ? dot + 1 : parent_path;
+    if (dot) *dot = 0;
+    CfgNode *parent = dot ? cfg_select(root, parent_path) : root;
+    if (parent->type == CFG_LIST) {
+        size_t idx = (size_t)strtoull(last, NULL, 10);
+        cfg_list_del(parent, idx);
+    } else {
+        cfg_map_del(parent, last);
+    }
+    free(parent_path);
+    return 0;
+}
+
+int cfg_override_apply(CfgNode *root, const CfgOverride *ov, const char *const *open_keys, char *err,
+                       size_t errlen) {
+    if (!root || root->type != CFG_MAP) return cfg_errf(err, errlen, "Error merging override %s\nthe config is not a mapping", ov->text);
+    if (ov->kind == CFG_OV_DELETE) return apply_delete(root, ov, err, errlen);
+
+    Apply A = {.root = root, .ov = ov, .err = err, .errlen = errlen};
+    size_t first_len = strcspn(ov->key, ".");
+    for (const char *const *k = open_keys; k && *k; k++)
+        if (strlen(*k) == first_len && strncmp(*k, ov->key, first_len) == 0 && ov->key[first_len] == '.') A.open = true;
+
+    if (ov->kind == CFG_OV_ADD) {
+        const CfgNode *cur = cfg_select(root, ov->key);
+        if (cur && cur->type != CFG_NULL && ov->value->type != CFG_MAP && ov->value->type != CFG_LIST)
+            return cfg_errf(err, errlen,
+                            "Could not append to config. An item is already at '%s'.\n"
+                            "Either remove + prefix: '%s'\n"
+                            "Or add a second + to add or override '%s': '+%s'\n",
+                            ov->key, ov->text + 1, ov->key, ov->text);
+    }
+    A.force = ov->kind != CFG_OV_CHANGE;
+    return update(&A);
+}

@@ -1,0 +1,54 @@
+// config/cfg_override.h — Hydra command-line overrides: parsing and applying to a tree.
+//
+// Grammar (Hydra 1.3 basic override syntax, without sweeps and config groups):
+//   key=value   change an existing key (the tree is in struct mode)
+//   +key=value  add a key that does not exist yet (or whose value is null)
+//   ++key=value add or change
+//   ~key[=value] delete (only when the current value equals value, if given)
+//   key=        set to the empty string
+// key is ID(.ID|.INDEX)* with ID = [A-Za-z_$][A-Za-z0-9_$-]*; INDEX a list index.
+// Values: int (10, -2, 1_000; not 010), float (3.14, 1., .5, 1e-3, inf, nan), bool
+// (true/false, any case), null (any case), quoted strings ('a b', "x,y"), lists [1,a],
+// dicts {k: v}; anything else is a string (surrounding whitespace trimmed, `\,` etc.
+// unescaped, `${...}` kept verbatim). Error messages copy Hydra's texts.
+#ifndef MINGPT_CFG_OVERRIDE_H
+#define MINGPT_CFG_OVERRIDE_H
+
+#include "config/cfg_tree.h"
+
+typedef enum { CFG_OV_CHANGE, CFG_OV_ADD, CFG_OV_FORCE_ADD, CFG_OV_DELETE } CfgOverrideKind;
+
+typedef struct {
+    CfgOverrideKind kind;
+    char *key;       // dotted key without the +/++/~ prefix, e.g. "trainer_config.seed"
+    CfgNode *value;  // parsed value, nodes marked with this override; NULL for `~key` without `=`
+    char *text;      // the override exactly as given
+} CfgOverride;
+
+// Parses one override. On success fills *ov (free with cfg_override_free) and returns 0.
+// On a syntax error returns -1 with Hydra's message in err, e.g.
+//   Error parsing override 'a.b'\nmissing EQUAL at '<EOF>'\nSee https://hydra.cc/...
+// Sweeps (`a=1,2`, `a=range(1,3)`) are rejected with Hydra's no-multirun messages.
+int cfg_override_parse(const char *text, CfgOverride *ov, char *err, size_t errlen);
+
+// Frees the strings and value inside ov (not ov itself).
+void cfg_override_free(CfgOverride *ov);
+
+// Applies ov to root (a map) the way Hydra/OmegaConf.update(merge=True) does: dict values
+// merge into existing dicts, everything else replaces. Struct mode: a plain `key=v` (and
+// new keys inside a merged dict) must already exist, except below the top-level keys named
+// in open_keys (NULL-terminated list, may be NULL), which accept new keys like a plain
+// dict. Returns 0, or -1 with Hydra's message in err:
+//   Could not override 'a.b'.\nTo append to your config use +a.b=v\nKey 'b' is not in struct\n
+//       full_key: a.b\n    object_type=dict
+//   Could not append to config. An item is already at 'a.b'.\n...
+//   Could not delete from config. 'a.b' does not exist.
+//   Error merging override a.5=9\nlist index out of range\n    full_key: a[5]\n    object_type=list
+int cfg_override_apply(CfgNode *root, const CfgOverride *ov, const char *const *open_keys, char *err,
+                       size_t errlen);
+
+// OmegaConf's full_key for a dotted path: list indices in brackets ("a.lst.1" -> "a.lst[1]")
+// where root says the parent is a list. Writes into buf.
+void cfg_full_key(const CfgNode *root, const char *path, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,771 @@
+// config/config.c — the schema, composing defaults + YAML + overrides, typed binding.
+#include "config/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config/cfg_override.h"
+#include "config/cfg_tree.h"
+
+// ------------------------------------------------------------------------- schema
+
+#define FIELD(sec, name, member, T) \
+    .section = sec, .key = name, .type = T, .offset = offsetof(Config, member), .size = sizeof(((Config *)0)->member)
+
+static const ConfigField SCHEMA[] = {
+    {FIELD("data_config", "path", data.path, CONFIG_STR), .def_str = "data/input.txt",
+     .doc = "corpus file (UTF-8 text; a .gz path is read through zlib)"},
+    {FIELD("data_config", "block_size", data.block_size, CONFIG_INT), .def_int = 128,
+     .doc = "context length T in characters"},
+    {FIELD("data_config", "train_split", data.train_split, CONFIG_FLOAT), .def_float = {0.9},
+     .doc = "fraction of the data used for training, in (0, 1)"},
+    {FIELD("data_config", "truncate", data.truncate, CONFIG_FLOAT), .def_float = {1.0},
+     .doc = "fraction of the corpus characters kept, in (0, 1]"},
+    {FIELD("data_config", "split", data.split, CONFIG_STR), .def_str = "contiguous", .choices = "contiguous|random",
+     .doc = "train/test split: contiguous (first part trains) or random windows"},
+
+    {FIELD("gpt_config", "n_layer", gpt.n_layer, CONFIG_INT), .def_int = 8, .doc = "transformer blocks"},
+    {FIELD("gpt_config", "n_head", gpt.n_head, CONFIG_INT), .def_int = 8, .doc = "attention heads per block"},
+    {FIELD("gpt_config", "n_embd", gpt.n_embd, CONFIG_INT), .def_int = 512,
+     .doc = "embedding width; divisible by n_head"},
+    {FIELD("gpt_config", "embd_pdrop", gpt.embd_pdrop, CONFIG_FLOAT), .def_float = {0.1},
+     .doc = "dropout after the token + position embeddings, in [0, 1)"},
+    {FIELD("gpt_config", "resid_pdrop", gpt.resid_pdrop, CONFIG_FLOAT), .def_float = {0.1},
+     .doc = "dropout on each residual branch, in [0, 1)"},
+    {FIELD("gpt_config", "attn_pdrop", gpt.attn_pdrop, CONFIG_FLOAT), .def_float = {0.1},
+     .doc = "dropout on the attention probabilities, in [0, 1)"},
+
+    {FIELD("trainer_config", "max_epochs", trainer.max_epochs, CONFIG_INT), .def_int = 10, .doc = "passes over the training split"},
+    {FIELD("trainer_config", "batch_size", trainer.batch_size, CONFIG_INT), .def_int = 216, .doc = "sequences per batch (per rank)"},
+    {FIELD("trainer_config", "data_loader_workers", trainer.data_loader_workers, CONFIG_INT), .def_int = 4,
+     .doc = "accepted for tutorial compatibility; batches are built in-process"},
+    {FIELD("trainer_config", "grad_norm_clip", trainer.grad_norm_clip, CONFIG_FLOAT), .def_float = {1.0},
+     .doc = "clip the global gradient norm to this; <= 0 disables"},
+    {FIELD("trainer_config", "snapshot_path", trainer.snapshot_path, CONFIG_STR), .def_str = "snapshot.bin",
+     .doc = "snapshot file; training resumes from it when it exists"},
+    {FIELD("trainer_config", "save_every", trainer.save_every, CONFIG_INT), .def_int = 3,
+     .doc = "snapshot every N epochs (and after the last)"},
+    {FIELD("trainer_config", "use_amp", trainer.use_amp, CONFIG_BOOL), .def_int = 0,
+     .doc = "mixed precision on CUDA; the CPU backend trains in fp32"},
+    {FIELD("trainer_config", "device", trainer.device, CONFIG_STR), .def_str = "auto", .choices = "auto|cpu|cuda",
+     .doc = "auto (CUDA when available), cpu or cuda"},
+    {FIELD("trainer_config", "seed", trainer.seed, CONFIG_U64), .def_int = 1337,
+     .doc = "seed of the initialisation, dropout and the random split"},
+    {FIELD("trainer_config", "max_iters", trainer.max_iters, CONFIG_LONG), .def_int = 0,
+     .doc = "stop after this many iterations in total; 0 = no cap"},
+    {FIELD("trainer_config", "log_every", trainer.log_every, CONFIG_INT), .def_int = 100, .doc = "log every N iterations"},
+    {FIELD("trainer_config", "eval_iters", trainer.eval_iters, CONFIG_INT), .def_int = 0,
+     .doc = "test batches per evaluation; 0 = the whole test split"},
+    {FIELD("trainer_config", "eval_every", trainer.eval_every, CONFIG_LONG), .def_int = 0,
+     .doc = "also evaluate every N iterations; 0 = only at epoch ends"},
+    {FIELD("trainer_config", "save_every_iters", trainer.save_every_iters, CONFIG_LONG), .def_int = 0,
+     .doc = "also snapshot every N iterations; 0 = off"},
+
+    {FIELD("optimizer_config", "weight_decay", optim.weight_decay, CONFIG_FLOAT), .def_float = {0.1},
+     .doc = "AdamW weight decay (Linear weights only)"},
+    {FIELD("optimizer_config", "learning_rate", optim.learning_rate, CONFIG_FLOAT), .def_float = {3e-4},
+     .doc = "peak learning rate"},
+    {FIELD("optimizer_config", "betas", optim.betas, CONFIG_FLOAT_PAIR), .def_float = {0.9, 0.95},
+     .doc = "AdamW [beta1, beta2], each in [0, 1)"},
+    {FIELD("optimizer_config", "eps", optim.eps, CONFIG_FLOAT), .def_float = {1e-8}, .doc = "AdamW epsilon"},
+    {FIELD("optimizer_config", "warmup_iters", optim.warmup_iters, CONFIG_LONG), .def_int = 0,
+     .doc = "linear learning-rate warm-up iterations"},
+    {FIELD("optimizer_config", "lr_decay_iters", optim.lr_decay_iters, CONFIG_LONG), .def_int = 0,
+     .doc = "cosine decay to min_lr over this many iterations; 0 = constant"},
+    {FIELD("optimizer_config", "min_lr", optim.min_lr, CONFIG_FLOAT), .def_float = {0.0},
+     .doc = "floor of the cosine decay"},
+};
+#define N_SCHEMA (sizeof SCHEMA / sizeof SCHEMA[0])
+
+static const char *const SECTIONS[] = {"data_config", "gpt_config", "trainer_config", "optimizer_config", NULL};
+
+// Top-level keys whose subtrees are plain dicts (not struct): Hydra's own settings.
+static const char *const OPEN_KEYS[] = {"hydra", NULL};
+
+const ConfigField *config_schema(size_t *n) {
+    if (n) *n = N_SCHEMA;
+    return SCHEMA;
+}
+
+static const ConfigField *find_field(const char *section, const char *key) {
+    for (size_t i = 0; i < N_SCHEMA; i++)
+        if (strcmp(SCHEMA[i].section, section) == 0 && strcmp(SCHEMA[i].key, key) == 0) return &SCHEMA[i];
+    return NULL;
+}
+
+static bool is_section(const char *name) {
+    for (const char *const *s = SECTIONS; *s; s++)
+        if (strcmp(*s, name) == 0) return true;
+    return false;
+}
+
+static void *field_ptr(Config *cfg, const ConfigField *f) { return (char *)cfg + f->offset; }
+static const void *field_cptr(const Config *cfg, const ConfigField *f) { return (const char *)cfg + f->offset; }
+
+static void store_default(Config *cfg, const ConfigField *f) {
+    void *p = field_ptr(cfg, f);
+    switch (f->type) {
+    case CONFIG_INT: *(int *)p = (int)f->def_int; break;
+    case CONFIG_LONG: *(long *)p = (long)f->def_int; break;
+    case CONFIG_U64: *(uint64_t *)p = (uint64_t)f->def_int; break;
+    case CONFIG_FLOAT: *(double *)p = f->def_float[0]; break;
+    case CONFIG_BOOL: *(bool *)p = f->def_int != 0; break;
+    case CONFIG_STR: snprintf(p, f->size, "%s", f->def_str); break;
+    case CONFIG_FLOAT_PAIR: ((double *)p)[0] = f->def_float[0]; ((double *)p)[1] = f->def_float[1]; break;
+    }
+}
+
+void config_defaults(Config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < N_SCHEMA; i++) store_default(cfg, &SCHEMA[i]);
+}
+
+// Node for one field's value as stored in cfg.
+static CfgNode *field_node(const Config *cfg, const ConfigField *f) {
+    const void *p = field_cptr(cfg, f);
+    switch (f->type) {
+    case CONFIG_INT: return cfg_new_int(*(const int *)p);
+    case CONFIG_LONG: return cfg_new_int(*(const long *)p);
+    case CONFIG_U64: {
+        uint64_t v = *(const uint64_t *)p;
+        if (v <= (uint64_t)LLONG_MAX) return cfg_new_int((long long)v);
+        char buf[32];  // beyond int64: a plain decimal string, read back by the u64 binder
+        snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
+        return cfg_new_str(buf);
+    }
+    case CONFIG_FLOAT: return cfg_new_float(*(const double *)p);
+    case CONFIG_BOOL: return cfg_new_bool(*(const bool *)p);
+    case CONFIG_STR: {
+        const char *s = p;
+        return cfg_new_str_n(s, strnlen(s, f->size));
+    }
+    case CONFIG_FLOAT_PAIR: {
+        CfgNode *l = cfg_new_list();
+        cfg_list_push(l, cfg_new_float(((const double *)p)[0]));
+        cfg_list_push(l, cfg_new_float(((const double *)p)[1]));
+        return l;
+    }
+    }
+    return cfg_new_null();
+}
+
+// The four sections of cfg as a tree, in schema order.
+static CfgNode *config_tree(const Config *cfg) {
+    CfgNode *root = cfg_new_map();
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        const ConfigField *f = &SCHEMA[i];
+        CfgNode *sec = cfg_map_get(root, f->section);
+        if (!sec) {
+            cfg_map_put(root, f->section, cfg_new_map());
+            sec = cfg_map_get(root, f->section);
+        }
+        cfg_map_put(sec, f->key, field_node(cfg, f));
+    }
+    return root;
+}
+
+CfgNode *config_defaults_tree(void) {
+    Config d;
+    config_defaults(&d);
+    return config_tree(&d);
+}
+
+int config_path(char *out, size_t outlen, const char *config_dir, const char *config_name) {
+    size_t nl = strlen(config_name);
+    const char *ext = nl >= 5 && strcmp(config_name + nl - 5, ".yaml") == 0 ? "" : ".yaml";
+    bool bare = !config_dir || !*config_dir || strcmp(config_dir, ".") == 0 || config_name[0] == '/';
+    size_t dl = config_dir ? strlen(config_dir) : 0;
+    const char *sep = !bare && dl && config_dir[dl - 1] != '/' ? "/" : "";
+    int w = snprintf(out, outlen, "%s%s%s%s", bare ? "" : config_dir, bare ? "" : sep, config_name, ext);
+    return w < 0 || (size_t)w >= outlen;
+}
+
+// ------------------------------------------------------------------------- messages
+
+// "<file>:<line>:<col>: msg", "msg (from override '...')" or "msg", from where n came from.
+static int located(const CfgLoc *loc, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int located(const CfgLoc *loc, char *err, size_t errlen, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (loc && loc->file && loc->line > 0) return cfg_errf(err, errlen, "%s:%d:%d: %s", loc->file, loc->line, loc->col, msg);
+    if (loc && loc->override) return cfg_errf(err, errlen, "%s (from override '%s')", msg, loc->override);
+    return cfg_errf(err, errlen, "%s", msg);
+}
+
+// Suggestion for an unknown key: the closest key of the same section, else the same key in
+// another section. Writes "" when nothing is close.
+static void suggest_key(const char *section, const char *key, char *buf, size_t len) {
+    size_t best = SIZE_MAX;
+    const ConfigField *pick = NULL;
+    size_t kl = strlen(key);
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        if (strcmp(SCHEMA[i].section, section) != 0) continue;
+        size_t d = cfg_edit_distance(key, SCHEMA[i].key);
+        if (d < best) { best = d; pick = &SCHEMA[i]; }
+    }
+    if (!(pick && (best <= 2 || best * 3 <= kl))) {
+        pick = NULL;
+        for (size_t i = 0; i < N_SCHEMA && !pick; i++)
+            if (strcmp(SCHEMA[i].key, key) == 0) pick = &SCHEMA[i];
+    }
+    if (pick) snprintf(buf, len, " (did you mean '%s.%s'?)", pick->section, pick->key);
+    else buf[0] = 0;
+}
+
+static void suggest_section(const char *key, char *buf, size_t len) {
+    static const char *const tops[] = {"data_config", "gpt_config", "trainer_config", "optimizer_config", "hydra", NULL};
+    size_t best = SIZE_MAX, kl = strlen(key);
+    const char *pick = NULL;
+    for (const char *const *t = tops; *t; t++) {
+        size_t d = cfg_edit_distance(key, *t);
+        if (d < best) { best = d; pick = *t; }
+    }
+    if (pick && (best <= 2 || best * 3 <= kl)) {
+        snprintf(buf, len, " (did you mean '%s'?)", pick);
+        return;
+    }
+    for (size_t i = 0; i < N_SCHEMA; i++)  // a field written at the top level
+        if (strcmp(SCHEMA[i].key, key) == 0) {
+            snprintf(buf, len, " (did you mean '%s.%s'?)", SCHEMA[i].section, SCHEMA[i].key);
+            return;
+        }
+    buf[0] = 0;
+}
+
+// How a value reads in a message from the file: its source text, or its kind.
+static void describe(const CfgNode *n, char *buf, size_t len) {
+    switch (n->type) {
+    case CFG_NULL: snprintf(buf, len, "null"); return;
+    case CFG_LIST: snprintf(buf, len, "a list"); return;
+    case CFG_MAP: snprintf(buf, len, "a mapping"); return;
+    default: break;
+    }
+    if (n->s) {
+        snprintf(buf, len, "'%s'", n->s);
+        return;
+    }
+    char r[512];
+    cfg_repr(n, r, sizeof r);
+    snprintf(buf, len, "'%s'", r);
+}
+
+// A value of the wrong type. From an override: Hydra's text (hydra_msg); otherwise
+// "<where>: <full_key>: expected <what>, got <value>".
+static int type_error(const CfgNode *n, const char *full_key, const char *what, const char *hydra_msg, char *err,
+                      size_t errlen) {
+    if (n->loc.override)
+        return cfg_errf(err, errlen, "Error merging override %s\n%s\n    full_key: %s", n->loc.override, hydra_msg,
+                        full_key);
+    char got[600];
+    describe(n, got, sizeof got);
+    if (n->loc.file && n->loc.line > 0)
+        return cfg_errf(err, errlen, "%s:%d:%d: %s: expected %s, got %s", n->loc.file, n->loc.line, n->loc.col,
+                        full_key, what, got);
+    return cfg_errf(err, errlen, "%s: expected %s, got %s", full_key, what, got);
+}
+
+// ------------------------------------------------------------------------- conversions
+
+typedef enum { CONV_OK, CONV_BAD, CONV_NULL, CONV_RANGE } Conv;
+
+static void trim(const char *s, const char **b, const char **e) {
+    while (isspace((unsigned char)*s)) s++;
+    const char *end = s + strlen(s);
+    while (end > s && isspace((unsigned char)end[-1])) end--;
+    *b = s;
+    *e = end;
+}
+
+// Python int(str): optional sign, decimal digits with single '_' between digits.
+static Conv parse_int_text(const char *text, long long *out, unsigned long long *uout, bool *neg) {
+    const char *s, *e;
+    trim(text, &s, &e);
+    *neg = false;
+    if (s < e && (*s == '+' || *s == '-')) *neg = *s++ == '-';
+    if (s >= e || !isdigit((unsigned char)*s)) return CONV_BAD;
+    unsigned long long v = 0;
+    bool overflow = false;
+    for (const char *p = s; p < e; p++) {
+        if (*p == '_' && p + 1 < e && isdigit((unsigned char)p[1]) && isdigit((unsigned char)p[-1])) continue;
+        if (!isdigit((unsigned char)*p)) return CONV_BAD;
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (ULLONG_MAX - d) / 10) overflow = true;
+        else v = v * 10 + d;
+    }
+    if (overflow) return CONV_RANGE;
+    if (uout) *uout = v;
+    if (out) {
+        if (v > (unsigned long long)LLONG_MAX + (*neg ? 1u : 0u)) return CONV_RANGE;
+        *out = *neg ? (long long)(0 - v) : (long long)v;
+    }
+    return CONV_OK;
+}
+
+// Python float(str): decimal/exponent forms, inf/infinity/nan, '_' between digits.
+static Conv parse_float_text(const char *text, double *out) {
+    const char *s, *e;
+    trim(text, &s, &e);
+    if (s >= e) return CONV_BAD;
+    char buf[128];
+    size_t n = 0;
+    for (const char *p = s; p < e; p++) {
+        if (*p == '_' && p > s && p + 1 < e && isdigit((unsigned char)p[-1]) && isdigit((unsigned char)p[1])) continue;
+        if (n + 1 >= sizeof buf) return CONV_BAD;
+        buf[n++] = *p;
+    }
+    buf[n] = 0;
+    const char *w = buf + (buf[0] == '+' || buf[0] == '-');
+    if (strcasecmp(w, "inf") == 0 || strcasecmp(w, "infinity") == 0 || strcasecmp(w, "nan") == 0) {
+        *out = strtod(buf, NULL);
+        return CONV_OK;
+    }
+    if (!isdigit((unsigned char)w[0]) && !(w[0] == '.' && isdigit((unsigned char)w[1]))) return CONV_BAD;
+    if (strpbrk(buf, "xXpP")) return CONV_BAD;  // strtod reads hex floats; Python does not
+    char *end;
+    double v = strtod(buf, &end);
+    if (*end) return CONV_BAD;
+    *out = v;
+    return CONV_OK;
+}
+
+static Conv conv_int(const CfgNode *n, long long *out) {
+    if (n->type == CFG_NULL) return CONV_NULL;
+    if (n->type == CFG_INT) { *out = n->i; return CONV_OK; }
+    if (n->type == CFG_STRING) {
+        bool neg;
+        return parse_int_text(n->s, out, NULL, &neg);
+    }
+    return CONV_BAD;
+}
+
+static Conv conv_u64(const CfgNode *n, uint64_t *out) {
+    if (n->type == CFG_NULL) return CONV_NULL;
+    if (n->type == CFG_INT) {
+        if (n->i < 0) return CONV_RANGE;
+        *out = (uint64_t)n->i;
+        return CONV_OK;
+    }
+    if (n->type == CFG_STRING) {
+        bool neg;
+        unsigned long long v;
+        Conv c = parse_int_text(n->s, NULL, &v, &neg);
+        if (c != CONV_OK) return c;
+        if (neg && v) return CONV_RANGE;
+        *out = v;
+        return CONV_OK;
+    }
+    return CONV_BAD;
+}
+
+static Conv conv_float(const CfgNode *n, double *out) {
+    if (n->type == CFG_NULL) return CONV_NULL;
+    if (n->type == CFG_INT) { *out = (double)n->i; return CONV_OK; }
+    if (n->type == CFG_FLOAT) { *out = n->f; return CONV_OK; }
+    if (n->type == CFG_STRING) return parse_float_text(n->s, out);
+    return CONV_BAD;
+}
+
+// OmegaConf BooleanNode: bool, int (!= 0), numeric string, yes/y/on/true/no/n/off/false.
+static Conv conv_bool(const CfgNode *n, bool *out) {
+    if (n->type == CFG_NULL) return CONV_NULL;
+    if (n->type == CFG_BOOL) { *out = n->b; return CONV_OK; }
+    if (n->type == CFG_INT) { *out = n->i != 0; return CONV_OK; }
+    if (n->type != CFG_STRING) return CONV_BAD;
+    long long v;
+    bool neg;
+    if (parse_int_text(n->s, &v, NULL, &neg) == CONV_OK) { *out = v != 0; return CONV_OK; }
+    static const char *const t[] = {"yes", "y", "on", "true"}, *const f[] = {"no", "n", "off", "false"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(n->s, t[i]) == 0) { *out = true; return CONV_OK; }
+        if (strcasecmp(n->s, f[i]) == 0) { *out = false; return CONV_OK; }
+    }
+    return CONV_BAD;
+}
+
+// ------------------------------------------------------------------------- binding
+
+// Strict UTF-8 (no overlongs, surrogates or code points past U+10FFFF). Strings must be
+// valid so that config_to_yaml (libyaml) can always write them back.
+static bool valid_utf8(const char *str) {
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        unsigned c = *s;
+        int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
+        if (n < 0) return false;
+        unsigned cp = n == 0 ? c : c & (0x3Fu >> n);
+        for (int i = 1; i <= n; i++) {
+            if ((s[i] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (s[i] & 0x3Fu);
+        }
+        static const unsigned min_cp[] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        s += n + 1;
+    }
+    return true;
+}
+
+static void full_key(const ConfigField *f, char *buf, size_t len) { snprintf(buf, len, "%s.%s", f->section, f->key); }
+
+static int bind_float_node(const CfgNode *n, const char *fk, double *out, char *err, size_t errlen) {
+    char repr[512], msg[700];
+    switch (conv_float(n, out)) {
+    case CONV_OK: return 0;
+    case CONV_NULL:
+        snprintf(msg, sizeof msg, "field '%s' is not Optional", fk);
+        return type_error(n, fk, "a number", msg, err, errlen);
+    default:
+        cfg_repr(n, repr, sizeof repr);
+        snprintf(msg, sizeof msg, "Value '%s' of type '%s' could not be converted to Float", repr, cfg_type_name(n->type));
+        return type_error(n, fk, "a number", msg, err, errlen);
+    }
+}
+
+// Converts node n into field f of cfg; type errors only (ranges are checked later).
+static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, char *err, size_t errlen) {
+    char fk[256], repr[512], msg[800];
+    full_key(f, fk, sizeof fk);
+    cfg_repr(n, repr, sizeof repr);
+    void *p = field_ptr(cfg, f);
+    if (n->type == CFG_NULL && f->type != CONFIG_FLOAT) {
+        snprintf(msg, sizeof msg, "field '%s' is not Optional", fk);
+        static const char *const what[] = {"an integer", "an integer", "a non-negative integer", "a number",
+                                           "a boolean", "a string", "a list of 2 numbers"};
+        return type_error(n, fk, what[f->type], msg, err, errlen);
+    }
+    switch (f->type) {
+    case CONFIG_INT:
+    case CONFIG_LONG: {
+        long long v = 0;
+        Conv c = conv_int(n, &v);
+        long long lo = f->type == CONFIG_INT ? INT_MIN : LONG_MIN, hi = f->type == CONFIG_INT ? INT_MAX : LONG_MAX;
+        if (c == CONV_OK && (v < lo || v > hi)) c = CONV_RANGE;
+        if (c == CONV_RANGE) return located(&n->loc, err, errlen, "%s: %s is out of range (%lld..%lld)", fk, repr, lo, hi);
+        if (c != CONV_OK) {
+            snprintf(msg, sizeof msg, "Value '%s' of type '%s' could not be converted to Integer", repr, cfg_type_name(n->type));
+            return type_error(n, fk, "an integer", msg, err, errlen);
+        }
+        if (f->type == CONFIG_INT) *(int *)p = (int)v;
+        else *(long *)p = (long)v;
+        return 0;
+    }
+    case CONFIG_U64: {
+        Conv c = conv_u64(n, (uint64_t *)p);
+        if (c == CONV_RANGE)
+            return located(&n->loc, err, errlen, "%s must be a non-negative integer below 2^64, got %s", fk, repr);
+        if (c != CONV_OK) {
+            snprintf(msg, sizeof msg, "Value '%s' of type '%s' could not be converted to Integer", repr, cfg_type_name(n->type));
+            return type_error(n, fk, "a non-negative integer", msg, err, errlen);
+        }
+        return 0;
+    }
+    case CONFIG_FLOAT: return bind_float_node(n, fk, (double *)p, err, errlen);
+    case CONFIG_BOOL:
+        if (conv_bool(n, (bool *)p) != CONV_OK) {
+            snprintf(msg, sizeof msg, "Value '%s' is not a valid bool (type %s)", repr, cfg_type_name(n->type));
+            return type_error(n, fk, "a boolean (true/false)", msg, err, errlen);
+        }
+        return 0;
+    case CONFIG_STR: {
+        if (n->type == CFG_LIST || n->type == CFG_MAP) {
+            snprintf(msg, sizeof msg, "Cannot convert '%s' to string: '%s'", cfg_type_name(n->type), repr);
+            return type_error(n, fk, "a string", msg, err, errlen);
+        }
+        // Scalars keep the text they were written with (`path: 010` stays "010").
+        const char *s = n->type == CFG_STRING || n->s ? n->s : repr;
+        if (strlen(s) >= f->size)
+            return located(&n->loc, err, errlen, "%s is longer than %zu bytes", fk, f->size - 1);
+        if (!valid_utf8(s)) return located(&n->loc, err, errlen, "%s is not valid UTF-8", fk);
+        memcpy(p, s, strlen(s) + 1);
+        return 0;
+    }
+    case CONFIG_FLOAT_PAIR: {
+        if (n->type != CFG_LIST) {
+            snprintf(msg, sizeof msg, "Invalid value assigned: %s is not a ListConfig, list or tuple.", cfg_type_name(n->type));
+            return type_error(n, fk, "a list of 2 numbers", msg, err, errlen);
+        }
+        if (n->n != 2) {
+            snprintf(msg, sizeof msg, "expected a list of 2 numbers, got %zu item%s", n->n, n->n == 1 ? "" : "s");
+            if (n->loc.override)
+                return cfg_errf(err, errlen, "Error merging override %s\n%s\n    full_key: %s", n->loc.override, msg, fk);
+            return located(&n->loc, err, errlen, "%s: %s", fk, msg);
+        }
+        for (size_t i = 0; i < 2; i++) {
+            char ek[300];
+            snprintf(ek, sizeof ek, "%s[%zu]", fk, i);
+            if (bind_float_node(n->kids[i], ek, (double *)p + i, err, errlen)) return -1;
+        }
+        return 0;
+    }
+    }
+    return 0;
+}
+
+static const CfgNode *lookup(const CfgNode *tree, const char *section, const char *key) {
+    return cfg_map_get(cfg_map_get(tree, section), key);
+}
+
+// Binds all fields (types only); absent fields get their defaults.
+static int bind_types(Config *cfg, const CfgNode *tree, char *err, size_t errlen) {
+    if (tree && tree->type != CFG_MAP && tree->type != CFG_NULL)
+        return located(&tree->loc, err, errlen, "the configuration must be a mapping of sections");
+    for (const char *const *s = SECTIONS; tree && tree->type == CFG_MAP && *s; s++) {
+        const CfgNode *sec = cfg_map_get(tree, *s);
+        if (!sec) continue;
+        if (sec->type != CFG_MAP) {
+            char repr[512], msg[700];
+            cfg_repr(sec, repr, sizeof repr);
+            snprintf(msg, sizeof msg, "Value '%s' of type '%s' is not a mapping", repr, cfg_type_name(sec->type));
+            return type_error(sec, *s, "a mapping", msg, err, errlen);
+        }
+        for (size_t i = 0; i < sec->n; i++) {
+            const CfgNode *k = sec->kids[i];
+            if (find_field(*s, k->key)) continue;
+            char hint[160];
+            suggest_key(*s, k->key, hint, sizeof hint);
+            // Keys added by an override carry the override on the value only.
+            const CfgLoc *where = k->key_loc.file || k->key_loc.override ? &k->key_loc : &k->loc;
+            return located(where, err, errlen, "unknown key '%s.%s'%s", *s, k->key, hint);
+        }
+    }
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        const ConfigField *f = &SCHEMA[i];
+        const CfgNode *n = lookup(tree, f->section, f->key);
+        if (!n) store_default(cfg, f);
+        else if (bind_field(cfg, f, n, err, errlen)) return -1;
+    }
+    return 0;
+}
+
+// ------------------------------------------------------------------------- validation
+
+static int invalid(const CfgNode *tree, const char *section, const char *key, char *err, size_t errlen,
+                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int invalid(const CfgNode *tree, const char *section, const char *key, char *err, size_t errlen,
+                   const char *fmt, ...) {
+    char msg[1500];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const CfgNode *n = lookup(tree, section, key);
+    return located(n ? &n->loc : NULL, err, errlen, "%s", msg);
+}
+
+static int min_int(const CfgNode *t, const char *sec, const char *key, long long v, long long min, char *err, size_t errlen) {
+    if (v >= min) return 0;
+    return invalid(t, sec, key, err, errlen, "%s.%s must be >= %lld, got %lld", sec, key, min, v);
+}
+
+// v must be finite and within lo..hi (open or closed ends; hi = INFINITY for no upper bound).
+static int float_range(const CfgNode *t, const char *sec, const char *key, const CfgNode *node, double v, double lo,
+                       bool lo_open, double hi, bool hi_open, char *err, size_t errlen) {
+    char vs[40], los[40], his[40], label[200];
+    cfg_format_float(v, vs, sizeof vs, false);
+    cfg_format_float(lo, los, sizeof los, false);
+    cfg_format_float(hi, his, sizeof his, false);
+    snprintf(label, sizeof label, "%s.%s", sec, key);
+    bool ok = isfinite(v) && (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+    if (ok) return 0;
+    const CfgLoc *loc = node ? &node->loc : NULL;
+    if (!node) {
+        const CfgNode *n = lookup(t, sec, key);
+        loc = n ? &n->loc : NULL;
+    }
+    if (!isfinite(v)) return located(loc, err, errlen, "%s must be a finite number, got %s", label, vs);
+    if (isinf(hi)) return located(loc, err, errlen, "%s must be %s %s, got %s", label, lo_open ? ">" : ">=", los, vs);
+    return located(loc, err, errlen, "%s must be in %c%s, %s%c, got %s", label, lo_open ? '(' : '[', los, his,
+                   hi_open ? ')' : ']', vs);
+}
+
+static bool in_choices(const char *v, const char *choices) {
+    size_t n = strlen(v);
+    for (const char *c = choices; *c;) {
+        size_t len = strcspn(c, "|");
+        if (len == n && strncmp(c, v, n) == 0) return true;
+        c += len;
+        if (*c == '|') c++;
+    }
+    return false;
+}
+
+static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errlen) {
+    const DataConfig *d = &cfg->data;
+    const GPTConfig *g = &cfg->gpt;
+    const TrainerConfig *tr = &cfg->trainer;
+    const OptimizerConfig *o = &cfg->optim;
+    const double inf = INFINITY;
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        const ConfigField *f = &SCHEMA[i];
+        if (f->choices && !in_choices((const char *)field_cptr(cfg, f), f->choices))
+            return invalid(t, f->section, f->key, err, errlen, "%s.%s must be one of %s, got '%s'", f->section, f->key,
+                           f->choices, (const char *)field_cptr(cfg, f));
+    }
+    if (!d->path[0]) return invalid(t, "data_config", "path", err, errlen, "data_config.path must not be empty");
+    if (min_int(t, "data_config", "block_size", d->block_size, 1, err, errlen) ||
+        float_range(t, "data_config", "train_split", NULL, d->train_split, 0, true, 1, true, err, errlen) ||
+        float_range(t, "data_config", "truncate", NULL, d->truncate, 0, true, 1, false, err, errlen) ||
+        min_int(t, "gpt_config", "n_layer", g->n_layer, 1, err, errlen) ||
+        min_int(t, "gpt_config", "n_head", g->n_head, 1, err, errlen) ||
+        min_int(t, "gpt_config", "n_embd", g->n_embd, 1, err, errlen))
+        return -1;
+    if (g->n_embd % g->n_head != 0) {
+        // Point at n_embd, or at n_head when only n_head was set by the user.
+        const CfgNode *e = lookup(t, "gpt_config", "n_embd");
+        bool embd_set = e && (e->loc.file || e->loc.override);
+        return invalid(t, "gpt_config", embd_set ? "n_embd" : "n_head", err, errlen,
+                       "gpt_config.n_embd (%d) must be divisible by gpt_config.n_head (%d)", g->n_embd, g->n_head);
+    }
+    if (float_range(t, "gpt_config", "embd_pdrop", NULL, g->embd_pdrop, 0, false, 1, true, err, errlen) ||
+        float_range(t, "gpt_config", "resid_pdrop", NULL, g->resid_pdrop, 0, false, 1, true, err, errlen) ||
+        float_range(t, "gpt_config", "attn_pdrop", NULL, g->attn_pdrop, 0, false, 1, true, err, errlen) ||
+        min_int(t, "trainer_config", "max_epochs", tr->max_epochs, 1, err, errlen) ||
+        min_int(t, "trainer_config", "batch_size", tr->batch_size, 1, err, errlen) ||
+        min_int(t, "trainer_config", "data_loader_workers", tr->data_loader_workers, 0, err, errlen) ||
+        min_int(t, "trainer_config", "save_every", tr->save_every, 1, err, errlen) ||
+        min_int(t, "trainer_config", "max_iters", tr->max_iters, 0, err, errlen) ||
+        min_int(t, "trainer_config", "log_every", tr->log_every, 1, err, errlen) ||
+        min_int(t, "trainer_config", "eval_iters", tr->eval_iters, 0, err, errlen) ||
+        min_int(t, "trainer_config", "eval_every", tr->eval_every, 0, err, errlen) ||
+        min_int(t, "trainer_config", "save_every_iters", tr->save_every_iters, 0, err, errlen))
+        return -1;
+    // grad_norm_clip: any value but NaN (<= 0 disables clipping, +inf never clips).
+    if (isnan(tr->grad_norm_clip))
+        return invalid(t, "trainer_config", "grad_norm_clip", err, errlen, "trainer_config.grad_norm_clip must be a number, got nan");
+    if (float_range(t, "optimizer_config", "weight_decay", NULL, o->weight_decay, 0, false, inf, false, err, errlen) ||
+        float_range(t, "optimizer_config", "learning_rate", NULL, o->learning_rate, 0, true, inf, false, err, errlen))
+        return -1;
+    const CfgNode *betas = lookup(t, "optimizer_config", "betas");
+    for (int i = 0; i < 2; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "betas[%d]", i);
+        const CfgNode *item = betas && betas->type == CFG_LIST && betas->n == 2 ? betas->kids[i] : NULL;
+        if (float_range(t, "optimizer_config", key, item, o->betas[i], 0, false, 1, true, err, errlen)) return -1;
+    }
+    if (float_range(t, "optimizer_config", "eps", NULL, o->eps, 0, true, inf, false, err, errlen) ||
+        min_int(t, "optimizer_config", "warmup_iters", o->warmup_iters, 0, err, errlen) ||
+        min_int(t, "optimizer_config", "lr_decay_iters", o->lr_decay_iters, 0, err, errlen) ||
+        float_range(t, "optimizer_config", "min_lr", NULL, o->min_lr, 0, false, inf, false, err, errlen))
+        return -1;
+    return 0;
+}
+
+int config_bind(Config *cfg, const CfgNode *tree, char *err, size_t errlen) {
+    if (bind_types(cfg, tree, err, errlen)) return -1;
+    return validate(cfg, tree, err, errlen);
+}
+
+// ------------------------------------------------------------------------- composing
+
+// Checks a parsed file against the schema (sections, keys) before it is merged, so that
+// unknown keys are reported at their own line; drops empty (null) sections.
+static int check_file(CfgNode *file, char *err, size_t errlen) {
+    if (file->type == CFG_NULL) return 0;  // empty file: all defaults
+    if (file->type != CFG_MAP) {
+        char got[600];
+        describe(file, got, sizeof got);
+        return located(&file->loc, err, errlen, "the top level of a config file must be a mapping of sections, got %s", got);
+    }
+    for (size_t i = 0; i < file->n;) {
+        CfgNode *sec = file->kids[i];
+        bool known = is_section(sec->key);
+        if (!known && strcmp(sec->key, "hydra") != 0) {
+            char hint[160];
+            suggest_section(sec->key, hint, sizeof hint);
+            return located(&sec->key_loc, err, errlen, "unknown key '%s'%s", sec->key, hint);
+        }
+        if (sec->type == CFG_NULL) {  // `gpt_config:` with everything commented out
+            cfg_list_del(file, i);
+            continue;
+        }
+        if (sec->type != CFG_MAP) {
+            char got[600];
+            describe(sec, got, sizeof got);
+            return located(&sec->loc, err, errlen, "%s: expected a mapping, got %s", sec->key, got);
+        }
+        for (size_t j = 0; known && j < sec->n; j++) {
+            const CfgNode *k = sec->kids[j];
+            if (find_field(sec->key, k->key)) continue;
+            char hint[160];
+            suggest_key(sec->key, k->key, hint, sizeof hint);
+            return located(&k->key_loc, err, errlen, "unknown key '%s.%s'%s", sec->key, k->key, hint);
+        }
+        i++;
+    }
+    return 0;
+}
+
+// Defaults + parsed file (consumed by the caller) + overrides -> composed tree.
+static CfgNode *compose_from(CfgNode *file, int n_overrides, char *const *overrides, char *err, size_t errlen) {
+    if (check_file(file, err, errlen)) return NULL;
+    CfgNode *tree = config_defaults_tree();
+    if (file->type == CFG_MAP) cfg_merge(tree, file);
+    Config scratch;  // type-checks each step, like OmegaConf validating on merge
+    if (bind_types(&scratch, tree, err, errlen)) goto fail;
+    for (int i = 0; i < n_overrides; i++) {
+        CfgOverride ov;
+        if (cfg_override_parse(overrides[i], &ov, err, errlen)) goto fail;
+        int rc = cfg_override_apply(tree, &ov, OPEN_KEYS, err, errlen);
+        cfg_override_free(&ov);
+        if (rc || bind_types(&scratch, tree, err, errlen)) goto fail;
+    }
+    return tree;
+fail:
+    cfg_free(tree);
+    return NULL;
+}
+
+CfgNode *config_compose(const char *path, int n_overrides, char *const *overrides, char *err, size_t errlen) {
+    CfgNode *file = cfg_parse_file(path, err, errlen);
+    if (!file) return NULL;
+    CfgNode *tree = compose_from(file, n_overrides, overrides, err, errlen);
+    cfg_free(file);
+    return tree;
+}
+
+int config_load(Config *cfg, const char *config_dir, const char *config_name, int n_overrides,
+                char *const *overrides, char *err, size_t errlen) {
+    if (!config_name || !*config_name) return cfg_errf(err, errlen, "no config name given");
+    char path[CFG_STR_MAX];
+    if (config_path(path, sizeof path, config_dir, config_name))
+        return cfg_errf(err, errlen, "config path '%s/%s' is too long", config_dir ? config_dir : ".", config_name);
+    CfgNode *tree = config_compose(path, n_overrides, overrides, err, errlen);
+    if (!tree) return -1;
+    int rc = config_bind(cfg, tree, err, errlen);
+    cfg_free(tree);
+    if (rc) return rc;
+    snprintf(cfg->source, sizeof cfg->source, "%s", path);
+    return 0;
+}
+
+char *config_to_yaml(const Config *cfg) {
+    CfgNode *tree = config_tree(cfg);
+    char *s = cfg_to_yaml(tree);
+    cfg_free(tree);
+    return s;
+}
+
+int config_from_yaml_string(Config *cfg, const char *yaml, const char *origin, char *err, size_t errlen) {
+    if (!origin) origin = "<string>";
+    if (!yaml) return cfg_errf(err, errlen, "%s: no YAML text", origin);
+    CfgNode *file = cfg_parse_string(yaml, origin, err, errlen);
+    if (!file) return -1;
+    CfgNode *tree = compose_from(file, 0, NULL, err, errlen);
+    cfg_free(file);
+    if (!tree) return -1;
+    int rc = config_bind(cfg, tree, err, errlen);
+    cfg_free(tree);
+    if (rc) return rc;
+    snprintf(cfg->source, sizeof cfg->source, "%s", origin);
+    return 0;
+}

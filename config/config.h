@@ -1,0 +1,142 @@
+// config/config.h — the typed training configuration and how it is made.
+//
+// A run's configuration comes from a YAML file (default gpt2_train_cfg.yaml) in the
+// sections of the PyTorch minGPT-DDP tutorial, merged over the schema defaults below,
+// then command-line overrides `section.key=value` applied left to right, then bound
+// into the typed structs here with validation. Every error names the file, key or
+// override and, for YAML errors, the line.
+#ifndef MINGPT_CONFIG_H
+#define MINGPT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CFG_STR_MAX 1024
+
+typedef struct {
+    char path[CFG_STR_MAX];   // corpus file (UTF-8; a .gz path is read through zlib)
+    int block_size;           // T: context length (default 128)
+    double train_split;       // fraction of the data that trains (default 0.9)
+    double truncate;          // fraction of characters kept (default 1.0)
+    char split[16];           // "contiguous" (default) | "random"
+} DataConfig;
+
+typedef struct {
+    int n_layer;              // default 8
+    int n_head;               // default 8
+    int n_embd;               // default 512; must be divisible by n_head
+    double embd_pdrop;        // dropout after wte+wpe (default 0.1)
+    double resid_pdrop;       // dropout on each residual branch (default 0.1)
+    double attn_pdrop;        // dropout on attention probabilities (default 0.1)
+} GPTConfig;
+
+typedef struct {
+    int max_epochs;           // default 10
+    int batch_size;           // B, per rank (default 216)
+    int data_loader_workers;  // accepted for tutorial compatibility; batches are built in-process
+    double grad_norm_clip;    // global-norm clip; <= 0 disables (default 1.0)
+    char snapshot_path[CFG_STR_MAX]; // default "snapshot.bin"; resumed from when it exists
+    int save_every;           // snapshot every N epochs, and always after the last (default 3)
+    bool use_amp;             // mixed precision (CUDA backend); the CPU backend trains in fp32
+    char device[16];          // "auto" | "cpu" | "cuda" (default auto)
+    uint64_t seed;            // init, dropout and the random split (default 1337)
+    long max_iters;           // cap on total iterations from the start of training; 0 = none
+    int log_every;            // log every N iterations (default 100)
+    int eval_iters;           // test batches per evaluation; 0 = the whole test split (default 0)
+    long eval_every;          // also evaluate every N iterations; 0 = only at epoch ends (default 0)
+    long save_every_iters;    // also snapshot every N iterations; 0 = off (default 0)
+} TrainerConfig;
+
+typedef struct {
+    double weight_decay;      // default 0.1 (Linear weights only)
+    double learning_rate;     // peak learning rate (default 3e-4)
+    double betas[2];          // default [0.9, 0.95]
+    double eps;               // default 1e-8
+    long warmup_iters;        // linear warm-up iterations (default 0)
+    long lr_decay_iters;      // cosine decay to min_lr over this many iterations; 0 = constant lr
+    double min_lr;            // floor of the cosine decay (default 0)
+} OptimizerConfig;
+
+typedef struct {
+    DataConfig data;
+    GPTConfig gpt;
+    TrainerConfig trainer;
+    OptimizerConfig optim;
+    char source[CFG_STR_MAX]; // the YAML file the config came from (for messages)
+} Config;
+
+// Loads `<config_dir>/<config_name>.yaml` (config_name may carry the .yaml suffix),
+// merges it over the schema defaults, applies `overrides` ("a.b=v") left to right and
+// binds the result into *cfg. Relative paths in the file stay relative to the CWD.
+// On error: writes a one- or multi-line message naming the file/key/override into
+// err (errlen bytes) and returns non-zero; *cfg is then unspecified.
+int config_load(Config *cfg, const char *config_dir, const char *config_name,
+                int n_overrides, char *const *overrides, char *err, size_t errlen);
+
+// Renders the bound configuration as YAML (the same sections and keys as the file).
+// Returns a malloc'd NUL-terminated string the caller frees.
+char *config_to_yaml(const Config *cfg);
+
+// Parses YAML text (as produced by config_to_yaml, e.g. from a snapshot) into *cfg,
+// with the same validation as config_load. `origin` names the text in errors.
+int config_from_yaml_string(Config *cfg, const char *yaml, const char *origin,
+                            char *err, size_t errlen);
+
+// ---- Lower-level API: the schema and the untyped tree -----------------------------------
+// For --help/--cfg style printing and the Hydra front end. The tree type and its functions
+// are in config/cfg_tree.h, override parsing in config/cfg_override.h.
+
+typedef struct CfgNode CfgNode;
+
+typedef enum {
+    CONFIG_INT,        // int
+    CONFIG_LONG,       // long
+    CONFIG_U64,        // uint64_t
+    CONFIG_FLOAT,      // double
+    CONFIG_BOOL,       // bool
+    CONFIG_STR,        // char[size]
+    CONFIG_FLOAT_PAIR, // double[2], written as a YAML list of two numbers
+} ConfigFieldType;
+
+typedef struct {
+    const char *section;   // "trainer_config"
+    const char *key;       // "batch_size"
+    ConfigFieldType type;
+    size_t offset, size;   // where the field lives in Config and its size in bytes
+    long long def_int;     // default of CONFIG_INT/LONG/U64, and of CONFIG_BOOL (0/1)
+    double def_float[2];   // default of CONFIG_FLOAT ([0]) and CONFIG_FLOAT_PAIR
+    const char *def_str;   // default of CONFIG_STR
+    const char *choices;   // allowed values "a|b|c" of an enumerated string, else NULL
+    const char *doc;       // one-line description
+} ConfigField;
+
+// The schema: every field of Config, section by section, in file order; *n gets the count.
+const ConfigField *config_schema(size_t *n);
+
+// Writes the schema defaults into *cfg (source = "").
+void config_defaults(Config *cfg);
+
+// The file config_load reads: `<config_dir>/<config_name>`, plus ".yaml" unless the name
+// already ends in .yaml; just the name when config_dir is NULL, "" or "." or the name is
+// absolute. Returns 0, or non-zero when the result does not fit in outlen.
+int config_path(char *out, size_t outlen, const char *config_dir, const char *config_name);
+
+// A new tree holding the schema defaults (the four sections). Free with cfg_free.
+CfgNode *config_defaults_tree(void);
+
+// Composes the untyped tree that config_load binds: the schema defaults, the YAML file at
+// `path` merged over them (unknown keys rejected with file:line:col and a suggestion; a
+// `hydra:` section is kept as is), then the overrides left to right with Hydra semantics
+// (struct mode, except below `hydra`), type-checked after each step. Returns the tree
+// (free with cfg_free), or NULL with the message in err.
+CfgNode *config_compose(const char *path, int n_overrides, char *const *overrides, char *err,
+                        size_t errlen);
+
+// Binds and validates a composed tree into *cfg; cfg->source is not touched. Absent keys
+// take their defaults; `hydra` and other top-level keys outside the four sections are
+// ignored. Returns 0, or non-zero with a message naming the key and where its value came
+// from (file:line:col, or the override) in err.
+int config_bind(Config *cfg, const CfgNode *tree, char *err, size_t errlen);
+
+#endif

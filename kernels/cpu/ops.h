@@ -1,0 +1,93 @@
+// kernels/cpu/ops.h — forward and backward of every GPT op on the CPU (fp32, OpenMP).
+//
+// Conventions (all ops):
+//   * Shapes are row-major; B batch, T time, C channels (n_embd), NH heads, hs = C/NH,
+//     V vocabulary, N = B*T rows where an op does not care about the (B,T) split.
+//   * Forward functions overwrite their outputs.
+//   * Backward functions ACCUMULATE (+=) into every gradient they produce (dinp, dweight,
+//     dbias ...); the caller zeroes gradient buffers once per step. Exception:
+//     crossentropy_softmax_backward, which overwrites dlogits (it starts the backward pass).
+//   * Results are deterministic for a given OMP thread count (no float atomics).
+//   * Dropout uses kernels/dropout_rng.h: the mask of element idx is a pure function of
+//     (key, idx), recomputed in the backward pass instead of stored. p = 0 is the identity.
+//   * No op allocates memory.
+#ifndef MINGPT_CPU_OPS_H
+#define MINGPT_CPU_OPS_H
+
+#include <stdint.h>
+
+// ---------------------------------------------------------------- encoder
+// out (B,T,C) = wte[inp[b,t]] + wpe[t].  inp (B,T) int32 in [0,V), wte (V,C), wpe (T_max,C).
+void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe,
+                     int B, int T, int C);
+// dwte (V,C) += scatter of dout by token; dwpe (T_max,C) += sum over b of dout[b,t].
+void encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp,
+                      int B, int T, int C);
+
+// ---------------------------------------------------------------- layernorm
+// torch.nn.LayerNorm(C, eps=1e-5): out (N,C) = (inp - mean) * rstd * weight + bias,
+// with biased variance; saves mean (N,) and rstd (N,) = 1/sqrt(var + 1e-5) for backward.
+void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                       const float *weight, const float *bias, int N, int C);
+// dinp (N,C), dweight (C,), dbias (C,) += gradients given dout (N,C).
+void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                        const float *inp, const float *weight, const float *mean,
+                        const float *rstd, int N, int C);
+
+// ---------------------------------------------------------------- matmul (nn.Linear)
+// out (N,OC) = inp (N,C) @ weight^T + bias;  weight (OC,C) as torch stores it, bias (OC,)
+// or NULL. cblas_sgemm.
+void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
+                    int N, int C, int OC);
+// dinp (N,C) += dout @ weight;  dweight (OC,C) += dout^T @ inp;  dbias (OC,) += sum_n dout.
+// dinp or dbias may be NULL (skipped).
+void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                     const float *inp, const float *weight, int N, int C, int OC);
+
+// ---------------------------------------------------------------- causal self-attention
+// qkv (B,T,3C): q, k, v are the thirds of the last dimension (minGPT's c_attn split),
+// head h uses channels [h*hs, (h+1)*hs) of each.
+// att (B,NH,T,T) = softmax(q k^T / sqrt(hs)) with the causal mask (keys t2 > t get
+// probability 0; entries above the diagonal are written as 0). Saved for backward.
+// out (B,T,C) = dropout(att, attn_p, key) @ v, heads concatenated. The dropout element
+// index is the flat index into att.
+void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                       float attn_p, uint64_t key);
+// dqkv (B,T,3C) += gradient given dout (B,T,C). scratch (B,NH,T,T) is overwritten.
+// O(T^2 * hs) per (b,h), parallel over (b,h).
+void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                        const float *att, int B, int T, int C, int NH, float attn_p,
+                        uint64_t key);
+
+// ---------------------------------------------------------------- GELU (tanh approximation)
+// out (N,) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (minGPT NewGELU,
+// torch.nn.GELU(approximate='tanh')).
+void gelu_forward(float *out, const float *inp, long N);
+// dinp (N,) += gelu'(inp) * dout.
+void gelu_backward(float *dinp, const float *inp, const float *dout, long N);
+
+// ---------------------------------------------------------------- residual
+// out (N,) = a + b.
+void residual_forward(float *out, const float *a, const float *b, long N);
+// da (N,) += dout;  db (N,) += dout.
+void residual_backward(float *da, float *db, const float *dout, long N);
+
+// ---------------------------------------------------------------- dropout
+// out (N,) = inp * keep(idx) / (1 - p)  (inverted dropout, torch.nn.Dropout). out may alias inp.
+void dropout_forward(float *out, const float *inp, long N, float p, uint64_t key);
+// dinp (N,) += dout * keep(idx) / (1 - p).
+void dropout_backward(float *dinp, const float *dout, long N, float p, uint64_t key);
+
+// ---------------------------------------------------------------- cross-entropy
+// probs (N,V) = softmax(logits) (numerically stable, max-subtracted);
+// losses (N,) = -log probs[n, targets[n]], or 0 where targets[n] == -1 (ignore_index).
+// Returns the number of rows whose target is not -1.
+long crossentropy_forward(float *losses, float *probs, const float *logits,
+                          const int32_t *targets, int N, int V);
+// dlogits (N,V) = dloss * (probs - onehot(targets)); rows with target -1 get 0.
+// For the mean loss, dloss = 1 / (number of non-ignored rows). Overwrites dlogits;
+// dlogits may alias probs.
+void crossentropy_softmax_backward(float *dlogits, const float *probs, const int32_t *targets,
+                                   int N, int V, float dloss);
+
+#endif

@@ -1,0 +1,373 @@
+// model/gpt.c — minGPT's GPT: parameter layout, init, forward and backward on the CPU.
+#include "model/gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/dropout_rng.h"
+
+// ============================================================================
+// Parameter layout
+// ============================================================================
+// Every tensor's shape is a multiple of C (n_embd) or one of V / block_size. The
+// tables below drive the flat layout, init, weight-decay groups and the pointer views,
+// so no per-layer offset arithmetic is written twice.
+
+enum { DIM_NONE, DIM_V, DIM_BLOCK, DIM_C, DIM_3C, DIM_4C };
+enum { INIT_NORMAL, INIT_PROJ, INIT_ONE, INIT_ZERO };
+
+typedef struct {
+    const char *name;
+    int rows, cols;       // DIM_* (cols DIM_NONE = vector)
+    int init;             // INIT_*
+    bool decay;
+    size_t member;        // offsetof into BlockParams / GPTParams
+} TensorSpec;
+
+static const TensorSpec BLOCK_TENSORS[] = {
+    {"ln_1.weight",        DIM_C,  DIM_NONE, INIT_ONE,    false, offsetof(BlockParams, ln_1_w)},
+    {"ln_1.bias",          DIM_C,  DIM_NONE, INIT_ZERO,   false, offsetof(BlockParams, ln_1_b)},
+    {"attn.c_attn.weight", DIM_3C, DIM_C,    INIT_NORMAL, true,  offsetof(BlockParams, c_attn_w)},
+    {"attn.c_attn.bias",   DIM_3C, DIM_NONE, INIT_ZERO,   false, offsetof(BlockParams, c_attn_b)},
+    {"attn.c_proj.weight", DIM_C,  DIM_C,    INIT_PROJ,   true,  offsetof(BlockParams, attn_proj_w)},
+    {"attn.c_proj.bias",   DIM_C,  DIM_NONE, INIT_ZERO,   false, offsetof(BlockParams, attn_proj_b)},
+    {"ln_2.weight",        DIM_C,  DIM_NONE, INIT_ONE,    false, offsetof(BlockParams, ln_2_w)},
+    {"ln_2.bias",          DIM_C,  DIM_NONE, INIT_ZERO,   false, offsetof(BlockParams, ln_2_b)},
+    {"mlp.c_fc.weight",    DIM_4C, DIM_C,    INIT_NORMAL, true,  offsetof(BlockParams, c_fc_w)},
+    {"mlp.c_fc.bias",      DIM_4C, DIM_NONE, INIT_ZERO,   false, offsetof(BlockParams, c_fc_b)},
+    {"mlp.c_proj.weight",  DIM_C,  DIM_4C,   INIT_PROJ,   true,  offsetof(BlockParams, mlp_proj_w)},
+    {"mlp.c_proj.bias",    DIM_C,  DIM_NONE, INIT_ZERO,   false, offsetof(BlockParams, mlp_proj_b)},
+};
+#define N_BLOCK_TENSORS ((int)(sizeof BLOCK_TENSORS / sizeof BLOCK_TENSORS[0]))
+
+// Tensors before the blocks, then after them.
+static const TensorSpec HEAD_TENSORS[] = {
+    {"transformer.wte.weight", DIM_V,     DIM_C, INIT_NORMAL, false, offsetof(GPTParams, wte)},
+    {"transformer.wpe.weight", DIM_BLOCK, DIM_C, INIT_NORMAL, false, offsetof(GPTParams, wpe)},
+};
+static const TensorSpec TAIL_TENSORS[] = {
+    {"transformer.ln_f.weight", DIM_C, DIM_NONE, INIT_ONE,    false, offsetof(GPTParams, ln_f_w)},
+    {"transformer.ln_f.bias",   DIM_C, DIM_NONE, INIT_ZERO,   false, offsetof(GPTParams, ln_f_b)},
+    {"lm_head.weight",          DIM_V, DIM_C,    INIT_NORMAL, true,  offsetof(GPTParams, lm_head_w)},
+};
+#define N_HEAD_TENSORS 2
+#define N_TAIL_TENSORS 3
+
+static int dim_size(const GPTShape *s, int d) {
+    switch (d) {
+    case DIM_V: return s->vocab_size;
+    case DIM_BLOCK: return s->block_size;
+    case DIM_C: return s->n_embd;
+    case DIM_3C: return 3 * s->n_embd;
+    case DIM_4C: return 4 * s->n_embd;
+    default: return 1;
+    }
+}
+
+static void add_tensor(const GPTShape *s, const TensorSpec *spec, const char *prefix,
+                       ParamTensor *out, int *n, size_t *offset) {
+    if (out) {
+        ParamTensor *t = &out[*n];
+        snprintf(t->name, sizeof t->name, "%s%s", prefix, spec->name);
+        t->rows = dim_size(s, spec->rows);
+        t->cols = dim_size(s, spec->cols);
+        t->numel = (size_t)t->rows * t->cols;
+        t->offset = *offset;
+        t->decay = spec->decay;
+        t->init_std = spec->init == INIT_NORMAL ? 0.02f
+                    : spec->init == INIT_PROJ ? 0.02f / sqrtf(2.0f * s->n_layer) : 0.0f;
+        t->init_value = spec->init == INIT_ONE ? 1.0f : 0.0f;
+        *offset += t->numel;
+    }
+    (*n)++;
+}
+
+int gpt_param_table(const GPTShape *s, ParamTensor *out) {
+    int n = 0;
+    size_t offset = 0;
+    char prefix[48];
+    for (int i = 0; i < N_HEAD_TENSORS; i++) add_tensor(s, &HEAD_TENSORS[i], "", out, &n, &offset);
+    for (int l = 0; l < s->n_layer; l++) {
+        snprintf(prefix, sizeof prefix, "transformer.h.%d.", l);
+        for (int i = 0; i < N_BLOCK_TENSORS; i++) add_tensor(s, &BLOCK_TENSORS[i], prefix, out, &n, &offset);
+    }
+    for (int i = 0; i < N_TAIL_TENSORS; i++) add_tensor(s, &TAIL_TENSORS[i], "", out, &n, &offset);
+    return n;
+}
+
+#define MEMBER(base, off) (*(float **)((char *)(base) + (off)))
+
+// Points the views of `p` into `base` following the table order of gpt_param_table.
+static void bind_params(const GPT *m, float *base, GPTParams *p) {
+    int k = 0;
+    for (int i = 0; i < N_HEAD_TENSORS; i++, k++) MEMBER(p, HEAD_TENSORS[i].member) = base + m->tensors[k].offset;
+    for (int l = 0; l < m->shape.n_layer; l++)
+        for (int i = 0; i < N_BLOCK_TENSORS; i++, k++)
+            MEMBER(&p->h[l], BLOCK_TENSORS[i].member) = base + m->tensors[k].offset;
+    for (int i = 0; i < N_TAIL_TENSORS; i++, k++) MEMBER(p, TAIL_TENSORS[i].member) = base + m->tensors[k].offset;
+}
+
+// ============================================================================
+// Activation layout: one buffer, carved in order. A first pass with base == NULL
+// only counts.
+// ============================================================================
+typedef struct { float *base; size_t used; } Bump;
+
+static float *take(Bump *b, size_t n) {
+    float *p = b->base ? b->base + b->used : NULL;
+    b->used += n;
+    return p;
+}
+
+static size_t layout_acts(GPT *m, float *base) {
+    const size_t B = m->B, T = m->T, C = m->shape.n_embd, NH = m->shape.n_head, V = m->shape.vocab_size;
+    const size_t BT = B * T, BTC = BT * C;
+    Bump b = { base, 0 };
+    GPTActs *a = &m->acts;
+    a->encoded = take(&b, BTC);
+    for (int l = 0; l < m->shape.n_layer; l++) {
+        BlockActs *h = &a->h[l];
+        h->ln_1 = take(&b, BTC); h->ln_1_mean = take(&b, BT); h->ln_1_rstd = take(&b, BT);
+        h->qkv = take(&b, 3 * BTC);
+        h->att = take(&b, B * NH * T * T);
+        h->atty = take(&b, BTC);
+        h->res_2 = take(&b, BTC);
+        h->ln_2 = take(&b, BTC); h->ln_2_mean = take(&b, BT); h->ln_2_rstd = take(&b, BT);
+        h->fch = take(&b, 4 * BTC);
+        h->fch_gelu = take(&b, 4 * BTC);
+        h->res_3 = take(&b, BTC);
+    }
+    a->ln_f = take(&b, BTC); a->ln_f_mean = take(&b, BT); a->ln_f_rstd = take(&b, BT);
+    a->logits = take(&b, BT * V);
+    a->probs = take(&b, BT * V);
+    a->losses = take(&b, BT);
+    a->branch = take(&b, BTC);
+    GPTGradScratch *g = &m->scratch;
+    g->dres = take(&b, BTC);
+    g->dbranch = take(&b, BTC);
+    g->dln = take(&b, BTC);
+    g->datty = take(&b, BTC);
+    g->dqkv = take(&b, 3 * BTC);
+    g->datt = take(&b, B * NH * T * T);
+    g->dfch = take(&b, 4 * BTC);
+    g->dfch_gelu = take(&b, 4 * BTC);
+    return b.used;
+}
+
+// ============================================================================
+// Build / free / init
+// ============================================================================
+int gpt_build(GPT *m, const GPTShape *s, int B, int T, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    if (s->vocab_size < 1 || s->block_size < 1 || s->n_layer < 1 || s->n_head < 1 || s->n_embd < 1) {
+        snprintf(err, errlen, "model: every size must be >= 1 (V %d, block_size %d, n_layer %d, n_head %d, n_embd %d)",
+                 s->vocab_size, s->block_size, s->n_layer, s->n_head, s->n_embd);
+        return 1;
+    }
+    if (s->n_embd % s->n_head != 0) {
+        snprintf(err, errlen, "model: n_embd (%d) must be divisible by n_head (%d)", s->n_embd, s->n_head);
+        return 1;
+    }
+    if (B < 1 || T < 1 || T > s->block_size) {
+        snprintf(err, errlen, "model: batch (%d, %d) must have 1 <= T <= block_size (%d)", B, T, s->block_size);
+        return 1;
+    }
+    float p[3] = { s->embd_pdrop, s->resid_pdrop, s->attn_pdrop };
+    for (int i = 0; i < 3; i++)
+        if (!(p[i] >= 0.0f && p[i] < 1.0f)) {
+            snprintf(err, errlen, "model: dropout probabilities must be in [0, 1)");
+            return 1;
+        }
+    m->shape = *s;
+    m->B = B;
+    m->T = T;
+    m->n_tensors = gpt_param_table(s, NULL);
+    m->tensors = calloc(m->n_tensors, sizeof *m->tensors);
+    m->params.h = calloc(s->n_layer, sizeof(BlockParams));
+    m->grads.h = calloc(s->n_layer, sizeof(BlockParams));
+    m->acts.h = calloc(s->n_layer, sizeof(BlockActs));
+    if (!m->tensors || !m->params.h || !m->grads.h || !m->acts.h) goto oom;
+    gpt_param_table(s, m->tensors);
+    const ParamTensor *last = &m->tensors[m->n_tensors - 1];
+    m->num_params = last->offset + last->numel;
+    m->params_memory = calloc(m->num_params, sizeof(float));
+    m->grads_memory = calloc(m->num_params, sizeof(float));
+    m->num_acts = layout_acts(m, NULL);
+    m->acts_memory = calloc(m->num_acts, sizeof(float));
+    if (!m->params_memory || !m->grads_memory || !m->acts_memory) goto oom;
+    bind_params(m, m->params_memory, &m->params);
+    bind_params(m, m->grads_memory, &m->grads);
+    layout_acts(m, m->acts_memory);
+    return 0;
+oom:
+    snprintf(err, errlen, "model: out of memory (%zu parameters, %zu activation floats)",
+             m->num_params, m->num_acts);
+    gpt_free(m);
+    return 1;
+}
+
+void gpt_free(GPT *m) {
+    free(m->tensors);
+    free(m->params.h);
+    free(m->grads.h);
+    free(m->acts.h);
+    free(m->params_memory);
+    free(m->grads_memory);
+    free(m->acts_memory);
+    memset(m, 0, sizeof *m);
+}
+
+// Standard normal from two counter-based uniforms (Box-Muller), so init is a pure
+// function of (seed, tensor, element) and independent of thread count.
+static float normal_at(uint64_t key, uint64_t i) {
+    uint64_t a = rng_mix64(key ^ (2 * i * 0x9e3779b97f4a7c15ULL));
+    uint64_t b = rng_mix64(key ^ ((2 * i + 1) * 0x9e3779b97f4a7c15ULL));
+    double u1 = ((a >> 11) + 1.0) / 9007199254740993.0;   // (0, 1]
+    double u2 = (b >> 11) / 9007199254740992.0;           // [0, 1)
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+void gpt_init_weights(GPT *m, uint64_t seed) {
+    for (int k = 0; k < m->n_tensors; k++) {
+        const ParamTensor *t = &m->tensors[k];
+        float *w = m->params_memory + t->offset;
+        uint64_t key = dropout_key(seed, 0x1000000ULL + (uint64_t)k);
+        if (t->init_std > 0) {
+            #pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < t->numel; i++) w[i] = t->init_std * normal_at(key, i);
+        } else {
+            for (size_t i = 0; i < t->numel; i++) w[i] = t->init_value;
+        }
+    }
+}
+
+void gpt_zero_grad(GPT *m) { memset(m->grads_memory, 0, m->num_params * sizeof(float)); }
+
+// ============================================================================
+// Forward
+// ============================================================================
+// Dropout sites within one step: 0 = embedding, then three per block.
+enum { SITE_EMBD = 0, SITE_ATTN = 1, SITE_ATTN_RESID = 2, SITE_MLP_RESID = 3 };
+
+static uint64_t site_key(const GPT *m, int layer, int site) {
+    int index = site == SITE_EMBD ? 0 : 1 + 3 * layer + (site - 1);
+    return dropout_key(m->dropout_seed, m->step * GPT_DROPOUT_SITES + (uint64_t)index);
+}
+
+// Input of block l: the embedding for block 0, else the previous block's output.
+static float *block_input(GPT *m, int l) { return l == 0 ? m->acts.encoded : m->acts.h[l - 1].res_3; }
+
+float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
+                  bool train, uint64_t dropout_seed, uint64_t step) {
+    const GPTShape *s = &m->shape;
+    const int C = s->n_embd, NH = s->n_head, V = s->vocab_size, BT = B * T;
+    const long BTC = (long)BT * C;
+    GPTParams *p = &m->params;
+    GPTActs *a = &m->acts;
+    m->inputs = idx; m->targets = targets; m->cur_B = B; m->cur_T = T;
+    m->train = train; m->dropout_seed = dropout_seed; m->step = step;
+    const float embd_p = train ? s->embd_pdrop : 0.0f;
+    const float resid_p = train ? s->resid_pdrop : 0.0f;
+    const float attn_p = train ? s->attn_pdrop : 0.0f;
+
+    encoder_forward(a->encoded, idx, p->wte, p->wpe, B, T, C);
+    dropout_forward(a->encoded, a->encoded, BTC, embd_p, site_key(m, 0, SITE_EMBD));
+
+    for (int l = 0; l < s->n_layer; l++) {
+        const BlockParams *w = &p->h[l];
+        BlockActs *h = &a->h[l];
+        const float *x = block_input(m, l);
+        // x + drop(c_proj(attn(ln_1(x))))
+        layernorm_forward(h->ln_1, h->ln_1_mean, h->ln_1_rstd, x, w->ln_1_w, w->ln_1_b, BT, C);
+        matmul_forward(h->qkv, h->ln_1, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
+        attention_forward(h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
+        matmul_forward(a->branch, h->atty, w->attn_proj_w, w->attn_proj_b, BT, C, C);
+        dropout_forward(a->branch, a->branch, BTC, resid_p, site_key(m, l, SITE_ATTN_RESID));
+        residual_forward(h->res_2, x, a->branch, BTC);
+        // res_2 + drop(c_proj(gelu(c_fc(ln_2(res_2)))))
+        layernorm_forward(h->ln_2, h->ln_2_mean, h->ln_2_rstd, h->res_2, w->ln_2_w, w->ln_2_b, BT, C);
+        matmul_forward(h->fch, h->ln_2, w->c_fc_w, w->c_fc_b, BT, C, 4 * C);
+        gelu_forward(h->fch_gelu, h->fch, 4 * BTC);
+        matmul_forward(a->branch, h->fch_gelu, w->mlp_proj_w, w->mlp_proj_b, BT, 4 * C, C);
+        dropout_forward(a->branch, a->branch, BTC, resid_p, site_key(m, l, SITE_MLP_RESID));
+        residual_forward(h->res_3, h->res_2, a->branch, BTC);
+    }
+
+    layernorm_forward(a->ln_f, a->ln_f_mean, a->ln_f_rstd, block_input(m, s->n_layer),
+                      p->ln_f_w, p->ln_f_b, BT, C);
+    matmul_forward(a->logits, a->ln_f, p->lm_head_w, NULL, BT, C, V);
+
+    if (!targets) { m->n_valid = 0; m->mean_loss = -1.0f; return -1.0f; }
+    m->n_valid = crossentropy_forward(a->losses, a->probs, a->logits, targets, BT, V);
+    double sum = 0.0;   // fixed order: the mean is bitwise reproducible
+    for (int i = 0; i < BT; i++) sum += a->losses[i];
+    m->mean_loss = m->n_valid > 0 ? (float)(sum / m->n_valid) : 0.0f;
+    return m->mean_loss;
+}
+
+// ============================================================================
+// Backward
+// ============================================================================
+static void zero(float *x, long n) { memset(x, 0, (size_t)n * sizeof(float)); }
+
+void gpt_backward(GPT *m) {
+    const GPTShape *s = &m->shape;
+    const int B = m->cur_B, T = m->cur_T, C = s->n_embd, NH = s->n_head, V = s->vocab_size, BT = B * T;
+    const long BTC = (long)BT * C;
+    const float embd_p = m->train ? s->embd_pdrop : 0.0f;
+    const float resid_p = m->train ? s->resid_pdrop : 0.0f;
+    const float attn_p = m->train ? s->attn_pdrop : 0.0f;
+    GPTParams *p = &m->params, *g = &m->grads;
+    GPTActs *a = &m->acts;
+    GPTGradScratch *d = &m->scratch;
+    if (m->n_valid == 0) return;   // every target ignored: the loss has no gradient
+
+    // loss -> logits (in place over probs) -> ln_f -> residual stream
+    float *dlogits = a->probs;
+    crossentropy_softmax_backward(dlogits, a->probs, m->targets, BT, V, 1.0f / (float)m->n_valid);
+    zero(d->dln, BTC);
+    matmul_backward(d->dln, g->lm_head_w, NULL, dlogits, a->ln_f, p->lm_head_w, BT, C, V);
+    zero(d->dres, BTC);
+    layernorm_backward(d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(m, s->n_layer),
+                       p->ln_f_w, a->ln_f_mean, a->ln_f_rstd, BT, C);
+
+    // d->dres holds the gradient of the block's output; each LayerNorm backward adds the
+    // branch's contribution to it, which turns it into the gradient of the block's input.
+    for (int l = s->n_layer - 1; l >= 0; l--) {
+        const BlockParams *w = &p->h[l];
+        BlockParams *gw = &g->h[l];
+        BlockActs *h = &a->h[l];
+        // MLP branch
+        zero(d->dbranch, BTC);
+        dropout_backward(d->dbranch, d->dres, BTC, resid_p, site_key(m, l, SITE_MLP_RESID));
+        zero(d->dfch_gelu, 4 * BTC);
+        matmul_backward(d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, d->dbranch, h->fch_gelu,
+                        w->mlp_proj_w, BT, 4 * C, C);
+        zero(d->dfch, 4 * BTC);
+        gelu_backward(d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
+        zero(d->dln, BTC);
+        matmul_backward(d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, h->ln_2, w->c_fc_w, BT, C, 4 * C);
+        layernorm_backward(d->dres, gw->ln_2_w, gw->ln_2_b, d->dln, h->res_2, w->ln_2_w,
+                           h->ln_2_mean, h->ln_2_rstd, BT, C);
+        // attention branch
+        zero(d->dbranch, BTC);
+        dropout_backward(d->dbranch, d->dres, BTC, resid_p, site_key(m, l, SITE_ATTN_RESID));
+        zero(d->datty, BTC);
+        matmul_backward(d->datty, gw->attn_proj_w, gw->attn_proj_b, d->dbranch, h->atty,
+                        w->attn_proj_w, BT, C, C);
+        zero(d->dqkv, 3 * BTC);
+        attention_backward(d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
+                           site_key(m, l, SITE_ATTN));
+        zero(d->dln, BTC);
+        matmul_backward(d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, w->c_attn_w, BT, C, 3 * C);
+        layernorm_backward(d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(m, l), w->ln_1_w,
+                           h->ln_1_mean, h->ln_1_rstd, BT, C);
+    }
+
+    zero(d->dbranch, BTC);
+    dropout_backward(d->dbranch, d->dres, BTC, embd_p, site_key(m, 0, SITE_EMBD));
+    encoder_backward(g->wte, g->wpe, d->dbranch, m->inputs, B, T, C);
+}

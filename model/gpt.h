@@ -1,0 +1,145 @@
+// model/gpt.h — minGPT's GPT (karpathy/minGPT mingpt/model.py) on the CPU backend.
+//
+//   x = drop(wte[idx] + wpe[pos])                          (B,T,C)
+//   n_layer pre-LN blocks:
+//     x = x + drop(c_proj(attn(ln_1(x))))                  causal self-attention, c_attn C->3C
+//     x = x + drop(c_proj(gelu_tanh(c_fc(ln_2(x)))))      MLP C->4C->C
+//   logits = lm_head(ln_f(x))                              (B,T,V), no bias, not tied to wte
+//   loss = mean cross-entropy over targets != -1           (F.cross_entropy, ignore_index=-1)
+//
+// Parameters live in one contiguous buffer and gradients in another with the same
+// layout, so AdamW, the gradient norm and all-reduce see one flat array. The layout is
+// layer-major (see gpt_param_table): wte, wpe, then each block's tensors in order, then
+// ln_f and lm_head; names follow minGPT's state_dict.
+#ifndef MINGPT_GPT_H
+#define MINGPT_GPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int vocab_size;      // V
+    int block_size;      // maximum T (rows of wpe)
+    int n_layer;         // L
+    int n_head;          // NH
+    int n_embd;          // C
+    float embd_pdrop, resid_pdrop, attn_pdrop;
+} GPTShape;
+
+// One parameter tensor of the flat buffer.
+typedef struct {
+    char name[64];       // minGPT state_dict name, e.g. "transformer.h.0.attn.c_attn.weight"
+    size_t offset;       // first element in the flat buffer
+    size_t numel;
+    int rows, cols;      // (rows, cols); cols = 1 for vectors
+    bool decay;          // AdamW weight decay applies (Linear weights only, as in minGPT)
+    float init_std;      // N(0, std) at init; 0 = constant init_value
+    float init_value;    // 1 for LayerNorm weights, 0 for biases
+} ParamTensor;
+
+// Pointers of one block into a flat buffer (parameters or gradients).
+typedef struct {
+    float *ln_1_w, *ln_1_b;        // (C), (C)
+    float *c_attn_w, *c_attn_b;    // (3C,C), (3C)
+    float *attn_proj_w, *attn_proj_b; // attn.c_proj (C,C), (C)
+    float *ln_2_w, *ln_2_b;        // (C), (C)
+    float *c_fc_w, *c_fc_b;        // (4C,C), (4C)
+    float *mlp_proj_w, *mlp_proj_b;   // mlp.c_proj (C,4C), (C)
+} BlockParams;
+
+typedef struct {
+    float *wte;                    // (V,C)
+    float *wpe;                    // (block_size,C)
+    BlockParams *h;                // (L) blocks
+    float *ln_f_w, *ln_f_b;        // (C), (C)
+    float *lm_head_w;              // (V,C)
+} GPTParams;
+
+// Activations of one block saved for the backward pass; shapes for (B,T).
+typedef struct {
+    float *ln_1, *ln_1_mean, *ln_1_rstd;   // (B,T,C), (B,T), (B,T)
+    float *qkv;                            // (B,T,3C)
+    float *att;                            // (B,NH,T,T) softmax probabilities, pre-dropout
+    float *atty;                           // (B,T,C) attention output before c_proj
+    float *res_2;                          // (B,T,C) x + drop(attn branch)
+    float *ln_2, *ln_2_mean, *ln_2_rstd;   // (B,T,C), (B,T), (B,T)
+    float *fch;                            // (B,T,4C) c_fc output (GELU input)
+    float *fch_gelu;                       // (B,T,4C)
+    float *res_3;                          // (B,T,C) block output
+} BlockActs;
+
+typedef struct {
+    float *encoded;                        // (B,T,C) drop(wte + wpe), the input of block 0
+    BlockActs *h;                          // (L)
+    float *ln_f, *ln_f_mean, *ln_f_rstd;   // (B,T,C), (B,T), (B,T)
+    float *logits;                         // (B,T,V)
+    float *probs;                          // (B,T,V) softmax; becomes dlogits in backward
+    float *losses;                         // (B,T) per-token loss
+    float *branch;                         // (B,T,C) scratch: a block branch's output
+} GPTActs;
+
+// Gradient scratch of the backward pass, reused by every block.
+typedef struct {
+    float *dres;                           // (B,T,C) gradient of the residual stream
+    float *dbranch;                        // (B,T,C) gradient of a branch output
+    float *dln;                            // (B,T,C) gradient of a LayerNorm output
+    float *datty;                          // (B,T,C)
+    float *dqkv;                           // (B,T,3C)
+    float *datt;                           // (B,NH,T,T) attention scratch
+    float *dfch, *dfch_gelu;               // (B,T,4C)
+} GPTGradScratch;
+
+typedef struct {
+    GPTShape shape;
+    int B, T;                 // batch and sequence length the activation buffers hold
+    int n_tensors;
+    ParamTensor *tensors;     // (n_tensors) the flat layout
+    size_t num_params;
+    float *params_memory;     // (num_params)
+    float *grads_memory;      // (num_params)
+    GPTParams params, grads;  // views into the two buffers
+    float *acts_memory;
+    size_t num_acts;
+    GPTActs acts;
+    GPTGradScratch scratch;
+    // State of the last forward pass, used by gpt_backward.
+    const int32_t *inputs, *targets;
+    int cur_B, cur_T;
+    long n_valid;             // targets != -1 in the last forward
+    bool train;               // dropout was on
+    uint64_t dropout_seed, step;
+    float mean_loss;
+} GPT;
+
+// Number of dropout sites per step (stream = step * GPT_DROPOUT_SITES + site).
+#define GPT_DROPOUT_SITES 1024
+
+// Fills out[] (room for 4 + 12*n_layer tensors; NULL to only count) with the flat
+// layout of a model of this shape. Returns the number of tensors.
+int gpt_param_table(const GPTShape *s, ParamTensor *out);
+
+// Checks the shape (positive sizes, n_embd % n_head == 0, dropouts in [0,1)), allocates
+// parameters, gradients and activations for batches up to (B,T) (T <= block_size).
+// Returns non-zero with a message in err on a bad shape or out of memory.
+int gpt_build(GPT *m, const GPTShape *s, int B, int T, char *err, size_t errlen);
+void gpt_free(GPT *m);
+
+// minGPT init: every Linear and Embedding weight N(0, 0.02), both c_proj weights
+// N(0, 0.02/sqrt(2*n_layer)), biases 0, LayerNorm weight 1 / bias 0. Deterministic in seed.
+void gpt_init_weights(GPT *m, uint64_t seed);
+
+// Forward pass on idx (B,T) int32 with B <= m->B, T <= m->T. Logits land in m->acts.logits.
+// targets (B,T) may be NULL (no loss; returns -1). train = true enables dropout, whose
+// masks depend only on (dropout_seed, step, site, element). Returns the mean loss.
+float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
+                  bool train, uint64_t dropout_seed, uint64_t step);
+
+// Sets every gradient to 0.
+void gpt_zero_grad(GPT *m);
+
+// Backward pass of the last gpt_forward (which must have had targets): accumulates
+// d(mean loss)/d(params) into m->grads_memory.
+void gpt_backward(GPT *m);
+
+#endif

@@ -1,0 +1,23 @@
+# tests/lib.sh — helpers for the shell tests (sourced). Each check counts a pass or a
+# failure; `finish` prints "N passed, N failed" and exits non-zero on any failure.
+set -u
+MINGPT=${MINGPT:-$PWD/mingpt}
+PASS=0; FAIL=0
+WORK=$(mktemp -d /tmp/mingpt_test.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+
+ok()   { PASS=$((PASS+1)); echo "  ok   $1"; }
+bad()  { FAIL=$((FAIL+1)); echo "  FAIL $1"; [ -n "${2:-}" ] && echo "$2" | sed 's/^/       | /' | head -20; }
+
+# expect_error NAME CODE PATTERN -- CMD...: CMD exits with CODE and its stderr matches PATTERN (grep -E).
+expect_error() {
+  local name=$1 code=$2 pattern=$3; shift 4
+  local out rc
+  out=$("$@" 2>&1 >/dev/null); rc=$?
+  if [ "$rc" -ne "$code" ]; then bad "$name (exit $rc, want $code)" "$out"; return; fi
+  if ! grep -Eq -- "$pattern" <<<"$out"; then bad "$name (stderr lacks /$pattern/)" "$out"; return; fi
+  if grep -Eq 'Segmentation|Aborted|AddressSanitizer|core dumped' <<<"$out"; then bad "$name (crashed)" "$out"; return; fi
+  ok "$name"
+}
+
+finish() { echo "$(basename "$0"): $PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# End to end on tiny-shakespeare: a few hundred iterations of the small preset learn
+# (test loss < 2.5), resume through the CLI continues to the same total, and sampling
+# prints text from the vocabulary.
+cd "$(dirname "$0")/.." && source tests/lib.sh
+[ -f data/input.txt ] || { echo "data/input.txt missing: run make data"; exit 1; }
+
+run=(--config-name char_cpu trainer_config.snapshot_path=$WORK/e2e.bin trainer_config.max_iters=300
+     trainer_config.eval_every=0 trainer_config.eval_iters=50 trainer_config.save_every_iters=0
+     trainer_config.log_every=100 optimizer_config.lr_decay_iters=300 optimizer_config.warmup_iters=30)
+
+# 1. 200 iterations, stop (max_iters), then resume to 300.
+$MINGPT "${run[@]}" trainer_config.max_iters=200 > $WORK/a.log 2>&1 || bad "first run" "$(tail $WORK/a.log)"
+grep -q "Snapshot not found" $WORK/a.log && ok "fresh start" || bad "fresh start" "$(head $WORK/a.log)"
+$MINGPT "${run[@]}" > $WORK/b.log 2>&1 || bad "resumed run" "$(tail $WORK/b.log)"
+grep -q "Resuming training from snapshot at Epoch 0, iteration 200" $WORK/b.log && ok "resumes at iteration 200" \
+  || bad "resumes at iteration 200" "$(head $WORK/b.log)"
+grep -q "done: 300 iterations (100 this run)" $WORK/b.log && ok "stops at the same total" \
+  || bad "stops at the same total" "$(tail -3 $WORK/b.log)"
+
+loss=$(sed -n 's/.*test loss \([0-9.]*\).*/\1/p' $WORK/b.log | tail -1)
+if [ -n "$loss" ] && awk "BEGIN{exit !($loss < 2.5)}"; then ok "test loss $loss < 2.5 after 300 iterations"
+else bad "test loss '$loss' < 2.5 after 300 iterations" "$(tail -5 $WORK/b.log)"; fi
+
+# 2. A third run has nothing left to do and exits 0.
+$MINGPT "${run[@]}" > $WORK/c.log 2>&1 && grep -q "Nothing to train" $WORK/c.log && ok "finished run is idempotent" \
+  || bad "finished run is idempotent" "$(tail -3 $WORK/c.log)"
+
+# 3. Sampling: prompt + 300 characters, all from the corpus alphabet.
+out=$($MINGPT sample --snapshot $WORK/e2e.bin --prompt "ROMEO:" --max_new_tokens 300 --seed 7 2>&1)
+n=$(printf '%s' "$out" | wc -m)
+[ "$n" -ge 300 ] && ok "sample prints $n characters" || bad "sample length $n" "$out"
+[[ "$out" == ROMEO:* ]] && ok "sample starts with the prompt" || bad "sample starts with the prompt" "$out"
+out2=$($MINGPT sample --snapshot $WORK/e2e.bin --prompt "ROMEO:" --max_new_tokens 300 --seed 7 2>&1)
+[ "$out" == "$out2" ] && ok "same seed, same sample" || bad "same seed, same sample"
+out3=$($MINGPT sample --snapshot $WORK/e2e.bin --prompt "ROMEO:" --max_new_tokens 300 --seed 8 2>&1)
+[ "$out" != "$out3" ] && ok "another seed, another sample" || bad "another seed, another sample"
+finish

@@ -1,0 +1,263 @@
+// tests/test_gpt.c — the whole model against PyTorch (committed fixture) and against
+// finite differences; init, layout, causality and dropout determinism.
+#include "tests/test_util.h"
+
+#include "model/gpt.h"
+
+// ---------------------------------------------------------------- PyTorch fixture
+// tests/fixtures/gpt_tiny.bin, written by tests/gen_gpt_fixture.py (format in
+// tests/fixtures/README.md): header {V,T,L,NH,C,B}, idx, targets, params, logits, loss, grads.
+typedef struct {
+    int V, T, L, NH, C, B;
+    int32_t *idx, *targets;
+    float *params, *logits, loss, *grads;
+    size_t P;
+} Fixture;
+
+static void read_exact(FILE *f, void *p, size_t n) {
+    if (fread(p, 1, n, f) != n) fail_msg("fixture truncated");
+}
+
+static Fixture load_fixture(void) {
+    Fixture fx;
+    FILE *f = fopen("tests/fixtures/gpt_tiny.bin", "rb");
+    if (!f) fail_msg("cannot open tests/fixtures/gpt_tiny.bin (run tests from the repo root)");
+    int32_t h[6];
+    read_exact(f, h, sizeof h);
+    fx.V = h[0]; fx.T = h[1]; fx.L = h[2]; fx.NH = h[3]; fx.C = h[4]; fx.B = h[5];
+    GPTShape s = { fx.V, fx.T, fx.L, fx.NH, fx.C, 0, 0, 0 };
+    int n = gpt_param_table(&s, NULL);
+    ParamTensor *t = calloc(n, sizeof *t);
+    gpt_param_table(&s, t);
+    fx.P = t[n - 1].offset + t[n - 1].numel;
+    free(t);
+    size_t BT = (size_t)fx.B * fx.T;
+    fx.idx = malloc(BT * 4); fx.targets = malloc(BT * 4);
+    fx.params = malloc(fx.P * 4); fx.logits = malloc(BT * fx.V * 4); fx.grads = malloc(fx.P * 4);
+    read_exact(f, fx.idx, BT * 4);
+    read_exact(f, fx.targets, BT * 4);
+    read_exact(f, fx.params, fx.P * 4);
+    read_exact(f, fx.logits, BT * fx.V * 4);
+    read_exact(f, &fx.loss, 4);
+    read_exact(f, fx.grads, fx.P * 4);
+    assert_int_equal(fgetc(f), EOF);   // nothing left: the layout agrees with the script's
+    fclose(f);
+    return fx;
+}
+
+static void free_fixture(Fixture *fx) {
+    free(fx->idx); free(fx->targets); free(fx->params); free(fx->logits); free(fx->grads);
+}
+
+static void build(GPT *m, const GPTShape *s, int B, int T) {
+    char err[256];
+    if (gpt_build(m, s, B, T, err, sizeof err)) fail_msg("gpt_build: %s", err);
+}
+
+// Logits, loss and every parameter gradient equal PyTorch's within 1e-5 relative to
+// each tensor's largest magnitude.
+static void test_matches_pytorch(void **state) {
+    Fixture fx = load_fixture();
+    GPTShape s = { fx.V, fx.T, fx.L, fx.NH, fx.C, 0, 0, 0 };
+    GPT m;
+    build(&m, &s, fx.B, fx.T);
+    assert_int_equal(m.num_params, fx.P);
+    memcpy(m.params_memory, fx.params, fx.P * 4);
+    float loss = gpt_forward(&m, fx.idx, fx.targets, fx.B, fx.T, false, 0, 0);
+    assert_close_rel(m.acts.logits, fx.logits, (long)fx.B * fx.T * fx.V, 1e-5, "logits");
+    assert_true(fabsf(loss - fx.loss) <= 1e-5f * fabsf(fx.loss));
+    assert_int_equal(m.n_valid, fx.B * fx.T - 2);   // two targets are ignore_index -1
+    gpt_zero_grad(&m);
+    gpt_backward(&m);
+    for (int k = 0; k < m.n_tensors; k++) {
+        const ParamTensor *t = &m.tensors[k];
+        assert_close_rel(m.grads_memory + t->offset, fx.grads + t->offset, (long)t->numel, 1e-5, t->name);
+    }
+    gpt_free(&m);
+    free_fixture(&fx);
+}
+
+// ---------------------------------------------------------------- finite differences
+// Directional derivatives: for a random unit direction d restricted to one tensor,
+// (L(p + h d) - L(p - h d)) / 2h must equal grad . d. Dropout is ON with a fixed
+// (seed, step): the masks are a pure function of those, so L is a smooth function of p.
+static double loss_at(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
+    return gpt_forward(m, x, y, B, T, true, 42, 7);
+}
+
+static void test_finite_differences(void **state) {
+    GPTShape s = { .vocab_size = 13, .block_size = 9, .n_layer = 2, .n_head = 3, .n_embd = 12,
+                   .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+    const int B = 2, T = 7;
+    GPT m;
+    build(&m, &s, B, T);
+    gpt_init_weights(&m, 5);
+    TestRng r = test_rng(11);
+    // Larger weights than init so every path carries signal.
+    for (size_t i = 0; i < m.num_params; i++) m.params_memory[i] += test_uniform(&r, -0.3f, 0.3f);
+    int32_t x[14], y[14];
+    for (int i = 0; i < B * T; i++) { x[i] = (int32_t)(test_next(&r) % 13); y[i] = (int32_t)(test_next(&r) % 13); }
+    y[3] = -1;
+    loss_at(&m, x, y, B, T);
+    gpt_zero_grad(&m);
+    gpt_backward(&m);
+    float *grad = malloc(m.num_params * 4), *dir = malloc(m.num_params * 4);
+    memcpy(grad, m.grads_memory, m.num_params * 4);
+    const double h = 1e-2;
+    for (int k = 0; k < m.n_tensors; k++) {
+        const ParamTensor *t = &m.tensors[k];
+        float *p = m.params_memory + t->offset;
+        double norm = 0, gd = 0;
+        for (size_t i = 0; i < t->numel; i++) { dir[i] = test_uniform(&r, -1, 1); norm += (double)dir[i] * dir[i]; }
+        norm = sqrt(norm);
+        for (size_t i = 0; i < t->numel; i++) { dir[i] /= norm; gd += (double)dir[i] * grad[t->offset + i]; }
+        float *saved = malloc(t->numel * 4);
+        memcpy(saved, p, t->numel * 4);
+        for (size_t i = 0; i < t->numel; i++) p[i] = saved[i] + (float)(h * dir[i]);
+        double lp = loss_at(&m, x, y, B, T);
+        for (size_t i = 0; i < t->numel; i++) p[i] = saved[i] - (float)(h * dir[i]);
+        double lm = loss_at(&m, x, y, B, T);
+        memcpy(p, saved, t->numel * 4);
+        free(saved);
+        double fd = (lp - lm) / (2 * h);
+        // fp32 forward: loss rounding ~3e-7 over 2h gives ~2e-5 absolute noise.
+        double tol = 2e-3 * fabs(gd) + 5e-5;
+        if (fabs(fd - gd) > tol)
+            fail_msg("%s: finite difference %.6e vs gradient %.6e", t->name, fd, gd);
+    }
+    free(grad); free(dir);
+    gpt_free(&m);
+}
+
+// ---------------------------------------------------------------- layout and init
+static void test_layout_and_init(void **state) {
+    GPTShape s = { .vocab_size = 65, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128 };
+    GPT m;
+    build(&m, &s, 2, 64);
+    const size_t C = 128, V = 65, L = 4;
+    assert_int_equal(m.num_params, V * C + 64 * C + L * (12 * C * C + 13 * C) + 2 * C + V * C);
+    assert_int_equal(m.n_tensors, 2 + 12 * 4 + 3);
+    // Tensors tile the buffer without gaps, in order.
+    size_t off = 0;
+    for (int k = 0; k < m.n_tensors; k++) { assert_int_equal(m.tensors[k].offset, off); off += m.tensors[k].numel; }
+    gpt_init_weights(&m, 1337);
+    for (int k = 0; k < m.n_tensors; k++) {
+        const ParamTensor *t = &m.tensors[k];
+        const float *w = m.params_memory + t->offset;
+        const char *nm = t->name;
+        size_t len = strlen(nm);
+        bool is_weight_2d = t->cols > 1;
+        bool is_bias = len > 5 && strcmp(nm + len - 5, ".bias") == 0;
+        bool is_ln = strstr(nm, "ln_") != NULL;
+        // minGPT's weight-decay groups: Linear weights only.
+        bool linear_w = is_weight_2d && strstr(nm, "wte") == NULL && strstr(nm, "wpe") == NULL;
+        assert_int_equal(t->decay, linear_w);
+        double sum = 0, sq = 0;
+        for (size_t i = 0; i < t->numel; i++) { sum += w[i]; sq += (double)w[i] * w[i]; }
+        double mean = sum / t->numel, sd = sqrt(sq / t->numel - mean * mean);
+        if (is_bias) { assert_true(sq == 0); continue; }
+        if (is_ln) { assert_true(mean == 1.0 && sd < 1e-6); continue; }
+        double want = strstr(nm, "c_proj.weight") ? 0.02 / sqrt(2.0 * L) : 0.02;
+        if (fabs(sd - want) > 0.1 * want) fail_msg("%s: init std %.5f, want %.5f", nm, sd, want);
+        if (fabs(mean) > 5 * want / sqrt((double)t->numel) + 1e-6) fail_msg("%s: init mean %.2e", nm, mean);
+    }
+    // Same seed, same weights; another seed, other weights.
+    float *a = malloc(m.num_params * 4);
+    memcpy(a, m.params_memory, m.num_params * 4);
+    gpt_init_weights(&m, 1337);
+    assert_memory_equal(a, m.params_memory, m.num_params * 4);
+    gpt_init_weights(&m, 1338);
+    assert_memory_not_equal(a, m.params_memory, m.num_params * 4);
+    free(a);
+    gpt_free(&m);
+}
+
+static void test_rejects_bad_shapes(void **state) {
+    GPT m;
+    char err[256];
+    GPTShape s = { .vocab_size = 10, .block_size = 8, .n_layer = 1, .n_head = 3, .n_embd = 16 };
+    assert_int_not_equal(gpt_build(&m, &s, 2, 8, err, sizeof err), 0);
+    assert_non_null(strstr(err, "divisible"));
+    s.n_head = 4;
+    assert_int_not_equal(gpt_build(&m, &s, 2, 9, err, sizeof err), 0);   // T > block_size
+    s.attn_pdrop = 1.0f;
+    assert_int_not_equal(gpt_build(&m, &s, 2, 8, err, sizeof err), 0);
+}
+
+// ---------------------------------------------------------------- behaviour
+// Changing the token at position t leaves the logits at positions < t unchanged.
+static void test_causal(void **state) {
+    GPTShape s = { .vocab_size = 11, .block_size = 10, .n_layer = 2, .n_head = 2, .n_embd = 16 };
+    const int T = 10, V = 11;
+    GPT m;
+    build(&m, &s, 1, T);
+    gpt_init_weights(&m, 3);
+    int32_t x[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    gpt_forward(&m, x, NULL, 1, T, false, 0, 0);
+    float before[110];
+    memcpy(before, m.acts.logits, sizeof before);
+    for (int t = 1; t < T; t++) {
+        int32_t y[10];
+        memcpy(y, x, sizeof y);
+        y[t] = (y[t] + 5) % V;
+        gpt_forward(&m, y, NULL, 1, T, false, 0, 0);
+        assert_memory_equal(m.acts.logits, before, (size_t)t * V * 4);
+        assert_memory_not_equal(m.acts.logits + t * V, before + t * V, V * 4);
+    }
+    gpt_free(&m);
+}
+
+// Dropout masks depend only on (seed, step): same inputs give bitwise-equal losses,
+// another step gives another loss, and eval mode ignores dropout.
+static void test_dropout_determinism(void **state) {
+    GPTShape s = { .vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 16,
+                   .embd_pdrop = 0.2f, .resid_pdrop = 0.2f, .attn_pdrop = 0.2f };
+    GPT m;
+    build(&m, &s, 2, 8);
+    gpt_init_weights(&m, 3);
+    int32_t x[16], y[16];
+    for (int i = 0; i < 16; i++) { x[i] = i % 11; y[i] = (i * 7) % 11; }
+    float a = gpt_forward(&m, x, y, 2, 8, true, 9, 100);
+    float b = gpt_forward(&m, x, y, 2, 8, true, 9, 100);
+    float c = gpt_forward(&m, x, y, 2, 8, true, 9, 101);
+    float e1 = gpt_forward(&m, x, y, 2, 8, false, 9, 100);
+    float e2 = gpt_forward(&m, x, y, 2, 8, false, 10, 555);
+    assert_true(a == b);
+    assert_true(a != c);
+    assert_true(e1 == e2);
+    assert_true(a != e1);
+    gpt_free(&m);
+}
+
+// A batch smaller than the buffers (the last batch of an epoch) computes the same as a
+// model built for exactly that batch.
+static void test_partial_batch(void **state) {
+    GPTShape s = { .vocab_size = 11, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 8 };
+    GPT big, small;
+    build(&big, &s, 4, 8);
+    build(&small, &s, 1, 5);
+    gpt_init_weights(&big, 4);
+    memcpy(small.params_memory, big.params_memory, big.num_params * 4);
+    int32_t x[5] = {1, 2, 3, 4, 5}, y[5] = {2, 3, 4, 5, 6};
+    float lb = gpt_forward(&big, x, y, 1, 5, false, 0, 0);
+    float ls = gpt_forward(&small, x, y, 1, 5, false, 0, 0);
+    assert_true(fabsf(lb - ls) <= 1e-6f * fabsf(ls));
+    gpt_zero_grad(&big); gpt_backward(&big);
+    gpt_zero_grad(&small); gpt_backward(&small);
+    assert_close_rel(big.grads_memory, small.grads_memory, (long)big.num_params, 1e-6, "grads");
+    gpt_free(&big);
+    gpt_free(&small);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matches_pytorch),
+        cmocka_unit_test(test_finite_differences),
+        cmocka_unit_test(test_layout_and_init),
+        cmocka_unit_test(test_rejects_bad_shapes),
+        cmocka_unit_test(test_causal),
+        cmocka_unit_test(test_dropout_determinism),
+        cmocka_unit_test(test_partial_batch),
+    };
+    return cmocka_run_group_tests_name("gpt", tests, NULL, NULL);
+}

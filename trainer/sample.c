@@ -1,0 +1,154 @@
+// trainer/sample.c — autoregressive sampling from a trained snapshot.
+#include "trainer/sample.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/char_dataset.h"
+#include "data/sampler.h"
+#include "model/gpt.h"
+#include "trainer/snapshot.h"
+
+static void sample_usage(FILE *f) {
+    fprintf(f, "usage: mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N] "
+               "[--temperature F] [--top_k K] [--seed S]\n");
+}
+
+static int parse_long(const char *s, long *v) {
+    char *end;
+    errno = 0;
+    *v = strtol(s, &end, 10);
+    return errno || end == s || *end;
+}
+
+int sample_parse_args(int argc, char **argv, SampleOptions *o) {
+    *o = (SampleOptions){ NULL, "\n", 500, 1.0, 0, 1337 };
+    for (int i = 1; i < argc; i++) {
+        char key[64];
+        const char *val = NULL, *a = argv[i], *eq = strchr(a, '=');
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { sample_usage(stdout); exit(0); }
+        if (strncmp(a, "--", 2) != 0) { fprintf(stderr, "mingpt sample: unexpected argument '%s'\n", a); sample_usage(stderr); return 2; }
+        if (eq) { snprintf(key, sizeof key, "%.*s", (int)(eq - a), a); val = eq + 1; }
+        else {
+            snprintf(key, sizeof key, "%s", a);
+            if (i + 1 >= argc) { fprintf(stderr, "mingpt sample: %s needs a value\n", a); sample_usage(stderr); return 2; }
+            val = argv[++i];
+        }
+        long v;
+        char *end;
+        if (strcmp(key, "--snapshot") == 0) o->snapshot = val;
+        else if (strcmp(key, "--prompt") == 0) o->prompt = val;
+        else if (strcmp(key, "--max_new_tokens") == 0) {
+            if (parse_long(val, &v) || v < 0) { fprintf(stderr, "mingpt sample: --max_new_tokens must be an integer >= 0, got '%s'\n", val); return 2; }
+            o->max_new_tokens = v;
+        } else if (strcmp(key, "--top_k") == 0) {
+            if (parse_long(val, &v) || v < 0) { fprintf(stderr, "mingpt sample: --top_k must be an integer >= 0, got '%s'\n", val); return 2; }
+            o->top_k = (int)v;
+        } else if (strcmp(key, "--seed") == 0) {
+            if (parse_long(val, &v) || v < 0) { fprintf(stderr, "mingpt sample: --seed must be an integer >= 0, got '%s'\n", val); return 2; }
+            o->seed = (uint64_t)v;
+        } else if (strcmp(key, "--temperature") == 0) {
+            o->temperature = strtod(val, &end);
+            if (end == val || *end || !(o->temperature > 0) || !isfinite(o->temperature)) {
+                fprintf(stderr, "mingpt sample: --temperature must be a number > 0, got '%s'\n", val);
+                return 2;
+            }
+        } else { fprintf(stderr, "mingpt sample: unknown option '%s'\n", key); sample_usage(stderr); return 2; }
+    }
+    if (!o->snapshot) { fprintf(stderr, "mingpt sample: --snapshot PATH is required\n"); sample_usage(stderr); return 2; }
+    return 0;
+}
+
+// Uniform double in [0,1) from two MT19937 draws (53 bits).
+static double uniform01(MT19937 *g) {
+    uint64_t a = mt19937_next(g) >> 5, b = mt19937_next(g) >> 6;
+    return (a * 67108864.0 + b) / 9007199254740992.0;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
+
+// Picks an id from logits (V,): top-k filter (logits below the k-th largest get
+// probability 0, as in minGPT's generate), temperature, softmax, inverse-CDF draw.
+// probs is (V,) scratch.
+static int pick(const float *logits, int V, double temperature, int top_k, double *probs, MT19937 *g) {
+    double cut = -INFINITY;
+    if (top_k > 0 && top_k < V) {
+        for (int i = 0; i < V; i++) probs[i] = logits[i];
+        qsort(probs, V, sizeof *probs, cmp_desc);
+        cut = probs[top_k - 1];
+    }
+    double maxv = -INFINITY, sum = 0.0;
+    for (int i = 0; i < V; i++) if (logits[i] >= cut && logits[i] > maxv) maxv = logits[i];
+    for (int i = 0; i < V; i++) {
+        probs[i] = logits[i] >= cut ? exp((logits[i] - maxv) / temperature) : 0.0;
+        sum += probs[i];
+    }
+    double u = uniform01(g) * sum, acc = 0.0;
+    int last = 0;
+    for (int i = 0; i < V; i++) {
+        if (probs[i] <= 0) continue;
+        acc += probs[i];
+        last = i;
+        if (u < acc) return i;
+    }
+    return last;
+}
+
+int sample_run(const SampleOptions *o, FILE *out) {
+    char err[2048];
+    Snapshot snap;
+    if (snapshot_load(o->snapshot, &snap, err, sizeof err)) {
+        fprintf(stderr, "mingpt: error: %s\n", err);
+        return 1;
+    }
+    int rc = 1;
+    CharDataset ds = {0};
+    GPT m = {0};
+    int32_t *ctx = NULL;
+    double *probs = NULL;
+    const int T = snap.shape.block_size;
+    chardataset_from_vocab(&ds, snap.vocab, snap.vocab_size, T);
+    GPTShape shape = snap.shape;
+    shape.embd_pdrop = shape.resid_pdrop = shape.attn_pdrop = 0.0f;
+    if (gpt_build(&m, &shape, 1, T, err, sizeof err)) { fprintf(stderr, "mingpt: error: %s\n", err); goto done; }
+    if (m.num_params != snap.num_params) { fprintf(stderr, "mingpt: error: snapshot '%s' is malformed (parameter count)\n", o->snapshot); goto done; }
+    memcpy(m.params_memory, snap.params, m.num_params * sizeof(float));
+
+    size_t plen = strlen(o->prompt);
+    long n_total = (long)plen + o->max_new_tokens;
+    ctx = malloc(sizeof(int32_t) * (n_total + 1));
+    probs = malloc(sizeof(double) * ds.vocab_size);
+    if (!ctx || !probs) { fprintf(stderr, "mingpt: error: out of memory\n"); goto done; }
+    long n = chardataset_encode(&ds, o->prompt, ctx, err, sizeof err);
+    if (n < 0) { fprintf(stderr, "mingpt: error: --prompt: %s\n", err); rc = 2; goto done; }
+    if (n == 0) { fprintf(stderr, "mingpt: error: --prompt must not be empty\n"); rc = 2; goto done; }
+
+    MT19937 g;
+    mt19937_seed(&g, (uint32_t)o->seed);
+    fputs(o->prompt, out);
+    for (long i = 0; i < o->max_new_tokens; i++) {
+        long t = n < T ? n : T;
+        gpt_forward(&m, ctx + n - t, NULL, 1, (int)t, false, 0, 0);
+        const float *last = m.acts.logits + (t - 1) * ds.vocab_size;
+        int32_t id = pick(last, ds.vocab_size, o->temperature, o->top_k, probs, &g);
+        ctx[n++] = id;
+        char buf[8];
+        int k = chardataset_decode_one(&ds, id, buf);
+        fwrite(buf, 1, k, out);
+    }
+    fputc('\n', out);
+    fflush(out);
+    rc = 0;
+done:
+    free(ctx);
+    free(probs);
+    gpt_free(&m);
+    chardataset_free(&ds);
+    snapshot_free(&snap);
+    return rc;
+}

@@ -1,0 +1,28 @@
+// trainer/sample.h — text generation from a snapshot (`mingpt sample`).
+#ifndef MINGPT_SAMPLE_H
+#define MINGPT_SAMPLE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    const char *snapshot;   // path of the snapshot to load (required)
+    const char *prompt;     // UTF-8 text to continue (default "\n")
+    long max_new_tokens;    // characters to generate (default 500)
+    double temperature;     // > 0; logits are divided by it (default 1.0)
+    int top_k;              // keep the k most likely characters; 0 = all (default 0)
+    uint64_t seed;          // sampling RNG seed (default 1337)
+} SampleOptions;
+
+// Parses `sample` arguments (argv[0] is "sample"): --snapshot PATH, --prompt TEXT,
+// --max_new_tokens N, --temperature F, --top_k K, --seed S (also as --key=value).
+// Returns 0, or 2 after printing usage / the bad argument to stderr.
+int sample_parse_args(int argc, char **argv, SampleOptions *o);
+
+// Loads the snapshot, checks the prompt against its vocabulary, and writes the prompt
+// followed by max_new_tokens sampled characters to out. The context is cropped to the
+// last block_size characters, as minGPT's generate() does. Returns an exit code
+// (0 ok, 1 bad snapshot or I/O, 2 prompt outside the vocabulary / bad option).
+int sample_run(const SampleOptions *o, FILE *out);
+
+#endif

@@ -1,0 +1,44 @@
+// trainer/snapshot.h — training snapshots: everything needed to resume exactly.
+//
+// File format (little-endian): the 8-byte magic "MINGPTSN", u32 format version, then
+// records [u32 tag][u64 byte length][payload], then a u32 CRC32 (zlib) of every byte
+// before it. Records: CONF (the bound config as YAML text), VOCB (V u32 code points),
+// SHAP (model shape), STAT (counters), PARM / ADAM / ADAV (fp32 parameters and AdamW
+// moments in the model's flat layout). Written to a temp file in the same directory,
+// fsync'ed, then renamed over the target, so a crash never leaves a torn snapshot.
+#ifndef MINGPT_SNAPSHOT_H
+#define MINGPT_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "model/gpt.h"
+
+typedef struct {
+    char *config_yaml;        // NUL-terminated YAML of the run's config
+    uint32_t *vocab;          // (vocab_size) code points, ascending
+    int vocab_size;
+    GPTShape shape;
+    size_t num_params;
+    float *params;            // (num_params)
+    float *adam_m, *adam_v;   // (num_params) each
+    long adam_step;           // AdamW steps taken
+    long epochs_run;          // completed epochs
+    long iter_in_epoch;       // batches done in epoch epochs_run+1 (0 at an epoch boundary)
+    long iter_num;            // total iterations (optimizer steps) since the start of training
+    uint64_t seed;            // trainer seed: dropout masks are a function of (seed, iter_num)
+    float loss_scale;         // dynamic loss scale (mixed precision; 1 on the CPU backend)
+    long scaler_good_steps;   // finite steps since the last scale change
+} Snapshot;
+
+// Writes s atomically to path. Non-zero with a message naming path on any I/O error;
+// the previous file at path is then left untouched.
+int snapshot_save(const char *path, const Snapshot *s, char *err, size_t errlen);
+
+// Reads path into *s (allocating its arrays; free with snapshot_free). Non-zero with a
+// message naming path when the file is missing, not a snapshot, truncated, fails its
+// CRC, or is internally inconsistent.
+int snapshot_load(const char *path, Snapshot *s, char *err, size_t errlen);
+
+void snapshot_free(Snapshot *s);
+
+#endif
