@@ -29,6 +29,12 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 TEST_SH  := $(sort $(wildcard tests/test_*.sh))
 
+# Feature makefiles (mk/*.mk) add targets and append to these:
+#   EXTRA_TESTS  targets `make test` runs after the unit and shell tests
+#   EXTRA_BUILD  targets `make test` builds first
+EXTRA_TESTS :=
+EXTRA_BUILD :=
+
 .PHONY: all deps data run test unit e2e clean
 .DELETE_ON_ERROR:
 
@@ -85,8 +91,8 @@ run: deps
 
 # ---------------------------------------------------------------- tests
 test: deps
-	$(MAKE) mingpt $(TEST_BIN) data
-	$(MAKE) unit e2e
+	$(MAKE) mingpt $(TEST_BIN) data $(EXTRA_BUILD)
+	$(MAKE) unit e2e $(EXTRA_TESTS)
 
 unit: $(TEST_BIN)
 	@pass=0; fail=0; for t in $(TEST_BIN); do \
@@ -100,3 +106,5 @@ e2e: mingpt data
 
 clean:
 	rm -rf $(B) mingpt
+
+include $(sort $(wildcard mk/*.mk))
