@@ -32,10 +32,12 @@ TEST_SH  := $(sort $(wildcard tests/test_*.sh))
 # Feature makefiles (mk/*.mk) add targets and append to these:
 #   EXTRA_TESTS  targets `make test` runs after the unit and shell tests
 #   EXTRA_BUILD  targets `make test` builds first
+#   BENCH_TARGETS targets `make bench` runs (benchmarks are never part of `make test`)
 EXTRA_TESTS :=
 EXTRA_BUILD :=
+BENCH_TARGETS :=
 
-.PHONY: all deps data run test unit e2e clean
+.PHONY: all deps data run test unit e2e bench clean
 .DELETE_ON_ERROR:
 
 all: mingpt
@@ -103,6 +105,10 @@ e2e: mingpt data
 	@pass=0; fail=0; for t in $(TEST_SH); do \
 	  echo "== $$t"; if bash $$t; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
 	done; echo "e2e: $$pass passed, $$fail failed"; [ $$fail -eq 0 ]
+
+bench: deps
+	$(MAKE) mingpt data
+	$(MAKE) $(BENCH_TARGETS)
 
 clean:
 	rm -rf $(B) mingpt

@@ -1,0 +1,103 @@
+// kernels/backend.h — the one interface through which the model and the trainer run ops.
+//
+// A Backend is a table of function pointers (a C ABI) implemented by the CPU backend
+// (kernels/cpu/backend_cpu.c) and the CUDA backend (kernels/cuda/). Every pointer the
+// ops take is backend memory from be->alloc: host memory on the CPU, device memory on
+// CUDA. Host data crosses only through upload/download.
+//
+// Op semantics, shapes and conventions are those of kernels/cpu/ops.h (forward ops
+// overwrite; backward ops ACCUMULATE into gradients, except
+// crossentropy_softmax_backward which overwrites dlogits; dropout masks come from
+// kernels/dropout_rng.h; results deterministic for a given configuration).
+//
+// Mixed precision: when matmul_dtype is BF16 or FP16, the inputs of every matmul and of
+// the attention products are rounded to that type, products accumulate in fp32 and
+// outputs are fp32 (torch.autocast's placement: Linear and attention matmuls in low
+// precision, LayerNorm / softmax / cross-entropy / optimizer in fp32). Master weights,
+// gradients and optimizer state stay fp32.
+#ifndef MINGPT_BACKEND_H
+#define MINGPT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { DTYPE_FP32 = 0, DTYPE_BF16 = 1, DTYPE_FP16 = 2 } ComputeDtype;
+
+typedef struct Backend Backend;
+struct Backend {
+    const char *name;            // "cpu", "cuda"
+    ComputeDtype matmul_dtype;   // see above; DTYPE_FP32 = full precision
+    void *ctx;                   // the implementation's private state
+
+    // ---- memory
+    void *(*alloc)(Backend *be, size_t bytes);                 // zeroed; NULL when out of memory
+    void (*free)(Backend *be, void *p);
+    void (*zero)(Backend *be, void *p, size_t bytes);
+    void (*upload)(Backend *be, void *dst, const void *src, size_t bytes);    // host -> backend
+    void (*download)(Backend *be, void *dst, const void *src, size_t bytes);  // backend -> host
+    void (*synchronize)(Backend *be);
+    void (*destroy)(Backend *be);                              // frees ctx and be itself
+
+    // ---- model ops (kernels/cpu/ops.h has each one's shapes)
+    void (*encoder_forward)(Backend *be, float *out, const int32_t *inp, const float *wte,
+                            const float *wpe, int B, int T, int C);
+    void (*encoder_backward)(Backend *be, float *dwte, float *dwpe, const float *dout,
+                             const int32_t *inp, int B, int T, int C);
+    void (*layernorm_forward)(Backend *be, float *out, float *mean, float *rstd, const float *inp,
+                              const float *weight, const float *bias, int N, int C);
+    // res (N,C) = a + b, then out/mean/rstd = layernorm(res): residual + ln fused.
+    void (*residual_layernorm_forward)(Backend *be, float *res, float *out, float *mean, float *rstd,
+                                       const float *a, const float *b, const float *weight,
+                                       const float *bias, int N, int C);
+    void (*layernorm_backward)(Backend *be, float *dinp, float *dweight, float *dbias,
+                               const float *dout, const float *inp, const float *weight,
+                               const float *mean, const float *rstd, int N, int C);
+    void (*matmul_forward)(Backend *be, float *out, const float *inp, const float *weight,
+                           const float *bias, int N, int C, int OC);
+    // pre (N,OC) = inp @ weight^T + bias; out (N,OC) = gelu(pre): bias + GELU fused.
+    void (*matmul_gelu_forward)(Backend *be, float *pre, float *out, const float *inp,
+                                const float *weight, const float *bias, int N, int C, int OC);
+    void (*matmul_backward)(Backend *be, float *dinp, float *dweight, float *dbias,
+                            const float *dout, const float *inp, const float *weight,
+                            int N, int C, int OC);
+    void (*attention_forward)(Backend *be, float *out, float *att, const float *qkv,
+                              int B, int T, int C, int NH, float attn_p, uint64_t key);
+    void (*attention_backward)(Backend *be, float *dqkv, float *scratch, const float *dout,
+                               const float *qkv, const float *att, int B, int T, int C, int NH,
+                               float attn_p, uint64_t key);
+    void (*gelu_backward)(Backend *be, float *dinp, const float *inp, const float *dout, long N);
+    void (*residual_forward)(Backend *be, float *out, const float *a, const float *b, long N);
+    void (*dropout_forward)(Backend *be, float *out, const float *inp, long N, float p, uint64_t key);
+    void (*dropout_backward)(Backend *be, float *dinp, const float *dout, long N, float p, uint64_t key);
+    void (*crossentropy_forward)(Backend *be, float *losses, float *probs, const float *logits,
+                                 const int32_t *targets, int N, int V);
+    void (*crossentropy_softmax_backward)(Backend *be, float *dlogits, const float *probs,
+                                          const int32_t *targets, int N, int V, float dloss);
+
+    // ---- optimizer ops on flat fp32 buffers
+    // One torch.optim.AdamW element update over n elements (host computes the scalars):
+    //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+    //   p = p * decay_factor - step_size * m / (sqrt(v) / bc2_sqrt + eps)
+    // with decay_factor = 1 - lr*wd (1 for no-decay tensors), step_size = lr / (1 - b1^t),
+    // bc2_sqrt = sqrt(1 - b2^t).
+    void (*adamw_update)(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
+                         float beta1, float beta2, float eps, float decay_factor,
+                         float step_size, float bc2_sqrt);
+    // sum of x[i]^2 in double, in a fixed order (independent of thread/block count).
+    double (*sum_squares)(Backend *be, const float *x, size_t n);
+    // x *= s
+    void (*scale)(Backend *be, float *x, size_t n, float s);
+    // 1 when every x[i] is finite (the dynamic loss scaler's overflow check).
+    int (*all_finite)(Backend *be, const float *x, size_t n);
+};
+
+// The CPU backend (always available). Never NULL except when out of memory.
+Backend *backend_cpu_create(ComputeDtype matmul_dtype);
+
+// Picks the backend for trainer_config.device: "cpu", "cuda" or "auto" (cuda when a
+// device is present and mingpt was built with CUDA, else cpu). Returns NULL and writes
+// a message into err (naming the missing driver/device or build option) when "cuda"
+// cannot be had.
+Backend *backend_create(const char *device, ComputeDtype matmul_dtype, char *err, size_t errlen);
+
+#endif
