@@ -21,12 +21,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { DTYPE_FP32 = 0, DTYPE_BF16 = 1, DTYPE_FP16 = 2 } ComputeDtype;
 
 typedef struct Backend Backend;
 struct Backend {
     const char *name;            // "cpu", "cuda"
     ComputeDtype matmul_dtype;   // see above; DTYPE_FP32 = full precision
+    int host_memory;             // 1 when backend memory is host memory (the CPU backend):
+                                 // callers may then read and write it directly
     void *ctx;                   // the implementation's private state
 
     // ---- memory
@@ -94,10 +100,19 @@ struct Backend {
 // The CPU backend (always available). Never NULL except when out of memory.
 Backend *backend_cpu_create(ComputeDtype matmul_dtype);
 
+// The CUDA backend, when mingpt is built with it (kernels/cuda/backend_cuda.cu); a weak
+// symbol, NULL otherwise. Returns NULL with a message naming the missing driver or
+// device when no GPU can be used.
+Backend *backend_cuda_create(ComputeDtype matmul_dtype, char *err, size_t errlen) __attribute__((weak));
+
 // Picks the backend for trainer_config.device: "cpu", "cuda" or "auto" (cuda when a
 // device is present and mingpt was built with CUDA, else cpu). Returns NULL and writes
 // a message into err (naming the missing driver/device or build option) when "cuda"
 // cannot be had.
 Backend *backend_create(const char *device, ComputeDtype matmul_dtype, char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/ops.h"
 #include "kernels/dropout_rng.h"
 
 // ============================================================================
@@ -160,7 +159,7 @@ static size_t layout_acts(GPT *m, float *base) {
 // ============================================================================
 // Build / free / init
 // ============================================================================
-int gpt_build(GPT *m, const GPTShape *s, int B, int T, char *err, size_t errlen) {
+int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     if (s->vocab_size < 1 || s->block_size < 1 || s->n_layer < 1 || s->n_head < 1 || s->n_embd < 1) {
         snprintf(err, errlen, "model: every size must be >= 1 (V %d, block_size %d, n_layer %d, n_head %d, n_embd %d)",
@@ -182,6 +181,7 @@ int gpt_build(GPT *m, const GPTShape *s, int B, int T, char *err, size_t errlen)
             return 1;
         }
     m->shape = *s;
+    m->be = be;
     m->B = B;
     m->T = T;
     m->n_tensors = gpt_param_table(s, NULL);
@@ -189,35 +189,61 @@ int gpt_build(GPT *m, const GPTShape *s, int B, int T, char *err, size_t errlen)
     m->params.h = calloc(s->n_layer, sizeof(BlockParams));
     m->grads.h = calloc(s->n_layer, sizeof(BlockParams));
     m->acts.h = calloc(s->n_layer, sizeof(BlockActs));
-    if (!m->tensors || !m->params.h || !m->grads.h || !m->acts.h) goto oom;
+    m->host_losses = calloc((size_t)B * T, sizeof(float));
+    if (!m->tensors || !m->params.h || !m->grads.h || !m->acts.h || !m->host_losses) goto oom;
     gpt_param_table(s, m->tensors);
     const ParamTensor *last = &m->tensors[m->n_tensors - 1];
     m->num_params = last->offset + last->numel;
-    m->params_memory = calloc(m->num_params, sizeof(float));
-    m->grads_memory = calloc(m->num_params, sizeof(float));
+    m->params_memory = be->alloc(be, m->num_params * sizeof(float));
+    m->grads_memory = be->alloc(be, m->num_params * sizeof(float));
     m->num_acts = layout_acts(m, NULL);
-    m->acts_memory = calloc(m->num_acts, sizeof(float));
-    if (!m->params_memory || !m->grads_memory || !m->acts_memory) goto oom;
+    m->acts_memory = be->alloc(be, m->num_acts * sizeof(float));
+    m->inputs = be->alloc(be, (size_t)B * T * sizeof(int32_t));
+    m->targets = be->alloc(be, (size_t)B * T * sizeof(int32_t));
+    if (!m->params_memory || !m->grads_memory || !m->acts_memory || !m->inputs || !m->targets) goto oom;
     bind_params(m, m->params_memory, &m->params);
     bind_params(m, m->grads_memory, &m->grads);
     layout_acts(m, m->acts_memory);
     return 0;
 oom:
-    snprintf(err, errlen, "model: out of memory (%zu parameters, %zu activation floats)",
-             m->num_params, m->num_acts);
+    snprintf(err, errlen, "model: out of %s memory (%zu parameters, %zu activation floats)",
+             be->name, m->num_params, m->num_acts);
     gpt_free(m);
     return 1;
 }
 
+int gpt_build(GPT *m, const GPTShape *s, int B, int T, char *err, size_t errlen) {
+    Backend *be = backend_cpu_create(DTYPE_FP32);
+    if (!be) { snprintf(err, errlen, "model: out of memory"); return 1; }
+    if (gpt_build_on(m, s, B, T, be, err, errlen)) { be->destroy(be); return 1; }
+    m->owned_be = be;
+    return 0;
+}
+
 void gpt_free(GPT *m) {
+    Backend *be = m->be;
     free(m->tensors);
     free(m->params.h);
     free(m->grads.h);
     free(m->acts.h);
-    free(m->params_memory);
-    free(m->grads_memory);
-    free(m->acts_memory);
+    free(m->host_losses);
+    if (be) {
+        be->free(be, m->params_memory);
+        be->free(be, m->grads_memory);
+        be->free(be, m->acts_memory);
+        be->free(be, m->inputs);
+        be->free(be, m->targets);
+    }
+    if (m->owned_be) m->owned_be->destroy(m->owned_be);
     memset(m, 0, sizeof *m);
+}
+
+void gpt_set_params(GPT *m, const float *host) {
+    m->be->upload(m->be, m->params_memory, host, m->num_params * sizeof(float));
+}
+
+void gpt_get_params(const GPT *m, float *host) {
+    m->be->download(m->be, host, m->params_memory, m->num_params * sizeof(float));
 }
 
 // Standard normal from two counter-based uniforms (Box-Muller), so init is a pure
@@ -231,9 +257,12 @@ static float normal_at(uint64_t key, uint64_t i) {
 }
 
 void gpt_init_weights(GPT *m, uint64_t seed) {
+    // Computed on the host, then uploaded (a no-op copy on the CPU backend).
+    float *host = m->be->host_memory ? m->params_memory : malloc(m->num_params * sizeof(float));
+    if (!host) { fprintf(stderr, "mingpt: error: out of memory\n"); exit(1); }
     for (int k = 0; k < m->n_tensors; k++) {
         const ParamTensor *t = &m->tensors[k];
-        float *w = m->params_memory + t->offset;
+        float *w = host + t->offset;
         uint64_t key = dropout_key(seed, 0x1000000ULL + (uint64_t)k);
         if (t->init_std > 0) {
             #pragma omp parallel for schedule(static)
@@ -242,9 +271,13 @@ void gpt_init_weights(GPT *m, uint64_t seed) {
             for (size_t i = 0; i < t->numel; i++) w[i] = t->init_value;
         }
     }
+    if (host != m->params_memory) {
+        gpt_set_params(m, host);
+        free(host);
+    }
 }
 
-void gpt_zero_grad(GPT *m) { memset(m->grads_memory, 0, m->num_params * sizeof(float)); }
+void gpt_zero_grad(GPT *m) { m->be->zero(m->be, m->grads_memory, m->num_params * sizeof(float)); }
 
 // ============================================================================
 // Forward
@@ -263,55 +296,71 @@ static float *block_input(GPT *m, int l) { return l == 0 ? m->acts.encoded : m->
 float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
                   bool train, uint64_t dropout_seed, uint64_t step) {
     const GPTShape *s = &m->shape;
-    const int C = s->n_embd, NH = s->n_head, V = s->vocab_size, BT = B * T;
+    const int C = s->n_embd, NH = s->n_head, V = s->vocab_size, BT = B * T, L = s->n_layer;
     const long BTC = (long)BT * C;
+    Backend *be = m->be;
     GPTParams *p = &m->params;
     GPTActs *a = &m->acts;
-    m->inputs = idx; m->targets = targets; m->cur_B = B; m->cur_T = T;
+    m->cur_B = B; m->cur_T = T;
     m->train = train; m->dropout_seed = dropout_seed; m->step = step;
     const float embd_p = train ? s->embd_pdrop : 0.0f;
     const float resid_p = train ? s->resid_pdrop : 0.0f;
     const float attn_p = train ? s->attn_pdrop : 0.0f;
+    be->upload(be, m->inputs, idx, (size_t)BT * sizeof(int32_t));
 
-    encoder_forward(a->encoded, idx, p->wte, p->wpe, B, T, C);
-    dropout_forward(a->encoded, a->encoded, BTC, embd_p, site_key(m, 0, SITE_EMBD));
+    be->encoder_forward(be, a->encoded, m->inputs, p->wte, p->wpe, B, T, C);
+    be->dropout_forward(be, a->encoded, a->encoded, BTC, embd_p, site_key(m, 0, SITE_EMBD));
+    // ln_1 of block 0; every later LayerNorm is fused with the residual add before it.
+    be->layernorm_forward(be, a->h[0].ln_1, a->h[0].ln_1_mean, a->h[0].ln_1_rstd, a->encoded,
+                          p->h[0].ln_1_w, p->h[0].ln_1_b, BT, C);
 
-    for (int l = 0; l < s->n_layer; l++) {
+    for (int l = 0; l < L; l++) {
         const BlockParams *w = &p->h[l];
         BlockActs *h = &a->h[l];
         const float *x = block_input(m, l);
-        // x + drop(c_proj(attn(ln_1(x))))
-        layernorm_forward(h->ln_1, h->ln_1_mean, h->ln_1_rstd, x, w->ln_1_w, w->ln_1_b, BT, C);
-        matmul_forward(h->qkv, h->ln_1, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
-        attention_forward(h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
-        matmul_forward(a->branch, h->atty, w->attn_proj_w, w->attn_proj_b, BT, C, C);
-        dropout_forward(a->branch, a->branch, BTC, resid_p, site_key(m, l, SITE_ATTN_RESID));
-        residual_forward(h->res_2, x, a->branch, BTC);
-        // res_2 + drop(c_proj(gelu(c_fc(ln_2(res_2)))))
-        layernorm_forward(h->ln_2, h->ln_2_mean, h->ln_2_rstd, h->res_2, w->ln_2_w, w->ln_2_b, BT, C);
-        matmul_forward(h->fch, h->ln_2, w->c_fc_w, w->c_fc_b, BT, C, 4 * C);
-        gelu_forward(h->fch_gelu, h->fch, 4 * BTC);
-        matmul_forward(a->branch, h->fch_gelu, w->mlp_proj_w, w->mlp_proj_b, BT, 4 * C, C);
-        dropout_forward(a->branch, a->branch, BTC, resid_p, site_key(m, l, SITE_MLP_RESID));
-        residual_forward(h->res_3, h->res_2, a->branch, BTC);
+        // res_2 = x + drop(c_proj(attn(ln_1(x)))), ln_2 = layernorm(res_2)
+        be->matmul_forward(be, h->qkv, h->ln_1, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
+        be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
+        be->matmul_forward(be, a->branch, h->atty, w->attn_proj_w, w->attn_proj_b, BT, C, C);
+        be->dropout_forward(be, a->branch, a->branch, BTC, resid_p, site_key(m, l, SITE_ATTN_RESID));
+        be->residual_layernorm_forward(be, h->res_2, h->ln_2, h->ln_2_mean, h->ln_2_rstd, x, a->branch,
+                                       w->ln_2_w, w->ln_2_b, BT, C);
+        // res_3 = res_2 + drop(c_proj(gelu(c_fc(ln_2)))), then the next LayerNorm
+        // (ln_1 of block l+1, or ln_f after the last block)
+        be->matmul_gelu_forward(be, h->fch, h->fch_gelu, h->ln_2, w->c_fc_w, w->c_fc_b, BT, C, 4 * C);
+        be->matmul_forward(be, a->branch, h->fch_gelu, w->mlp_proj_w, w->mlp_proj_b, BT, 4 * C, C);
+        be->dropout_forward(be, a->branch, a->branch, BTC, resid_p, site_key(m, l, SITE_MLP_RESID));
+        const bool last = l == L - 1;
+        be->residual_layernorm_forward(be, h->res_3,
+                                       last ? a->ln_f : a->h[l + 1].ln_1,
+                                       last ? a->ln_f_mean : a->h[l + 1].ln_1_mean,
+                                       last ? a->ln_f_rstd : a->h[l + 1].ln_1_rstd,
+                                       h->res_2, a->branch,
+                                       last ? p->ln_f_w : p->h[l + 1].ln_1_w,
+                                       last ? p->ln_f_b : p->h[l + 1].ln_1_b, BT, C);
     }
-
-    layernorm_forward(a->ln_f, a->ln_f_mean, a->ln_f_rstd, block_input(m, s->n_layer),
-                      p->ln_f_w, p->ln_f_b, BT, C);
-    matmul_forward(a->logits, a->ln_f, p->lm_head_w, NULL, BT, C, V);
+    be->matmul_forward(be, a->logits, a->ln_f, p->lm_head_w, NULL, BT, C, V);
 
     if (!targets) { m->n_valid = 0; m->mean_loss = -1.0f; return -1.0f; }
-    m->n_valid = crossentropy_forward(a->losses, a->probs, a->logits, targets, BT, V);
-    double sum = 0.0;   // fixed order: the mean is bitwise reproducible
-    for (int i = 0; i < BT; i++) sum += a->losses[i];
-    m->mean_loss = m->n_valid > 0 ? (float)(sum / m->n_valid) : 0.0f;
+    be->upload(be, m->targets, targets, (size_t)BT * sizeof(int32_t));
+    be->crossentropy_forward(be, a->losses, a->probs, a->logits, m->targets, BT, V);
+    be->download(be, m->host_losses, a->losses, (size_t)BT * sizeof(float));
+    double sum = 0.0;   // fixed order on the host: the mean is bitwise reproducible
+    long n_valid = 0;
+    for (int i = 0; i < BT; i++) {
+        if (targets[i] == -1) continue;
+        sum += m->host_losses[i];
+        n_valid++;
+    }
+    m->n_valid = n_valid;
+    m->mean_loss = n_valid > 0 ? (float)(sum / n_valid) : 0.0f;
     return m->mean_loss;
 }
 
 // ============================================================================
 // Backward
 // ============================================================================
-static void zero(float *x, long n) { memset(x, 0, (size_t)n * sizeof(float)); }
+static void zero(Backend *be, float *x, long n) { be->zero(be, x, (size_t)n * sizeof(float)); }
 
 void gpt_backward(GPT *m) {
     const GPTShape *s = &m->shape;
@@ -323,15 +372,16 @@ void gpt_backward(GPT *m) {
     GPTParams *p = &m->params, *g = &m->grads;
     GPTActs *a = &m->acts;
     GPTGradScratch *d = &m->scratch;
+    Backend *be = m->be;
     if (m->n_valid == 0) return;   // every target ignored: the loss has no gradient
 
     // loss -> logits (in place over probs) -> ln_f -> residual stream
     float *dlogits = a->probs;
-    crossentropy_softmax_backward(dlogits, a->probs, m->targets, BT, V, 1.0f / (float)m->n_valid);
-    zero(d->dln, BTC);
-    matmul_backward(d->dln, g->lm_head_w, NULL, dlogits, a->ln_f, p->lm_head_w, BT, C, V);
-    zero(d->dres, BTC);
-    layernorm_backward(d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(m, s->n_layer),
+    be->crossentropy_softmax_backward(be, dlogits, a->probs, m->targets, BT, V, 1.0f / (float)m->n_valid);
+    zero(be, d->dln, BTC);
+    be->matmul_backward(be, d->dln, g->lm_head_w, NULL, dlogits, a->ln_f, p->lm_head_w, BT, C, V);
+    zero(be, d->dres, BTC);
+    be->layernorm_backward(be, d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(m, s->n_layer),
                        p->ln_f_w, a->ln_f_mean, a->ln_f_rstd, BT, C);
 
     // d->dres holds the gradient of the block's output; each LayerNorm backward adds the
@@ -341,33 +391,33 @@ void gpt_backward(GPT *m) {
         BlockParams *gw = &g->h[l];
         BlockActs *h = &a->h[l];
         // MLP branch
-        zero(d->dbranch, BTC);
-        dropout_backward(d->dbranch, d->dres, BTC, resid_p, site_key(m, l, SITE_MLP_RESID));
-        zero(d->dfch_gelu, 4 * BTC);
-        matmul_backward(d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, d->dbranch, h->fch_gelu,
+        zero(be, d->dbranch, BTC);
+        be->dropout_backward(be, d->dbranch, d->dres, BTC, resid_p, site_key(m, l, SITE_MLP_RESID));
+        zero(be, d->dfch_gelu, 4 * BTC);
+        be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, d->dbranch, h->fch_gelu,
                         w->mlp_proj_w, BT, 4 * C, C);
-        zero(d->dfch, 4 * BTC);
-        gelu_backward(d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
-        zero(d->dln, BTC);
-        matmul_backward(d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, h->ln_2, w->c_fc_w, BT, C, 4 * C);
-        layernorm_backward(d->dres, gw->ln_2_w, gw->ln_2_b, d->dln, h->res_2, w->ln_2_w,
+        zero(be, d->dfch, 4 * BTC);
+        be->gelu_backward(be, d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
+        zero(be, d->dln, BTC);
+        be->matmul_backward(be, d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, h->ln_2, w->c_fc_w, BT, C, 4 * C);
+        be->layernorm_backward(be, d->dres, gw->ln_2_w, gw->ln_2_b, d->dln, h->res_2, w->ln_2_w,
                            h->ln_2_mean, h->ln_2_rstd, BT, C);
         // attention branch
-        zero(d->dbranch, BTC);
-        dropout_backward(d->dbranch, d->dres, BTC, resid_p, site_key(m, l, SITE_ATTN_RESID));
-        zero(d->datty, BTC);
-        matmul_backward(d->datty, gw->attn_proj_w, gw->attn_proj_b, d->dbranch, h->atty,
+        zero(be, d->dbranch, BTC);
+        be->dropout_backward(be, d->dbranch, d->dres, BTC, resid_p, site_key(m, l, SITE_ATTN_RESID));
+        zero(be, d->datty, BTC);
+        be->matmul_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, d->dbranch, h->atty,
                         w->attn_proj_w, BT, C, C);
-        zero(d->dqkv, 3 * BTC);
-        attention_backward(d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
+        zero(be, d->dqkv, 3 * BTC);
+        be->attention_backward(be, d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
                            site_key(m, l, SITE_ATTN));
-        zero(d->dln, BTC);
-        matmul_backward(d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, w->c_attn_w, BT, C, 3 * C);
-        layernorm_backward(d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(m, l), w->ln_1_w,
+        zero(be, d->dln, BTC);
+        be->matmul_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, w->c_attn_w, BT, C, 3 * C);
+        be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(m, l), w->ln_1_w,
                            h->ln_1_mean, h->ln_1_rstd, BT, C);
     }
 
-    zero(d->dbranch, BTC);
-    dropout_backward(d->dbranch, d->dres, BTC, embd_p, site_key(m, 0, SITE_EMBD));
-    encoder_backward(g->wte, g->wpe, d->dbranch, m->inputs, B, T, C);
+    zero(be, d->dbranch, BTC);
+    be->dropout_backward(be, d->dbranch, d->dres, BTC, embd_p, site_key(m, 0, SITE_EMBD));
+    be->encoder_backward(be, g->wte, g->wpe, d->dbranch, m->inputs, B, T, C);
 }

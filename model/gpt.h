@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/backend.h"
+
 typedef struct {
     int vocab_size;      // V
     int block_size;      // maximum T (rows of wpe)
@@ -90,8 +92,13 @@ typedef struct {
     float *dfch, *dfch_gelu;               // (B,T,4C)
 } GPTGradScratch;
 
+// Every buffer below (parameters, gradients, activations) is backend memory: host memory
+// on the CPU backend, device memory on CUDA. Read or write it from the host only when
+// be->host_memory, else through gpt_get_params / gpt_set_params / be->download.
 typedef struct {
     GPTShape shape;
+    Backend *be;              // where the buffers live and the ops run
+    Backend *owned_be;        // set when gpt_build created its own CPU backend
     int B, T;                 // batch and sequence length the activation buffers hold
     int n_tensors;
     ParamTensor *tensors;     // (n_tensors) the flat layout
@@ -103,8 +110,9 @@ typedef struct {
     size_t num_acts;
     GPTActs acts;
     GPTGradScratch scratch;
+    int32_t *inputs, *targets;    // (B,T) backend copies of the last batch
+    float *host_losses;           // (B,T) host copy of the per-token losses
     // State of the last forward pass, used by gpt_backward.
-    const int32_t *inputs, *targets;
     int cur_B, cur_T;
     long n_valid;             // targets != -1 in the last forward
     bool train;               // dropout was on
@@ -120,18 +128,25 @@ typedef struct {
 int gpt_param_table(const GPTShape *s, ParamTensor *out);
 
 // Checks the shape (positive sizes, n_embd % n_head == 0, dropouts in [0,1)), allocates
-// parameters, gradients and activations for batches up to (B,T) (T <= block_size).
-// Returns non-zero with a message in err on a bad shape or out of memory.
+// parameters, gradients and activations for batches up to (B,T) (T <= block_size) on
+// backend `be` (not owned: it must outlive the model). Returns non-zero with a message
+// in err on a bad shape or out of memory.
+int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err, size_t errlen);
+// gpt_build_on with a CPU backend (fp32) owned by the model.
 int gpt_build(GPT *m, const GPTShape *s, int B, int T, char *err, size_t errlen);
 void gpt_free(GPT *m);
+
+// Copies the flat parameter buffer (num_params floats) from / to host memory.
+void gpt_set_params(GPT *m, const float *host);
+void gpt_get_params(const GPT *m, float *host);
 
 // minGPT init: every Linear and Embedding weight N(0, 0.02), both c_proj weights
 // N(0, 0.02/sqrt(2*n_layer)), biases 0, LayerNorm weight 1 / bias 0. Deterministic in seed.
 void gpt_init_weights(GPT *m, uint64_t seed);
 
-// Forward pass on idx (B,T) int32 with B <= m->B, T <= m->T. Logits land in m->acts.logits.
-// targets (B,T) may be NULL (no loss; returns -1). train = true enables dropout, whose
-// masks depend only on (dropout_seed, step, site, element). Returns the mean loss.
+// Forward pass on idx (B,T) int32 host memory, with B <= m->B, T <= m->T. Logits land in
+// m->acts.logits (backend memory). targets (B,T) host memory may be NULL (no loss; returns -1).
+// train = true enables dropout, whose masks depend only on (dropout_seed, step, site, element). Returns the mean loss.
 float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
                   bool train, uint64_t dropout_seed, uint64_t step);
 

@@ -5,6 +5,12 @@
 
 #include "trainer/adamw.h"
 
+static Backend *cpu(void) {
+    static Backend *be;   // one for the whole program
+    if (!be) be = backend_cpu_create(DTYPE_FP32);
+    return be;
+}
+
 // Two tensors: one decayed (a Linear weight), one not (a bias).
 static void make_tensors(ParamTensor t[2]) {
     memset(t, 0, 2 * sizeof *t);
@@ -22,7 +28,7 @@ static void test_adamw_matches_reference(void **state) {
     test_fill(&r, p, N, -1, 1);
     for (int i = 0; i < N; i++) rp[i] = p[i];
     AdamW opt;
-    assert_int_equal(adamw_init(&opt, N), 0);
+    assert_int_equal(adamw_init(&opt, cpu(), N), 0);
     const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
     for (int step = 1; step <= 5; step++) {
         test_fill(&r, g, N, -1, 1);
@@ -50,7 +56,7 @@ static void test_adamw_decay_groups(void **state) {
     float p[N], p0[N], g[N] = {0};
     for (int i = 0; i < N; i++) p[i] = p0[i] = 1.0f + i;
     AdamW opt;
-    adamw_init(&opt, N);
+    adamw_init(&opt, cpu(), N);
     adamw_step(&opt, p, g, t, 2, 0.5f, 0.9f, 0.95f, 1e-8f, 0.1f);
     for (int i = 0; i < 37; i++) assert_true(fabsf(p[i] - p0[i] * 0.95f) < 1e-5f * p0[i]);
     for (int i = 37; i < N; i++) assert_true(p[i] == p0[i]);
@@ -65,16 +71,16 @@ static void test_grad_norm_and_clip(void **state) {
     double ref = 0;
     for (int i = 0; i < N; i++) ref += (double)g[i] * g[i];
     ref = sqrt(ref);
-    double norm = grad_global_norm(g, N);
+    double norm = grad_global_norm(cpu(), g, N);
     assert_true(fabs(norm - ref) <= 1e-12 * ref);
     // Below the threshold: untouched.
-    assert_true(grad_clip(g, N, norm, norm * 2) == 1.0f);
+    assert_true(grad_clip(cpu(), g, N, norm, norm * 2) == 1.0f);
     // Above: scaled by max/(norm + 1e-6), so the new norm is just under max.
-    float s = grad_clip(g, N, norm, 1.0);
+    float s = grad_clip(cpu(), g, N, norm, 1.0);
     assert_true(fabs(s - 1.0 / (ref + 1e-6)) < 1e-6 * s);
-    assert_true(fabs(grad_global_norm(g, N) - 1.0) < 1e-5);
+    assert_true(fabs(grad_global_norm(cpu(), g, N) - 1.0) < 1e-5);
     // max_norm <= 0 disables clipping.
-    assert_true(grad_clip(g, N, 123.0, 0.0) == 1.0f);
+    assert_true(grad_clip(cpu(), g, N, 123.0, 0.0) == 1.0f);
     free(g);
 }
 

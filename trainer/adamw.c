@@ -1,12 +1,14 @@
-// trainer/adamw.c — AdamW, gradient norm and clipping, learning-rate schedule.
+// trainer/adamw.c — AdamW, gradient norm and clipping, learning-rate schedule. The
+// element-wise work runs on the backend; this file owns the per-step scalars.
 #include "trainer/adamw.h"
 
 #include <math.h>
 #include <stdlib.h>
 
-int adamw_init(AdamW *opt, size_t n) {
-    opt->m = calloc(n, sizeof(float));
-    opt->v = calloc(n, sizeof(float));
+int adamw_init(AdamW *opt, Backend *be, size_t n) {
+    opt->be = be;
+    opt->m = be->alloc(be, n * sizeof(float));
+    opt->v = be->alloc(be, n * sizeof(float));
     opt->step = 0;
     opt->n = n;
     if (!opt->m || !opt->v) { adamw_free(opt); return 1; }
@@ -14,13 +16,16 @@ int adamw_init(AdamW *opt, size_t n) {
 }
 
 void adamw_free(AdamW *opt) {
-    free(opt->m);
-    free(opt->v);
+    if (opt->be) {
+        opt->be->free(opt->be, opt->m);
+        opt->be->free(opt->be, opt->v);
+    }
     opt->m = opt->v = NULL;
 }
 
 void adamw_step(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors,
                 int n_tensors, float lr, float beta1, float beta2, float eps, float weight_decay) {
+    Backend *be = opt->be;
     opt->step++;
     const float bc1 = 1.0f - powf(beta1, (float)opt->step);
     const float bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)opt->step));
@@ -28,44 +33,21 @@ void adamw_step(AdamW *opt, float *params, const float *grads, const ParamTensor
     for (int k = 0; k < n_tensors; k++) {
         const ParamTensor *t = &tensors[k];
         const float decay = t->decay ? 1.0f - lr * weight_decay : 1.0f;
-        float *p = params + t->offset, *m = opt->m + t->offset, *v = opt->v + t->offset;
-        const float *g = grads + t->offset;
-        #pragma omp parallel for schedule(static) if (t->numel > 16384)
-        for (size_t i = 0; i < t->numel; i++) {
-            float gi = g[i];
-            m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
-            v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-            float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-            p[i] = p[i] * decay - step_size * m[i] / denom;
-        }
+        be->adamw_update(be, params + t->offset, grads + t->offset, opt->m + t->offset,
+                         opt->v + t->offset, t->numel, beta1, beta2, eps, decay, step_size, bc2_sqrt);
     }
 }
 
-#define NORM_CHUNKS 64
-
-double grad_global_norm(const float *grads, size_t n) {
-    double partial[NORM_CHUNKS];
-    const size_t chunk = (n + NORM_CHUNKS - 1) / NORM_CHUNKS;
-    #pragma omp parallel for schedule(static)
-    for (int c = 0; c < NORM_CHUNKS; c++) {
-        size_t lo = (size_t)c * chunk, hi = lo + chunk < n ? lo + chunk : n;
-        double s = 0.0;
-        for (size_t i = lo; i < hi; i++) s += (double)grads[i] * grads[i];
-        partial[c] = s;
-    }
-    double total = 0.0;
-    for (int c = 0; c < NORM_CHUNKS; c++) total += partial[c];
-    return sqrt(total);
+double grad_global_norm(Backend *be, const float *grads, size_t n) {
+    return sqrt(be->sum_squares(be, grads, n));
 }
 
-float grad_clip(float *grads, size_t n, double norm, double max_norm) {
+float grad_clip(Backend *be, float *grads, size_t n, double norm, double max_norm) {
     if (max_norm <= 0.0) return 1.0f;
     const double coef = max_norm / (norm + 1e-6);
     if (coef >= 1.0) return 1.0f;
-    const float s = (float)coef;
-    #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) grads[i] *= s;
-    return s;
+    be->scale(be, grads, n, (float)coef);
+    return (float)coef;
 }
 
 double lr_at(const OptimizerConfig *o, long it) {

@@ -4,34 +4,36 @@
 
 #include <stddef.h>
 #include "config/config.h"
+#include "kernels/backend.h"
 #include "model/gpt.h"
 
 typedef struct {
-    float *m;        // (n) first moment (torch exp_avg)
-    float *v;        // (n) second moment (torch exp_avg_sq)
+    Backend *be;     // where the moments live and the update runs
+    float *m;        // (n) first moment (torch exp_avg), backend memory
+    float *v;        // (n) second moment (torch exp_avg_sq), backend memory
     long step;       // optimizer steps taken (torch state['step'])
     size_t n;
 } AdamW;
 
-// Allocates zeroed moments for n parameters. Non-zero on out of memory.
-int adamw_init(AdamW *opt, size_t n);
+// Allocates zeroed moments for n parameters on be. Non-zero on out of memory.
+int adamw_init(AdamW *opt, Backend *be, size_t n);
 void adamw_free(AdamW *opt);
 
 // One torch.optim.AdamW step (decoupled decay, torch's formulation):
 //   p *= 1 - lr*wd           (only tensors with ParamTensor.decay: minGPT's Linear weights)
 //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
 //   p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
-// params and grads are the flat buffers described by tensors[0..n_tensors).
+// params and grads are the flat backend buffers described by tensors[0..n_tensors).
 void adamw_step(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors,
                 int n_tensors, float lr, float beta1, float beta2, float eps, float weight_decay);
 
-// ||g||_2 over the flat buffer, accumulated in double over fixed chunks summed in order,
-// so the result does not depend on the thread count.
-double grad_global_norm(const float *grads, size_t n);
+// ||g||_2 over the flat backend buffer, accumulated in double in a fixed order, so the
+// result does not depend on the thread or block count.
+double grad_global_norm(Backend *be, const float *grads, size_t n);
 
 // torch.nn.utils.clip_grad_norm_: when norm > max_norm, scales grads by
 // max_norm / (norm + 1e-6). max_norm <= 0 disables. Returns the scale applied (1 if none).
-float grad_clip(float *grads, size_t n, double norm, double max_norm);
+float grad_clip(Backend *be, float *grads, size_t n, double norm, double max_norm);
 
 // Learning rate at iteration `it` (0-based), nanoGPT's schedule: linear warm-up
 // lr*(it+1)/(warmup+1) for it < warmup_iters; then, when lr_decay_iters > 0, cosine decay

@@ -13,6 +13,7 @@
 
 #include "data/char_dataset.h"
 #include "data/sampler.h"
+#include "kernels/backend.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/snapshot.h"
@@ -74,19 +75,39 @@ typedef struct {
     uint64_t seed;
 } Progress;
 
+// A host-readable view of n floats of backend memory: the buffer itself when the
+// backend's memory is host memory, else a downloaded copy in *tmp (caller frees).
+static const float *host_view(Backend *be, const float *p, size_t n, float **tmp) {
+    *tmp = NULL;
+    if (be->host_memory) return p;
+    *tmp = malloc(n * sizeof(float));
+    if (*tmp) be->download(be, *tmp, p, n * sizeof(float));
+    return *tmp;
+}
+
 static int save_snapshot(const Config *cfg, const GPT *m, const AdamW *opt, const CharDataset *ds,
                          const Progress *pr) {
     char err[ERRLEN];
     char *yaml = config_to_yaml(cfg);
-    Snapshot s = {
-        .config_yaml = yaml, .vocab = ds->itos, .vocab_size = ds->vocab_size, .shape = m->shape,
-        .num_params = m->num_params, .params = m->params_memory, .adam_m = opt->m, .adam_v = opt->v,
-        .adam_step = opt->step, .epochs_run = pr->epochs_run, .iter_in_epoch = pr->iter_in_epoch,
-        .iter_num = pr->iter_num, .seed = pr->seed, .loss_scale = 1.0f, .scaler_good_steps = 0,
-    };
-    int rc = yaml ? snapshot_save(cfg->trainer.snapshot_path, &s, err, sizeof err) : 1;
-    free(yaml);
-    if (rc) { fprintf(stderr, "mingpt: error: %s\n", yaml ? err : "out of memory"); return 1; }
+    float *tp, *tm, *tv;
+    const float *params = host_view(m->be, m->params_memory, m->num_params, &tp);
+    const float *adam_m = host_view(m->be, opt->m, m->num_params, &tm);
+    const float *adam_v = host_view(m->be, opt->v, m->num_params, &tv);
+    int rc = 1;
+    if (!yaml || !params || !adam_m || !adam_v) {
+        snprintf(err, sizeof err, "out of memory while saving a snapshot");
+    } else {
+        Snapshot s = {
+            .config_yaml = yaml, .vocab = ds->itos, .vocab_size = ds->vocab_size, .shape = m->shape,
+            .num_params = m->num_params, .params = (float *)params, .adam_m = (float *)adam_m,
+            .adam_v = (float *)adam_v, .adam_step = opt->step, .epochs_run = pr->epochs_run,
+            .iter_in_epoch = pr->iter_in_epoch, .iter_num = pr->iter_num, .seed = pr->seed,
+            .loss_scale = 1.0f, .scaler_good_steps = 0,
+        };
+        rc = snapshot_save(cfg->trainer.snapshot_path, &s, err, sizeof err);
+    }
+    free(yaml); free(tp); free(tm); free(tv);
+    if (rc) { fprintf(stderr, "mingpt: error: %s\n", err); return 1; }
     printf("Snapshot saved at epoch %ld, iteration %ld: %s\n", pr->epochs_run, pr->iter_num,
            cfg->trainer.snapshot_path);
     fflush(stdout);
@@ -143,17 +164,16 @@ int trainer_run(const Config *cfg, TrainResult *res) {
     Batch batch = {0};
     long *train_order = NULL, *test_order = NULL, *scratch = NULL;
 
-    if (strcmp(tc->device, "cuda") == 0) {
-        fprintf(stderr, "mingpt: error: trainer_config.device=cuda, but this mingpt was built without the "
-                "CUDA backend; use device=cpu or auto\n");
-        return EXIT_USAGE;
-    }
-    if (tc->use_amp)
-        printf("note: trainer_config.use_amp=true has no effect on the CPU backend, which trains in fp32\n");
+    // ---- backend: mixed precision rounds matmul inputs to bf16 (fp16 needs the dynamic
+    // loss scaler of the CUDA backend's issue; until then use_amp means bf16 everywhere).
+    Backend *be = backend_create(tc->device, tc->use_amp ? DTYPE_BF16 : DTYPE_FP32, err, sizeof err);
+    if (!be) { fprintf(stderr, "mingpt: error: %s\n", err); return EXIT_USAGE; }
+    printf("Backend: %s, %s\n", be->name, tc->use_amp ? "mixed precision (bf16 matmul inputs, fp32 master weights)" : "fp32");
 
     // ---- data
     if (chardataset_load(&ds, dc->path, dc->truncate, dc->block_size, err, sizeof err)) {
         fprintf(stderr, "mingpt: error: %s\n", err);
+        be->destroy(be);
         return EXIT_USAGE;
     }
     printf("Data has %ld characters, %d unique.\n", ds.n, ds.vocab_size);
@@ -192,19 +212,19 @@ int trainer_run(const Config *cfg, TrainResult *res) {
         .n_head = cfg->gpt.n_head, .n_embd = cfg->gpt.n_embd, .embd_pdrop = (float)cfg->gpt.embd_pdrop,
         .resid_pdrop = (float)cfg->gpt.resid_pdrop, .attn_pdrop = (float)cfg->gpt.attn_pdrop,
     };
-    if (gpt_build(&model, &shape, B, T, err, sizeof err)) {
+    if (gpt_build_on(&model, &shape, B, T, be, err, sizeof err)) {
         fprintf(stderr, "mingpt: error: %s\n", err);
         rc = EXIT_USAGE;
         goto out;
     }
     printf("number of parameters: %.2fM (%zu)\n", model.num_params / 1e6, model.num_params);
-    if (adamw_init(&opt, model.num_params)) { fprintf(stderr, "mingpt: error: out of memory\n"); goto out; }
+    if (adamw_init(&opt, be, model.num_params)) { fprintf(stderr, "mingpt: error: out of memory\n"); goto out; }
     if (resume) {
         if (check_snapshot_matches(&snap, &shape, &ds, snap_path)) { rc = EXIT_USAGE; goto out; }
-        memcpy(model.params_memory, snap.params, model.num_params * sizeof(float));
+        gpt_set_params(&model, snap.params);
         if (snap.adam_m && snap.adam_v) {
-            memcpy(opt.m, snap.adam_m, model.num_params * sizeof(float));
-            memcpy(opt.v, snap.adam_v, model.num_params * sizeof(float));
+            be->upload(be, opt.m, snap.adam_m, model.num_params * sizeof(float));
+            be->upload(be, opt.v, snap.adam_v, model.num_params * sizeof(float));
             opt.step = snap.adam_step;
         }
         printf("Resuming training from snapshot at Epoch %ld, iteration %ld\n", pr.epochs_run, pr.iter_num);
@@ -266,8 +286,8 @@ int trainer_run(const Config *cfg, TrainResult *res) {
             const float loss = gpt_forward(&model, batch.x, batch.y, n, T, true, pr.seed, (uint64_t)pr.iter_num);
             gpt_zero_grad(&model);
             gpt_backward(&model);
-            const double norm = grad_global_norm(model.grads_memory, model.num_params);
-            grad_clip(model.grads_memory, model.num_params, norm, tc->grad_norm_clip);
+            const double norm = grad_global_norm(be, model.grads_memory, model.num_params);
+            grad_clip(be, model.grads_memory, model.num_params, norm, tc->grad_norm_clip);
             adamw_step(&opt, model.params_memory, model.grads_memory, model.tensors, model.n_tensors,
                        (float)lr, (float)oc->betas[0], (float)oc->betas[1], (float)oc->eps,
                        (float)oc->weight_decay);
@@ -337,6 +357,7 @@ out:
     snapshot_free(&snap);
     adamw_free(&opt);
     gpt_free(&model);
+    be->destroy(be);
     datasplit_free(&split);
     chardataset_free(&ds);
     return rc;

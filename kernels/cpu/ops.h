@@ -90,4 +90,14 @@ long crossentropy_forward(float *losses, float *probs, const float *logits,
 void crossentropy_softmax_backward(float *dlogits, const float *probs, const int32_t *targets,
                                    int N, int V, float dloss);
 
+// ---------------------------------------------------------------- fused ops
+// res (N,C) = a + b; then out/mean/rstd = layernorm(res) as layernorm_forward.
+// One pass over the residual stream instead of two.
+void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
+                                const float *a, const float *b, const float *weight,
+                                const float *bias, int N, int C);
+// pre (N,OC) = inp (N,C) @ weight^T + bias; out (N,OC) = gelu(pre) (tanh approximation).
+void matmul_gelu_forward(float *pre, float *out, const float *inp, const float *weight,
+                         const float *bias, int N, int C, int OC);
+
 #endif

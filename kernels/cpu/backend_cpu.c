@@ -1,0 +1,245 @@
+// kernels/cpu/backend_cpu.c — the CPU backend: kernels/cpu/ops.h behind the Backend table,
+// plus backend selection for trainer_config.device.
+//
+// Mixed precision on the CPU: with matmul_dtype BF16 or FP16 the inputs of every matmul
+// (and the attention's q, k, v and its incoming gradient) are rounded to that type before
+// the fp32 kernels run, the points where torch.autocast computes in low precision. This
+// reproduces the numerics of the CUDA backend's mixed precision; it is not faster.
+#include "kernels/backend.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/ops.h"
+
+// ============================================================================
+// Rounding to the low-precision types (round to nearest even)
+// ============================================================================
+static float round_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;   // inf / NaN pass through
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static float round_fp16(float x) { return (float)(_Float16)x; }
+
+// Scratch buffers for rounded copies; they grow during the first iteration and are
+// then reused, so steady-state steps do not allocate.
+enum { SLOT_A, SLOT_B, SLOT_C, N_SLOTS };
+typedef struct {
+    float *buf[N_SLOTS];
+    size_t cap[N_SLOTS];
+} CpuCtx;
+
+static const float *rounded(Backend *be, int slot, const float *src, size_t n) {
+    if (be->matmul_dtype == DTYPE_FP32 || src == NULL) return src;
+    CpuCtx *c = be->ctx;
+    if (c->cap[slot] < n) {
+        float *p = realloc(c->buf[slot], n * sizeof(float));
+        if (!p) { fprintf(stderr, "mingpt: error: out of memory (mixed-precision scratch)\n"); exit(1); }
+        c->buf[slot] = p;
+        c->cap[slot] = n;
+    }
+    float *dst = c->buf[slot];
+    if (be->matmul_dtype == DTYPE_BF16) {
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
+    } else {
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) dst[i] = round_fp16(src[i]);
+    }
+    return dst;
+}
+
+// ============================================================================
+// Memory: plain host memory
+// ============================================================================
+static void *cpu_alloc(Backend *be, size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+static void cpu_free(Backend *be, void *p) { free(p); }
+static void cpu_zero(Backend *be, void *p, size_t bytes) { memset(p, 0, bytes); }
+static void cpu_copy(Backend *be, void *dst, const void *src, size_t bytes) { if (dst != src) memcpy(dst, src, bytes); }
+static void cpu_synchronize(Backend *be) {}
+
+static void cpu_destroy(Backend *be) {
+    CpuCtx *c = be->ctx;
+    for (int i = 0; i < N_SLOTS; i++) free(c->buf[i]);
+    free(c);
+    free(be);
+}
+
+// ============================================================================
+// Ops: thin wrappers over kernels/cpu/ops.h
+// ============================================================================
+static void cpu_encoder_forward(Backend *be, float *out, const int32_t *inp, const float *wte,
+                                const float *wpe, int B, int T, int C) {
+    encoder_forward(out, inp, wte, wpe, B, T, C);
+}
+static void cpu_encoder_backward(Backend *be, float *dwte, float *dwpe, const float *dout,
+                                 const int32_t *inp, int B, int T, int C) {
+    encoder_backward(dwte, dwpe, dout, inp, B, T, C);
+}
+static void cpu_layernorm_forward(Backend *be, float *out, float *mean, float *rstd, const float *inp,
+                                  const float *weight, const float *bias, int N, int C) {
+    layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+}
+static void cpu_residual_layernorm_forward(Backend *be, float *res, float *out, float *mean, float *rstd,
+                                           const float *a, const float *b, const float *weight,
+                                           const float *bias, int N, int C) {
+    residual_layernorm_forward(res, out, mean, rstd, a, b, weight, bias, N, C);
+}
+static void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                                   const float *dout, const float *inp, const float *weight,
+                                   const float *mean, const float *rstd, int N, int C) {
+    layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+static void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
+                               const float *bias, int N, int C, int OC) {
+    matmul_forward(out, rounded(be, SLOT_A, inp, (size_t)N * C),
+                   rounded(be, SLOT_B, weight, (size_t)OC * C), bias, N, C, OC);
+}
+static void cpu_matmul_gelu_forward(Backend *be, float *pre, float *out, const float *inp,
+                                    const float *weight, const float *bias, int N, int C, int OC) {
+    matmul_gelu_forward(pre, out, rounded(be, SLOT_A, inp, (size_t)N * C),
+                        rounded(be, SLOT_B, weight, (size_t)OC * C), bias, N, C, OC);
+}
+static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                                const float *dout, const float *inp, const float *weight,
+                                int N, int C, int OC) {
+    // dbias is a plain fp32 reduction (autocast sums bias gradients in fp32).
+    if (dbias) matmul_backward(NULL, NULL, dbias, dout, inp, weight, N, C, OC);
+    matmul_backward(dinp, dweight, NULL, rounded(be, SLOT_C, dout, (size_t)N * OC),
+                    rounded(be, SLOT_A, inp, (size_t)N * C), rounded(be, SLOT_B, weight, (size_t)OC * C),
+                    N, C, OC);
+}
+static void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
+                                  int B, int T, int C, int NH, float attn_p, uint64_t key) {
+    attention_forward(out, att, rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), B, T, C, NH, attn_p, key);
+}
+static void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                                   const float *qkv, const float *att, int B, int T, int C, int NH,
+                                   float attn_p, uint64_t key) {
+    attention_backward(dqkv, scratch, rounded(be, SLOT_C, dout, (size_t)B * T * C),
+                       rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), att, B, T, C, NH, attn_p, key);
+}
+static void cpu_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, long N) {
+    gelu_backward(dinp, inp, dout, N);
+}
+static void cpu_residual_forward(Backend *be, float *out, const float *a, const float *b, long N) {
+    residual_forward(out, a, b, N);
+}
+static void cpu_dropout_forward(Backend *be, float *out, const float *inp, long N, float p, uint64_t key) {
+    dropout_forward(out, inp, N, p, key);
+}
+static void cpu_dropout_backward(Backend *be, float *dinp, const float *dout, long N, float p, uint64_t key) {
+    dropout_backward(dinp, dout, N, p, key);
+}
+static void cpu_crossentropy_forward(Backend *be, float *losses, float *probs, const float *logits,
+                                     const int32_t *targets, int N, int V) {
+    crossentropy_forward(losses, probs, logits, targets, N, V);
+}
+static void cpu_crossentropy_softmax_backward(Backend *be, float *dlogits, const float *probs,
+                                              const int32_t *targets, int N, int V, float dloss) {
+    crossentropy_softmax_backward(dlogits, probs, targets, N, V, dloss);
+}
+
+// ============================================================================
+// Optimizer ops
+// ============================================================================
+static void cpu_adamw_update(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
+                             float beta1, float beta2, float eps, float decay_factor,
+                             float step_size, float bc2_sqrt) {
+    #pragma omp parallel for schedule(static) if (n > 16384)
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
+        v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        p[i] = p[i] * decay_factor - step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);
+    }
+}
+
+// Fixed chunking, partial sums added in chunk order: independent of the thread count.
+#define SUMSQ_CHUNKS 64
+static double cpu_sum_squares(Backend *be, const float *x, size_t n) {
+    double partial[SUMSQ_CHUNKS];
+    const size_t chunk = (n + SUMSQ_CHUNKS - 1) / SUMSQ_CHUNKS;
+    #pragma omp parallel for schedule(static)
+    for (int c = 0; c < SUMSQ_CHUNKS; c++) {
+        size_t lo = (size_t)c * chunk, hi = lo + chunk < n ? lo + chunk : n;
+        double s = 0.0;
+        for (size_t i = lo; i < hi; i++) s += (double)x[i] * x[i];
+        partial[c] = s;
+    }
+    double total = 0.0;
+    for (int c = 0; c < SUMSQ_CHUNKS; c++) total += partial[c];
+    return total;
+}
+
+static void cpu_scale(Backend *be, float *x, size_t n, float s) {
+    #pragma omp parallel for schedule(static) if (n > 16384)
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static int cpu_all_finite(Backend *be, const float *x, size_t n) {
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= isfinite(x[i]) != 0;
+    return ok;
+}
+
+// ============================================================================
+// Construction and selection
+// ============================================================================
+Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
+    Backend *be = calloc(1, sizeof *be);
+    CpuCtx *c = calloc(1, sizeof *c);
+    if (!be || !c) { free(be); free(c); return NULL; }
+    *be = (Backend){
+        .name = "cpu", .matmul_dtype = matmul_dtype, .host_memory = 1, .ctx = c,
+        .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .upload = cpu_copy,
+        .download = cpu_copy, .synchronize = cpu_synchronize, .destroy = cpu_destroy,
+        .encoder_forward = cpu_encoder_forward, .encoder_backward = cpu_encoder_backward,
+        .layernorm_forward = cpu_layernorm_forward,
+        .residual_layernorm_forward = cpu_residual_layernorm_forward,
+        .layernorm_backward = cpu_layernorm_backward, .matmul_forward = cpu_matmul_forward,
+        .matmul_gelu_forward = cpu_matmul_gelu_forward, .matmul_backward = cpu_matmul_backward,
+        .attention_forward = cpu_attention_forward, .attention_backward = cpu_attention_backward,
+        .gelu_backward = cpu_gelu_backward, .residual_forward = cpu_residual_forward,
+        .dropout_forward = cpu_dropout_forward, .dropout_backward = cpu_dropout_backward,
+        .crossentropy_forward = cpu_crossentropy_forward,
+        .crossentropy_softmax_backward = cpu_crossentropy_softmax_backward,
+        .adamw_update = cpu_adamw_update, .sum_squares = cpu_sum_squares, .scale = cpu_scale,
+        .all_finite = cpu_all_finite,
+    };
+    return be;
+}
+
+Backend *backend_create(const char *device, ComputeDtype matmul_dtype, char *err, size_t errlen) {
+    const bool want_cuda = strcmp(device, "cuda") == 0, maybe_cuda = strcmp(device, "auto") == 0;
+    if (want_cuda || maybe_cuda) {
+        if (backend_cuda_create) {
+            char cuda_err[512] = "";
+            Backend *be = backend_cuda_create(matmul_dtype, cuda_err, sizeof cuda_err);
+            if (be) return be;
+            if (want_cuda) {
+                snprintf(err, errlen, "trainer_config.device=cuda: %s", cuda_err);
+                return NULL;
+            }
+        } else if (want_cuda) {
+            snprintf(err, errlen, "trainer_config.device=cuda, but this mingpt was built without the CUDA "
+                     "backend (build with nvcc on PATH and CUDA=1); use device=cpu or auto");
+            return NULL;
+        }
+    } else if (strcmp(device, "cpu") != 0) {
+        snprintf(err, errlen, "trainer_config.device must be auto, cpu or cuda (got '%s')", device);
+        return NULL;
+    }
+    Backend *be = backend_cpu_create(matmul_dtype);
+    if (!be) snprintf(err, errlen, "out of memory");
+    return be;
+}
