@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,6 +253,7 @@ static CfgNode *parse_quoted(Parser *P) {
     P->p = s;
     CfgNode *node = cfg_new_str(val);
     node->quoted = true;
+    node->quote = q;
     free(val);
     return node;
 }
@@ -357,17 +359,200 @@ static bool starts_function(const char *s, char *name, size_t len) {
     return true;
 }
 
-static CfgNode *parse_value(Parser *P) {
+// ------------------------------------------------------------------------- sweeps
+
+// The values of a sweep being parsed.
+typedef struct {
+    CfgNode **v;
+    size_t n, cap;
+} Values;
+
+static void values_push(Values *vs, CfgNode *v) {
+    if (vs->n == vs->cap) {
+        vs->cap = vs->cap ? 2 * vs->cap : 8;
+        vs->v = realloc(vs->v, vs->cap * sizeof *vs->v);
+        if (!vs->v) abort();
+    }
+    vs->v[vs->n++] = v;
+}
+
+static void values_free(Values *vs) {
+    for (size_t i = 0; i < vs->n; i++) cfg_free(vs->v[i]);
+    free(vs->v);
+    memset(vs, 0, sizeof *vs);
+}
+
+// A decimal number as mantissa * 10^exp (exact, as Python's Decimal(str(x)) sees it).
+typedef struct { long long mant; int exp; } Dec;
+
+static bool dec_parse(const CfgNode *n, Dec *d) {
+    if (n->type == CFG_INT) { d->mant = n->i; d->exp = 0; return true; }
+    if (n->type != CFG_FLOAT || !isfinite(n->f)) return false;
+    char buf[64];
+    cfg_format_float(n->f, buf, sizeof buf, false);  // str(float): shortest round-trip digits
+    long long m = 0;
+    int exp = 0, digits = 0;
+    bool neg = buf[0] == '-', frac = false;
+    const char *p = buf + neg;
+    for (; *p && *p != 'e'; p++) {
+        if (*p == '.') { frac = true; continue; }
+        if (++digits > 17) return false;
+        m = m * 10 + (*p - '0');
+        if (frac) exp--;
+    }
+    if (*p == 'e') exp += atoi(p + 1);
+    d->mant = neg ? -m : m;
+    d->exp = exp;
+    return true;
+}
+
+// x * 10^k for k >= 0 without overflow.
+static bool dec_scale(long long x, int k, long long *out) {
+    for (; k > 0; k--) {
+        if (x > LLONG_MAX / 10 || x < LLONG_MIN / 10) return false;
+        x *= 10;
+    }
+    *out = x;
+    return true;
+}
+
+// Value v (an integer count of 10^exp units) as a float node, via its decimal text.
+static CfgNode *dec_float(long long v, int exp) {
+    char buf[64];
+    snprintf(buf, sizeof buf, "%llde%d", v, exp);
+    return cfg_new_float(strtod(buf, NULL));
+}
+
+#define MAX_SWEEP 100000  // a sweep larger than this is surely a mistake (range(0,1,1e-9))
+
+// Python's range(start, stop, step); any float argument switches to exact decimal
+// stepping (Hydra converts through Decimal), giving floats.
+static int expand_range(Parser *P, CfgNode *args[3], Values *out) {
+    Dec d[3];
+    bool any_float = false;
+    for (int i = 0; i < 3; i++) {
+        if (!args[i] || !dec_parse(args[i], &d[i])) {
+            cfg_errf(P->err, P->errlen, "Error parsing override '%s'\nrange() arguments must be numbers\n" SEE_GRAMMAR,
+                     P->text);
+            return -1;
+        }
+        any_float |= args[i]->type == CFG_FLOAT;
+    }
+    int exp = d[0].exp < d[1].exp ? d[0].exp : d[1].exp;
+    if (d[2].exp < exp) exp = d[2].exp;
+    long long v[3];
+    for (int i = 0; i < 3; i++)
+        if (!dec_scale(d[i].mant, d[i].exp - exp, &v[i])) {
+            cfg_errf(P->err, P->errlen, "Error parsing override '%s'\nrange() arguments have too many digits\n" SEE_GRAMMAR,
+                     P->text);
+            return -1;
+        }
+    if (v[2] == 0) {
+        cfg_errf(P->err, P->errlen, "Error parsing override '%s'\nrange() arg 3 must not be zero\n" SEE_GRAMMAR, P->text);
+        return -1;
+    }
+    for (long long x = v[0]; v[2] > 0 ? x < v[1] : x > v[1]; x += v[2]) {
+        if (out->n >= MAX_SWEEP) {
+            cfg_errf(P->err, P->errlen, "Sweep '%s' has more than %d values", P->text, MAX_SWEEP);
+            return -1;
+        }
+        values_push(out, any_float ? dec_float(x, exp) : cfg_new_int(x));
+        if ((v[2] > 0 && x > LLONG_MAX - v[2]) || (v[2] < 0 && x < LLONG_MIN - v[2])) break;
+    }
+    return 0;
+}
+
+// `name=` at the cursor (a keyword argument); advances past it.
+static bool keyword_arg(Parser *P, char *name, size_t len) {
+    const char *s = P->p;
+    size_t i = 0;
+    if (!is_id_start((unsigned char)s[0])) return false;
+    while (is_id_char((unsigned char)s[i])) i++;
+    size_t j = i;
+    while (s[j] == ' ' || s[j] == '\t') j++;
+    if (s[j] != '=' || i >= len) return false;
+    memcpy(name, s, i);
+    name[i] = 0;
+    P->p = s + j + 1;
+    return true;
+}
+
+// choice(a, b, ...) and range([start,] stop[, step]) with keyword forms; P->p is past '('.
+static int parse_sweep_function(Parser *P, const char *fn, Values *out) {
+    bool is_range = strcmp(fn, "range") == 0;
+    CfgNode *rargs[3] = {NULL, NULL, NULL};  // start, stop, step
+    Values pos = {0};
+    int rc = -1;
+    skip_ws(P);
+    while (*P->p != ')') {
+        char kw[32];
+        bool has_kw = keyword_arg(P, kw, sizeof kw);
+        CfgNode *v = parse_element(P, 1);
+        if (!v) goto done;
+        if (!has_kw) {
+            values_push(&pos, v);
+        } else if (is_range && (!strcmp(kw, "start") || !strcmp(kw, "stop") || !strcmp(kw, "step"))) {
+            int k = kw[2] == 'a' ? 0 : kw[2] == 'o' ? 1 : 2;
+            cfg_free(rargs[k]);
+            rargs[k] = v;
+        } else {
+            cfg_free(v);
+            char msg[96];
+            snprintf(msg, sizeof msg, "%s() got an unexpected keyword argument '%s'", fn, kw);
+            err_parse(P, msg);
+            goto done;
+        }
+        if (*P->p == ',') { P->p++; skip_ws(P); continue; }
+        if (*P->p != ')') { err_mismatched(P); goto done; }
+    }
+    P->p++;  // ')'
+    skip_ws(P);
+    if (*P->p) { err_mismatched(P); goto done; }
+    if (!is_range) {
+        if (!pos.n) { err_parse(P, "choice() needs at least one value"); goto done; }
+        for (size_t i = 0; i < pos.n; i++) values_push(out, pos.v[i]);
+        pos.n = 0;
+        rc = 0;
+        goto done;
+    }
+    // range(stop) / range(start, stop[, step]); omitted ones: start 0, step 1.
+    if (pos.n > 3 || (pos.n == 0 && !rargs[1] && !rargs[0])) { err_parse(P, "range() takes 1 to 3 arguments"); goto done; }
+    if (pos.n == 1 && !rargs[1]) { rargs[1] = rargs[0]; rargs[0] = pos.v[0]; pos.v[0] = NULL; }
+    for (size_t i = 0; i < pos.n; i++)
+        if (pos.v[i]) { cfg_free(rargs[i]); rargs[i] = pos.v[i]; pos.v[i] = NULL; }
+    if (!rargs[1]) { rargs[1] = rargs[0]; rargs[0] = NULL; }  // range(stop=..) / range(-5, step=-1)
+    if (!rargs[0]) rargs[0] = cfg_new_int(0);
+    if (!rargs[2]) rargs[2] = cfg_new_int(1);
+    rc = expand_range(P, rargs, out);
+done:
+    for (int i = 0; i < 3; i++) cfg_free(rargs[i]);
+    values_free(&pos);
+    return rc;
+}
+
+// The value after '='. Without `multirun`, a sweep is an error (Hydra's texts); with it,
+// sweeps fill *sweep and the function returns NULL with no error.
+static CfgNode *parse_value(Parser *P, bool multirun, Values *sweep) {
     skip_ws(P);
     if (!*P->p) return cfg_new_str("");  // `key=`: the empty string
     char fn[64];
     if (starts_function(P->p, fn, sizeof fn)) {
         static const char *const sweeps[] = {"choice", "range", "interval", "glob", "sort", "shuffle", "tag", NULL};
-        for (const char *const *s = sweeps; *s; s++)
-            if (strcmp(fn, *s) == 0) {
-                cfg_errf(P->err, P->errlen, "Sweep parameters '%s' requires --multirun", P->text);
-                return NULL;
-            }
+        bool known = false;
+        for (const char *const *s = sweeps; *s; s++) known |= strcmp(fn, *s) == 0;
+        if (known && !multirun) {
+            cfg_errf(P->err, P->errlen, "Sweep parameters '%s' requires --multirun", P->text);
+            return NULL;
+        }
+        if (!strcmp(fn, "choice") || !strcmp(fn, "range")) {
+            P->p += strlen(fn) + 1;
+            if (parse_sweep_function(P, fn, sweep)) values_free(sweep);
+            return NULL;
+        }
+        if (!strcmp(fn, "interval")) {
+            cfg_errf(P->err, P->errlen, "BasicSweeper does not support sweep type : INTERVAL_SWEEP");
+            return NULL;
+        }
         char msg[128];
         snprintf(msg, sizeof msg, "function '%s' is not supported", fn);
         return err_parse(P, msg);
@@ -375,13 +560,24 @@ static CfgNode *parse_value(Parser *P) {
     CfgNode *v = parse_element(P, 0);
     if (!v) return NULL;
     if (*P->p == ',') {
-        cfg_free(v);
-        cfg_errf(P->err, P->errlen,
-                 "Ambiguous value for argument '%s'\n"
-                 "1. To use it as a list, use key=[value1,value2]\n"
-                 "2. To use it as string, quote the value: key=\\'value1,value2\\'\n"
-                 "3. To sweep over it, add --multirun to your command line",
-                 P->text);
+        if (!multirun) {
+            cfg_free(v);
+            cfg_errf(P->err, P->errlen,
+                     "Ambiguous value for argument '%s'\n"
+                     "1. To use it as a list, use key=[value1,value2]\n"
+                     "2. To use it as string, quote the value: key=\\'value1,value2\\'\n"
+                     "3. To sweep over it, add --multirun to your command line",
+                     P->text);
+            return NULL;
+        }
+        values_push(sweep, v);  // a,b,c
+        while (*P->p == ',') {
+            P->p++;
+            CfgNode *e = parse_element(P, 0);
+            if (!e) { values_free(sweep); return NULL; }
+            values_push(sweep, e);
+        }
+        if (*P->p) { values_free(sweep); return err_mismatched(P); }
         return NULL;
     }
     if (*P->p) {
@@ -391,9 +587,81 @@ static CfgNode *parse_value(Parser *P) {
     return v;
 }
 
+// ------------------------------------------------------------------------- rendering
+
+static void render(const CfgNode *v, char **buf, size_t *n, size_t *cap);
+
+static void put(char **buf, size_t *n, size_t *cap, const char *s, size_t len) {
+    if (*n + len + 1 > *cap) {
+        while (*n + len + 1 > *cap) *cap = *cap ? 2 * *cap : 64;
+        *buf = realloc(*buf, *cap);
+        if (!*buf) abort();
+    }
+    memcpy(*buf + *n, s, len);
+    *n += len;
+    (*buf)[*n] = 0;
+}
+
+// Hydra's Override._get_value_element_as_str.
+static void render(const CfgNode *v, char **buf, size_t *n, size_t *cap) {
+    char tmp[64];
+    switch (v->type) {
+    case CFG_NULL: put(buf, n, cap, "null", 4); return;
+    case CFG_BOOL: put(buf, n, cap, v->b ? "True" : "False", v->b ? 4 : 5); return;
+    case CFG_INT: snprintf(tmp, sizeof tmp, "%lld", v->i); put(buf, n, cap, tmp, strlen(tmp)); return;
+    case CFG_FLOAT: cfg_format_float(v->f, tmp, sizeof tmp, false); put(buf, n, cap, tmp, strlen(tmp)); return;
+    case CFG_STRING:
+        if (v->quote) {  // QuotedString.with_quotes()
+            put(buf, n, cap, &v->quote, 1);
+            for (const char *s = v->s; *s; s++) {
+                if (*s == v->quote) put(buf, n, cap, "\\", 1);
+                put(buf, n, cap, s, 1);
+            }
+            put(buf, n, cap, &v->quote, 1);
+        } else {  // escape_special_characters()
+            for (const char *s = v->s; *s; s++) {
+                if (strchr("\\()[]{}:=, \t", *s)) put(buf, n, cap, "\\", 1);
+                put(buf, n, cap, s, 1);
+            }
+        }
+        return;
+    case CFG_LIST:
+        put(buf, n, cap, "[", 1);
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) put(buf, n, cap, ",", 1);
+            render(v->kids[i], buf, n, cap);
+        }
+        put(buf, n, cap, "]", 1);
+        return;
+    case CFG_MAP:
+        put(buf, n, cap, "{", 1);
+        for (size_t i = 0; i < v->n; i++) {
+            if (i) put(buf, n, cap, ",", 1);
+            CfgNode k = {.type = CFG_STRING, .s = v->kids[i]->key};
+            render(&k, buf, n, cap);
+            put(buf, n, cap, ":", 1);
+            render(v->kids[i], buf, n, cap);
+        }
+        put(buf, n, cap, "}", 1);
+        return;
+    }
+}
+
+char *cfg_override_render(const CfgNode *v) {
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    put(&buf, &n, &cap, "", 0);
+    render(v, &buf, &n, &cap);
+    return buf;
+}
+
+CfgNode *cfg_override_type_token(const char *text) { return typed_primitive(text, text, true); }
+
 // ------------------------------------------------------------------------- override
 
 void cfg_override_free(CfgOverride *ov) {
+    for (size_t i = 0; i < ov->n_sweep; i++) cfg_free(ov->sweep[i]);
+    free(ov->sweep);
     free(ov->key);
     free(ov->text);
     cfg_free(ov->value);
@@ -401,6 +669,10 @@ void cfg_override_free(CfgOverride *ov) {
 }
 
 int cfg_override_parse(const char *text, CfgOverride *ov, char *err, size_t errlen) {
+    return cfg_override_parse_ex(text, false, ov, err, errlen);
+}
+
+int cfg_override_parse_ex(const char *text, bool multirun, CfgOverride *ov, char *err, size_t errlen) {
     memset(ov, 0, sizeof *ov);
     Parser P = {.text = text, .p = text, .err = err, .errlen = errlen};
     if (strncmp(P.p, "++", 2) == 0) { ov->kind = CFG_OV_FORCE_ADD; P.p += 2; }
@@ -436,6 +708,15 @@ int cfg_override_parse(const char *text, CfgOverride *ov, char *err, size_t errl
         bool id = len > 0 && is_id_start((unsigned char)part[0]);
         for (size_t i = 1; id && i < len; i++) id = is_id_char((unsigned char)part[i]);
         nparts++;
+        size_t nd = strspn(part, "0123456789");
+        if (nparts > 1 && nd > 0 && nd < len) {
+            // k.1a=2: the lexer reads the path k.1, then 'a' is a token the parser does not expect.
+            char msg[300];
+            snprintf(msg, sizeof msg, "extraneous input '%s' expecting EQUAL", part + nd);
+            free(key);
+            err_parse(&P, msg);
+            return -1;
+        }
         if (!id && !(digits && (dot || nparts > 1))) {
             char msg[160];
             snprintf(msg, sizeof msg, "token recognition error at: '%.*s'", (int)(len ? len : 1), len ? part : ".");
@@ -467,14 +748,19 @@ int cfg_override_parse(const char *text, CfgOverride *ov, char *err, size_t errl
         return -1;
     }
     P.p++;
-    CfgNode *v = parse_value(&P);
-    if (!v) {
+    if (err && errlen) err[0] = 0;
+    Values sweep = {0};
+    CfgNode *v = parse_value(&P, multirun, &sweep);
+    if (!v && !sweep.n) {
         free(key);
         return -1;
     }
-    cfg_set_override(v, text);
+    for (size_t i = 0; i < sweep.n; i++) cfg_set_override(sweep.v[i], text);
+    if (v) cfg_set_override(v, text);
     ov->key = key;
     ov->value = v;
+    ov->sweep = sweep.v;
+    ov->n_sweep = sweep.n;
     ov->text = cfg_strdup(text);
     return 0;
 }
@@ -511,15 +797,76 @@ typedef struct {
     size_t errlen;
 } Apply;
 
-// "Key 'k' is not in struct": wrapped in Hydra's "Could not override" text for key=value.
+// The closest existing key to `want` (a dotted key), written as "\nDid you mean 'x.y'?", or "".
+// Candidates have as many parts as want; close means at most 2 edits in all, or a third of the
+// longest part that differs. Failing that, a key that ends with the same name
+// (trainer_config.learning_rate -> optimizer_config.learning_rate).
+typedef struct {
+    char parts[8][128];  // want, split at dots
+    int n_parts;
+    size_t best;
+    char pick[512], same_name[512];
+} Suggest;
+
+// Edits between path parts[0..depth] and want's parts, and the longest differing want part.
+static size_t path_distance(const Suggest *S, char cand[][128], size_t *longest) {
+    size_t d = 0;
+    *longest = 0;
+    for (int i = 0; i < S->n_parts; i++) {
+        size_t e = cfg_edit_distance(S->parts[i], cand[i]);
+        d += e;
+        if (e && strlen(S->parts[i]) > *longest) *longest = strlen(S->parts[i]);
+    }
+    return d;
+}
+
+static void suggest_walk(Suggest *S, const CfgNode *n, char cand[][128], int depth, const char *prefix) {
+    for (size_t i = 0; n->type == CFG_MAP && i < n->n && depth < 8; i++) {
+        char path[512];
+        int w = snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", n->kids[i]->key);
+        if (w < 0 || (size_t)w >= sizeof path) continue;  // absurdly deep: not a suggestion
+        if (depth < S->n_parts) snprintf(cand[depth], 128, "%s", n->kids[i]->key);
+        if (depth + 1 == S->n_parts) {
+            size_t longest, d = path_distance(S, cand, &longest);
+            if (d && d < S->best && (d <= 2 || d * 3 <= longest)) {
+                S->best = d;
+                snprintf(S->pick, sizeof S->pick, "%s", path);
+            }
+        }
+        if (!S->same_name[0] && !strcmp(n->kids[i]->key, S->parts[S->n_parts - 1]))
+            snprintf(S->same_name, sizeof S->same_name, "%s", path);
+        suggest_walk(S, n->kids[i], cand, depth + 1, path);
+    }
+}
+
+static void suggestion(const CfgNode *root, const char *want, char *buf, size_t len) {
+    Suggest S = {.best = (size_t)-1};
+    for (const char *p = want; *p && S.n_parts < 8; S.n_parts++) {
+        size_t l = strcspn(p, ".");
+        snprintf(S.parts[S.n_parts], 128, "%.*s", (int)l, p);
+        p += l + (p[l] == '.');
+    }
+    char cand[8][128];
+    if (S.n_parts) suggest_walk(&S, root, cand, 0, "");
+    if (S.pick[0]) snprintf(buf, len, "\nDid you mean '%s'?", S.pick);
+    else if (S.same_name[0]) snprintf(buf, len, "\nDid you mean '%s'?", S.same_name);
+    else buf[0] = 0;
+}
+
+// "Key 'k' is not in struct": wrapped in Hydra's "Could not override" text for key=value,
+// followed by mingpt's suggestion of the closest known key.
 static int err_struct(Apply *A, const char *missing_key, const char *full_key) {
+    char hint[600], want[1024];
+    // The key that was meant: the override's key, or the merged dict's key (a={...new:1}).
+    snprintf(want, sizeof want, "%s", strlen(full_key) > strlen(A->ov->key) ? full_key : A->ov->key);
+    suggestion(A->root, want, hint, sizeof hint);
     if (A->ov->kind == CFG_OV_CHANGE)
         return cfg_errf(A->err, A->errlen,
                         "Could not override '%s'.\nTo append to your config use +%s\n"
-                        "Key '%s' is not in struct\n    full_key: %s\n    object_type=dict",
-                        A->ov->key, A->ov->text, missing_key, full_key);
-    return cfg_errf(A->err, A->errlen, "Error merging override %s\nKey '%s' is not in struct\n    full_key: %s\n    object_type=dict",
-                    A->ov->text, missing_key, full_key);
+                        "Key '%s' is not in struct\n    full_key: %s\n    object_type=dict%s",
+                        A->ov->key, A->ov->text, missing_key, full_key, hint);
+    return cfg_errf(A->err, A->errlen, "Error merging override %s\nKey '%s' is not in struct\n    full_key: %s\n    object_type=dict%s",
+                    A->ov->text, missing_key, full_key, hint);
 }
 
 static int err_index(Apply *A, const char *full_key, const char *what) {

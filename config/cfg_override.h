@@ -1,6 +1,6 @@
 // config/cfg_override.h — Hydra command-line overrides: parsing and applying to a tree.
 //
-// Grammar (Hydra 1.3 basic override syntax, without sweeps and config groups):
+// Grammar (Hydra 1.3 basic override syntax, without config groups; sweeps with _ex):
 //   key=value   change an existing key (the tree is in struct mode)
 //   +key=value  add a key that does not exist yet (or whose value is null)
 //   ++key=value add or change
@@ -23,6 +23,8 @@ typedef struct {
     char *key;       // dotted key without the +/++/~ prefix, e.g. "trainer_config.seed"
     CfgNode *value;  // parsed value, nodes marked with this override; NULL for `~key` without `=`
     char *text;      // the override exactly as given
+    CfgNode **sweep; // multirun only: the values of a sweep (a,b,c / choice(..) / range(..)), in
+    size_t n_sweep;  //   order; value is then NULL. n_sweep == 0 for a plain override.
 } CfgOverride;
 
 // Parses one override. On success fills *ov (free with cfg_override_free) and returns 0.
@@ -30,6 +32,19 @@ typedef struct {
 //   Error parsing override 'a.b'\nmissing EQUAL at '<EOF>'\nSee https://hydra.cc/...
 // Sweeps (`a=1,2`, `a=range(1,3)`) are rejected with Hydra's no-multirun messages.
 int cfg_override_parse(const char *text, CfgOverride *ov, char *err, size_t errlen);
+
+// Same, for a multirun: a sweep value (`a,b`, `choice(a,b)`, `range(start,stop[,step])` with
+// Python semantics and exact decimal steps for floats) fills ov->sweep instead of ov->value.
+// `interval(..)` gives "BasicSweeper does not support sweep type : INTERVAL_SWEEP".
+int cfg_override_parse_ex(const char *text, bool multirun, CfgOverride *ov, char *err, size_t errlen);
+
+// A value written back as override text, like Hydra's Override._get_value_element_as_str:
+// 1e-3 -> 0.001, true -> True, null, [1,a], {k:v}, quoted strings keep their quotes, special
+// characters of unquoted strings escaped. Returns a malloc'd string.
+char *cfg_override_render(const CfgNode *v);
+
+// Types one unquoted token as Hydra does (int, float, bool, null, else string); a new node.
+CfgNode *cfg_override_type_token(const char *text);
 
 // Frees the strings and value inside ov (not ov itself).
 void cfg_override_free(CfgOverride *ov);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <yaml.h>
 
 // ------------------------------------------------------------------------- helpers
@@ -130,6 +131,7 @@ CfgNode *cfg_copy(const CfgNode *n) {
     c->f = n->f;
     c->s = cfg_strdup(n->s);
     c->quoted = n->quoted;
+    c->quote = n->quote;
     c->key = cfg_strdup(n->key);
     c->merged = n->merged;
     loc_copy(&c->loc, &n->loc);
@@ -632,11 +634,60 @@ static int emit_write(void *data, unsigned char *buffer, size_t size) {
     return 1;
 }
 
-// True when a plain scalar with this text would be read back as something else.
+// Python's int(s) / float(s) accept s: optional surrounding whitespace and sign, digits with
+// single '_' between them; floats also 1., .5, exponents, inf, infinity and nan (any case).
+static bool py_number(const char *s, bool allow_float) {
+    while (isspace((unsigned char)*s)) s++;
+    if (*s == '+' || *s == '-') s++;
+    if (allow_float && (strncasecmp(s, "inf", 3) == 0 || strncasecmp(s, "nan", 3) == 0)) {
+        s += strncasecmp(s, "infinity", 8) == 0 ? 8 : 3;
+    } else {
+        size_t digits = 0, frac = 0;
+        for (; isdigit((unsigned char)*s) || (*s == '_' && digits && isdigit((unsigned char)s[1])); s++) digits++;
+        if (allow_float && *s == '.') {
+            for (s++; isdigit((unsigned char)*s) || (*s == '_' && frac && isdigit((unsigned char)s[1])); s++) frac++;
+        }
+        if (!digits && !frac) return false;
+        if (allow_float && (*s == 'e' || *s == 'E')) {
+            s++;
+            if (*s == '+' || *s == '-') s++;
+            if (!isdigit((unsigned char)*s)) return false;
+            while (isdigit((unsigned char)*s)) s++;
+        }
+    }
+    while (isspace((unsigned char)*s)) s++;
+    return *s == 0;
+}
+
+// PyYAML's implicit timestamp: 2023-09-16, or a date followed by a time (T or spaces).
+static bool yaml_timestamp(const char *s) {
+    if (!(isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[1]) && isdigit((unsigned char)s[2]) &&
+          isdigit((unsigned char)s[3]) && s[4] == '-'))
+        return false;
+    const char *p = s + 5;
+    for (int part = 0; part < 2; part++) {  // month, day: one or two digits
+        if (!isdigit((unsigned char)*p)) return false;
+        p += isdigit((unsigned char)p[1]) ? 2 : 1;
+        if (part == 0 && *p++ != '-') return false;
+    }
+    if (!*p) return p - s == 10;  // the date-only form needs two-digit month and day
+    if (*p != 'T' && *p != 't' && *p != ' ' && *p != '\t') return false;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == 'T' || *p == 't') p++;
+    return isdigit((unsigned char)*p) && strchr(p, ':') != NULL;
+}
+
+// True when a plain scalar with this text would be read back as something else. Mirrors
+// OmegaConf's dumper: PyYAML quotes whatever its resolver would type (null, YAML 1.1 bools,
+// ints, floats, timestamps, '<<', '='), and OmegaConf also quotes y/n and anything Python's
+// int() or float() accepts.
 static bool needs_quotes(const char *s) {
+    static const char *const yn[] = {"y", "Y", "n", "N", "<<", "=", NULL};
     CfgNode tmp = {.type = CFG_STRING};
     cfg_resolve_plain(&tmp, s);
-    bool q = tmp.type != CFG_STRING || strcmp(s, "<<") == 0;
+    // Digits beyond 64 bits are how the tree holds a big unsigned int (a seed): written plain.
+    bool big_int = tmp.type == CFG_STRING && s[strspn(s, "0123456789")] == 0 && strlen(s) > 18;
+    bool q = tmp.type != CFG_STRING || one_of(s, yn) || (py_number(s, true) && !big_int) || yaml_timestamp(s);
     free(tmp.s);
     return q;
 }
@@ -888,8 +939,9 @@ static CfgNode *load_mapping(Loader *L, CfgNode *m, const char *path) {
         } else {
             long idx = cfg_map_find(m, key);
             if (idx >= 0 && !m->kids[idx]->merged) {
-                cfg_errf(L->err, L->errlen, "%s:%d:%d: found duplicate key '%s' (first defined at line %d)",
-                         L->origin, kl, kc, cpath, m->kids[idx]->key_loc.line);
+                // PyYAML's words ("found duplicate key <key>"), then the full key and both lines.
+                cfg_errf(L->err, L->errlen, "%s:%d:%d: found duplicate key %s (%s was first defined at line %d)",
+                         L->origin, kl, kc, key, cpath, m->kids[idx]->key_loc.line);
                 cfg_free(v);
                 ok = false;
             } else {

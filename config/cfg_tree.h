@@ -34,6 +34,7 @@ struct CfgNode {
     double f;         // CFG_FLOAT
     char *s;          // CFG_STRING: the value; other scalars: their source text (NULL if made in code)
     bool quoted;      // scalar was not plain in its source (quoted, block or !!str): never retyped
+    char quote;       // override values: the quote character (' or ") a quoted string was written with, else 0
     CfgNode **kids;   // CFG_LIST items / CFG_MAP values, in order
     size_t n, cap;
     char *key;        // this node's key in its parent map (NULL for list items and the root)

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config/cfg_interp.h"
 #include "config/cfg_override.h"
 #include "config/cfg_tree.h"
 
@@ -260,13 +261,19 @@ static void describe(const CfgNode *n, char *buf, size_t len) {
     snprintf(buf, len, "'%s'", r);
 }
 
+// OmegaConf's object_type of the container holding full_key: list items end in "]".
+static const char *object_type(const char *full_key) {
+    size_t n = strlen(full_key);
+    return n && full_key[n - 1] == ']' ? "list" : "dict";
+}
+
 // A value of the wrong type. From an override: Hydra's text (hydra_msg); otherwise
 // "<where>: <full_key>: expected <what>, got <value>".
 static int type_error(const CfgNode *n, const char *full_key, const char *what, const char *hydra_msg, char *err,
                       size_t errlen) {
     if (n->loc.override)
-        return cfg_errf(err, errlen, "Error merging override %s\n%s\n    full_key: %s", n->loc.override, hydra_msg,
-                        full_key);
+        return cfg_errf(err, errlen, "Error merging override %s\n%s\n    full_key: %s\n    object_type=%s",
+                        n->loc.override, hydra_msg, full_key, object_type(full_key));
     char got[600];
     describe(n, got, sizeof got);
     if (n->loc.file && n->loc.line > 0)
@@ -417,6 +424,9 @@ static bool valid_utf8(const char *str) {
 
 static void full_key(const ConfigField *f, char *buf, size_t len) { snprintf(buf, len, "%s.%s", f->section, f->key); }
 
+// An interpolation or `???`: its type is checked once it is resolved (config_resolve).
+static bool deferred(const CfgNode *n) { return cfg_is_missing(n) || cfg_is_interpolation(n); }
+
 static int bind_float_node(const CfgNode *n, const char *fk, double *out, char *err, size_t errlen) {
     char repr[512], msg[700];
     switch (conv_float(n, out)) {
@@ -431,10 +441,15 @@ static int bind_float_node(const CfgNode *n, const char *fk, double *out, char *
     }
 }
 
-// Converts node n into field f of cfg; type errors only (ranges are checked later).
-static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, char *err, size_t errlen) {
+// Converts node n into field f of cfg; type errors only (ranges are checked later). With
+// `lenient`, interpolations and `???` are skipped (the field keeps its default).
+static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, bool lenient, char *err, size_t errlen) {
     char fk[256], repr[512], msg[800];
     full_key(f, fk, sizeof fk);
+    if (lenient && deferred(n)) {
+        store_default(cfg, f);
+        return 0;
+    }
     cfg_repr(n, repr, sizeof repr);
     void *p = field_ptr(cfg, f);
     if (n->type == CFG_NULL && f->type != CONFIG_FLOAT) {
@@ -497,12 +512,14 @@ static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, char 
         if (n->n != 2) {
             snprintf(msg, sizeof msg, "expected a list of 2 numbers, got %zu item%s", n->n, n->n == 1 ? "" : "s");
             if (n->loc.override)
-                return cfg_errf(err, errlen, "Error merging override %s\n%s\n    full_key: %s", n->loc.override, msg, fk);
+                return cfg_errf(err, errlen, "Error merging override %s\n%s\n    full_key: %s\n    object_type=dict",
+                                n->loc.override, msg, fk);
             return located(&n->loc, err, errlen, "%s: %s", fk, msg);
         }
         for (size_t i = 0; i < 2; i++) {
             char ek[300];
             snprintf(ek, sizeof ek, "%s[%zu]", fk, i);
+            if (lenient && deferred(n->kids[i])) continue;
             if (bind_float_node(n->kids[i], ek, (double *)p + i, err, errlen)) return -1;
         }
         return 0;
@@ -515,8 +532,9 @@ static const CfgNode *lookup(const CfgNode *tree, const char *section, const cha
     return cfg_map_get(cfg_map_get(tree, section), key);
 }
 
-// Binds all fields (types only); absent fields get their defaults.
-static int bind_types(Config *cfg, const CfgNode *tree, char *err, size_t errlen) {
+// Binds all fields (types only); absent fields get their defaults. Keys a `+`/`++` override
+// added to a section are kept in the tree but not bound (Hydra's escape hatch).
+static int bind_types(Config *cfg, const CfgNode *tree, bool lenient, char *err, size_t errlen) {
     if (tree && tree->type != CFG_MAP && tree->type != CFG_NULL)
         return located(&tree->loc, err, errlen, "the configuration must be a mapping of sections");
     for (const char *const *s = SECTIONS; tree && tree->type == CFG_MAP && *s; s++) {
@@ -530,7 +548,7 @@ static int bind_types(Config *cfg, const CfgNode *tree, char *err, size_t errlen
         }
         for (size_t i = 0; i < sec->n; i++) {
             const CfgNode *k = sec->kids[i];
-            if (find_field(*s, k->key)) continue;
+            if (find_field(*s, k->key) || k->loc.override) continue;
             char hint[160];
             suggest_key(*s, k->key, hint, sizeof hint);
             // Keys added by an override carry the override on the value only.
@@ -542,7 +560,7 @@ static int bind_types(Config *cfg, const CfgNode *tree, char *err, size_t errlen
         const ConfigField *f = &SCHEMA[i];
         const CfgNode *n = lookup(tree, f->section, f->key);
         if (!n) store_default(cfg, f);
-        else if (bind_field(cfg, f, n, err, errlen)) return -1;
+        else if (bind_field(cfg, f, n, lenient, err, errlen)) return -1;
     }
     return 0;
 }
@@ -660,12 +678,59 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
     return 0;
 }
 
+// True when a section of the tree holds an interpolation or `???` somewhere.
+static bool has_deferred(const CfgNode *n) {
+    if (deferred(n)) return true;
+    for (size_t i = 0; i < n->n; i++)
+        if (has_deferred(n->kids[i])) return true;
+    return false;
+}
+
+CfgNode *config_resolve(const CfgNode *tree, char *err, size_t errlen) {
+    CfgNode *out = cfg_new_map();
+    for (const char *const *s = SECTIONS; tree && tree->type == CFG_MAP && *s; s++) {
+        if (!cfg_map_get(tree, *s)) continue;
+        CfgNode *sec = cfg_resolve(tree, *s, true, err, errlen);
+        if (!sec) {
+            cfg_free(out);
+            return NULL;
+        }
+        cfg_map_put(out, *s, sec);
+    }
+    return out;
+}
+
 int config_bind(Config *cfg, const CfgNode *tree, char *err, size_t errlen) {
-    if (bind_types(cfg, tree, err, errlen)) return -1;
-    return validate(cfg, tree, err, errlen);
+    bool resolve = false;
+    for (const char *const *s = SECTIONS; tree && tree->type == CFG_MAP && *s; s++) {
+        const CfgNode *sec = cfg_map_get(tree, *s);
+        resolve |= sec && has_deferred(sec);
+    }
+    CfgNode *resolved = resolve ? config_resolve(tree, err, errlen) : NULL;
+    if (resolve && !resolved) return -1;
+    const CfgNode *t = resolved ? resolved : tree;
+    int rc = bind_types(cfg, t, false, err, errlen) || validate(cfg, t, err, errlen) ? -1 : 0;
+    cfg_free(resolved);
+    return rc;
 }
 
 // ------------------------------------------------------------------------- composing
+
+// `defaults: [_self_]` (Hydra's defaults list) is accepted and dropped: mingpt has no config
+// groups, so `_self_` is the only entry it can hold.
+static int strip_defaults_list(CfgNode *file, char *err, size_t errlen) {
+    long i = cfg_map_find(file, "defaults");
+    if (i < 0) return 0;
+    const CfgNode *d = file->kids[i];
+    if (d->type != CFG_LIST)
+        return located(&d->loc, err, errlen, "defaults: expected a list (the defaults list), got %s", cfg_type_name(d->type));
+    for (size_t j = 0; j < d->n; j++)
+        if (d->kids[j]->type != CFG_STRING || strcmp(d->kids[j]->s, "_self_") != 0)
+            return located(&d->kids[j]->loc, err, errlen,
+                           "defaults: only _self_ is supported (mingpt has no config groups)");
+    cfg_list_del(file, (size_t)i);
+    return 0;
+}
 
 // Checks a parsed file against the schema (sections, keys) before it is merged, so that
 // unknown keys are reported at their own line; drops empty (null) sections.
@@ -676,6 +741,7 @@ static int check_file(CfgNode *file, char *err, size_t errlen) {
         describe(file, got, sizeof got);
         return located(&file->loc, err, errlen, "the top level of a config file must be a mapping of sections, got %s", got);
     }
+    if (strip_defaults_list(file, err, errlen)) return -1;
     for (size_t i = 0; i < file->n;) {
         CfgNode *sec = file->kids[i];
         bool known = is_section(sec->key);
@@ -705,19 +771,63 @@ static int check_file(CfgNode *file, char *err, size_t errlen) {
     return 0;
 }
 
-// Defaults + parsed file (consumed by the caller) + overrides -> composed tree.
-static CfgNode *compose_from(CfgNode *file, int n_overrides, char *const *overrides, char *err, size_t errlen) {
+// Overwrites scalar node n's value with typed's (type and value), keeping where it came from.
+static void retype(CfgNode *n, const CfgNode *typed) {
+    n->type = typed->type;
+    n->b = typed->b;
+    n->i = typed->i;
+    n->f = typed->f;
+    if (typed->type == CFG_STRING) {
+        char *s = cfg_strdup(typed->s);
+        free(n->s);
+        n->s = s;
+    }
+}
+
+// Typed nodes convert what is assigned to them (OmegaConf's IntegerNode etc.): after a
+// successful type check, each schema value in the tree takes its field's type, so that
+// `trainer_config.seed=010` reads back as 10 and `use_amp=yes` as true.
+static void normalize(CfgNode *tree, const Config *scratch) {
+    for (size_t i = 0; i < N_SCHEMA; i++) {
+        const ConfigField *f = &SCHEMA[i];
+        CfgNode *n = cfg_map_get(cfg_map_get(tree, f->section), f->key);
+        if (!n || deferred(n)) continue;
+        CfgNode *typed = field_node(scratch, f);
+        if (f->type == CONFIG_FLOAT_PAIR) {
+            for (size_t k = 0; k < 2 && k < n->n && n->type == CFG_LIST; k++)
+                if (!deferred(n->kids[k])) retype(n->kids[k], typed->kids[k]);
+        } else {
+            retype(n, typed);
+        }
+        cfg_free(typed);
+    }
+}
+
+// Type-checks the tree (interpolations and ??? deferred) and normalizes its schema values.
+static int check_types(CfgNode *tree, char *err, size_t errlen) {
+    Config scratch;
+    if (bind_types(&scratch, tree, true, err, errlen)) return -1;
+    normalize(tree, &scratch);
+    return 0;
+}
+
+// Defaults (+ `hydra` node when given) + parsed file (consumed by the caller) + overrides.
+static CfgNode *compose_from(CfgNode *file, const CfgNode *hydra, int n_overrides, char *const *overrides,
+                             bool *from_override, char *err, size_t errlen) {
+    if (from_override) *from_override = false;
     if (check_file(file, err, errlen)) return NULL;
     CfgNode *tree = config_defaults_tree();
+    if (hydra) cfg_map_put(tree, "hydra", cfg_copy(hydra));
     if (file->type == CFG_MAP) cfg_merge(tree, file);
-    Config scratch;  // type-checks each step, like OmegaConf validating on merge
-    if (bind_types(&scratch, tree, err, errlen)) goto fail;
+    if (check_types(tree, err, errlen)) goto fail;
+    if (from_override) *from_override = true;
     for (int i = 0; i < n_overrides; i++) {
         CfgOverride ov;
         if (cfg_override_parse(overrides[i], &ov, err, errlen)) goto fail;
-        int rc = cfg_override_apply(tree, &ov, OPEN_KEYS, err, errlen);
+        // Without Hydra's own defaults the `hydra` node is a plain (open) dict.
+        int rc = cfg_override_apply(tree, &ov, hydra ? NULL : OPEN_KEYS, err, errlen);
         cfg_override_free(&ov);
-        if (rc || bind_types(&scratch, tree, err, errlen)) goto fail;
+        if (rc || check_types(tree, err, errlen)) goto fail;
     }
     return tree;
 fail:
@@ -726,9 +836,15 @@ fail:
 }
 
 CfgNode *config_compose(const char *path, int n_overrides, char *const *overrides, char *err, size_t errlen) {
+    return config_compose_hydra(path, NULL, n_overrides, overrides, NULL, err, errlen);
+}
+
+CfgNode *config_compose_hydra(const char *path, const CfgNode *hydra_defaults, int n_overrides,
+                              char *const *overrides, bool *from_override, char *err, size_t errlen) {
+    if (from_override) *from_override = false;
     CfgNode *file = cfg_parse_file(path, err, errlen);
     if (!file) return NULL;
-    CfgNode *tree = compose_from(file, n_overrides, overrides, err, errlen);
+    CfgNode *tree = compose_from(file, hydra_defaults, n_overrides, overrides, from_override, err, errlen);
     cfg_free(file);
     return tree;
 }
@@ -760,7 +876,7 @@ int config_from_yaml_string(Config *cfg, const char *yaml, const char *origin, c
     if (!yaml) return cfg_errf(err, errlen, "%s: no YAML text", origin);
     CfgNode *file = cfg_parse_string(yaml, origin, err, errlen);
     if (!file) return -1;
-    CfgNode *tree = compose_from(file, 0, NULL, err, errlen);
+    CfgNode *tree = compose_from(file, NULL, 0, NULL, NULL, err, errlen);
     cfg_free(file);
     if (!tree) return -1;
     int rc = config_bind(cfg, tree, err, errlen);

@@ -133,10 +133,23 @@ CfgNode *config_defaults_tree(void);
 CfgNode *config_compose(const char *path, int n_overrides, char *const *overrides, char *err,
                         size_t errlen);
 
-// Binds and validates a composed tree into *cfg; cfg->source is not touched. Absent keys
-// take their defaults; `hydra` and other top-level keys outside the four sections are
-// ignored. Returns 0, or non-zero with a message naming the key and where its value came
-// from (file:line:col, or the override) in err.
+// config_compose for the Hydra front end: `hydra_defaults` (a map; NULL for none) becomes the
+// `hydra` node, under the file's own `hydra:` section, and is in struct mode like every other
+// key. Values of schema keys take their declared types as they are set (`seed=010` is 10).
+// *from_override (may be NULL) says whether an error came from an override (parse, apply or
+// type: Hydra's texts) rather than from the file.
+CfgNode *config_compose_hydra(const char *path, const CfgNode *hydra_defaults, int n_overrides,
+                              char *const *overrides, bool *from_override, char *err, size_t errlen);
+
+// The four sections of a composed tree with their interpolations resolved (against the whole
+// tree, so ${hydra:...} reads its `hydra` node) into a new tree; a `???` there is an error.
+// Returns NULL with OmegaConf's message (config/cfg_interp.h) in err.
+CfgNode *config_resolve(const CfgNode *tree, char *err, size_t errlen);
+
+// Binds and validates a composed tree into *cfg; cfg->source is not touched. Interpolations
+// are resolved first (config_resolve). Absent keys take their defaults; `hydra` and other
+// top-level keys outside the four sections are ignored. Returns 0, or non-zero with a message
+// naming the key and where its value came from (file:line:col, or the override) in err.
 int config_bind(Config *cfg, const CfgNode *tree, char *err, size_t errlen);
 
 #endif

@@ -8,10 +8,10 @@ printf 'hello world, this is a small corpus for mingpt error tests.\n%.0s' {1..2
 # A valid small config every case below starts from.
 small=(data_config.path=$DATA data_config.truncate=1.0 data_config.block_size=8 gpt_config.n_layer=1 gpt_config.n_head=2
        gpt_config.n_embd=8 trainer_config.batch_size=4 trainer_config.max_iters=2
-       trainer_config.snapshot_path=$WORK/s.bin)
+       trainer_config.snapshot_path=$WORK/s.bin hydra.run.dir=$WORK/run)
 
-expect_error "missing config file" 2 "nope\.yaml.*No such file" -- $MINGPT --config-name nope
-expect_error "missing config dir"  2 "nodir/gpt2_train_cfg\.yaml" -- $MINGPT --config-path $WORK/nodir
+expect_error "missing config file" 2 "Cannot find primary config 'nope'" -- $MINGPT --config-name nope
+expect_error "missing config dir"  2 "config directory '$WORK/nodir' exists" -- $MINGPT --config-path $WORK/nodir
 expect_error "missing data file"   2 "$WORK/absent\.txt.*No such file" -- $MINGPT "${small[@]}" data_config.path=$WORK/absent.txt
 expect_error "unknown key (override)" 2 "Key 'batch_sizee' is not in struct" -- $MINGPT "${small[@]}" trainer_config.batch_sizee=3
 expect_error "unknown section (override)" 2 "Could not override 'trainer.lr'" -- $MINGPT "${small[@]}" trainer.lr=3
@@ -23,7 +23,7 @@ expect_error "block_size longer than data" 2 "block_size.*$WORK/tiny\.txt" -- $M
 expect_error "empty data" 2 "$WORK/empty\.txt.*empty" -- $MINGPT "${small[@]}" data_config.path=$WORK/empty.txt
 printf 'abc\xff\xfedef\n' > $WORK/bad_utf8.txt
 expect_error "invalid UTF-8 data" 2 "$WORK/bad_utf8\.txt.*UTF-8.*(offset|byte) 3" -- $MINGPT "${small[@]}" data_config.path=$WORK/bad_utf8.txt
-expect_error "unknown flag" 2 "unrecognized argument '--bogus'" -- $MINGPT --bogus
+expect_error "unknown flag" 2 "unrecognized arguments: --bogus" -- $MINGPT --bogus
 expect_error "device=cuda without the backend" 2 "CUDA" -- $MINGPT "${small[@]}" trainer_config.device=cuda
 
 # Errors inside a YAML file name the file and the line.

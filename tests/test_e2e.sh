@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.." && source tests/lib.sh
 
 run=(--config-name char_cpu trainer_config.snapshot_path=$WORK/e2e.bin trainer_config.max_iters=300
      trainer_config.eval_every=0 trainer_config.eval_iters=50 trainer_config.save_every_iters=0
-     trainer_config.log_every=100 optimizer_config.lr_decay_iters=300 optimizer_config.warmup_iters=30)
+     trainer_config.log_every=100 optimizer_config.lr_decay_iters=300 optimizer_config.warmup_iters=30
+     hydra.run.dir=$WORK/run)
 
 # 1. 200 iterations, stop (max_iters), then resume to 300.
 $MINGPT "${run[@]}" trainer_config.max_iters=200 > $WORK/a.log 2>&1 || bad "first run" "$(tail $WORK/a.log)"

@@ -16,6 +16,7 @@
 #include "kernels/backend.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
+#include "trainer/log.h"
 #include "trainer/snapshot.h"
 
 #define ERRLEN 2048
@@ -107,8 +108,8 @@ static int save_snapshot(const Config *cfg, const GPT *m, const AdamW *opt, cons
         rc = snapshot_save(cfg->trainer.snapshot_path, &s, err, sizeof err);
     }
     free(yaml); free(tp); free(tm); free(tv);
-    if (rc) { fprintf(stderr, "mingpt: error: %s\n", err); return 1; }
-    printf("Snapshot saved at epoch %ld, iteration %ld: %s\n", pr->epochs_run, pr->iter_num,
+    if (rc) { log_error("mingpt: error: %s\n", err); return 1; }
+    log_info("Snapshot saved at epoch %ld, iteration %ld: %s\n", pr->epochs_run, pr->iter_num,
            cfg->trainer.snapshot_path);
     fflush(stdout);
     return 0;
@@ -126,13 +127,13 @@ static int check_snapshot_matches(const Snapshot *s, const GPTShape *shape, cons
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i].cfg != dims[i].snap) {
-            fprintf(stderr, "mingpt: error: snapshot '%s' does not match the config: %s is %ld here but %ld "
+            log_error("mingpt: error: snapshot '%s' does not match the config: %s is %ld here but %ld "
                     "in the snapshot (delete the snapshot or set trainer_config.snapshot_path to start a new run)\n",
                     path, dims[i].key, dims[i].cfg, dims[i].snap);
             return 1;
         }
     if (memcmp(s->vocab, ds->itos, (size_t)ds->vocab_size * 4) != 0) {
-        fprintf(stderr, "mingpt: error: snapshot '%s' does not match the data: the vocabulary differs "
+        log_error("mingpt: error: snapshot '%s' does not match the data: the vocabulary differs "
                 "(data_config.path or data_config.truncate changed?)\n", path);
         return 1;
     }
@@ -167,16 +168,16 @@ int trainer_run(const Config *cfg, TrainResult *res) {
     // ---- backend: mixed precision rounds matmul inputs to bf16 (fp16 needs the dynamic
     // loss scaler of the CUDA backend's issue; until then use_amp means bf16 everywhere).
     Backend *be = backend_create(tc->device, tc->use_amp ? DTYPE_BF16 : DTYPE_FP32, err, sizeof err);
-    if (!be) { fprintf(stderr, "mingpt: error: %s\n", err); return EXIT_USAGE; }
-    printf("Backend: %s, %s\n", be->name, tc->use_amp ? "mixed precision (bf16 matmul inputs, fp32 master weights)" : "fp32");
+    if (!be) { log_error("mingpt: error: %s\n", err); return EXIT_USAGE; }
+    log_info("Backend: %s, %s\n", be->name, tc->use_amp ? "mixed precision (bf16 matmul inputs, fp32 master weights)" : "fp32");
 
     // ---- data
     if (chardataset_load(&ds, dc->path, dc->truncate, dc->block_size, err, sizeof err)) {
-        fprintf(stderr, "mingpt: error: %s\n", err);
+        log_error("mingpt: error: %s\n", err);
         be->destroy(be);
         return EXIT_USAGE;
     }
-    printf("Data has %ld characters, %d unique.\n", ds.n, ds.vocab_size);
+    log_info("Data has %ld characters, %d unique.\n", ds.n, ds.vocab_size);
 
     // ---- resume state (its seed governs the split, the batch order and dropout)
     const char *snap_path = tc->snapshot_path;
@@ -184,7 +185,7 @@ int trainer_run(const Config *cfg, TrainResult *res) {
     Progress pr = { 0, 0, 0, tc->seed };
     if (resume) {
         if (snapshot_load(snap_path, &snap, err, sizeof err)) {
-            fprintf(stderr, "mingpt: error: %s\n", err);
+            log_error("mingpt: error: %s\n", err);
             rc = EXIT_RUNTIME;
             goto out;
         }
@@ -193,16 +194,16 @@ int trainer_run(const Config *cfg, TrainResult *res) {
         pr.iter_num = snap.iter_num;
         pr.seed = snap.seed;
         if (snap.seed != tc->seed)
-            printf("note: resuming with the snapshot's seed %llu (the config says %llu)\n",
+            log_info("note: resuming with the snapshot's seed %llu (the config says %llu)\n",
                    (unsigned long long)snap.seed, (unsigned long long)tc->seed);
     }
 
     if (datasplit_make(&split, &ds, dc->split, dc->train_split, pr.seed, err, sizeof err)) {
-        fprintf(stderr, "mingpt: error: %s\n", err);
+        log_error("mingpt: error: %s\n", err);
         rc = EXIT_USAGE;
         goto out;
     }
-    printf("Split (%s): %ld train windows, %ld test windows of %d characters\n", dc->split,
+    log_info("Split (%s): %ld train windows, %ld test windows of %d characters\n", dc->split,
            split.n_train, split.n_test, dc->block_size);
 
     // ---- model and optimizer
@@ -213,12 +214,12 @@ int trainer_run(const Config *cfg, TrainResult *res) {
         .resid_pdrop = (float)cfg->gpt.resid_pdrop, .attn_pdrop = (float)cfg->gpt.attn_pdrop,
     };
     if (gpt_build_on(&model, &shape, B, T, be, err, sizeof err)) {
-        fprintf(stderr, "mingpt: error: %s\n", err);
+        log_error("mingpt: error: %s\n", err);
         rc = EXIT_USAGE;
         goto out;
     }
-    printf("number of parameters: %.2fM (%zu)\n", model.num_params / 1e6, model.num_params);
-    if (adamw_init(&opt, be, model.num_params)) { fprintf(stderr, "mingpt: error: out of memory\n"); goto out; }
+    log_info("number of parameters: %.2fM (%zu)\n", model.num_params / 1e6, model.num_params);
+    if (adamw_init(&opt, be, model.num_params)) { log_error("mingpt: error: out of memory\n"); goto out; }
     if (resume) {
         if (check_snapshot_matches(&snap, &shape, &ds, snap_path)) { rc = EXIT_USAGE; goto out; }
         gpt_set_params(&model, snap.params);
@@ -227,10 +228,10 @@ int trainer_run(const Config *cfg, TrainResult *res) {
             be->upload(be, opt.v, snap.adam_v, model.num_params * sizeof(float));
             opt.step = snap.adam_step;
         }
-        printf("Resuming training from snapshot at Epoch %ld, iteration %ld\n", pr.epochs_run, pr.iter_num);
+        log_info("Resuming training from snapshot at Epoch %ld, iteration %ld\n", pr.epochs_run, pr.iter_num);
         snapshot_free(&snap);
     } else {
-        printf("Snapshot not found. Training model from scratch\n");
+        log_info("Snapshot not found. Training model from scratch\n");
         gpt_init_weights(&model, pr.seed);
     }
 
@@ -245,14 +246,14 @@ int trainer_run(const Config *cfg, TrainResult *res) {
     batch.x = malloc(sizeof(int32_t) * B * T);
     batch.y = malloc(sizeof(int32_t) * B * T);
     if (!train_order || !test_order || !scratch || !batch.x || !batch.y) {
-        fprintf(stderr, "mingpt: error: out of memory\n");
+        log_error("mingpt: error: out of memory\n");
         goto out;
     }
     const long n_test_order = dsampler_indices(&test_sampler, test_order, scratch);
     const long iters_per_epoch = (train_sampler.num_samples + B - 1) / B;
     long total_iters = iters_per_epoch * tc->max_epochs;
     if (tc->max_iters > 0 && tc->max_iters < total_iters) total_iters = tc->max_iters;
-    printf("Training: %ld iterations per epoch, %d epochs, %ld iterations in all, batch %d x %d tokens\n",
+    log_info("Training: %ld iterations per epoch, %d epochs, %ld iterations in all, batch %d x %d tokens\n",
            iters_per_epoch, tc->max_epochs, total_iters, B, T);
     fflush(stdout);
 
@@ -264,9 +265,9 @@ int trainer_run(const Config *cfg, TrainResult *res) {
     double tokens = 0, train_time = 0;
     bool done = pr.iter_num >= total_iters || pr.epochs_run >= tc->max_epochs;
     if (done) {
-        printf("Nothing to train: the snapshot already has %ld iterations\n", pr.iter_num);
+        log_info("Nothing to train: the snapshot already has %ld iterations\n", pr.iter_num);
         r.test_loss = evaluate(&model, &batch, &ds, &split, test_order, n_test_order, B, T, tc->eval_iters);
-        printf("epoch %ld | iter %ld | test loss %.4f\n", pr.epochs_run, pr.iter_num, r.test_loss);
+        log_info("epoch %ld | iter %ld | test loss %.4f\n", pr.epochs_run, pr.iter_num, r.test_loss);
     }
     while (!done) {
         const long epoch = pr.epochs_run + 1;   // 1-based, as in the tutorial
@@ -301,13 +302,13 @@ int trainer_run(const Config *cfg, TrainResult *res) {
             train_time += now_s() - t0;
 
             if (!isfinite(loss)) {
-                fprintf(stderr, "mingpt: error: the training loss is %f at iteration %ld; stopping "
+                log_error("mingpt: error: the training loss is %f at iteration %ld; stopping "
                         "(the last snapshot is intact)\n", loss, pr.iter_num);
                 goto out;
             }
             if (pr.iter_num % tc->log_every == 0 || pr.iter_num == 1 || pr.iter_num == total_iters) {
                 double dt = now_s() - t_log;
-                printf("epoch %ld | iter %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms/iter | %.0f tok/s\n",
+                log_info("epoch %ld | iter %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms/iter | %.0f tok/s\n",
                        epoch, pr.iter_num, total_iters, loss, lr, norm, 1e3 * dt / iters_since_log,
                        tokens_since_log / dt);
                 fflush(stdout);
@@ -317,14 +318,14 @@ int trainer_run(const Config *cfg, TrainResult *res) {
             }
             if (tc->eval_every > 0 && pr.iter_num % tc->eval_every == 0 && pr.iter_num < total_iters) {
                 r.test_loss = evaluate(&model, &batch, &ds, &split, test_order, n_test_order, B, T, tc->eval_iters);
-                printf("epoch %ld | iter %ld | test loss %.4f\n", epoch, pr.iter_num, r.test_loss);
+                log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, pr.iter_num, r.test_loss);
                 fflush(stdout);
                 t_log = now_s();
             }
             if (tc->save_every_iters > 0 && pr.iter_num % tc->save_every_iters == 0 && pr.iter_num < total_iters)
                 if (save_snapshot(cfg, &model, &opt, &ds, &pr)) goto out;
             if (g_stop_signal) {
-                printf("Interrupted by signal %d at iteration %ld: saving a snapshot\n", (int)g_stop_signal, pr.iter_num);
+                log_info("Interrupted by signal %d at iteration %ld: saving a snapshot\n", (int)g_stop_signal, pr.iter_num);
                 rc = save_snapshot(cfg, &model, &opt, &ds, &pr) ? EXIT_RUNTIME : EXIT_INTERRUPTED;
                 goto out;
             }
@@ -336,7 +337,7 @@ int trainer_run(const Config *cfg, TrainResult *res) {
         // Evaluate at every epoch end and at the end of training; snapshot every
         // save_every epochs and always after the last iteration.
         r.test_loss = evaluate(&model, &batch, &ds, &split, test_order, n_test_order, B, T, tc->eval_iters);
-        printf("epoch %ld | iter %ld | test loss %.4f\n", epoch, pr.iter_num, r.test_loss);
+        log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, pr.iter_num, r.test_loss);
         fflush(stdout);
         if (done || (epoch_done && pr.epochs_run % tc->save_every == 0))
             if (save_snapshot(cfg, &model, &opt, &ds, &pr)) goto out;
@@ -344,7 +345,7 @@ int trainer_run(const Config *cfg, TrainResult *res) {
     r.iters = pr.iter_num;
     r.tokens_per_s = train_time > 0 ? tokens / train_time : 0;
     r.wall_s = now_s() - t_start;
-    printf("done: %ld iterations (%ld this run), train loss %.4f, test loss %.4f, %.0f tok/s, %.1f s\n",
+    log_info("done: %ld iterations (%ld this run), train loss %.4f, test loss %.4f, %.0f tok/s, %.1f s\n",
            r.iters, r.iters_this_run, r.final_train_loss, r.test_loss, r.tokens_per_s, r.wall_s);
     rc = EXIT_OK;
 

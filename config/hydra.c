@@ -1,0 +1,746 @@
+// config/hydra.c — Hydra's command line: flags, search path, the hydra node, sweeps, printing.
+#include "config/hydra.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/cfg_interp.h"
+#include "config/cfg_override.h"
+#include "config/config.h"
+
+// ========================================================================== flags (argparse)
+
+enum { O_HELP, O_HYDRA_HELP, O_VERSION, O_CFG, O_RESOLVE, O_PACKAGE, O_RUN, O_MULTIRUN, O_SC, O_CP, O_CN, O_CD };
+
+typedef struct {
+    const char *lng, *shrt;  // option strings, in Hydra's order (argparse names it "--cfg/-c")
+    bool takes_value;
+} Opt;
+
+static const Opt OPTS[] = {
+    [O_HELP] = {"--help", "-h", false},          [O_HYDRA_HELP] = {"--hydra-help", NULL, false},
+    [O_VERSION] = {"--version", NULL, false},    [O_CFG] = {"--cfg", "-c", true},
+    [O_RESOLVE] = {"--resolve", NULL, false},    [O_PACKAGE] = {"--package", "-p", true},
+    [O_RUN] = {"--run", "-r", false},            [O_MULTIRUN] = {"--multirun", "-m", false},
+    [O_SC] = {"--shell-completion", "-sc", false}, [O_CP] = {"--config-path", "-cp", true},
+    [O_CN] = {"--config-name", "-cn", true},     [O_CD] = {"--config-dir", "-cd", true},
+};
+#define N_OPTS (int)(sizeof OPTS / sizeof OPTS[0])
+
+void hydra_usage(FILE *f) {
+    fputs("usage: mingpt [--help] [--hydra-help] [--version]\n"
+          "              [--cfg {job,hydra,all}] [--resolve]\n"
+          "              [--package PACKAGE] [--run] [--multirun]\n"
+          "              [--shell-completion] [--config-path CONFIG_PATH]\n"
+          "              [--config-name CONFIG_NAME]\n"
+          "              [--config-dir CONFIG_DIR]\n"
+          "              [overrides ...]\n"
+          "       mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N]\n"
+          "                     [--temperature F] [--top_k K] [--seed S]\n",
+          f);
+}
+
+// argparse's "argument --cfg/-c" naming.
+static void opt_name(int id, char *buf, size_t len) {
+    if (OPTS[id].shrt) snprintf(buf, len, "%s/%s", OPTS[id].lng, OPTS[id].shrt);
+    else snprintf(buf, len, "%s", OPTS[id].lng);
+}
+
+static int usage_error(FILE *err_out, const char *fmt, const char *a, const char *b) {
+    hydra_usage(err_out);
+    fputs("mingpt: error: ", err_out);
+    fprintf(err_out, fmt, a, b);
+    fputc('\n', err_out);
+    return 2;
+}
+
+// Which option `name` is: exact long or short name, else a unique prefix of a long one.
+// Returns the id, -1 when unknown, -2 after an "ambiguous option" error.
+static int find_opt(const char *name, FILE *err_out) {
+    for (int i = 0; i < N_OPTS; i++)
+        if (!strcmp(name, OPTS[i].lng) || (OPTS[i].shrt && !strcmp(name, OPTS[i].shrt))) return i;
+    if (strncmp(name, "--", 2) != 0) return -1;
+    int found = -1, count = 0;
+    char list[512] = "";
+    for (int i = 0; i < N_OPTS; i++)
+        if (!strncmp(OPTS[i].lng, name, strlen(name))) {
+            found = i;
+            size_t o = strlen(list);
+            snprintf(list + o, sizeof list - o, "%s%s", count++ ? ", " : "", OPTS[i].lng);
+        }
+    if (count > 1) {
+        usage_error(err_out, "ambiguous option: %s could match %s", name, list);
+        return -2;
+    }
+    return found;
+}
+
+// Stores option id's value in a.
+static int set_value(HydraArgs *a, int id, const char *v, FILE *err_out) {
+    char name[64];
+    opt_name(id, name, sizeof name);
+    switch (id) {
+    case O_CFG:
+        if (!strcmp(v, "job")) a->cfg = HYDRA_CFG_JOB;
+        else if (!strcmp(v, "hydra")) a->cfg = HYDRA_CFG_HYDRA;
+        else if (!strcmp(v, "all")) a->cfg = HYDRA_CFG_ALL;
+        else {
+            char msg[600];
+            snprintf(msg, sizeof msg, "argument %s: invalid choice: '%s' (choose from 'job', 'hydra', 'all')", name, v);
+            return usage_error(err_out, "%s%s", msg, "");
+        }
+        return 0;
+    case O_PACKAGE: a->package = v; return 0;
+    case O_CP: a->config_path = v; return 0;
+    case O_CN: a->config_name = v; return 0;
+    case O_CD: a->config_dirs[a->n_config_dirs++] = v; return 0;
+    }
+    return 0;
+}
+
+static void set_flag(HydraArgs *a, int id) {
+    switch (id) {
+    case O_HELP: a->help = true; break;
+    case O_HYDRA_HELP: a->hydra_help = true; break;
+    case O_RESOLVE: a->resolve = true; break;
+    case O_RUN: a->run = true; break;
+    case O_MULTIRUN: a->multirun = true; break;
+    case O_SC: a->shell_completion = true; break;
+    }
+}
+
+int hydra_parse_args(int argc, char **argv, HydraArgs *a, FILE *out, FILE *err_out) {
+    memset(a, 0, sizeof *a);
+    a->overrides = calloc((size_t)argc + 1, sizeof *a->overrides);
+    a->config_dirs = calloc((size_t)argc + 1, sizeof *a->config_dirs);
+    char **unknown = calloc((size_t)argc + 1, sizeof *unknown);
+    if (!a->overrides || !a->config_dirs || !unknown) abort();
+    int n_unknown = 0, rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *arg = argv[i];
+        if (arg[0] != '-' || !arg[1]) {
+            a->overrides[a->n_overrides++] = argv[i];
+            continue;
+        }
+        char name[256];
+        const char *eq = strchr(arg, '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - arg : (long)strlen(arg)), arg);
+        int id = find_opt(name, err_out);
+        if (id == -2) { rc = 2; break; }
+        if (id < 0) { unknown[n_unknown++] = argv[i]; continue; }
+        char oname[64];
+        opt_name(id, oname, sizeof oname);
+        if (id == O_VERSION) {  // argparse's version action: print and stop
+            fprintf(out, "Hydra %s (mingpt)\n", HYDRA_VERSION);
+            a->version = true;
+            break;
+        }
+        if (!OPTS[id].takes_value) {
+            if (eq) rc = usage_error(err_out, "argument %s: ignored explicit argument '%s'", oname, eq + 1);
+            else set_flag(a, id);
+            continue;
+        }
+        const char *v = eq ? eq + 1 : NULL;
+        if (!v && i + 1 < argc && (argv[i + 1][0] != '-' || !argv[i + 1][1])) v = argv[++i];
+        if (!v) rc = usage_error(err_out, "argument %s: expected one argument%s", oname, "");
+        else rc = set_value(a, id, v, err_out);
+    }
+    if (!rc && !a->version && n_unknown) {
+        char list[2048] = "";
+        for (int k = 0; k < n_unknown; k++) {
+            size_t o = strlen(list);
+            snprintf(list + o, sizeof list - o, "%s%s", k ? " " : "", unknown[k]);
+        }
+        rc = usage_error(err_out, "unrecognized arguments: %s%s", list, "");
+    }
+    free(unknown);
+    return rc;
+}
+
+void hydra_args_free(HydraArgs *a) {
+    free(a->overrides);
+    free(a->config_dirs);
+    memset(a, 0, sizeof *a);
+}
+
+void hydra_report(FILE *f, const char *msg) {
+    // With HYDRA_FULL_ERROR=1 Hydra shows the whole traceback instead of the hint; mingpt has
+    // no more to show than the message.
+    const char *full = getenv("HYDRA_FULL_ERROR");
+    if (full && !strcmp(full, "1")) fprintf(f, "%s\n", msg);
+    else fprintf(f, "%s\n\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n", msg);
+}
+
+// ========================================================================== search path
+
+static bool is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool is_file(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// p made absolute against the current directory (not normalized beyond dropping "./").
+static void absolute(const char *p, char *out, size_t len) {
+    char cwd[PATH_MAX];
+    if (p[0] == '/' || !getcwd(cwd, sizeof cwd)) {
+        snprintf(out, len, "%s", p);
+        return;
+    }
+    int w;
+    if (!strcmp(p, ".") || !strcmp(p, "./")) w = snprintf(out, len, "%s", cwd);
+    else w = snprintf(out, len, "%s/%s", cwd, strncmp(p, "./", 2) == 0 ? p + 2 : p);
+    if (w < 0 || (size_t)w >= len) out[len - 1] = 0;  // truncated: still a string
+}
+
+int hydra_find_config(const HydraArgs *a, char *path, size_t len, char *err, size_t errlen) {
+    const char *name = a->config_name ? a->config_name : HYDRA_DEFAULT_CONFIG;
+    const char *primary = a->config_path ? a->config_path : ".";
+    char abs_primary[PATH_MAX], abs_dir[PATH_MAX];
+    absolute(primary, abs_primary, sizeof abs_primary);
+    if (a->config_path && !is_dir(primary))
+        return cfg_errf(err, errlen,
+                        "Primary config directory not found.\nCheck that the config directory '%s' exists and readable",
+                        abs_primary);
+    for (int i = 0; i < a->n_config_dirs; i++) {
+        absolute(a->config_dirs[i], abs_dir, sizeof abs_dir);
+        if (!is_dir(a->config_dirs[i]))
+            return cfg_errf(err, errlen, "Additional config directory '%s' not found", abs_dir);
+    }
+    if (!config_path(path, len, primary, name) && is_file(path)) return 0;
+    for (int i = 0; i < a->n_config_dirs; i++)
+        if (!config_path(path, len, a->config_dirs[i], name) && is_file(path)) return 0;
+    // Not found anywhere: Hydra's message with the search path.
+    char sp[4096];
+    int o = snprintf(sp, sizeof sp, "\tprovider=hydra, path=pkg://hydra.conf\n\tprovider=main, path=file://%s\n",
+                     abs_primary);
+    for (int i = 0; i < a->n_config_dirs && o > 0 && (size_t)o < sizeof sp; i++) {
+        absolute(a->config_dirs[i], abs_dir, sizeof abs_dir);
+        o += snprintf(sp + o, sizeof sp - (size_t)o, "\tprovider=command-line, path=file://%s\n", abs_dir);
+    }
+    return cfg_errf(err, errlen,
+                    "Cannot find primary config '%s'. Check that it's in your config search path.\n\n"
+                    "Config search path:\n%s\tprovider=schema, path=structured://",
+                    name, sp);
+}
+
+// ========================================================================== the hydra node
+
+// Hydra 1.3's defaults for the hydra node (the parts mingpt uses or shows).
+static const char HYDRA_DEFAULTS_YAML[] =
+    "run:\n"
+    "  dir: outputs/${now:%Y-%m-%d}/${now:%H-%M-%S}\n"
+    "sweep:\n"
+    "  dir: multirun/${now:%Y-%m-%d}/${now:%H-%M-%S}\n"
+    "  subdir: ${hydra.job.num}\n"
+    "sweeper:\n"
+    "  params: null\n"
+    "help:\n"
+    "  app_name: ${hydra.job.name}\n"
+    "  header: \"${hydra.help.app_name} is powered by Hydra.\\n\"\n"
+    "  footer: \"Powered by Hydra (https://hydra.cc)\\nUse --hydra-help to view Hydra specific help\\n\"\n"
+    "  template: \"${hydra.help.header}\\n== Configuration groups ==\\nCompose your configuration from those groups"
+    " (group=option)\\n\\n$APP_CONFIG_GROUPS\\n\\n== Config ==\\nOverride anything in the config (foo.bar=value)\\n\\n"
+    "$CONFIG\\n\\n${hydra.help.footer}\\n\"\n"
+    "hydra_help:\n"
+    "  template: \"Hydra (${hydra.runtime.version})\\nSee https://hydra.cc for more info.\\n\\n== Flags ==\\n"
+    "$FLAGS_HELP\\n\\n== Configuration groups ==\\nCompose your configuration from those groups (For example, append"
+    " hydra/job_logging=disabled to command line)\\n\\n$HYDRA_CONFIG_GROUPS\\n\\nUse '--cfg hydra' to Show the Hydra"
+    " config.\\n\"\n"
+    "  hydra_help: ???\n"
+    "hydra_logging: default\n"
+    "job_logging: default\n"
+    "output_subdir: .hydra\n"
+    "overrides:\n"
+    "  hydra: []\n"
+    "  task: []\n"
+    "job:\n"
+    "  name: " HYDRA_JOB_NAME "\n"
+    "  chdir: null\n"
+    "  override_dirname: ''\n"
+    "  id: ???\n"
+    "  num: ???\n"
+    "  config_name: ''\n"
+    "  env_set: {}\n"
+    "  env_copy: []\n"
+    "  config:\n"
+    "    override_dirname:\n"
+    "      kv_sep: '='\n"
+    "      item_sep: ','\n"
+    "      exclude_keys: []\n"
+    "runtime:\n"
+    "  version: " HYDRA_VERSION "\n"
+    "  version_base: '1.3'\n"
+    "  cwd: ''\n"
+    "  config_sources: []\n"
+    "  output_dir: ???\n"
+    "  choices:\n"
+    "    hydra/job_logging: default\n"
+    "    hydra/hydra_logging: default\n"
+    "verbose: false\n"
+    "mode: RUN\n";
+
+// Sets tree[path] = v (v owned), creating maps on the way.
+static void put_path(CfgNode *tree, const char *path, CfgNode *v) {
+    CfgNode *node = tree;
+    const char *p = path;
+    for (;;) {
+        size_t len = strcspn(p, ".");
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)len, p);
+        if (!p[len]) {
+            cfg_map_put(node, key, v);
+            return;
+        }
+        CfgNode *next = cfg_map_get(node, key);
+        if (!next || next->type != CFG_MAP) {
+            cfg_map_put(node, key, cfg_new_map());
+            next = cfg_map_get(node, key);
+        }
+        node = next;
+        p += len + 1;
+    }
+}
+
+CfgNode *hydra_defaults_node(const HydraStatic *st) {
+    char err[512];
+    CfgNode *h = cfg_parse_string(HYDRA_DEFAULTS_YAML, "<hydra defaults>", err, sizeof err);
+    if (!h) abort();  // the text above is fixed: a failure is a bug
+    put_path(h, "job.config_name", cfg_new_str(st->config_name ? st->config_name : ""));
+    put_path(h, "runtime.cwd", cfg_new_str(st->cwd ? st->cwd : ""));
+    CfgNode *src = cfg_new_map(), *list = cfg_new_list();
+    char url[PATH_MAX + 8];
+    snprintf(url, sizeof url, "file://%s", st->config_dir ? st->config_dir : "");
+    cfg_map_put(src, "path", cfg_new_str(url));
+    cfg_map_put(src, "schema", cfg_new_str("file"));
+    cfg_map_put(src, "provider", cfg_new_str("main"));
+    cfg_list_push(list, src);
+    put_path(h, "runtime.config_sources", list);
+    return h;
+}
+
+static CfgNode *string_list(char *const *s, int n) {
+    CfgNode *l = cfg_new_list();
+    for (int i = 0; i < n; i++) cfg_list_push(l, cfg_new_str(s[i]));
+    return l;
+}
+
+void hydra_set_runtime(CfgNode *tree, const HydraRuntime *rt) {
+    CfgNode *h = cfg_map_get(tree, "hydra");
+    if (!h || h->type != CFG_MAP) {
+        cfg_map_put(tree, "hydra", cfg_new_map());
+        h = cfg_map_get(tree, "hydra");
+    }
+    put_path(h, "mode", cfg_new_str(rt->multirun ? "MULTIRUN" : "RUN"));
+    if (rt->job_num >= 0) {
+        put_path(h, "job.num", cfg_new_int(rt->job_num));
+        put_path(h, "job.id", cfg_new_int(rt->job_num));
+    }
+    put_path(h, "runtime.output_dir", rt->output_dir ? cfg_new_str(rt->output_dir) : cfg_new_null());
+    put_path(h, "overrides.task", string_list(rt->task, rt->n_task));
+    put_path(h, "overrides.hydra", string_list(rt->hydra, rt->n_hydra));
+    char *dirname = hydra_override_dirname(tree, rt->task, rt->n_task);
+    put_path(h, "job.override_dirname", cfg_new_str(dirname));
+    free(dirname);
+    // runtime.choices mirrors the logging switches (hydra/job_logging=disabled).
+    const char *groups[] = {"job_logging", "hydra_logging"};
+    for (int i = 0; i < 2; i++) {
+        const CfgNode *v = cfg_map_get(h, groups[i]);
+        char key[64];
+        snprintf(key, sizeof key, "hydra/%s", groups[i]);
+        CfgNode *choices = cfg_select(h, "runtime.choices");
+        if (choices && choices->type == CFG_MAP && v && v->type == CFG_STRING) cfg_map_put(choices, key, cfg_new_str(v->s));
+    }
+}
+
+bool hydra_is_hydra_override(const char *text) {
+    const char *k = text + strspn(text, "+~");
+    return (strncmp(k, "hydra", 5) == 0 && (k[5] == 0 || k[5] == '.' || k[5] == '/' || k[5] == '='));
+}
+
+// The key of an override text, without its +/++/~ prefix and value.
+static void override_key(const char *text, char *buf, size_t len) {
+    const char *k = text + strspn(text, "+~");
+    snprintf(buf, len, "%.*s", (int)strcspn(k, "="), k);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// Node at path as a string ("" when absent or not a string).
+static const char *str_at(const CfgNode *tree, const char *path, const char *dflt) {
+    const CfgNode *n = cfg_select(tree, path);
+    return n && n->type == CFG_STRING ? n->s : dflt;
+}
+
+char *hydra_override_dirname(const CfgNode *tree, char *const *task, int n_task) {
+    const char *kv = str_at(tree, "hydra.job.config.override_dirname.kv_sep", "=");
+    const char *item = str_at(tree, "hydra.job.config.override_dirname.item_sep", ",");
+    const CfgNode *exclude = cfg_select(tree, "hydra.job.config.override_dirname.exclude_keys");
+    char **lines = calloc((size_t)n_task + 1, sizeof *lines);
+    if (!lines) abort();
+    int n = 0;
+    for (int i = 0; i < n_task; i++) {
+        char key[512];
+        override_key(task[i], key, sizeof key);
+        bool skip = false;
+        for (size_t j = 0; exclude && exclude->type == CFG_LIST && j < exclude->n; j++)
+            skip |= exclude->kids[j]->type == CFG_STRING && !strcmp(exclude->kids[j]->s, key);
+        if (!skip) lines[n++] = task[i];
+    }
+    qsort(lines, (size_t)n, sizeof *lines, cmp_str);
+    // Joined with item_sep, then every '=' replaced by kv_sep (Hydra's re.sub).
+    size_t cap = 1;
+    for (int i = 0; i < n; i++) cap += strlen(lines[i]) * (strlen(kv) + 1) + strlen(item);
+    char *out = malloc(cap), *w = out;
+    if (!out) abort();
+    for (int i = 0; i < n; i++) {
+        if (i) w += sprintf(w, "%s", item);
+        for (const char *c = lines[i]; *c; c++) {
+            if (*c == '=') w += sprintf(w, "%s", kv);
+            else *w++ = *c;
+        }
+    }
+    *w = 0;
+    free(lines);
+    return out;
+}
+
+char *hydra_get_string(const CfgNode *tree, const char *path, bool *failed, char *err, size_t errlen) {
+    *failed = false;
+    CfgNode *v = cfg_resolve(tree, path, true, err, errlen);
+    if (!v) {
+        *failed = true;
+        return NULL;
+    }
+    char *s = NULL;
+    if (v->type == CFG_STRING) {
+        s = cfg_strdup(v->s);
+    } else if (v->type == CFG_MAP || v->type == CFG_LIST) {
+        *failed = true;
+        cfg_errf(err, errlen, "%s must be a string, got a %s", path, cfg_type_name(v->type));
+    } else if (v->type != CFG_NULL) {
+        char buf[256];
+        cfg_repr(v, buf, sizeof buf);
+        s = cfg_strdup(buf);
+    }
+    cfg_free(v);
+    return s;
+}
+
+// ========================================================================== sweeps
+
+typedef struct {
+    char *key;      // key with its +/++/~ prefix: a repeated key replaces the earlier one
+    char **values;  // "key=value" per job value
+    int n;
+} Axis;
+
+static void axis_free(Axis *a) {
+    free(a->key);
+    hydra_strings_free(a->values, a->n);
+}
+
+// The axis an override spans: one value, or the rendered values of its sweep.
+static int make_axis(const char *text, Axis *ax, char *err, size_t errlen) {
+    CfgOverride ov;
+    if (cfg_override_parse_ex(text, true, &ov, err, errlen)) return -1;
+    const char *prefix = ov.kind == CFG_OV_FORCE_ADD ? "++" : ov.kind == CFG_OV_ADD ? "+" : ov.kind == CFG_OV_DELETE ? "~" : "";
+    size_t klen = strlen(prefix) + strlen(ov.key) + 1;
+    ax->key = malloc(klen);
+    if (!ax->key) abort();
+    snprintf(ax->key, klen, "%s%s", prefix, ov.key);
+    ax->n = ov.n_sweep ? (int)ov.n_sweep : 1;
+    ax->values = calloc((size_t)ax->n, sizeof *ax->values);
+    if (!ax->values) abort();
+    if (!ov.n_sweep) {
+        ax->values[0] = cfg_strdup(text);
+    } else {
+        for (int i = 0; i < ax->n; i++) {
+            char *v = cfg_override_render(ov.sweep[i]);
+            size_t len = klen + strlen(v) + 1;
+            ax->values[i] = malloc(len);
+            if (!ax->values[i]) abort();
+            snprintf(ax->values[i], len, "%s=%s", ax->key, v);
+            free(v);
+        }
+    }
+    cfg_override_free(&ov);
+    return 0;
+}
+
+#define MAX_JOBS 100000
+
+int hydra_sweep_jobs(char *const *args, int n, HydraJob **jobs, size_t *n_jobs, char *err, size_t errlen) {
+    *jobs = NULL;
+    *n_jobs = 0;
+    Axis *axes = calloc((size_t)n + 1, sizeof *axes);
+    if (!axes) abort();
+    int n_axes = 0, rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        Axis ax;
+        if (make_axis(args[i], &ax, err, errlen)) { rc = -1; break; }
+        int k = 0;
+        while (k < n_axes && strcmp(axes[k].key, ax.key) != 0) k++;
+        if (k < n_axes) axis_free(&axes[k]);  // later value, earlier position
+        else n_axes++;
+        axes[k] = ax;
+    }
+    size_t total = 1;
+    for (int k = 0; k < n_axes && !rc; k++) {
+        total *= (size_t)axes[k].n;
+        if (total > MAX_JOBS) rc = cfg_errf(err, errlen, "The sweep has more than %d jobs", MAX_JOBS);
+    }
+    if (!rc) {
+        *jobs = calloc(total, sizeof **jobs);
+        if (!*jobs) abort();
+        *n_jobs = total;
+        for (size_t j = 0; j < total; j++) {
+            HydraJob *job = &(*jobs)[j];
+            job->ov = calloc((size_t)n_axes + 1, sizeof *job->ov);
+            if (!job->ov) abort();
+            job->n = n_axes;
+            size_t rest = j;  // mixed-radix digits, the last axis fastest
+            for (int k = n_axes - 1; k >= 0; k--) {
+                job->ov[k] = cfg_strdup(axes[k].values[rest % (size_t)axes[k].n]);
+                rest /= (size_t)axes[k].n;
+            }
+        }
+    }
+    for (int k = 0; k < n_axes; k++) axis_free(&axes[k]);
+    free(axes);
+    return rc;
+}
+
+void hydra_jobs_free(HydraJob *jobs, size_t n) {
+    for (size_t i = 0; i < n; i++) hydra_strings_free(jobs[i].ov, jobs[i].n);
+    free(jobs);
+}
+
+char **hydra_sweeper_params(const CfgNode *tree, int *n) {
+    const CfgNode *p = cfg_select(tree, "hydra.sweeper.params");
+    *n = 0;
+    if (!p || p->type != CFG_MAP) return NULL;
+    char **out = calloc(p->n + 1, sizeof *out);
+    if (!out) abort();
+    for (size_t i = 0; i < p->n; i++) {
+        char v[2048];
+        cfg_repr(p->kids[i], v, sizeof v);
+        size_t len = strlen(p->kids[i]->key) + strlen(v) + 2;
+        out[*n] = malloc(len);
+        if (!out[*n]) abort();
+        snprintf(out[(*n)++], len, "%s=%s", p->kids[i]->key, v);
+    }
+    return out;
+}
+
+void hydra_strings_free(char **s, int n) {
+    for (int i = 0; s && i < n; i++) free(s[i]);
+    free(s);
+}
+
+void hydra_list_repr(char *const *s, int n, char *buf, size_t len) {
+    CfgNode *l = string_list(s, n);
+    cfg_repr(l, buf, len);
+    cfg_free(l);
+}
+
+// ========================================================================== printing
+
+// Does `package` lie in the part of the config that `what` shows?
+static bool package_visible(HydraCfgWhat what, const char *package) {
+    bool hydra = strncmp(package, "hydra", 5) == 0 && (package[5] == 0 || package[5] == '.');
+    return what == HYDRA_CFG_ALL || (what == HYDRA_CFG_HYDRA) == hydra;
+}
+
+// Copy of tree[key] (resolved against the whole tree when asked), or NULL with err.
+static CfgNode *value_at(const CfgNode *tree, const char *key, bool resolve, char *err, size_t errlen) {
+    if (resolve) return cfg_resolve(tree, key, false, err, errlen);
+    CfgNode *n = cfg_select(tree, key);
+    if (!n) cfg_errf(err, errlen, "Key '%s' not found", key);
+    return cfg_copy(n);
+}
+
+// The map --cfg prints: job keys, the hydra node (without help templates), or both.
+static CfgNode *cfg_view(const CfgNode *tree, HydraCfgWhat what, bool resolve, char *err, size_t errlen) {
+    CfgNode *view = cfg_new_map();
+    for (int pass = 0; pass < 2; pass++) {  // `hydra:` first, as Hydra prints --cfg all
+        for (size_t i = 0; tree->type == CFG_MAP && i < tree->n; i++) {
+            const char *key = tree->kids[i]->key;
+            bool is_hydra = !strcmp(key, "hydra");
+            if (is_hydra != (pass == 0)) continue;
+            if ((is_hydra && what == HYDRA_CFG_JOB) || (!is_hydra && what == HYDRA_CFG_HYDRA)) continue;
+            CfgNode *v = value_at(tree, key, resolve, err, errlen);
+            if (!v) { cfg_free(view); return NULL; }
+            if (is_hydra && what == HYDRA_CFG_HYDRA) {
+                cfg_map_del(v, "help");
+                cfg_map_del(v, "hydra_help");
+            }
+            cfg_map_put(view, key, v);
+        }
+    }
+    return view;
+}
+
+static int print_yaml(FILE *out, const CfgNode *n, char *err, size_t errlen) {
+    char *yaml = cfg_to_yaml(n);
+    if (!yaml) return cfg_errf(err, errlen, "the config cannot be written as YAML (invalid UTF-8?)");
+    fputs(yaml, out);
+    free(yaml);
+    return 0;
+}
+
+int hydra_print_cfg(FILE *out, const CfgNode *tree, HydraCfgWhat what, const char *package, bool resolve,
+                    char *err, size_t errlen) {
+    if (package && !strcmp(package, "_global_")) package = NULL;
+    if (!package) {
+        CfgNode *view = cfg_view(tree, what, resolve, err, errlen);
+        if (!view) return -1;
+        int rc = print_yaml(out, view, err, errlen);
+        cfg_free(view);
+        return rc;
+    }
+    if (!package_visible(what, package) || !cfg_select(tree, package))
+        return cfg_errf(err, errlen, "package '%s' not found in config", package);
+    CfgNode *v = value_at(tree, package, resolve, err, errlen);
+    if (!v) return -1;
+    int rc = 0;
+    if (v->type == CFG_MAP || v->type == CFG_LIST) {
+        if (what == HYDRA_CFG_HYDRA && !strcmp(package, "hydra")) {
+            cfg_map_del(v, "help");
+            cfg_map_del(v, "hydra_help");
+        }
+        fprintf(out, "# @package %s\n", package);
+        rc = print_yaml(out, v, err, errlen);
+    } else {
+        // A leaf: OmegaConf.select resolves it; printed as Python's str().
+        CfgNode *r = cfg_resolve(tree, package, false, err, errlen);
+        if (!r) { cfg_free(v); return -1; }
+        char buf[4096];
+        cfg_repr(r, buf, sizeof buf);
+        fprintf(out, "%s\n", buf);
+        cfg_free(r);
+    }
+    cfg_free(v);
+    return rc;
+}
+
+// Fills Python string.Template placeholders ($NAME) of tmpl from names/values.
+static void fill_template(FILE *out, const char *tmpl, const char *const *names, const char *const *values, int n) {
+    for (const char *p = tmpl; *p; p++) {
+        if (p[0] == '$' && p[1] == '$') { fputc('$', out); p++; continue; }
+        int hit = -1;
+        for (int i = 0; p[0] == '$' && i < n && hit < 0; i++) {
+            size_t len = strlen(names[i]);
+            char after = p[1 + len];
+            bool ident = (after >= 'A' && after <= 'Z') || (after >= 'a' && after <= 'z') ||
+                         (after >= '0' && after <= '9') || after == '_';
+            if (!strncmp(p + 1, names[i], len) && !ident) hit = i;
+        }
+        if (hit < 0) { fputc(*p, out); continue; }
+        fputs(values[hit], out);
+        p += strlen(names[hit]);
+    }
+}
+
+int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, char *err, size_t errlen) {
+    bool failed;
+    char *tmpl = hydra_get_string(tree, "hydra.help.template", &failed, err, errlen);
+    if (failed) return -1;
+    CfgNode *view = cfg_view(tree, HYDRA_CFG_JOB, resolve, err, errlen);
+    char *yaml = view ? cfg_to_yaml(view) : NULL;
+    cfg_free(view);
+    if (!yaml) {
+        free(tmpl);
+        return view ? cfg_errf(err, errlen, "the config cannot be written as YAML") : -1;
+    }
+    const char *names[] = {"APP_CONFIG_GROUPS", "CONFIG"}, *values[] = {"", yaml};
+    fill_template(out, tmpl ? tmpl : "", names, values, 2);
+    fputc('\n', out);  // Python's print()
+    free(yaml);
+    free(tmpl);
+    return 0;
+}
+
+static const char FLAGS_HELP[] =
+    "--help,-h : Application's help\n"
+    "--hydra-help : Hydra's help\n"
+    "--version : Show Hydra's version and exit\n"
+    "--cfg,-c : Show config instead of running [job|hydra|all]\n"
+    "--resolve : Used in conjunction with --cfg, resolve config interpolations before printing.\n"
+    "--package,-p : Config package to show\n"
+    "--run,-r : Run a job\n"
+    "--multirun,-m : Run multiple jobs with the configured launcher and sweeper\n"
+    "--shell-completion,-sc : Install or Uninstall shell completion:\n"
+    "    Bash - Install:\n"
+    "    eval \"$(./mingpt -sc install=bash)\"\n"
+    "    Bash - Uninstall:\n"
+    "    eval \"$(./mingpt -sc uninstall=bash)\"\n"
+    "--config-path,-cp : Overrides the config_path (default: the current directory).\n"
+    "                    The config_path is absolute or relative to the current directory\n"
+    "--config-name,-cn : Overrides the config_name (default: " HYDRA_DEFAULT_CONFIG ")\n"
+    "--config-dir,-cd : Adds an additional config dir to the config search path\n"
+    "Overrides : Any key=value arguments to override config values (use dots for.nested=overrides)\n"
+    "\n"
+    "mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N] [--temperature F] [--top_k K] [--seed S]\n"
+    "          : print text sampled from a snapshot";
+
+int hydra_print_hydra_help(FILE *out, const CfgNode *tree, char *err, size_t errlen) {
+    bool failed;
+    char *tmpl = hydra_get_string(tree, "hydra.hydra_help.template", &failed, err, errlen);
+    if (failed) return -1;
+    const char *names[] = {"FLAGS_HELP", "HYDRA_CONFIG_GROUPS"};
+    const char *values[] = {FLAGS_HELP, "hydra/hydra_logging: default, disabled\nhydra/job_logging: default, disabled"};
+    fill_template(out, tmpl ? tmpl : "", names, values, 2);
+    fputc('\n', out);
+    free(tmpl);
+    return 0;
+}
+
+// Every leaf key of n as "a.b=" (lists are leaves), space-separated, into *buf.
+static void collect_keys(const CfgNode *n, const char *prefix, char **buf, size_t *len, size_t *cap) {
+    for (size_t i = 0; n->type == CFG_MAP && i < n->n; i++) {
+        const CfgNode *k = n->kids[i];
+        char path[1024];
+        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", k->key);
+        if (!strcmp(path, "hydra.help") || !strcmp(path, "hydra.hydra_help")) continue;
+        if (k->type == CFG_MAP && k->n) {
+            collect_keys(k, path, buf, len, cap);
+            continue;
+        }
+        size_t add = strlen(path) + 2;
+        if (*len + add + 1 > *cap) {
+            *cap = (*len + add + 1) * 2;
+            *buf = realloc(*buf, *cap);
+            if (!*buf) abort();
+        }
+        *len += (size_t)sprintf(*buf + *len, " %s=", path);
+    }
+}
+
+int hydra_shell_completion(FILE *out, const CfgNode *tree, char *const *args, int n, char *err, size_t errlen) {
+    const char *cmd = n > 0 ? args[0] : "";
+    if (!strcmp(cmd, "uninstall=bash")) {
+        fputs("complete -r mingpt ./mingpt\n", out);
+        return 0;
+    }
+    if (strcmp(cmd, "install=bash") != 0)
+        return cfg_errf(err, errlen, "Unsupported shell completion command '%s' (mingpt knows install=bash and "
+                                     "uninstall=bash)", cmd);
+    char *keys = NULL;
+    size_t len = 0, cap = 0;
+    collect_keys(tree, "", &keys, &len, &cap);
+    fputs("# mingpt bash completion: flags and every config key (eval \"$(./mingpt -sc install=bash)\")\n", out);
+    fputs("complete -o nospace -W '--help --hydra-help --version --cfg --resolve --package --run --multirun"
+          " --shell-completion --config-path --config-name --config-dir sample", out);
+    fputs(keys ? keys : "", out);
+    fputs("' mingpt ./mingpt\n", out);
+    free(keys);
+    return 0;
+}

@@ -1,0 +1,30 @@
+// trainer/log.h — mingpt's log lines: to the console and to the run directory's log file.
+//
+// Every line goes to stdout (log_info) or stderr (log_error) exactly as given, and, while a
+// job's log file is open (log_open), also to that file with Hydra's job-log prefix
+//   [2026-11-22 01:42:20,647][mingpt][INFO] - <message>
+// so that <run dir>/mingpt.log holds everything the run reported. Not thread-safe: log from
+// the main thread.
+#ifndef MINGPT_LOG_H
+#define MINGPT_LOG_H
+
+#include <stddef.h>
+
+// printf to stdout (+ the log file at level INFO).
+void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// printf to stderr (+ the log file at level ERROR).
+void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Hydra's own logger: "[2026-11-22 01:42:08,866][HYDRA] <message>\n" to stdout (and the log
+// file when one is open), e.g. the "Launching 4 jobs locally" line of a sweep.
+void log_hydra(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Starts copying log lines to `path` (created or appended to, as Hydra does when a run
+// directory is reused). Returns 0, or -1 with the reason in err. Closes any previous file.
+int log_open(const char *path, char *err, size_t errlen);
+
+// Stops copying to the file (no-op when none is open).
+void log_close(void);
+
+#endif
