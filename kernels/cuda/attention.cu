@@ -1,0 +1,268 @@
+// kernels/cuda/attention.cu — causal multi-head self-attention: cuBLAS strided-batched
+// GEMMs for the two products, causal softmax forward/backward kernels, attention dropout
+// with the counter-based masks of kernels/dropout_rng.h.
+//
+// Forward, per (b,h) with q,k,v (T,hs):
+//   permute   qkv (B,T,3C) -> q,k,v (B,NH,T,hs) in the compute dtype (the rounding point)
+//   GEMM      att = q k^T                                   (fp32, written into att)
+//   softmax   att = softmax(att / sqrt(hs)) causal, 0 above the diagonal   (fp32, saved)
+//             attd = dropout(att) in the compute dtype      (operand of the next GEMM)
+//   GEMM      y = attd v                                    (fp32)
+//   unpermute y (B,NH,T,hs) -> out (B,T,C)
+// Backward (att saved; q,k,v,attd recomputed):
+//   dy = permute(dout); dv = attd^T dy; datt = dy v^T (into `scratch`)
+//   softmax backward: dpre = att * (m*datt - sum(att*m*datt)) / sqrt(hs), m = dropout mult.
+//   dq = dpre k; dk = dpre^T q; dqkv += unpermute(dq, dk, dv)
+// The dropout index of att element (b,h,t,t2) is its flat index, as on the CPU backend.
+#include "kernels/cuda/cuda_ops.cuh"
+
+// q/k/v (B,NH,T,hs) <- thirds of qkv (B,T,3C), rounded to T
+template <class T>
+__global__ void permute_qkv_kernel(T *__restrict__ q, T *__restrict__ k, T *__restrict__ v,
+                                   const float *__restrict__ qkv, int B, int NH, int Tn, int hs) {
+    const size_t total = (size_t)B * NH * Tn * hs;
+    const int C = NH * hs;
+    GRID_STRIDE(idx, total) {
+        const int i = (int)(idx % hs);
+        size_t r = idx / hs;
+        const int t = (int)(r % Tn);
+        r /= Tn;
+        const int h = (int)(r % NH);
+        const size_t b = r / NH;
+        const float *src = qkv + (b * Tn + t) * 3 * (size_t)C + (size_t)h * hs + i;
+        store_as(q + idx, src[0]);
+        store_as(k + idx, src[C]);
+        store_as(v + idx, src[2 * C]);
+    }
+}
+
+// dst (B,NH,T,hs) <- src (B,T,C) (the output gradient), rounded to T
+template <class T>
+__global__ void permute_out_kernel(T *__restrict__ dst, const float *__restrict__ src, int B, int NH,
+                                   int Tn, int hs) {
+    const size_t total = (size_t)B * NH * Tn * hs;
+    const int C = NH * hs;
+    GRID_STRIDE(idx, total) {
+        const int i = (int)(idx % hs);
+        size_t r = idx / hs;
+        const int t = (int)(r % Tn);
+        r /= Tn;
+        const int h = (int)(r % NH);
+        const size_t b = r / NH;
+        store_as(dst + idx, src[(b * Tn + t) * C + (size_t)h * hs + i]);
+    }
+}
+
+// out (B,T,C) <- y (B,NH,T,hs)
+__global__ void unpermute_kernel(float *__restrict__ out, const float *__restrict__ y, int B, int NH,
+                                 int Tn, int hs) {
+    const size_t total = (size_t)B * NH * Tn * hs;
+    const int C = NH * hs;
+    GRID_STRIDE(idx, total) {
+        const int i = (int)(idx % hs);
+        size_t r = idx / hs;
+        const int t = (int)(r % Tn);
+        r /= Tn;
+        const int h = (int)(r % NH);
+        const size_t b = r / NH;
+        out[(b * Tn + t) * C + (size_t)h * hs + i] = y[idx];
+    }
+}
+
+// dqkv (B,T,3C) += (dq | dk | dv) each (B,NH,T,hs)
+__global__ void unpermute_add_qkv_kernel(float *__restrict__ dqkv, const float *__restrict__ dq,
+                                         const float *__restrict__ dk, const float *__restrict__ dv,
+                                         int B, int NH, int Tn, int hs) {
+    const size_t total = (size_t)B * NH * Tn * hs;
+    const int C = NH * hs;
+    GRID_STRIDE(idx, total) {
+        const int i = (int)(idx % hs);
+        size_t r = idx / hs;
+        const int t = (int)(r % Tn);
+        r /= Tn;
+        const int h = (int)(r % NH);
+        const size_t b = r / NH;
+        float *d = dqkv + (b * Tn + t) * 3 * (size_t)C + (size_t)h * hs + i;
+        d[0] += dq[idx];
+        d[C] += dk[idx];
+        d[2 * C] += dv[idx];
+    }
+}
+
+static __device__ __forceinline__ float drop_mult(bool use_drop, uint64_t key, uint64_t idx,
+                                                  uint32_t thr, float keep_scale) {
+    if (!use_drop) return 1.0f;
+    return dropout_keep(key, idx, thr) ? keep_scale : 0.0f;
+}
+
+// One warp per row (b,h,t) of att (B*NH*T rows of T): att holds raw scores q.k on entry.
+// attd (may be null: fp32 without dropout, where att itself is the operand) gets the
+// dropped-out probabilities in the compute dtype.
+template <class T>
+__global__ void softmax_forward_kernel(float *__restrict__ att, T *__restrict__ attd, int rows, int Tn,
+                                       float scale, bool use_drop, uint64_t key, uint32_t thr,
+                                       float keep_scale) {
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;  // warp-uniform
+    const int t = row % Tn;
+    float *a = att + (size_t)row * Tn;
+    float maxv = -INFINITY;
+    for (int t2 = lane; t2 <= t; t2 += 32) maxv = fmaxf(maxv, a[t2] * scale);
+    maxv = warp_max(maxv);
+    float sum = 0.0f;
+    for (int t2 = lane; t2 <= t; t2 += 32) sum += expf(a[t2] * scale - maxv);
+    const float inv = 1.0f / warp_sum(sum);
+    const uint64_t idx_row = (uint64_t)row * Tn;
+    for (int t2 = lane; t2 < Tn; t2 += 32) {
+        const float p = t2 <= t ? expf(a[t2] * scale - maxv) * inv : 0.0f;
+        a[t2] = p;
+        if (attd) store_as(attd + (size_t)row * Tn + t2, p * drop_mult(use_drop, key, idx_row + t2, thr, keep_scale));
+    }
+}
+
+// attd = dropout(att) rounded (backward recomputes the GEMM operand of the forward)
+template <class T>
+__global__ void dropout_att_kernel(T *__restrict__ attd, const float *__restrict__ att, size_t n,
+                                   bool use_drop, uint64_t key, uint32_t thr, float keep_scale) {
+    GRID_STRIDE(i, n) store_as(attd + i, att[i] * drop_mult(use_drop, key, (uint64_t)i, thr, keep_scale));
+}
+
+// One warp per row: datt (fp32, from the GEMM, full rows) -> dpre in the compute dtype
+// (dpre may alias datt when T is float: every element is read before the lane writes it).
+template <class T>
+__global__ void softmax_backward_kernel(T *dpre, const float *datt, const float *__restrict__ att,
+                                        int rows, int Tn, float scale, bool use_drop, uint64_t key,
+                                        uint32_t thr, float keep_scale) {
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const int t = row % Tn;
+    const float *a = att + (size_t)row * Tn;
+    const float *d = datt + (size_t)row * Tn;
+    const uint64_t idx_row = (uint64_t)row * Tn;
+    float s = 0.0f;
+    for (int t2 = lane; t2 <= t; t2 += 32) s += a[t2] * (d[t2] * drop_mult(use_drop, key, idx_row + t2, thr, keep_scale));
+    s = warp_sum(s);
+    T *o = dpre + (size_t)row * Tn;
+    for (int t2 = lane; t2 < Tn; t2 += 32) {
+        float g = 0.0f;
+        if (t2 <= t) g = a[t2] * (d[t2] * drop_mult(use_drop, key, idx_row + t2, thr, keep_scale) - s) * scale;
+        store_as(o + t2, g);
+    }
+}
+
+struct AttnDims {
+    int B, T, C, NH, hs, BH;
+    size_t nhead;   // B*NH*T*hs
+    size_t natt;    // B*NH*T*T
+    float scale;
+    bool use_drop;
+    uint32_t thr;
+    float keep_scale;
+};
+static AttnDims attn_dims(int B, int T, int C, int NH, float attn_p) {
+    AttnDims d;
+    d.B = B; d.T = T; d.C = C; d.NH = NH; d.hs = C / NH; d.BH = B * NH;
+    d.nhead = (size_t)B * NH * T * d.hs;
+    d.natt = (size_t)B * NH * T * T;
+    d.scale = 1.0f / sqrtf((float)d.hs);
+    d.use_drop = attn_p > 0.0f;
+    d.thr = dropout_threshold(attn_p);
+    d.keep_scale = d.use_drop ? 1.0f / (1.0f - attn_p) : 1.0f;
+    return d;
+}
+
+template <class T>
+static void attention_forward_t(CudaCtx *c, float *out, float *att, const float *qkv, const AttnDims &d,
+                                uint64_t key) {
+    const int hs = d.hs, Tn = d.T;
+    T *q = (T *)cuda_scratch(c, SCR_Q, d.nhead * sizeof(T));
+    T *k = (T *)cuda_scratch(c, SCR_K, d.nhead * sizeof(T));
+    T *v = (T *)cuda_scratch(c, SCR_V, d.nhead * sizeof(T));
+    float *y = (float *)cuda_scratch(c, SCR_Y, d.nhead * sizeof(float));
+    LAUNCH((permute_qkv_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(q, k, v, qkv, d.B, d.NH, Tn, hs);
+    LAUNCH_CHECK();
+    // att (T x T per head, row-major) = q k^T: column-major att^T = op_T(k) * q
+    const long long sh = (long long)Tn * hs, sa = (long long)Tn * Tn;
+    cuda_gemm(c, true, false, Tn, Tn, hs, k, hs, sh, q, hs, sh, 1.0f, 0.0f, att, Tn, sa, d.BH);
+    // fp32 without dropout: att itself is the operand of the second GEMM
+    const bool need_attd = sizeof(T) != sizeof(float) || d.use_drop;
+    T *attd = need_attd ? (T *)cuda_scratch(c, SCR_ATTD, d.natt * sizeof(T)) : nullptr;
+    const int rows = d.BH * Tn;
+    LAUNCH((softmax_forward_kernel<T>), ceil_div(rows, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, c->stream)(
+        att, attd, rows, Tn, d.scale, d.use_drop, key, d.thr, d.keep_scale);
+    LAUNCH_CHECK();
+    // y (T x hs) = attd v: column-major y^T = v^T(as stored) * attd^T(as stored)
+    const void *A = need_attd ? (const void *)attd : (const void *)att;
+    cuda_gemm(c, false, false, hs, Tn, Tn, v, hs, sh, A, Tn, sa, 1.0f, 0.0f, y, hs, sh, d.BH);
+    LAUNCH(unpermute_kernel, grid_for(c, d.nhead), BLOCK, 0, c->stream)(out, y, d.B, d.NH, Tn, hs);
+    LAUNCH_CHECK();
+}
+
+template <class T>
+static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
+                                 const float *qkv, const float *att, const AttnDims &d, uint64_t key) {
+    const int hs = d.hs, Tn = d.T;
+    const long long sh = (long long)Tn * hs, sa = (long long)Tn * Tn;
+    T *q = (T *)cuda_scratch(c, SCR_Q, d.nhead * sizeof(T));
+    T *k = (T *)cuda_scratch(c, SCR_K, d.nhead * sizeof(T));
+    T *v = (T *)cuda_scratch(c, SCR_V, d.nhead * sizeof(T));
+    T *dy = (T *)cuda_scratch(c, SCR_DY, d.nhead * sizeof(T));
+    float *dq = (float *)cuda_scratch(c, SCR_DQ, d.nhead * sizeof(float));
+    float *dk = (float *)cuda_scratch(c, SCR_DK, d.nhead * sizeof(float));
+    float *dv = (float *)cuda_scratch(c, SCR_DV, d.nhead * sizeof(float));
+    LAUNCH((permute_qkv_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(q, k, v, qkv, d.B, d.NH, Tn, hs);
+    LAUNCH_CHECK();
+    LAUNCH((permute_out_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(dy, dout, d.B, d.NH, Tn, hs);
+    LAUNCH_CHECK();
+    // the forward's second GEMM operand
+    const bool need_attd = sizeof(T) != sizeof(float) || d.use_drop;
+    const void *attd = att;
+    if (need_attd) {
+        T *p = (T *)cuda_scratch(c, SCR_ATTD, d.natt * sizeof(T));
+        LAUNCH((dropout_att_kernel<T>), grid_for(c, d.natt), BLOCK, 0, c->stream)(
+            p, att, d.natt, d.use_drop, key, d.thr, d.keep_scale);
+        LAUNCH_CHECK();
+        attd = p;
+    }
+    // dv (T2 x hs) = attd^T dy: column-major dv^T = dy^T(as stored) * op_T(attd^T as stored)
+    cuda_gemm(c, false, true, hs, Tn, Tn, dy, hs, sh, attd, Tn, sa, 1.0f, 0.0f, dv, hs, sh, d.BH);
+    // datt (T x T2) = dy v^T, into scratch (fp32)
+    cuda_gemm(c, true, false, Tn, Tn, hs, v, hs, sh, dy, hs, sh, 1.0f, 0.0f, scratch, Tn, sa, d.BH);
+    // dpre: in place over scratch in fp32, else a rounded copy
+    T *dpre = sizeof(T) == sizeof(float) ? (T *)scratch : (T *)cuda_scratch(c, SCR_DPRE, d.natt * sizeof(T));
+    const int rows = d.BH * Tn;
+    LAUNCH((softmax_backward_kernel<T>), ceil_div(rows, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, c->stream)(
+        dpre, scratch, att, rows, Tn, d.scale, d.use_drop, key, d.thr, d.keep_scale);
+    LAUNCH_CHECK();
+    // dq (T x hs) = dpre k: column-major dq^T = k^T(as stored) * dpre^T(as stored)
+    cuda_gemm(c, false, false, hs, Tn, Tn, k, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dq, hs, sh, d.BH);
+    // dk (T2 x hs) = dpre^T q
+    cuda_gemm(c, false, true, hs, Tn, Tn, q, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dk, hs, sh, d.BH);
+    LAUNCH(unpermute_add_qkv_kernel, grid_for(c, d.nhead), BLOCK, 0, c->stream)(dqkv, dq, dk, dv, d.B, d.NH, Tn, hs);
+    LAUNCH_CHECK();
+}
+
+void cuda_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T,
+                            int C, int NH, float attn_p, uint64_t key) {
+    if (B <= 0 || T <= 0) return;
+    const AttnDims d = attn_dims(B, T, C, NH, attn_p);
+    switch (c->dtype) {
+    case DTYPE_BF16: attention_forward_t<__nv_bfloat16>(c, out, att, qkv, d, key); break;
+    case DTYPE_FP16: attention_forward_t<__half>(c, out, att, qkv, d, key); break;
+    default: attention_forward_t<float>(c, out, att, qkv, d, key); break;
+    }
+}
+
+void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
+                             const float *qkv, const float *att, int B, int T, int C, int NH,
+                             float attn_p, uint64_t key) {
+    if (B <= 0 || T <= 0) return;
+    const AttnDims d = attn_dims(B, T, C, NH, attn_p);
+    switch (c->dtype) {
+    case DTYPE_BF16: attention_backward_t<__nv_bfloat16>(c, dqkv, scratch, dout, qkv, att, d, key); break;
+    case DTYPE_FP16: attention_backward_t<__half>(c, dqkv, scratch, dout, qkv, att, d, key); break;
+    default: attention_backward_t<float>(c, dqkv, scratch, dout, qkv, att, d, key); break;
+    }
+}

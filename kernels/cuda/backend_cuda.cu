@@ -1,0 +1,229 @@
+// kernels/cuda/backend_cuda.cu — the Backend table (kernels/backend.h) on CUDA: memory via
+// cudaMalloc/cudaMemcpy on one stream, one cuBLAS handle, scratch buffers owned by the
+// backend (grown on first use, kept until destroy), ops dispatched to the kernel families.
+// Exports backend_cuda_create (declared weak in kernels/backend.h: a build without CUDA
+// links, and backend_create then reports that CUDA was not built in).
+#include <stdarg.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_ops.cuh"
+
+
+[[noreturn]] void cuda_fatal(const char *what, const char *detail, const char *file, int line) {
+    fflush(stdout);
+    fprintf(stderr, "mingpt: error: CUDA backend: %s failed: %s (%s:%d)\n", what, detail, file, line);
+    exit(1);
+}
+
+void *cuda_scratch(CudaCtx *c, int slot, size_t bytes) {
+    if (bytes > c->scratch_bytes[slot]) {
+        if (c->scratch[slot]) CUDA_CHECK(cudaFree(c->scratch[slot]));  // synchronises with pending work
+        c->scratch[slot] = nullptr;
+        c->scratch_bytes[slot] = 0;
+        CUDA_CHECK(cudaMalloc(&c->scratch[slot], bytes));
+        c->scratch_bytes[slot] = bytes;
+    }
+    return c->scratch[slot];
+}
+
+static CudaCtx *CX(Backend *be) { return (CudaCtx *)be->ctx; }
+
+// ---------------------------------------------------------------- memory
+static void *be_alloc(Backend *be, size_t bytes) {
+    void *p = nullptr;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError();  // clear the sticky-free error state of the runtime
+        return NULL;
+    }
+    CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, CX(be)->stream));
+    return p;
+}
+static void be_free(Backend *be, void *p) { (void)be; if (p) CUDA_CHECK(cudaFree(p)); }
+static void be_zero(Backend *be, void *p, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, CX(be)->stream));
+}
+static void be_upload(Backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, CX(be)->stream));
+    CUDA_CHECK(cudaStreamSynchronize(CX(be)->stream));  // the caller may reuse src at once
+}
+static void be_download(Backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, CX(be)->stream));
+    CUDA_CHECK(cudaStreamSynchronize(CX(be)->stream));
+}
+static void be_synchronize(Backend *be) { CUDA_CHECK(cudaStreamSynchronize(CX(be)->stream)); }
+static void be_destroy(Backend *be) {
+    if (!be) return;
+    CudaCtx *c = CX(be);
+    if (c) {
+        cudaStreamSynchronize(c->stream);
+        for (int i = 0; i < SCR_COUNT; i++) if (c->scratch[i]) cudaFree(c->scratch[i]);
+        if (c->host_tok) cudaFreeHost(c->host_tok);
+        if (c->cublas) cublasDestroy(c->cublas);
+        if (c->stream) cudaStreamDestroy(c->stream);
+        free(c);
+    }
+    free(be);
+}
+
+// ---------------------------------------------------------------- ops
+static void be_encoder_forward(Backend *be, float *out, const int32_t *inp, const float *wte,
+                               const float *wpe, int B, int T, int C) {
+    cuda_encoder_forward(CX(be), out, inp, wte, wpe, B, T, C);
+}
+static void be_encoder_backward(Backend *be, float *dwte, float *dwpe, const float *dout,
+                                const int32_t *inp, int B, int T, int C) {
+    cuda_encoder_backward(CX(be), dwte, dwpe, dout, inp, B, T, C);
+}
+static void be_layernorm_forward(Backend *be, float *out, float *mean, float *rstd, const float *inp,
+                                 const float *weight, const float *bias, int N, int C) {
+    cuda_layernorm_forward(CX(be), nullptr, out, mean, rstd, inp, nullptr, weight, bias, N, C);
+}
+static void be_residual_layernorm_forward(Backend *be, float *res, float *out, float *mean, float *rstd,
+                                          const float *a, const float *b, const float *weight,
+                                          const float *bias, int N, int C) {
+    cuda_layernorm_forward(CX(be), res, out, mean, rstd, a, b, weight, bias, N, C);
+}
+static void be_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                                  const float *dout, const float *inp, const float *weight,
+                                  const float *mean, const float *rstd, int N, int C) {
+    cuda_layernorm_backward(CX(be), dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+static void be_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
+                              const float *bias, int N, int C, int OC) {
+    cuda_matmul_forward(CX(be), out, inp, weight, bias, N, C, OC);
+}
+static void be_matmul_gelu_forward(Backend *be, float *pre, float *out, const float *inp,
+                                   const float *weight, const float *bias, int N, int C, int OC) {
+    cuda_matmul_gelu_forward(CX(be), pre, out, inp, weight, bias, N, C, OC);
+}
+static void be_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                               const float *dout, const float *inp, const float *weight,
+                               int N, int C, int OC) {
+    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+}
+static void be_attention_forward(Backend *be, float *out, float *att, const float *qkv,
+                                 int B, int T, int C, int NH, float attn_p, uint64_t key) {
+    cuda_attention_forward(CX(be), out, att, qkv, B, T, C, NH, attn_p, key);
+}
+static void be_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
+                                  const float *qkv, const float *att, int B, int T, int C, int NH,
+                                  float attn_p, uint64_t key) {
+    cuda_attention_backward(CX(be), dqkv, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
+}
+static void be_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, long N) {
+    cuda_gelu_backward(CX(be), dinp, inp, dout, N);
+}
+static void be_residual_forward(Backend *be, float *out, const float *a, const float *b, long N) {
+    cuda_residual_forward(CX(be), out, a, b, N);
+}
+static void be_dropout_forward(Backend *be, float *out, const float *inp, long N, float p, uint64_t key) {
+    cuda_dropout_forward(CX(be), out, inp, N, p, key);
+}
+static void be_dropout_backward(Backend *be, float *dinp, const float *dout, long N, float p, uint64_t key) {
+    cuda_dropout_backward(CX(be), dinp, dout, N, p, key);
+}
+static void be_crossentropy_forward(Backend *be, float *losses, float *probs, const float *logits,
+                                    const int32_t *targets, int N, int V) {
+    cuda_crossentropy_forward(CX(be), losses, probs, logits, targets, N, V);
+}
+static void be_crossentropy_softmax_backward(Backend *be, float *dlogits, const float *probs,
+                                             const int32_t *targets, int N, int V, float dloss) {
+    cuda_crossentropy_softmax_backward(CX(be), dlogits, probs, targets, N, V, dloss);
+}
+static void be_adamw_update(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
+                            float beta1, float beta2, float eps, float decay_factor,
+                            float step_size, float bc2_sqrt) {
+    cuda_adamw_update(CX(be), p, g, m, v, n, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt);
+}
+static double be_sum_squares(Backend *be, const float *x, size_t n) { return cuda_sum_squares(CX(be), x, n); }
+static void be_scale(Backend *be, float *x, size_t n, float s) { cuda_scale(CX(be), x, n, s); }
+static int be_all_finite(Backend *be, const float *x, size_t n) { return cuda_all_finite(CX(be), x, n); }
+
+static void be_crossentropy_forward_backward(Backend *be, float *losses, float *dlogits,
+                                             const float *logits, const int32_t *targets, int N,
+                                             int V, float dloss) {
+    cuda_crossentropy_forward_backward(CX(be), losses, dlogits, logits, targets, N, V, dloss);
+}
+
+// ---------------------------------------------------------------- create
+__attribute__((format(printf, 4, 5)))
+static Backend *fail(Backend *be, char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    be_destroy(be);
+    return NULL;
+}
+
+extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, char *err, size_t errlen) {
+    int ndev = 0;
+    cudaError_t e = cudaGetDeviceCount(&ndev);
+    if (e != cudaSuccess) {
+        const char *hint = e == cudaErrorInsufficientDriver
+            ? "the NVIDIA driver (libcuda.so) is missing or older than this CUDA runtime"
+            : e == cudaErrorNoDevice ? "no NVIDIA GPU is visible" : "the CUDA driver could not be initialised";
+        char detail[512];
+        snprintf(detail, sizeof detail, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+        (void)cudaGetLastError();
+        return fail(NULL, err, errlen, "no usable CUDA device: cudaGetDeviceCount failed: %s: %s", detail, hint);
+    }
+    if (ndev < 1) return fail(NULL, err, errlen, "no usable CUDA device: the NVIDIA driver reports 0 GPUs");
+    cudaDeviceProp prop;
+    if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
+        return fail(NULL, err, errlen, "no usable CUDA device: cannot select device 0");
+    if (prop.major < 8)
+        return fail(NULL, err, errlen, "CUDA device '%s' has compute capability %d.%d; mingpt's CUDA kernels "
+                    "are built for sm_80 and sm_90 (compute capability 8.0 or newer)", prop.name, prop.major, prop.minor);
+
+    Backend *be = (Backend *)calloc(1, sizeof *be);
+    CudaCtx *c = (CudaCtx *)calloc(1, sizeof *c);
+    if (!be || !c) { free(c); free(be); return fail(NULL, err, errlen, "CUDA backend: out of host memory"); }
+    be->ctx = c;
+    c->dtype = matmul_dtype;
+    c->max_grid = (unsigned)(prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1) * 16;
+    if (cudaStreamCreate(&c->stream) != cudaSuccess)
+        return fail(be, err, errlen, "CUDA backend: cudaStreamCreate failed");
+    cublasStatus_t s = cublasCreate(&c->cublas);
+    if (s != CUBLAS_STATUS_SUCCESS) { c->cublas = NULL; return fail(be, err, errlen, "CUDA backend: cublasCreate failed: %s", cublasGetStatusString(s)); }
+    cublasSetStream(c->cublas, c->stream);
+    // FP32 mode is true fp32 (no TF32); low-precision inputs use tensor cores regardless.
+    cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
+
+    be->name = "cuda";
+    be->matmul_dtype = matmul_dtype;
+    be->host_memory = 0;
+    be->alloc = be_alloc;
+    be->free = be_free;
+    be->zero = be_zero;
+    be->upload = be_upload;
+    be->download = be_download;
+    be->synchronize = be_synchronize;
+    be->destroy = be_destroy;
+    be->encoder_forward = be_encoder_forward;
+    be->encoder_backward = be_encoder_backward;
+    be->layernorm_forward = be_layernorm_forward;
+    be->residual_layernorm_forward = be_residual_layernorm_forward;
+    be->layernorm_backward = be_layernorm_backward;
+    be->matmul_forward = be_matmul_forward;
+    be->matmul_gelu_forward = be_matmul_gelu_forward;
+    be->matmul_backward = be_matmul_backward;
+    be->attention_forward = be_attention_forward;
+    be->attention_backward = be_attention_backward;
+    be->gelu_backward = be_gelu_backward;
+    be->residual_forward = be_residual_forward;
+    be->dropout_forward = be_dropout_forward;
+    be->dropout_backward = be_dropout_backward;
+    be->crossentropy_forward = be_crossentropy_forward;
+    be->crossentropy_softmax_backward = be_crossentropy_softmax_backward;
+    be->crossentropy_forward_backward = be_crossentropy_forward_backward;
+    be->adamw_update = be_adamw_update;
+    be->sum_squares = be_sum_squares;
+    be->scale = be_scale;
+    be->all_finite = be_all_finite;
+    return be;
+}

@@ -1,0 +1,60 @@
+// kernels/cuda/bias_grad.cu — bias gradients and the other column sums over rows
+// (LayerNorm dweight/dbias), deterministic and without atomics: stage 1 sums fixed chunks
+// of cuda_colsum_rows(N) rows per channel (8 row phases per block, combined in a fixed order),
+// stage 2 adds the chunks in order. The result depends only on (N, C), never on the GPU.
+#include "kernels/cuda/cuda_ops.cuh"
+
+int cuda_colsum_rows(int N) {
+    int rows = COLSUM_ROWS;
+    while (ceil_div(N, rows) > 65535) rows *= 2;   // gridDim.y limit
+    return rows;
+}
+
+// part[chunk*C + c] = sum of in[r*C + c] over the rows of the chunk. Block (32, 8).
+__global__ void colsum_partial_kernel(float *__restrict__ part, const float *__restrict__ in, int N, int C,
+                                      int rows) {
+    __shared__ float s[8][33];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int c = blockIdx.x * 32 + tx;
+    const int r0 = blockIdx.y * rows;
+    const int r1 = r0 + rows < N ? r0 + rows : N;
+    float acc = 0.0f;
+    if (c < C)
+        for (int r = r0 + ty; r < r1; r += 8) acc += in[(size_t)r * C + c];
+    s[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && c < C) {
+        float t = 0.0f;
+        for (int k = 0; k < 8; k++) t += s[k][tx];
+        part[(size_t)blockIdx.y * C + c] = t;
+    }
+}
+
+// out_j[c] += sum over chunks k (ascending) of part[(k*nout + j)*C + c], j < nout (1 or 2).
+__global__ void colsum_finalize_kernel(float *out0, float *out1, const float *__restrict__ part,
+                                       int nchunk, int nout, int C) {
+    GRID_STRIDE(i, (size_t)nout * C) {
+        const int j = (int)(i / C), c = (int)(i % C);
+        float *out = j == 0 ? out0 : out1;
+        if (!out) continue;
+        float acc = 0.0f;
+        for (int k = 0; k < nchunk; k++) acc += part[((size_t)k * nout + j) * C + c];
+        out[c] += acc;
+    }
+}
+
+void cuda_colsum_finalize(CudaCtx *c, float *out0, float *out1, const float *part, int nchunk,
+                          int nout, int C) {
+    if (C <= 0 || (!out0 && !out1)) return;
+    LAUNCH(colsum_finalize_kernel, grid_for(c, (size_t)nout * C), BLOCK, 0, c->stream)(out0, out1, part, nchunk, nout, C);
+    LAUNCH_CHECK();
+}
+
+void cuda_colsum_accumulate(CudaCtx *c, float *out, const float *in, int N, int C) {
+    if (N <= 0 || C <= 0) return;
+    const int rows = cuda_colsum_rows(N), nchunk = (int)ceil_div(N, rows);
+    float *part = (float *)cuda_scratch(c, SCR_PART, (size_t)nchunk * C * sizeof(float));
+    LAUNCH(colsum_partial_kernel, dim3(ceil_div(C, 32), nchunk), dim3(32, 8), 0, c->stream)(part, in, N, C, rows);
+    LAUNCH_CHECK();
+    cuda_colsum_finalize(c, out, nullptr, part, nchunk, 1, C);
+}

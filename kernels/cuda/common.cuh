@@ -1,0 +1,106 @@
+// kernels/cuda/common.cuh — what every CUDA kernel family shares: headers, the backend
+// context (stream, cuBLAS handle, compute dtype, scratch), error checks, launch sizing,
+// warp reductions and the fp32 -> bf16/fp16 rounding store.
+//
+// Dialect (kernels/cuda/emu/README.md): every .cu here compiles with nvcc for sm_80/sm_90
+// AND with g++ -include kernels/cuda/emu/cuda_emu.h, where it runs on the CPU. Hence:
+// launches only through LAUNCH(...), no inline PTX, no CUB/Thrust, nothing under
+// __CUDA_ARCH__, device functions in headers static/inline, barriers and full-mask
+// shuffles in uniform control flow (whole warps exit together).
+#ifndef MINGPT_CUDA_COMMON_CUH
+#define MINGPT_CUDA_COMMON_CUH
+
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cublas_v2.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/cuda/emu/launch.cuh"
+
+extern "C" {
+#include "kernels/backend.h"
+}
+
+// Dropout masks: the very functions the CPU backend uses, compiled for host and device.
+#define MINGPT_HD static inline __host__ __device__
+#include "kernels/dropout_rng.h"
+
+// ---------------------------------------------------------------- context
+// Scratch slots: device buffers owned by the backend, grown on first use to the largest
+// size asked for (so after the first training step nothing is allocated any more).
+enum ScratchSlot {
+    SCR_IN_LP,     // matmul input rounded to bf16/fp16
+    SCR_W_LP,      // matmul weight rounded
+    SCR_DOUT_LP,   // matmul output gradient rounded
+    SCR_PART,      // partial column sums (bias / LayerNorm weight gradients)
+    SCR_RED,       // sum-of-squares partials, finiteness flag
+    SCR_Q, SCR_K, SCR_V,   // attention: q, k, v as (B,NH,T,hs), compute dtype
+    SCR_ATTD,      // dropout(att) (B,NH,T,T), compute dtype
+    SCR_Y,         // attention output per head (B,NH,T,hs) fp32
+    SCR_DY,        // attention output gradient per head, compute dtype
+    SCR_DPRE,      // gradient of the pre-softmax scores, compute dtype (bf16/fp16 only)
+    SCR_DQ, SCR_DK, SCR_DV,  // fp32 (B,NH,T,hs)
+    SCR_TOK,       // encoder backward: token buckets
+    SCR_COUNT
+};
+
+struct CudaCtx {
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    ComputeDtype dtype;          // matmul input precision
+    unsigned max_grid;           // cap on the grid of grid-stride kernels
+    void *scratch[SCR_COUNT];
+    size_t scratch_bytes[SCR_COUNT];
+    int32_t *host_tok;           // pinned host buffers of the encoder backward bucketing
+    size_t host_tok_n;
+};
+
+// Device buffer of at least `bytes` for `slot` (contents undefined). Aborts when the
+// device is out of memory.
+void *cuda_scratch(CudaCtx *c, int slot, size_t bytes);
+
+// ---------------------------------------------------------------- errors
+// A failed CUDA/cuBLAS call inside an op is a fatal error (the op has no error return):
+// print what failed and where, and exit(1).
+[[noreturn]] void cuda_fatal(const char *what, const char *detail, const char *file, int line);
+#define CUDA_CHECK(x) do { cudaError_t e_ = (x); \
+    if (e_ != cudaSuccess) cuda_fatal(#x, cudaGetErrorString(e_), __FILE__, __LINE__); } while (0)
+#define CUBLAS_CHECK(x) do { cublasStatus_t s_ = (x); \
+    if (s_ != CUBLAS_STATUS_SUCCESS) cuda_fatal(#x, cublasGetStatusString(s_), __FILE__, __LINE__); } while (0)
+// After every launch: catches bad launch configurations immediately (no synchronisation).
+#define LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
+
+// ---------------------------------------------------------------- launch sizing
+#define BLOCK 256            // threads of the element-wise kernels
+#define ROWS_PER_BLOCK 4     // warp-per-row kernels: 4 warps (128 threads) per block
+
+static inline unsigned ceil_div(size_t a, size_t b) { return (unsigned)((a + b - 1) / b); }
+// Grid of a grid-stride loop over n elements (n > 0).
+static inline unsigned grid_for(const CudaCtx *c, size_t n) {
+    size_t g = (n + BLOCK - 1) / BLOCK;
+    return (unsigned)(g < c->max_grid ? g : c->max_grid);
+}
+#define GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+// ---------------------------------------------------------------- device helpers
+static __device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// Store an fp32 value as the compute dtype (round to nearest even).
+static __device__ __forceinline__ void store_as(float *p, float x) { *p = x; }
+static __device__ __forceinline__ void store_as(__nv_bfloat16 *p, float x) { *p = __float2bfloat16_rn(x); }
+static __device__ __forceinline__ void store_as(__half *p, float x) { *p = __float2half_rn(x); }
+
+static inline size_t dtype_size(ComputeDtype d) { return d == DTYPE_FP32 ? 4 : 2; }
+
+#endif

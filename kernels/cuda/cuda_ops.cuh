@@ -1,0 +1,88 @@
+// kernels/cuda/cuda_ops.cuh — host entry points of the CUDA kernel families (one .cu each).
+// Semantics, shapes and the accumulate convention are those of kernels/cpu/ops.h and
+// kernels/backend.h; every pointer is device memory; all work goes on c->stream.
+#ifndef MINGPT_CUDA_OPS_CUH
+#define MINGPT_CUDA_OPS_CUH
+
+#include "kernels/cuda/common.cuh"
+
+// encoder.cu
+void cuda_encoder_forward(CudaCtx *c, float *out, const int32_t *inp, const float *wte,
+                          const float *wpe, int B, int T, int C);
+void cuda_encoder_backward(CudaCtx *c, float *dwte, float *dwpe, const float *dout,
+                           const int32_t *inp, int B, int T, int C);
+
+// layernorm.cu (res != NULL: res = a + b first, the fused residual + LayerNorm)
+void cuda_layernorm_forward(CudaCtx *c, float *res, float *out, float *mean, float *rstd,
+                            const float *a, const float *b, const float *weight,
+                            const float *bias, int N, int C);
+void cuda_layernorm_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
+                             const float *dout, const float *inp, const float *weight,
+                             const float *mean, const float *rstd, int N, int C);
+
+// bias_grad.cu: deterministic column sums (fixed chunks of rows, summed in order)
+#define COLSUM_ROWS 32   // rows per partial sum (more when N > 65535 * 32: gridDim.y limit)
+int cuda_colsum_rows(int N);
+// out[c] += sum_n in[n*C + c]
+void cuda_colsum_accumulate(CudaCtx *c, float *out, const float *in, int N, int C);
+// out0[c] += sum_k part[(k*nout + 0)*C + c]; out1 likewise with slot 1 (nout 1 or 2)
+void cuda_colsum_finalize(CudaCtx *c, float *out0, float *out1, const float *part, int nchunk,
+                          int nout, int C);
+
+// matmul.cu
+cudaDataType cuda_gemm_type(const CudaCtx *c);
+// Column-major C = alpha op(A) op(B) + beta C (strided batched when batch > 1); A and B in
+// the compute dtype, C fp32, fp32 accumulation.
+void cuda_gemm(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const void *A, int lda,
+               long long strideA, const void *B, int ldb, long long strideB, float alpha,
+               float beta, float *C, int ldc, long long strideC, int batch);
+// x as a GEMM operand: x itself in fp32 mode, else x rounded into scratch `slot`.
+const void *cuda_gemm_operand(CudaCtx *c, int slot, const float *x, size_t n);
+void cuda_round_to(CudaCtx *c, void *out, const float *in, size_t n);  // fp32 -> compute dtype
+void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const float *weight,
+                         const float *bias, int N, int C, int OC);
+void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
+                          const float *dout, const float *inp, const float *weight, int N,
+                          int C, int OC);
+
+// gelu.cu
+void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp,
+                              const float *weight, const float *bias, int N, int C, int OC);
+void cuda_gelu_backward(CudaCtx *c, float *dinp, const float *inp, const float *dout, long N);
+
+// attention.cu
+void cuda_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T,
+                            int C, int NH, float attn_p, uint64_t key);
+void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
+                             const float *qkv, const float *att, int B, int T, int C, int NH,
+                             float attn_p, uint64_t key);
+
+// classifier.cu
+void cuda_crossentropy_forward(CudaCtx *c, float *losses, float *probs, const float *logits,
+                               const int32_t *targets, int N, int V);
+void cuda_crossentropy_softmax_backward(CudaCtx *c, float *dlogits, const float *probs,
+                                        const int32_t *targets, int N, int V, float dloss);
+// losses and dlogits = dloss (softmax - onehot) in one pass; dlogits may alias logits
+void cuda_crossentropy_forward_backward(CudaCtx *c, float *losses, float *dlogits, const float *logits,
+                                        const int32_t *targets, int N, int V, float dloss);
+
+// dropout.cu
+void cuda_dropout_forward(CudaCtx *c, float *out, const float *inp, long N, float p, uint64_t key);
+void cuda_dropout_backward(CudaCtx *c, float *dinp, const float *dout, long N, float p, uint64_t key);
+
+// residual.cu
+void cuda_residual_forward(CudaCtx *c, float *out, const float *a, const float *b, long N);
+
+// adamw.cu
+void cuda_adamw_update(CudaCtx *c, float *p, const float *g, float *m, float *v, size_t n,
+                       float beta1, float beta2, float eps, float decay_factor, float step_size,
+                       float bc2_sqrt);
+
+// global_norm.cu
+double cuda_sum_squares(CudaCtx *c, const float *x, size_t n);
+
+// loss_scale.cu
+void cuda_scale(CudaCtx *c, float *x, size_t n, float s);
+int cuda_all_finite(CudaCtx *c, const float *x, size_t n);
+
+#endif

@@ -1,0 +1,58 @@
+// kernels/cuda/gelu.cu — GELU, tanh approximation (minGPT NewGELU), and the fused
+// c_fc epilogue: matmul_gelu_forward = GEMM (no bias) then one kernel that adds the bias,
+// keeps the pre-activation for backward and writes gelu(pre).
+//
+// Same formulas as kernels/cpu/gelu.c: 0.5 x (1 + tanh u) = x * sigmoid(2u), u = k (x + a x^3);
+// gelu'(x) = s + 2 x s (1 - s) k (1 + 3 a x^2) with s = sigmoid(2u) and 1 - s = e s.
+#include "kernels/cuda/cuda_ops.cuh"
+
+#define GELU_K 0.7978845608028654f  // sqrt(2/pi)
+#define GELU_A 0.044715f
+
+static __device__ __forceinline__ float gelu_f(float x) {
+    const float u = GELU_K * (x + GELU_A * x * x * x);
+    return x / (1.0f + expf(-2.0f * u));
+}
+
+// pre (N,OC) += bias (when given); out = gelu(pre)
+__global__ void bias_gelu_kernel(float *__restrict__ pre, float *__restrict__ out,
+                                 const float *__restrict__ bias, int OC, size_t total) {
+    GRID_STRIDE(i, total) {
+        float x = pre[i];
+        if (bias) {
+            x += bias[i % OC];
+            pre[i] = x;
+        }
+        out[i] = gelu_f(x);
+    }
+}
+
+// dinp += gelu'(inp) * dout
+__global__ void gelu_backward_kernel(float *__restrict__ dinp, const float *__restrict__ inp,
+                                     const float *__restrict__ dout, size_t n) {
+    GRID_STRIDE(i, n) {
+        const float x = inp[i];
+        const float u = GELU_K * (x + GELU_A * x * x * x);
+        const float e = expf(fminf(-2.0f * u, 80.0f));
+        const float s = 1.0f / (1.0f + e);
+        const float g = s + 2.0f * x * (e * s * s) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+        dinp[i] += g * dout[i];
+    }
+}
+
+void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp,
+                              const float *weight, const float *bias, int N, int C, int OC) {
+    if (N <= 0 || OC <= 0) return;
+    const void *A = cuda_gemm_operand(c, SCR_W_LP, weight, (size_t)OC * C);
+    const void *B = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
+    cuda_gemm(c, true, false, OC, N, C, A, C, 0, B, C, 0, 1.0f, 0.0f, pre, OC, 0, 1);
+    const size_t total = (size_t)N * OC;
+    LAUNCH(bias_gelu_kernel, grid_for(c, total), BLOCK, 0, c->stream)(pre, out, bias, OC, total);
+    LAUNCH_CHECK();
+}
+
+void cuda_gelu_backward(CudaCtx *c, float *dinp, const float *inp, const float *dout, long N) {
+    if (N <= 0) return;
+    LAUNCH(gelu_backward_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(dinp, inp, dout, (size_t)N);
+    LAUNCH_CHECK();
+}

@@ -1,0 +1,87 @@
+// kernels/cuda/matmul.cu — nn.Linear forward/backward on cuBLAS, the GEMM wrapper every
+// family uses, and the rounding kernels of mixed precision.
+//
+// Row-major (N,C) @ (OC,C)^T is the column-major product W^T-free form cuBLAS expects:
+//   out^T (OC,N) = op_T(W as C x OC) * inp^T (C,N)                       forward
+//   dinp^T (C,N) += W (C x OC) * dout^T (OC,N)                            backward, data
+//   dweight^T (C,OC) += inp^T (C,N) * op_T(dout^T) (N,OC)                 backward, weights
+// With matmul_dtype BF16/FP16 the operands are first rounded (round to nearest even) into
+// scratch buffers of that type; products accumulate in fp32 (CUBLAS_COMPUTE_32F, tensor
+// cores on sm_80+) and outputs stay fp32. FP32 mode uses plain fp32 GEMMs (no TF32).
+#include "kernels/cuda/cuda_ops.cuh"
+
+template <class T>
+__global__ void round_kernel(T *__restrict__ out, const float *__restrict__ in, size_t n) {
+    GRID_STRIDE(i, n) store_as(out + i, in[i]);
+}
+
+// out (N,OC) += bias broadcast over rows
+__global__ void add_bias_kernel(float *__restrict__ out, const float *__restrict__ bias, int OC, size_t total) {
+    GRID_STRIDE(i, total) out[i] += bias[i % OC];
+}
+
+cudaDataType cuda_gemm_type(const CudaCtx *c) {
+    return c->dtype == DTYPE_BF16 ? CUDA_R_16BF : c->dtype == DTYPE_FP16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+void cuda_gemm(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const void *A, int lda,
+               long long strideA, const void *B, int ldb, long long strideB, float alpha,
+               float beta, float *C, int ldc, long long strideC, int batch) {
+    if (m <= 0 || n <= 0 || batch <= 0) return;
+    const cudaDataType t = cuda_gemm_type(c);
+    const cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (batch == 1)
+        CUBLAS_CHECK(cublasGemmEx(c->cublas, ta, tb, m, n, k, &alpha, A, t, lda, B, t, ldb, &beta,
+                                  C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(c->cublas, ta, tb, m, n, k, &alpha, A, t, lda, strideA,
+                                                B, t, ldb, strideB, &beta, C, CUDA_R_32F, ldc, strideC,
+                                                batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void cuda_round_to(CudaCtx *c, void *out, const float *in, size_t n) {
+    if (!n) return;
+    const unsigned g = grid_for(c, n);
+    switch (c->dtype) {
+    case DTYPE_BF16: LAUNCH((round_kernel<__nv_bfloat16>), g, BLOCK, 0, c->stream)((__nv_bfloat16 *)out, in, n); break;
+    case DTYPE_FP16: LAUNCH((round_kernel<__half>), g, BLOCK, 0, c->stream)((__half *)out, in, n); break;
+    default: CUDA_CHECK(cudaMemcpyAsync(out, in, n * sizeof(float), cudaMemcpyDeviceToDevice, c->stream)); return;
+    }
+    LAUNCH_CHECK();
+}
+
+const void *cuda_gemm_operand(CudaCtx *c, int slot, const float *x, size_t n) {
+    if (c->dtype == DTYPE_FP32) return x;
+    void *lp = cuda_scratch(c, slot, n * dtype_size(c->dtype));
+    cuda_round_to(c, lp, x, n);
+    return lp;
+}
+
+void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const float *weight,
+                         const float *bias, int N, int C, int OC) {
+    if (N <= 0 || OC <= 0) return;
+    const void *A = cuda_gemm_operand(c, SCR_W_LP, weight, (size_t)OC * C);
+    const void *B = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
+    cuda_gemm(c, true, false, OC, N, C, A, C, 0, B, C, 0, 1.0f, 0.0f, out, OC, 0, 1);
+    if (bias) {
+        const size_t total = (size_t)N * OC;
+        LAUNCH(add_bias_kernel, grid_for(c, total), BLOCK, 0, c->stream)(out, bias, OC, total);
+        LAUNCH_CHECK();
+    }
+}
+
+void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
+                          const float *dout, const float *inp, const float *weight, int N,
+                          int C, int OC) {
+    if (N <= 0 || OC <= 0 || C <= 0) return;
+    const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
+    if (dinp) {
+        const void *W = cuda_gemm_operand(c, SCR_W_LP, weight, (size_t)OC * C);
+        cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 1.0f, dinp, C, 0, 1);
+    }
+    if (dweight) {
+        const void *X = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
+        cuda_gemm(c, false, true, C, OC, N, X, C, 0, D, OC, 0, 1.0f, 1.0f, dweight, C, 0, 1);
+    }
+    if (dbias) cuda_colsum_accumulate(c, dbias, dout, N, OC);
+}

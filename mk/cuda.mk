@@ -1,0 +1,173 @@
+# mk/cuda.mk — the CUDA backend (kernels/cuda/), included by the Makefile.
+#
+# With nvcc on PATH (CUDA=0 skips everything here):
+#   * every kernels/cuda/*.cu compiles with nvcc once, for sm_80 and sm_90 (+ compute_90 PTX
+#     for newer GPUs) in one call, warnings as errors (host compiler, nvcc and ptxas, which
+#     also reports register spills and local memory as errors); `nvcc --resource-usage`
+#     output of all files is kept in $(B)/nv/resource-usage.log and checked for spills;
+#   * those objects are linked into ./mingpt with cudart and cuBLAS (backend_create picks
+#     them up through the weak backend_cuda_create, see kernels/backend.h);
+#   * `make test` also compiles the same .cu files with g++ and the emulation layer
+#     (kernels/cuda/emu/cuda_emu.h, its cuBLAS shim backed by OpenBLAS) and runs the emulated
+#     suites under the default, reversed and random thread schedules, with deferred stream
+#     execution (EMU_DEFER=1) and under AddressSanitizer + UBSan; plus the dialect gate and
+#     the no-driver negative tests.
+CUDA ?= $(if $(shell command -v nvcc 2>/dev/null),1,0)
+
+ifeq ($(CUDA),1)
+
+NVCC      ?= nvcc
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(realpath $(shell command -v $(NVCC))))
+CXX       ?= g++
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=[sm_90,compute_90]
+NVCCFLAGS ?= -O3 -g -lineinfo
+NVCC_ALL  := -std=c++17 -I. $(CUDA_ARCH) $(NVCCFLAGS) --threads 2 --resource-usage \
+             -Werror all-warnings -Xptxas -warn-spills,-warn-lmem-usage,-Werror \
+             -Xcompiler -Wall,-Wextra,-Werror
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+
+CUDA_SRC  := $(sort $(wildcard kernels/cuda/*.cu))
+CUDA_HDR  := $(wildcard kernels/cuda/*.cuh kernels/cuda/*.h) kernels/cuda/emu/launch.cuh \
+             kernels/backend.h kernels/dropout_rng.h
+CUDA_OBJ  := $(CUDA_SRC:%.cu=$(B)/nv/%.o)
+CUDA_RU   := $(B)/nv/resource-usage.log
+
+# ---------------------------------------------------------------- real CUDA build
+$(B)/nv/%.o: %.cu $(CUDA_HDR)
+	@mkdir -p $(dir $@)
+	@echo "$(NVCC) [sm_80 sm_90] -c $<"
+	@$(NVCC) $(NVCC_ALL) -c $< -o $@ > $@.ru 2>&1 || { cat $@.ru; rm -f $@; exit 1; }
+
+$(CUDA_RU): $(CUDA_OBJ) tests/cuda/check_spills.sh
+	@cat $(CUDA_OBJ:=.ru) > $@
+	@sh tests/cuda/check_spills.sh $@
+
+# ./mingpt gets the CUDA backend: the objects are linked directly (not through the archive,
+# whose weak reference would not pull them in).
+mingpt: $(CUDA_OBJ) | $(CUDA_RU)
+mingpt: LDLIBS += $(CUDA_LDLIBS)
+
+# ---------------------------------------------------------------- emulated build
+OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
+EMU_H      := kernels/cuda/emu/cuda_emu.h
+EMU_FLAGS  := -x c++ -std=c++17 -O2 -g -I. -I$(CUDA_HOME)/include -I$(OPENBLAS_INC) -DEMU_USE_CBLAS \
+              -include $(EMU_H) -Wall -Wextra -Werror
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+EMU_OBJ    := $(CUDA_SRC:%.cu=$(B)/emu/%.o)
+ASAN_OBJ   := $(CUDA_SRC:%.cu=$(B)/emu-asan/%.o)
+
+$(B)/emu/%.o: %.cu $(CUDA_HDR) $(EMU_H)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -c $< -o $@
+$(B)/emu-asan/%.o: %.cu $(CUDA_HDR) $(EMU_H)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) $(ASAN_FLAGS) -c $< -o $@
+$(B)/emu-asan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c $< -o $@
+
+# The cuBLAS shim's own loops instead of OpenBLAS (only matmul.cu calls cuBLAS): a GEMM
+# summation order unlike the CPU backend's, as on a real GPU, for the fp32 comparisons.
+NOBLAS_OBJ := $(filter-out $(B)/emu/kernels/cuda/matmul.o,$(EMU_OBJ)) $(B)/emu-noblas/kernels/cuda/matmul.o
+$(B)/emu-noblas/%.o: %.cu $(CUDA_HDR) $(EMU_H)
+	@mkdir -p $(dir $@)
+	$(CXX) $(filter-out -DEMU_USE_CBLAS,$(EMU_FLAGS)) -c $< -o $@
+
+# loss_scaler.c: in libmingpt.a once kernels/*.c is part of LIB_SRC; until then linked here
+LOSS_SCALER_OBJ := $(filter-out $(LIB_OBJ),$(B)/kernels/loss_scaler.o)
+
+CUDA_TESTS := test_cuda_ops test_cuda_train test_loss_scaler
+CUDA_EMU_BIN  := $(CUDA_TESTS:%=$(B)/cuda-tests/%)
+CUDA_ASAN_BIN := $(CUDA_TESTS:%=$(B)/cuda-tests/%.asan)
+CUDA_NOBLAS_BIN := $(B)/cuda-tests/test_cuda_ops.noblas $(B)/cuda-tests/test_cuda_train.noblas
+EMU_SELF_BIN  := $(B)/cuda-tests/emu/test_emu_features $(B)/cuda-tests/emu/test_emu_cublas \
+                 $(B)/cuda-tests/emu/emu_bugs $(B)/cuda-tests/emu/emu_bugs.asan
+
+$(B)/cuda-tests/%: tests/cuda/%.c $(EMU_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a tests/test_util.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -MT $@ -MF $@.d -c $< -o $@.o
+	$(CXX) -fopenmp -o $@ $@.o $(EMU_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a $(LDLIBS) -lcmocka
+$(B)/cuda-tests/%.asan: tests/cuda/%.c $(ASAN_OBJ) $(B)/emu-asan/kernels/loss_scaler.o $(B)/libmingpt.a tests/test_util.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -MT $@ -MF $@.d -c $< -o $@.o
+	$(CXX) -fopenmp $(ASAN_FLAGS) -o $@ $@.o $(ASAN_OBJ) $(B)/emu-asan/kernels/loss_scaler.o $(B)/libmingpt.a $(LDLIBS) -lcmocka
+
+$(B)/cuda-tests/%.noblas: tests/cuda/%.c $(NOBLAS_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a tests/test_util.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -MT $@ -MF $@.d -c $< -o $@.o
+	$(CXX) -fopenmp -o $@ $@.o $(NOBLAS_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a $(LDLIBS) -lcmocka
+
+# the emulator's own tests (dialect semantics, cuBLAS shim, diagnosed bugs)
+$(B)/cuda-tests/emu/%: tests/cuda/emu/%.cu $(EMU_H) kernels/cuda/emu/launch.cuh
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -Wno-unused-parameter $< -o $@ -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -lpthread
+$(B)/cuda-tests/emu/%.asan: tests/cuda/emu/%.cu $(EMU_H) kernels/cuda/emu/launch.cuh
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -Wno-unused-parameter -fsanitize=address -fno-omit-frame-pointer $< -o $@ -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -lpthread
+
+# objects of the chains above are kept (not deleted as intermediates)
+.SECONDARY: $(EMU_OBJ) $(ASAN_OBJ) $(B)/emu-noblas/kernels/cuda/matmul.o $(B)/emu-asan/kernels/loss_scaler.o $(B)/kernels/loss_scaler.o
+
+# header dependencies of the C parts (test programs, loss_scaler.o outside LIB_OBJ)
+-include $(wildcard $(B)/cuda-tests/*.d $(B)/kernels/loss_scaler.d $(B)/emu-asan/kernels/loss_scaler.d)
+
+# no-driver probe: a C program linked with the real (nvcc) objects, like ./mingpt
+$(B)/cuda-tests/cuda_probe: tests/cuda/cuda_probe.c $(CUDA_OBJ) $(B)/libmingpt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(CUDA_OBJ) $(B)/libmingpt.a $(LDLIBS) $(CUDA_LDLIBS)
+
+# ---------------------------------------------------------------- targets
+.PHONY: cuda-build cuda-build-all cuda-test cuda-gate cuda-emu cuda-emu-rand cuda-emu-rev cuda-emu-defer \
+        cuda-emu-noblas cuda-emu-asan cuda-emu-self cuda-negative
+# compile in parallel even when make runs without -j (the nvcc calls dominate the build)
+CUDA_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# after ./mingpt: libmingpt.a and the nvcc objects are then built, so the sub-make (its own
+# job slots) never races the parent make over them under make -j
+cuda-build: mingpt
+	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(CUDA_JOBS)) cuda-build-all
+cuda-build-all: $(CUDA_RU) $(CUDA_EMU_BIN) $(CUDA_ASAN_BIN) $(CUDA_NOBLAS_BIN) $(EMU_SELF_BIN) $(B)/cuda-tests/cuda_probe
+
+EXTRA_BUILD += cuda-build
+EXTRA_TESTS += cuda-test
+
+# every emulated suite runs under these settings (all must pass); one OpenMP thread: the
+# CPU reference ops are tiny here, and spinning OpenMP threads on a loaded 2-core CI
+# machine made the suites up to 10x slower
+CUDA_TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+cuda-test: cuda-gate cuda-emu-self cuda-emu cuda-emu-rev cuda-emu-rand cuda-emu-defer cuda-emu-noblas \
+           cuda-emu-asan cuda-negative
+	@echo "cuda: all emulated suites, gate and negative tests passed"
+
+cuda-gate:
+	@sh tests/cuda/check_dialect.sh
+	@sh tests/cuda/test_gate.sh
+	@sh tests/cuda/check_spills.sh $(CUDA_RU)
+cuda-emu-self: $(EMU_SELF_BIN)
+	@$(B)/cuda-tests/emu/test_emu_features >/dev/null && echo "emu: dialect semantics ok"
+	@$(B)/cuda-tests/emu/test_emu_cublas >/dev/null && echo "emu: cuBLAS shim ok"
+	@sh tests/cuda/emu/run_emu_bugs.sh $(B)/cuda-tests/emu
+define run_cuda_suites
+	@set -e; for t in $(2); do echo "== $$t [$(1)]"; env $(CUDA_TEST_ENV) $(1) $$t > $$t.$(3).log 2>&1 || { cat $$t.$(3).log; echo "FAILED: $$t [$(1)]"; exit 1; }; \
+	  grep -E "PASSED|FAILED|step 9|eval:" $$t.$(3).log | tail -9; done
+endef
+cuda-emu: $(CUDA_EMU_BIN)
+	$(call run_cuda_suites,EMU_SCHEDULE=fwd,$(CUDA_EMU_BIN),fwd)
+cuda-emu-rev: $(CUDA_EMU_BIN)
+	$(call run_cuda_suites,EMU_SCHEDULE=rev,$(CUDA_EMU_BIN),rev)
+cuda-emu-rand: $(CUDA_EMU_BIN)
+	$(call run_cuda_suites,EMU_SCHEDULE=rand EMU_SEED=7,$(CUDA_EMU_BIN),rand)
+cuda-emu-defer: $(CUDA_EMU_BIN)
+	$(call run_cuda_suites,EMU_DEFER=1,$(CUDA_EMU_BIN),defer)
+cuda-emu-noblas: $(CUDA_NOBLAS_BIN)
+	$(call run_cuda_suites,EMU_SCHEDULE=fwd,$(CUDA_NOBLAS_BIN),noblas)
+cuda-emu-asan: $(CUDA_ASAN_BIN)
+	$(call run_cuda_suites,ASAN_OPTIONS=detect_leaks=1 EMU_SCHEDULE=rand EMU_DEFER=1,$(CUDA_ASAN_BIN),asan)
+cuda-negative: mingpt $(B)/cuda-tests/cuda_probe
+	@bash tests/cuda/test_cuda_negative.sh $(B)/cuda-tests/cuda_probe
+
+else  # CUDA=0: nothing CUDA is built or tested
+.PHONY: cuda-test
+EXTRA_TESTS += cuda-test
+cuda-test:
+	@echo "cuda: skipped (CUDA=0 or no nvcc on PATH)"
+endif

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""tests/cuda/roofline.py — on-paper roofline of one mingpt training step on one H100 SXM.
+
+Walks the kernels the CUDA backend launches for one training step (model/gpt.c's op
+sequence, kernels/cuda/*.cu as implemented) and counts, per op, the floating-point work
+and the DRAM bytes (each kernel reads its inputs and writes its outputs once; tensors of
+tens of MB do not stay in the 50 MB L2 between kernels). Prints the table used in
+docs/gpu_performance.md. No GPU was used: these are estimates.
+
+usage: python3 tests/cuda/roofline.py [--fp32]     (default: bf16 matmul inputs, use_amp)
+"""
+import sys
+
+# tutorial config (gpt2_train_cfg.yaml)
+L, NH, C, T, B, V = 8, 8, 512, 128, 216, 65
+hs = C // NH
+BT = B * T
+BTC = BT * C
+BNT2 = B * NH * T * T
+P = 12 * C * C * L + 13 * C * L + 2 * V * C + T * C + 2 * C   # parameters (25.35M)
+
+PEAK_BF16 = 989e12      # dense bf16 tensor-core FLOP/s (H100 SXM)
+PEAK_TF32 = 494e12      # not used: fp32 mode runs true fp32 GEMMs
+PEAK_FP32 = 67e12       # fp32 CUDA-core FLOP/s (non-tensor; fp32 GEMMs, element-wise math)
+BW = 3.35e12            # HBM3 bytes/s
+# what a well-tuned kernel reaches in practice (for the "expected" column)
+EFF_GEMM_BIG, EFF_GEMM_BATCHED, EFF_BW = 0.70, 0.35, 0.80
+
+lp = 4 if "--fp32" in sys.argv else 2   # bytes of a matmul input element
+fp32_mode = lp == 4
+ops = []   # (phase, name, flops, bytes, kind)
+
+
+def op(phase, name, flops, nbytes, kind="mem"):
+    ops.append((phase, name, float(flops), float(nbytes), kind))
+
+
+def round_(phase, name, n):
+    if not fp32_mode:
+        op(phase, "round " + name, 0, n * (4 + lp))
+
+
+def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False):
+    round_(phase, name + " W", OC * Cin)
+    round_(phase, name + " x", N * Cin)
+    op(phase, name + " GEMM", 2 * N * Cin * OC, lp * (N * Cin + OC * Cin) + 4 * N * OC, "gemm")
+    if gelu:
+        op(phase, name + " bias+GELU", 20 * N * OC, 4 * N * OC * 3)
+    elif bias:
+        op(phase, name + " bias", N * OC, 8 * N * OC)
+
+
+def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True):
+    round_(phase, name + " dout", N * OC)
+    if dinp:
+        round_(phase, name + " W", OC * Cin)
+        op(phase, name + " dinp GEMM", 2 * N * Cin * OC, lp * (N * OC + OC * Cin) + 8 * N * Cin, "gemm")
+    round_(phase, name + " x", N * Cin)
+    op(phase, name + " dW GEMM", 2 * N * Cin * OC, lp * (N * OC + N * Cin) + 8 * OC * Cin, "gemm")
+    if bias:
+        op(phase, name + " dbias colsum", N * OC, 4 * N * OC)
+
+
+def attention_fwd(phase):
+    op(phase, "attn permute q,k,v", 0, 4 * 3 * BTC + lp * 3 * BTC)
+    op(phase, "attn q k^T GEMM (batched)", 2 * BNT2 * hs, lp * 2 * BTC + 4 * BNT2, "bgemm")
+    op(phase, "attn causal softmax+dropout", 8 * BNT2, 4 * BNT2 * 2 + lp * BNT2 * (0 if fp32_mode and False else 1))
+    op(phase, "attn att v GEMM (batched)", 2 * BNT2 * hs, lp * (BNT2 + BTC) + 4 * BTC, "bgemm")
+    op(phase, "attn unpermute", 0, 8 * BTC)
+
+
+def attention_bwd(phase):
+    op(phase, "attn permute q,k,v + dout", 0, 4 * 4 * BTC + lp * 4 * BTC)
+    op(phase, "attn dropout(att) operand", BNT2, 4 * BNT2 + lp * BNT2)
+    op(phase, "attn dv = att^T dy GEMM", 2 * BNT2 * hs, lp * (BNT2 + BTC) + 4 * BTC, "bgemm")
+    op(phase, "attn datt = dy v^T GEMM", 2 * BNT2 * hs, lp * 2 * BTC + 4 * BNT2, "bgemm")
+    op(phase, "attn softmax backward", 6 * BNT2, 8 * BNT2 + lp * BNT2)
+    op(phase, "attn dq, dk GEMMs", 4 * BNT2 * hs, lp * (2 * BNT2 + 2 * BTC) + 8 * BTC, "bgemm")
+    op(phase, "attn unpermute += dq,dk,dv", 3 * BTC, 4 * 3 * BTC + 8 * 3 * BTC)
+
+
+# ---------------------------------------------------------------- forward
+op("fwd", "encoder + dropout", 2 * BTC, 4 * BTC * 2 + 8 * BTC)
+op("fwd", "layernorm ln_1 (layer 0)", 8 * BTC, 8 * BTC)
+for l in range(L):
+    ph = "fwd/layer"
+    matmul_fwd(ph, "c_attn", BT, C, 3 * C)
+    attention_fwd(ph)
+    matmul_fwd(ph, "attn.c_proj", BT, C, C)
+    op(ph, "dropout (resid)", BTC, 8 * BTC)
+    op(ph, "residual + ln_2", 9 * BTC, 16 * BTC)
+    matmul_fwd(ph, "c_fc", BT, C, 4 * C, gelu=True)
+    matmul_fwd(ph, "mlp.c_proj", BT, 4 * C, C)
+    op(ph, "dropout (resid)", BTC, 8 * BTC)
+    op(ph, "residual + next LN", 9 * BTC, 16 * BTC)
+matmul_fwd("fwd", "lm_head", BT, C, V, bias=False)
+op("fwd", "cross-entropy + dlogits (fused)", 7 * BT * V, 8 * BT * V)
+
+# ---------------------------------------------------------------- backward
+op("bwd", "zero dln", 0, 4 * BTC)
+matmul_bwd("bwd", "lm_head", BT, C, V, bias=False)
+op("bwd", "zero dres + ln_f backward", 20 * BTC, 4 * BTC + 16 * BTC + 8 * BTC)
+for l in range(L):
+    ph = "bwd/layer"
+    op(ph, "zero + dropout backward", BTC, 4 * BTC + 12 * BTC)
+    op(ph, "zero dfch_gelu", 0, 16 * BTC)
+    matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C)
+    op(ph, "zero + GELU backward", 20 * 4 * BTC, 16 * BTC + 64 * BTC)
+    op(ph, "zero dln", 0, 4 * BTC)
+    matmul_bwd(ph, "c_fc", BT, C, 4 * C)
+    op(ph, "ln_2 backward", 20 * BTC, 16 * BTC + 8 * BTC)
+    op(ph, "zero + dropout backward", BTC, 4 * BTC + 12 * BTC)
+    op(ph, "zero datty", 0, 4 * BTC)
+    matmul_bwd(ph, "attn.c_proj", BT, C, C)
+    op(ph, "zero dqkv", 0, 12 * BTC)
+    attention_bwd(ph)
+    op(ph, "zero dln", 0, 4 * BTC)
+    matmul_bwd(ph, "c_attn", BT, C, 3 * C)
+    op(ph, "ln_1 backward", 20 * BTC, 16 * BTC + 8 * BTC)
+op("bwd", "zero + dropout backward + encoder backward", 2 * BTC, 16 * BTC + 8 * BTC + 8 * BTC)
+
+# ---------------------------------------------------------------- optimizer
+op("opt", "zero grads", 0, 4 * P)
+op("opt", "sum of squares (norm, overflow check)", 2 * P, 4 * P)
+op("opt", "unscale + clip", P, 8 * P)
+op("opt", "AdamW", 12 * P, 28 * P)
+
+
+def t_bound(flops, nbytes, kind):
+    if kind in ("gemm", "bgemm"):
+        peak = PEAK_FP32 if fp32_mode else PEAK_BF16
+        return max(flops / peak, nbytes / BW)
+    return max(flops / PEAK_FP32, nbytes / BW)
+
+
+def t_expected(flops, nbytes, kind):
+    if kind in ("gemm", "bgemm"):
+        peak = PEAK_FP32 if fp32_mode else PEAK_BF16
+        eff = EFF_GEMM_BIG if kind == "gemm" else EFF_GEMM_BATCHED
+        return max(flops / (peak * eff), nbytes / (BW * EFF_BW))
+    return max(flops / PEAK_FP32, nbytes / (BW * EFF_BW))
+
+
+groups = {}
+for ph, name, fl, by, kind in ops:
+    key = (ph, name)
+    g = groups.setdefault(key, [0, 0.0, 0.0, kind, 0.0, 0.0])
+    g[0] += 1
+    g[1] += fl
+    g[2] += by
+    g[4] += t_bound(fl, by, kind)
+    g[5] += t_expected(fl, by, kind)
+
+tot_f = sum(g[1] for g in groups.values())
+tot_b = sum(g[2] for g in groups.values())
+tot_t = sum(g[4] for g in groups.values())
+tot_e = sum(g[5] for g in groups.values())
+gemm_f = sum(g[1] for g in groups.values() if g[3] != "mem")
+gemm_t = sum(g[4] for g in groups.values() if g[3] != "mem")
+mem_t = sum(g[4] for g in groups.values() if g[3] == "mem")
+gemm_e = sum(g[5] for g in groups.values() if g[3] != "mem")
+mem_e = sum(g[5] for g in groups.values() if g[3] == "mem")
+
+print(f"config: L {L}, NH {NH}, C {C}, T {T}, B {B}, V {V}: {BT} tokens/step, {P/1e6:.2f}M parameters, "
+      f"matmul inputs {'fp32' if fp32_mode else 'bf16'}")
+print(f"{'phase':10} {'op (x count)':46} {'GFLOP':>9} {'MB':>9} {'bound ms':>9} {'exp. ms':>8}")
+for (ph, name), (n, fl, by, kind, tb, te) in groups.items():
+    label = f"{name} x{n}" if n > 1 else name
+    print(f"{ph:10} {label:46} {fl/1e9:9.2f} {by/1e6:9.1f} {tb*1e3:9.3f} {te*1e3:8.3f}")
+model_flops = 6 * P * BT + 12 * L * T * C * BT   # PaLM's count: 6N per token + attention
+print(f"\ntotal: {tot_f/1e12:.3f} TFLOP executed ({gemm_f/1e12:.3f} in GEMMs), {tot_b/1e9:.1f} GB moved")
+print(f"roofline bound: {tot_t*1e3:.1f} ms/step (GEMMs {gemm_t*1e3:.1f} ms, memory-bound ops {mem_t*1e3:.1f} ms)")
+print(f"expected:       {tot_e*1e3:.1f} ms/step (GEMMs {gemm_e*1e3:.1f} ms at {EFF_GEMM_BIG:.0%}/{EFF_GEMM_BATCHED:.0%} "
+      f"of peak, memory-bound ops {mem_e*1e3:.1f} ms at {EFF_BW:.0%} of {BW/1e12:.2f} TB/s)")
+print(f"model FLOPs (6N + 12 L T C per token): {model_flops/1e12:.3f} TFLOP/step")
+for label, t in (("bound", tot_t), ("expected", tot_e)):
+    print(f"{label:9}: {BT/t:,.0f} tokens/s, MFU {model_flops/t/PEAK_BF16:.1%} of {PEAK_BF16/1e12:.0f} TFLOP/s")
+print(f"100% MFU would be {model_flops/PEAK_BF16*1e3:.2f} ms/step, {BT/(model_flops/PEAK_BF16):,.0f} tokens/s")

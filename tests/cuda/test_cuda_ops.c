@@ -1,0 +1,781 @@
+// tests/cuda/test_cuda_ops.c — every op of the CUDA Backend (run on the CPU through the CUDA
+// emulation layer, kernels/cuda/emu/) against the CPU backend's op, on seeded random inputs
+// at small odd sizes, with matmul inputs in fp32, bf16 and fp16 (one cmocka group each).
+//
+// Tolerances are derived, not tuned. Notation: u32 = 2^-24 (fp32 unit roundoff); u = unit
+// roundoff of the matmul input type (0 in fp32 mode: nothing is rounded; 2^-8 for bf16,
+// 2^-11 for fp16); g(k) = k u32 / (1 - k u32), the classic bound on the relative error of a
+// k-term fp32 sum of products (Higham, Accuracy and Stability of Numerical Algorithms, 3.1).
+// Each check is per element: |cuda - cpu| <= SAFETY * (coef * mag + rel * |cpu|) + abs,
+// where mag is the same computation on absolute values (so cancellation cannot hide an
+// error), computed here in double. SAFETY = 1.05 covers the dropped second-order terms.
+//
+//   * dot products of length k whose two operands the CUDA backend rounds to the matmul
+//     type (matmul, the attention GEMMs): the rounded product differs from the exact one by
+//     at most (2u + u^2) |a||b|; each backend accumulates in fp32 with error <= g(k) sum|a||b|
+//     (times (1+u)^2 <= 1.1 for rounded operands): coef = 2u + u^2 + 2.2 g(k + 2), the +2
+//     for the bias add / beta accumulation. Gradients accumulate (+=): rel = 2 u32.
+//     fp16 only: an input below 2^-14 rounds as a subnormal with absolute error <= 2^-25,
+//     so abs = k 2^-24 (inputs are in [-1, 1]).
+//   * attention forward: scores s = q.k/sqrt(hs) differ by at most D_t = scale * max over the
+//     row of (2u + u^2 + 2.2 g(hs)) sum|q||k|; shifting softmax inputs by at most D changes
+//     each probability by a factor within exp(+-2D), so |d att| <= att E_t with
+//     E_t = exp(2 D_t) - 1 + 2 (T + 4) u32 (the second term: exp, sum and division on both
+//     sides). out = sum_t2 (att m)_r v_r: coef (E_t (1+u)^2 + 2u + u^2 + 2.2 g(T)) on
+//     mag sum_t2 att m |v| (m = dropout multiplier).
+//   * attention backward (att given, identical for both): datt = dy.v differs by
+//     e1 = 2u + u^2 + 2.2 g(hs) + 2.2 g(T) relative to D = sum|dy||v| (the T term: the row
+//     sum s); dpre = att (m datt - s) scale is bounded by P = att scale (m D + sum att m D)
+//     and is itself rounded (u); dq = dpre k and dk = dpre^T q add a rounding of k / q and
+//     the accumulation: coef e2 = e1 + 3u + u^2 + 4 u32 + 2.2 g(T) on mag sum P |k|
+//     (resp. |q|); dv = attd^T dy: coef 2u + u^2 + 2.2 g(T) on mag sum att m |dy|.
+//   * ops without matmuls run in fp32 in every mode; their outputs are short fp32
+//     computations (at most C + 8 or V + 8 roundings along any path), so
+//     coef = 2.2 g(C + 8) (resp. V) against the magnitude of the terms, or bitwise equality
+//     where both backends do the very same operations in the same order (encoder forward and
+//     backward, residual, dropout forward, scale).
+//   * sum of squares: both accumulate squares of fp32 values in double (exact products),
+//     with error <= n 2^-53 relative each: rel = 2 n 2^-53.
+#include "tests/test_util.h"
+
+#include <float.h>
+#include <stdbool.h>
+
+#include "kernels/backend.h"
+#include "kernels/dropout_rng.h"
+
+#define U32 (1.0 / 16777216.0)
+#define SAFETY 1.05
+
+typedef struct { int B, T, C, NH, V; float attn_p; } Dims;
+// B 3, T 7, C 48, NH 3 (hs 16), V 67, attention dropout on; then T > 32 (two lanes' worth of
+// keys per softmax row), C > 64, N = 74 > 2 * 32 (three partial-sum chunks), dropout off.
+static const Dims DIMS[] = { {3, 7, 48, 3, 67, 0.1f}, {2, 37, 80, 5, 67, 0.0f} };
+#define NDIMS ((int)(sizeof DIMS / sizeof DIMS[0]))
+
+typedef struct {
+    ComputeDtype dt;
+    double u;          // unit roundoff of the matmul input type (0: fp32, no rounding)
+    double abs_lp;     // per-term absolute error of fp16 subnormals (see above)
+    Backend *cu;       // the CUDA backend under test
+    Backend *cpu;      // the CPU backend in fp32: the reference
+    Backend *cpu_lp;   // the CPU backend in the same matmul dtype
+} Fx;
+
+static double gam(double k) { return k * U32 / (1.0 - k * U32); }
+static double coef_dot(const Fx *f, int k) { return 2 * f->u + f->u * f->u + 2.2 * gam(k + 2); }
+
+// ---------------------------------------------------------------- buffers
+static TestRng R;
+static float *rnd(size_t n, float lo, float hi) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    assert_non_null(p);
+    test_fill(&R, p, (long)n, lo, hi);
+    return p;
+}
+static float *copyf(const float *x, size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    assert_non_null(p);
+    memcpy(p, x, n * sizeof(float));
+    return p;
+}
+static double *dzeros(size_t n) {
+    double *p = calloc(n ? n : 1, sizeof(double));
+    assert_non_null(p);
+    return p;
+}
+static void *up(Backend *be, const void *h, size_t bytes) {
+    void *d = be->alloc(be, bytes);
+    assert_non_null(d);
+    be->upload(be, d, h, bytes);
+    return d;
+}
+static float *down(Backend *be, const float *d, size_t n) {
+    float *h = malloc((n ? n : 1) * sizeof(float));
+    assert_non_null(h);
+    be->download(be, h, d, n * sizeof(float));
+    return h;
+}
+static int32_t *tokens(size_t n, int V, int distinct) {
+    int32_t *t = malloc(n * sizeof(int32_t));
+    assert_non_null(t);
+    // few distinct tokens (repeats in the dwte scatter) plus the last id of the vocabulary
+    for (size_t i = 0; i < n; i++) t[i] = (int32_t)(test_next(&R) % (uint64_t)distinct);
+    t[n / 2] = V - 1;
+    return t;
+}
+
+// ---------------------------------------------------------------- checks
+// |got - ref| <= SAFETY (coef mag + rel |ref|) + abs for every element (mag NULL: max |ref|).
+static void check(const char *what, const float *got, const float *ref, const double *mag, size_t n,
+                  double coef, double rel, double abs) {
+    double maxref = 0;
+    for (size_t i = 0; i < n; i++) maxref = fmax(maxref, fabs(ref[i]));
+    double worst = 0;
+    size_t wi = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double m = mag ? mag[i] : maxref;
+        const double tol = SAFETY * (coef * m + rel * fabs(ref[i])) + abs;
+        const double err = fabs((double)got[i] - ref[i]);
+        const double r = err == 0 ? 0 : err / tol;
+        if (!(r <= worst)) { worst = r; wi = i; }   // NaN counts as worst
+        if (!(err <= tol))
+            fail_msg("%s: element %zu: cuda %.9g cpu %.9g |diff| %.3g > tol %.3g", what, i, got[i], ref[i], err, tol);
+    }
+    print_message("    %-44s max |diff|/tol = %.3f (element %zu)\n", what, worst, wi);
+}
+static void check_equal(const char *what, const float *got, const float *ref, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &ref[i], sizeof(float)) != 0)
+            fail_msg("%s: element %zu: cuda %.9g != cpu %.9g (expected bitwise equality)", what, i, got[i], ref[i]);
+    print_message("    %-44s bitwise equal\n", what);
+}
+
+// ---------------------------------------------------------------- fixtures
+static int setup(void **state, ComputeDtype dt) {
+    char err[512] = "";
+    Fx *f = calloc(1, sizeof *f);
+    if (!f) return 1;
+    f->dt = dt;
+    f->u = dt == DTYPE_BF16 ? 1.0 / 256 : dt == DTYPE_FP16 ? 1.0 / 2048 : 0.0;
+    f->abs_lp = dt == DTYPE_FP16 ? 1.0 / 16777216.0 : 0.0;
+    f->cu = backend_cuda_create(dt, err, sizeof err);
+    if (!f->cu) { fprintf(stderr, "backend_cuda_create: %s\n", err); free(f); return 1; }
+    f->cpu = backend_cpu_create(DTYPE_FP32);
+    f->cpu_lp = backend_cpu_create(dt);
+    if (!f->cpu || !f->cpu_lp) return 1;
+    *state = f;
+    R = test_rng(1234 + (uint64_t)dt);
+    return 0;
+}
+static int setup_fp32(void **s) { return setup(s, DTYPE_FP32); }
+static int setup_bf16(void **s) { return setup(s, DTYPE_BF16); }
+static int setup_fp16(void **s) { return setup(s, DTYPE_FP16); }
+static int teardown(void **state) {
+    Fx *f = *state;
+    f->cu->destroy(f->cu);
+    f->cpu->destroy(f->cpu);
+    f->cpu_lp->destroy(f->cpu_lp);
+    free(f);
+    return 0;
+}
+
+// ================================================================ memory
+static void test_memory(void **state) {
+    Fx *f = *state;
+    Backend *be = f->cu;
+    assert_string_equal(be->name, "cuda");
+    assert_int_equal(be->host_memory, 0);
+    assert_int_equal(be->matmul_dtype, f->dt);
+    const size_t n = 1001;
+    float *d = be->alloc(be, n * sizeof(float));
+    assert_non_null(d);
+    float *h = down(be, d, n);
+    for (size_t i = 0; i < n; i++) assert_true(h[i] == 0.0f);   // alloc zeroes
+    float *x = rnd(n, -1, 1);
+    be->upload(be, d, x, n * sizeof(float));
+    float *y = down(be, d, n);
+    assert_memory_equal(x, y, n * sizeof(float));
+    be->zero(be, d + 10, 20 * sizeof(float));
+    free(y);
+    y = down(be, d, n);
+    for (size_t i = 0; i < n; i++) assert_true(y[i] == (i >= 10 && i < 30 ? 0.0f : x[i]));
+    be->synchronize(be);
+    be->free(be, d);
+    free(h); free(x); free(y);
+}
+
+// ================================================================ encoder
+static void test_encoder(void **state) {
+    Fx *f = *state;
+    for (int k = 0; k < NDIMS; k++) {
+        const Dims *D = &DIMS[k];
+        const int B = D->B, T = D->T, C = D->C, V = D->V;
+        const size_t N = (size_t)B * T, BTC = N * C;
+        int32_t *inp = tokens(N, V, 5);
+        float *wte = rnd((size_t)V * C, -1, 1), *wpe = rnd((size_t)T * C, -1, 1);
+        float *ref = rnd(BTC, -1, 1);
+        f->cpu->encoder_forward(f->cpu, ref, inp, wte, wpe, B, T, C);
+        int32_t *d_inp = up(f->cu, inp, N * 4);
+        float *d_wte = up(f->cu, wte, (size_t)V * C * 4), *d_wpe = up(f->cu, wpe, (size_t)T * C * 4);
+        float *d_out = f->cu->alloc(f->cu, BTC * 4);
+        f->cu->encoder_forward(f->cu, d_out, d_inp, d_wte, d_wpe, B, T, C);
+        float *got = down(f->cu, d_out, BTC);
+        check_equal("encoder_forward out", got, ref, BTC);
+
+        // backward accumulates into non-zero gradients; same summation order as the CPU
+        float *dout = rnd(BTC, -1, 1), *dwte = rnd((size_t)V * C, -1, 1), *dwpe = rnd((size_t)T * C, -1, 1);
+        float *r_dwte = copyf(dwte, (size_t)V * C), *r_dwpe = copyf(dwpe, (size_t)T * C);
+        f->cpu->encoder_backward(f->cpu, r_dwte, r_dwpe, dout, inp, B, T, C);
+        float *d_dout = up(f->cu, dout, BTC * 4), *d_dwte = up(f->cu, dwte, (size_t)V * C * 4),
+              *d_dwpe = up(f->cu, dwpe, (size_t)T * C * 4);
+        f->cu->encoder_backward(f->cu, d_dwte, d_dwpe, d_dout, d_inp, B, T, C);
+        float *g_dwte = down(f->cu, d_dwte, (size_t)V * C), *g_dwpe = down(f->cu, d_dwpe, (size_t)T * C);
+        check_equal("encoder_backward dwte", g_dwte, r_dwte, (size_t)V * C);
+        check_equal("encoder_backward dwpe", g_dwpe, r_dwpe, (size_t)T * C);
+
+        f->cu->free(f->cu, d_inp); f->cu->free(f->cu, d_wte); f->cu->free(f->cu, d_wpe);
+        f->cu->free(f->cu, d_out); f->cu->free(f->cu, d_dout); f->cu->free(f->cu, d_dwte);
+        f->cu->free(f->cu, d_dwpe);
+        free(inp); free(wte); free(wpe); free(ref); free(got); free(dout); free(dwte); free(dwpe);
+        free(r_dwte); free(r_dwpe); free(g_dwte); free(g_dwpe);
+    }
+}
+
+// ================================================================ layernorm
+// Magnitude of out = (x - m) rs w + b: rs |x - m| |w| + |b| plus the error the mean carries
+// into every element (|sum x| / C rs |w|).
+static void ln_fwd_mag(double *mag, const float *x, const float *w, const float *b, const float *mean,
+                       const float *rstd, int N, int C) {
+    for (int n = 0; n < N; n++) {
+        double sx = 0;
+        for (int c = 0; c < C; c++) sx += fabs(x[(size_t)n * C + c]);
+        for (int c = 0; c < C; c++) {
+            const double xi = x[(size_t)n * C + c];
+            mag[(size_t)n * C + c] = rstd[n] * (fabs(xi - mean[n]) + sx / C) * fabs(w[c]) + fabs(b[c]);
+        }
+    }
+}
+
+static void test_layernorm(void **state) {
+    Fx *f = *state;
+    for (int k = 0; k < NDIMS; k++) {
+        const int N = DIMS[k].B * DIMS[k].T, C = DIMS[k].C;
+        const size_t NC = (size_t)N * C;
+        const double cf = 2.2 * gam(C + 8);
+        float *a = rnd(NC, -1, 1.5f), *b = rnd(NC, -1, 1), *w = rnd(C, 0.5f, 1.5f), *bias = rnd(C, -0.5f, 0.5f);
+        float *res = malloc(NC * 4), *out = malloc(NC * 4), *mean = malloc(N * 4), *rstd = malloc(N * 4);
+        float *d_a = up(f->cu, a, NC * 4), *d_b = up(f->cu, b, NC * 4), *d_w = up(f->cu, w, C * 4),
+              *d_bias = up(f->cu, bias, C * 4);
+        float *d_res = f->cu->alloc(f->cu, NC * 4), *d_out = f->cu->alloc(f->cu, NC * 4),
+              *d_mean = f->cu->alloc(f->cu, N * 4), *d_rstd = f->cu->alloc(f->cu, N * 4);
+        double *mag = dzeros(NC), *mmag = dzeros(N);
+
+        // plain layernorm of a
+        f->cpu->layernorm_forward(f->cpu, out, mean, rstd, a, w, bias, N, C);
+        f->cu->layernorm_forward(f->cu, d_out, d_mean, d_rstd, d_a, d_w, d_bias, N, C);
+        float *g_out = down(f->cu, d_out, NC), *g_mean = down(f->cu, d_mean, N), *g_rstd = down(f->cu, d_rstd, N);
+        ln_fwd_mag(mag, a, w, bias, mean, rstd, N, C);
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int c = 0; c < C; c++) s += fabs(a[(size_t)n * C + c]);
+            mmag[n] = s / C;
+        }
+        check("layernorm_forward out", g_out, out, mag, NC, cf, 0, 0);
+        check("layernorm_forward mean", g_mean, mean, mmag, N, cf, 0, 0);
+        check("layernorm_forward rstd", g_rstd, rstd, NULL, N, 0, cf, 0);   // rsqrt of a positive sum
+        free(g_out); free(g_mean); free(g_rstd);
+
+        // fused residual + layernorm
+        f->cpu->residual_layernorm_forward(f->cpu, res, out, mean, rstd, a, b, w, bias, N, C);
+        f->cu->residual_layernorm_forward(f->cu, d_res, d_out, d_mean, d_rstd, d_a, d_b, d_w, d_bias, N, C);
+        float *g_res = down(f->cu, d_res, NC);
+        g_out = down(f->cu, d_out, NC); g_mean = down(f->cu, d_mean, N); g_rstd = down(f->cu, d_rstd, N);
+        check_equal("residual_layernorm_forward res", g_res, res, NC);
+        ln_fwd_mag(mag, res, w, bias, mean, rstd, N, C);
+        check("residual_layernorm_forward out", g_out, out, mag, NC, cf, 0, 0);
+        check("residual_layernorm_forward rstd", g_rstd, rstd, NULL, N, 0, cf, 0);
+
+        // backward, accumulating into non-zero gradients
+        float *dout = rnd(NC, -1, 1), *dinp = rnd(NC, -1, 1), *dw = rnd(C, -1, 1), *db = rnd(C, -1, 1);
+        float *r_dinp = copyf(dinp, NC), *r_dw = copyf(dw, C), *r_db = copyf(db, C);
+        f->cpu->layernorm_backward(f->cpu, r_dinp, r_dw, r_db, dout, res, w, mean, rstd, N, C);
+        float *d_dout = up(f->cu, dout, NC * 4), *d_dinp = up(f->cu, dinp, NC * 4), *d_dw = up(f->cu, dw, C * 4),
+              *d_db = up(f->cu, db, C * 4), *d_mean2 = up(f->cu, mean, N * 4), *d_rstd2 = up(f->cu, rstd, N * 4);
+        f->cu->layernorm_backward(f->cu, d_dinp, d_dw, d_db, d_dout, d_res, d_w, d_mean2, d_rstd2, N, C);
+        float *g_dinp = down(f->cu, d_dinp, NC), *g_dw = down(f->cu, d_dw, C), *g_db = down(f->cu, d_db, C);
+        // dinp = rs (w d - mean(w d) - norm mean(w d norm)): magnitude rs (|w d| + S1/C + |norm| S2/C)
+        for (int n = 0; n < N; n++) {
+            double s1 = 0, s2 = 0;
+            for (int c = 0; c < C; c++) {
+                const double norm = ((double)res[(size_t)n * C + c] - mean[n]) * rstd[n];
+                const double wd = fabs((double)w[c] * dout[(size_t)n * C + c]);
+                s1 += wd; s2 += wd * fabs(norm);
+            }
+            for (int c = 0; c < C; c++) {
+                const double norm = ((double)res[(size_t)n * C + c] - mean[n]) * rstd[n];
+                mag[(size_t)n * C + c] = rstd[n] * (fabs((double)w[c] * dout[(size_t)n * C + c]) + s1 / C + fabs(norm) * s2 / C);
+            }
+        }
+        check("layernorm_backward dinp", g_dinp, r_dinp, mag, NC, cf, 2 * U32, 0);
+        double *mw = dzeros(C), *mb = dzeros(C);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) {
+                const double d = fabs(dout[(size_t)n * C + c]);
+                mw[c] += fabs(((double)res[(size_t)n * C + c] - mean[n]) * rstd[n]) * d;
+                mb[c] += d;
+            }
+        check("layernorm_backward dweight", g_dw, r_dw, mw, C, 2.2 * gam(N + 8), 2 * U32, 0);
+        check("layernorm_backward dbias", g_db, r_db, mb, C, 2.2 * gam(N + 8), 2 * U32, 0);
+
+        f->cu->free(f->cu, d_a); f->cu->free(f->cu, d_b); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_bias);
+        f->cu->free(f->cu, d_res); f->cu->free(f->cu, d_out); f->cu->free(f->cu, d_mean); f->cu->free(f->cu, d_rstd);
+        f->cu->free(f->cu, d_dout); f->cu->free(f->cu, d_dinp); f->cu->free(f->cu, d_dw); f->cu->free(f->cu, d_db);
+        f->cu->free(f->cu, d_mean2); f->cu->free(f->cu, d_rstd2);
+        free(a); free(b); free(w); free(bias); free(res); free(out); free(mean); free(rstd); free(mag); free(mmag);
+        free(g_res); free(g_out); free(g_mean); free(g_rstd); free(dout); free(dinp); free(dw); free(db);
+        free(r_dinp); free(r_dw); free(r_db); free(g_dinp); free(g_dw); free(g_db); free(mw); free(mb);
+    }
+}
+
+// ================================================================ matmul
+typedef struct { int N, C, OC; bool bias; } MMShape;
+// c_attn (C -> 3C), lm_head (no bias, OC = V), the MLP's c_proj (4C -> C) at N = 74
+static const MMShape MM[] = { {21, 48, 144, true}, {21, 48, 67, false}, {74, 320, 80, true} };
+#define NMM ((int)(sizeof MM / sizeof MM[0]))
+
+// mag[n,o] = sum_c |x[n,c]| |w[o,c]| (+ |bias[o]|)
+static void mag_xwT(double *mag, const float *x, const float *w, const float *bias, int N, int C, int OC) {
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double s = bias ? fabs(bias[o]) : 0.0;
+            for (int c = 0; c < C; c++) s += fabs(x[(size_t)n * C + c]) * fabs(w[(size_t)o * C + c]);
+            mag[(size_t)n * OC + o] = s;
+        }
+}
+
+static void test_matmul_forward(void **state) {
+    Fx *f = *state;
+    for (int k = 0; k < NMM; k++) {
+        const int N = MM[k].N, C = MM[k].C, OC = MM[k].OC;
+        const size_t NO = (size_t)N * OC;
+        float *x = rnd((size_t)N * C, -1, 1), *w = rnd((size_t)OC * C, -1, 1);
+        float *bias = MM[k].bias ? rnd(OC, -1, 1) : NULL;
+        float *ref = malloc(NO * 4), *ref_lp = malloc(NO * 4);
+        f->cpu->matmul_forward(f->cpu, ref, x, w, bias, N, C, OC);
+        f->cpu_lp->matmul_forward(f->cpu_lp, ref_lp, x, w, bias, N, C, OC);
+        float *d_x = up(f->cu, x, (size_t)N * C * 4), *d_w = up(f->cu, w, (size_t)OC * C * 4);
+        float *d_b = bias ? up(f->cu, bias, OC * 4) : NULL, *d_out = f->cu->alloc(f->cu, NO * 4);
+        f->cu->matmul_forward(f->cu, d_out, d_x, d_w, d_b, N, C, OC);
+        float *got = down(f->cu, d_out, NO);
+        double *mag = dzeros(NO);
+        mag_xwT(mag, x, w, bias, N, C, OC);
+        char what[96];
+        snprintf(what, sizeof what, "matmul_forward %dx%d->%d vs cpu fp32", N, C, OC);
+        check(what, got, ref, mag, NO, coef_dot(f, C), 0, C * f->abs_lp);
+        // same rounded inputs (the CPU backend rounds at the same points): fp32-level agreement
+        snprintf(what, sizeof what, "matmul_forward %dx%d->%d vs cpu same dtype", N, C, OC);
+        check(what, got, ref_lp, mag, NO, 2.2 * gam(C + 2) * 1.1, 0, 0);
+        if (f->dt != DTYPE_FP32) {   // the rounding really happened
+            double d = 0;
+            for (size_t i = 0; i < NO; i++) d = fmax(d, fabs(got[i] - ref[i]));
+            assert_true(d > 0);
+        }
+        f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_b); f->cu->free(f->cu, d_out);
+        free(x); free(w); free(bias); free(ref); free(ref_lp); free(got); free(mag);
+    }
+}
+
+static void test_matmul_gelu_forward(void **state) {
+    Fx *f = *state;
+    const int N = 21, C = 48, OC = 192;   // c_fc: C -> 4C
+    const size_t NO = (size_t)N * OC;
+    float *x = rnd((size_t)N * C, -1, 1), *w = rnd((size_t)OC * C, -0.3f, 0.3f), *bias = rnd(OC, -1, 1);
+    float *pre = malloc(NO * 4), *out = malloc(NO * 4);
+    f->cpu->matmul_gelu_forward(f->cpu, pre, out, x, w, bias, N, C, OC);
+    float *d_x = up(f->cu, x, (size_t)N * C * 4), *d_w = up(f->cu, w, (size_t)OC * C * 4), *d_b = up(f->cu, bias, OC * 4);
+    float *d_pre = f->cu->alloc(f->cu, NO * 4), *d_out = f->cu->alloc(f->cu, NO * 4);
+    f->cu->matmul_gelu_forward(f->cu, d_pre, d_out, d_x, d_w, d_b, N, C, OC);
+    float *g_pre = down(f->cu, d_pre, NO), *g_out = down(f->cu, d_out, NO);
+    double *mag = dzeros(NO);
+    mag_xwT(mag, x, w, bias, N, C, OC);
+    check("matmul_gelu_forward pre", g_pre, pre, mag, NO, coef_dot(f, C), 0, C * f->abs_lp);
+    // |gelu'| <= 1.13: the pre-activation's error passes through amplified at most that much;
+    // gelu itself (exp, division, a few products) adds 8 u32 relative.
+    for (size_t i = 0; i < NO; i++) mag[i] *= 1.13;
+    check("matmul_gelu_forward out", g_out, out, mag, NO, coef_dot(f, C), 8 * U32, 1.13 * C * f->abs_lp);
+    f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_b); f->cu->free(f->cu, d_pre);
+    f->cu->free(f->cu, d_out);
+    free(x); free(w); free(bias); free(pre); free(out); free(g_pre); free(g_out); free(mag);
+}
+
+static void test_matmul_backward(void **state) {
+    Fx *f = *state;
+    for (int k = 0; k < NMM; k++) {
+        const int N = MM[k].N, C = MM[k].C, OC = MM[k].OC;
+        const size_t NC = (size_t)N * C, OCC = (size_t)OC * C, NO = (size_t)N * OC;
+        float *x = rnd(NC, -1, 1), *w = rnd(OCC, -1, 1), *dout = rnd(NO, -1, 1);
+        float *dx = rnd(NC, -1, 1), *dw = rnd(OCC, -1, 1), *db = rnd(OC, -1, 1);
+        float *r_dx = copyf(dx, NC), *r_dw = copyf(dw, OCC), *r_db = copyf(db, OC);
+        const bool with_db = MM[k].bias;
+        f->cpu->matmul_backward(f->cpu, r_dx, r_dw, with_db ? r_db : NULL, dout, x, w, N, C, OC);
+        float *d_x = up(f->cu, x, NC * 4), *d_w = up(f->cu, w, OCC * 4), *d_dout = up(f->cu, dout, NO * 4);
+        float *d_dx = up(f->cu, dx, NC * 4), *d_dw = up(f->cu, dw, OCC * 4), *d_db = up(f->cu, db, OC * 4);
+        f->cu->matmul_backward(f->cu, d_dx, d_dw, with_db ? d_db : NULL, d_dout, d_x, d_w, N, C, OC);
+        float *g_dx = down(f->cu, d_dx, NC), *g_dw = down(f->cu, d_dw, OCC), *g_db = down(f->cu, d_db, OC);
+        // dinp[n,c] = sum_o dout[n,o] w[o,c]; dweight[o,c] = sum_n dout[n,o] x[n,c]
+        double *mx = dzeros(NC), *mw = dzeros(OCC), *mb = dzeros(OC);
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++) {
+                const double d = fabs(dout[(size_t)n * OC + o]);
+                mb[o] += d;
+                for (int c = 0; c < C; c++) {
+                    mx[(size_t)n * C + c] += d * fabs(w[(size_t)o * C + c]);
+                    mw[(size_t)o * C + c] += d * fabs(x[(size_t)n * C + c]);
+                }
+            }
+        char what[96];
+        snprintf(what, sizeof what, "matmul_backward %dx%d->%d dinp", N, C, OC);
+        check(what, g_dx, r_dx, mx, NC, coef_dot(f, OC), 2 * U32, OC * f->abs_lp);
+        snprintf(what, sizeof what, "matmul_backward %dx%d->%d dweight", N, C, OC);
+        check(what, g_dw, r_dw, mw, OCC, coef_dot(f, N), 2 * U32, N * f->abs_lp);
+        if (with_db) check("matmul_backward dbias (fp32 always)", g_db, r_db, mb, OC, 2.2 * gam(N + 2), 2 * U32, 0);
+        else check_equal("matmul_backward dbias NULL: untouched", g_db, db, OC);
+
+        // dinp NULL: dweight only (c_attn of the first layer's input has no consumer... the
+        // backend must skip, not crash)
+        f->cu->matmul_backward(f->cu, NULL, d_dw, NULL, d_dout, d_x, d_w, N, C, OC);
+        float *g_dw2 = down(f->cu, d_dw, OCC);
+        for (size_t i = 0; i < OCC; i++) r_dw[i] = 2 * g_dw[i] - dw[i];   // twice the product
+        for (size_t i = 0; i < OCC; i++) mw[i] *= 2;
+        check("matmul_backward dinp NULL: dweight again", g_dw2, r_dw, mw, OCC, coef_dot(f, N), 4 * U32, N * f->abs_lp);
+
+        f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_dout); f->cu->free(f->cu, d_dx);
+        f->cu->free(f->cu, d_dw); f->cu->free(f->cu, d_db);
+        free(x); free(w); free(dout); free(dx); free(dw); free(db); free(r_dx); free(r_dw); free(r_db);
+        free(g_dx); free(g_dw); free(g_db); free(g_dw2); free(mx); free(mw); free(mb);
+    }
+}
+
+// ================================================================ attention
+static double drop_mult(float p, uint64_t key, uint64_t idx) {
+    if (p <= 0) return 1.0;
+    return dropout_keep(key, idx, dropout_threshold(p)) ? 1.0 / (1.0 - p) : 0.0;
+}
+
+static void test_attention(void **state) {
+    Fx *f = *state;
+    const uint64_t key = dropout_key(42, 7);
+    for (int k = 0; k < NDIMS; k++) {
+        const Dims *D = &DIMS[k];
+        const int B = D->B, T = D->T, C = D->C, NH = D->NH, hs = C / NH;
+        const float p = D->attn_p;
+        const size_t BTC = (size_t)B * T * C, NATT = (size_t)B * NH * T * T;
+        const double u = f->u, scale = 1.0 / sqrt((double)hs);
+        float *qkv = rnd(3 * BTC, -1, 1), *out = malloc(BTC * 4), *att = malloc(NATT * 4);
+        f->cpu->attention_forward(f->cpu, out, att, qkv, B, T, C, NH, p, key);
+        float *d_qkv = up(f->cu, qkv, 3 * BTC * 4), *d_out = f->cu->alloc(f->cu, BTC * 4),
+              *d_att = f->cu->alloc(f->cu, NATT * 4);
+        f->cu->attention_forward(f->cu, d_out, d_att, d_qkv, B, T, C, NH, p, key);
+        float *g_out = down(f->cu, d_out, BTC), *g_att = down(f->cu, d_att, NATT);
+
+        double *m_att = dzeros(NATT), *m_out = dzeros(BTC);
+        double worst_E = 0;
+        #define Q(b, t, h, i) qkv[((size_t)(b) * T + (t)) * 3 * C + (size_t)(h) * hs + (i)]
+        #define K(b, t, h, i) qkv[((size_t)(b) * T + (t)) * 3 * C + C + (size_t)(h) * hs + (i)]
+        #define VV(b, t, h, i) qkv[((size_t)(b) * T + (t)) * 3 * C + 2 * C + (size_t)(h) * hs + (i)]
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++)
+                for (int t = 0; t < T; t++) {
+                    const size_t row = (((size_t)b * NH + h) * T + t) * T;
+                    double Dt = 0;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        double s = 0;
+                        for (int i = 0; i < hs; i++) s += fabs(Q(b, t, h, i)) * fabs(K(b, t2, h, i));
+                        Dt = fmax(Dt, scale * s * (2 * u + u * u + 2.2 * gam(hs)));
+                    }
+                    const double E = expm1(2 * Dt) + 2 * (T + 4) * U32;
+                    worst_E = fmax(worst_E, E);
+                    for (int t2 = 0; t2 < T; t2++) m_att[row + t2] = att[row + t2];
+                    for (int i = 0; i < hs; i++) {
+                        double a = 0;
+                        for (int t2 = 0; t2 <= t; t2++) a += att[row + t2] * drop_mult(p, key, row + t2) * fabs(VV(b, t2, h, i));
+                        m_out[((size_t)b * T + t) * C + (size_t)h * hs + i] = a * (E * (1 + u) * (1 + u) + 2 * u + u * u + 2.2 * gam(T));
+                    }
+                    for (int t2 = 0; t2 < T; t2++) m_att[row + t2] *= E;
+                }
+        check("attention_forward att", g_att, att, m_att, NATT, 1.0, 0, 1e-30);
+        check("attention_forward out", g_out, out, m_out, BTC, 1.0, 0, T * f->abs_lp);
+        for (size_t i = 0; i < NATT; i++) {   // causal: exactly 0 above the diagonal
+            const size_t t = (i / T) % T, t2 = i % T;
+            if (t2 > t) assert_true(g_att[i] == 0.0f);
+        }
+
+        // backward from the CPU's att (both get the very same saved activation)
+        float *dout = rnd(BTC, -1, 1), *dqkv = rnd(3 * BTC, -1, 1), *r_dqkv = copyf(dqkv, 3 * BTC);
+        float *scratch = malloc(NATT * 4);
+        f->cpu->attention_backward(f->cpu, r_dqkv, scratch, dout, qkv, att, B, T, C, NH, p, key);
+        float *d_dout = up(f->cu, dout, BTC * 4), *d_dqkv = up(f->cu, dqkv, 3 * BTC * 4),
+              *d_att2 = up(f->cu, att, NATT * 4), *d_scr = f->cu->alloc(f->cu, NATT * 4);
+        f->cu->attention_backward(f->cu, d_dqkv, d_scr, d_dout, d_qkv, d_att2, B, T, C, NH, p, key);
+        float *g_dqkv = down(f->cu, d_dqkv, 3 * BTC);
+        double *m_d = dzeros(3 * BTC), *P = dzeros((size_t)T * T);
+        const double e1 = 2 * u + u * u + 2.2 * gam(hs) + 2.2 * gam(T);
+        const double e2 = e1 + 3 * u + u * u + 4 * U32 + 2.2 * gam(T);
+        const double ev = 2 * u + u * u + 2.2 * gam(T);
+        #define DY(b, t, h, i) dout[((size_t)(b) * T + (t)) * C + (size_t)(h) * hs + (i)]
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++) {
+                const size_t base = ((size_t)b * NH + h) * T * T;
+                for (int t = 0; t < T; t++) {
+                    double sumP = 0;
+                    for (int t2 = 0; t2 <= t; t2++) {
+                        double Dv = 0;
+                        for (int i = 0; i < hs; i++) Dv += fabs(DY(b, t, h, i)) * fabs(VV(b, t2, h, i));
+                        P[(size_t)t * T + t2] = drop_mult(p, key, base + (size_t)t * T + t2) * Dv;
+                        sumP += att[base + (size_t)t * T + t2] * P[(size_t)t * T + t2];
+                    }
+                    for (int t2 = 0; t2 <= t; t2++)
+                        P[(size_t)t * T + t2] = att[base + (size_t)t * T + t2] * scale * (P[(size_t)t * T + t2] + sumP);
+                }
+                for (int t = 0; t < T; t++)
+                    for (int i = 0; i < hs; i++) {
+                        double mq = 0, mk = 0, mv = 0;
+                        for (int t2 = 0; t2 <= t; t2++) mq += P[(size_t)t * T + t2] * fabs(K(b, t2, h, i));
+                        for (int t1 = t; t1 < T; t1++) {   // t is the key position here
+                            mk += P[(size_t)t1 * T + t] * fabs(Q(b, t1, h, i));
+                            mv += att[base + (size_t)t1 * T + t] * drop_mult(p, key, base + (size_t)t1 * T + t) * fabs(DY(b, t1, h, i));
+                        }
+                        const size_t o = ((size_t)b * T + t) * 3 * C + (size_t)h * hs + i;
+                        m_d[o] = e2 * mq;
+                        m_d[o + C] = e2 * mk;
+                        m_d[o + 2 * C] = ev * mv;
+                    }
+            }
+        check("attention_backward dqkv", g_dqkv, r_dqkv, m_d, 3 * BTC, 1.0, 2 * U32, T * f->abs_lp);
+        print_message("    (attention: dropout p %.2f, worst softmax factor E %.3g)\n", p, worst_E);
+        #undef Q
+        #undef K
+        #undef VV
+        #undef DY
+        f->cu->free(f->cu, d_qkv); f->cu->free(f->cu, d_out); f->cu->free(f->cu, d_att);
+        f->cu->free(f->cu, d_dout); f->cu->free(f->cu, d_dqkv); f->cu->free(f->cu, d_att2); f->cu->free(f->cu, d_scr);
+        free(qkv); free(out); free(att); free(g_out); free(g_att); free(m_att); free(m_out);
+        free(dout); free(dqkv); free(r_dqkv); free(scratch); free(g_dqkv); free(m_d); free(P);
+    }
+}
+
+// ================================================================ element-wise ops
+static void test_gelu_backward(void **state) {
+    Fx *f = *state;
+    const long N = 21 * 192 + 5;
+    float *x = rnd(N, -6, 6), *dout = rnd(N, -1, 1), *dinp = rnd(N, -1, 1), *r = copyf(dinp, N);
+    x[0] = -100; x[1] = 100; x[2] = 0;   // saturated tails and the origin
+    f->cpu->gelu_backward(f->cpu, r, x, dout, N);
+    float *d_x = up(f->cu, x, N * 4), *d_do = up(f->cu, dout, N * 4), *d_di = up(f->cu, dinp, N * 4);
+    f->cu->gelu_backward(f->cu, d_di, d_x, d_do, N);
+    float *g = down(f->cu, d_di, N);
+    // gelu' = s + 2 x e s^2 k (1 + 3 a x^2): magnitude of the terms times |dout|, ~10 roundings
+    double *mag = dzeros(N);
+    for (long i = 0; i < N; i++) {
+        const double xi = x[i], uu = 0.7978845608028654 * (xi + 0.044715 * xi * xi * xi);
+        const double e = exp(fmin(-2 * uu, 80.0)), s = 1 / (1 + e);
+        mag[i] = (s + fabs(2 * xi * e * s * s * 0.7978845608028654 * (1 + 3 * 0.044715 * xi * xi))) * fabs(dout[i]);
+    }
+    check("gelu_backward dinp", g, r, mag, N, 16 * U32, 2 * U32, 0);
+    f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_do); f->cu->free(f->cu, d_di);
+    free(x); free(dout); free(dinp); free(r); free(g); free(mag);
+}
+
+static void test_residual_dropout(void **state) {
+    Fx *f = *state;
+    const long N = 3 * 7 * 48 + 11;
+    const uint64_t key = dropout_key(1337, 5);
+    float *a = rnd(N, -1, 1), *b = rnd(N, -1, 1), *out = malloc(N * 4);
+    float *d_a = up(f->cu, a, N * 4), *d_b = up(f->cu, b, N * 4), *d_o = f->cu->alloc(f->cu, N * 4);
+    f->cpu->residual_forward(f->cpu, out, a, b, N);
+    f->cu->residual_forward(f->cu, d_o, d_a, d_b, N);
+    float *g = down(f->cu, d_o, N);
+    check_equal("residual_forward", g, out, N);
+    free(g);
+    const float ps[] = { 0.0f, 0.1f, 0.5f };
+    for (int k = 0; k < 3; k++) {
+        // forward out of place, then in place
+        f->cpu->dropout_forward(f->cpu, out, a, N, ps[k], key);
+        f->cu->dropout_forward(f->cu, d_o, d_a, N, ps[k], key);
+        g = down(f->cu, d_o, N);
+        check_equal("dropout_forward", g, out, N);
+        free(g);
+        float *d_in = up(f->cu, a, N * 4);
+        f->cu->dropout_forward(f->cu, d_in, d_in, N, ps[k], key);
+        g = down(f->cu, d_in, N);
+        check_equal("dropout_forward in place", g, out, N);
+        free(g);
+        f->cu->free(f->cu, d_in);
+        // backward accumulates: one product and one sum per element
+        float *r = copyf(b, N);
+        f->cpu->dropout_backward(f->cpu, r, a, N, ps[k], key);
+        float *d_acc = up(f->cu, b, N * 4);
+        f->cu->dropout_backward(f->cu, d_acc, d_a, N, ps[k], key);
+        g = down(f->cu, d_acc, N);
+        check("dropout_backward", g, r, NULL, N, 0, 2 * U32, 1e-30);
+        if (ps[k] > 0) {   // the mask is not trivial
+            long dropped = 0;
+            for (long i = 0; i < N; i++) dropped += out[i] == 0.0f;
+            assert_true(dropped > 0 && dropped < N);
+        }
+        free(g); free(r);
+        f->cu->free(f->cu, d_acc);
+    }
+    f->cu->free(f->cu, d_a); f->cu->free(f->cu, d_b); f->cu->free(f->cu, d_o);
+    free(a); free(b); free(out);
+}
+
+// ================================================================ classifier
+static void test_crossentropy(void **state) {
+    Fx *f = *state;
+    for (int k = 0; k < NDIMS; k++) {
+        const int N = DIMS[k].B * DIMS[k].T, V = DIMS[k].V;
+        const size_t NV = (size_t)N * V;
+        float *logits = rnd(NV, -4, 4);
+        logits[5] = 60; logits[V + 3] = -60;   // a dominant and a vanishing class
+        int32_t *tg = tokens(N, V, V);
+        tg[1] = -1; tg[N - 1] = -1;            // ignore_index
+        tg[0] = 5;
+        float *losses = malloc(N * 4), *probs = malloc(NV * 4);
+        f->cpu->crossentropy_forward(f->cpu, losses, probs, logits, tg, N, V);
+        float *d_l = up(f->cu, logits, NV * 4), *d_p = f->cu->alloc(f->cu, NV * 4), *d_loss = f->cu->alloc(f->cu, N * 4);
+        int32_t *d_t = up(f->cu, tg, N * 4);
+        f->cu->crossentropy_forward(f->cu, d_loss, d_p, d_l, d_t, N, V);
+        float *g_p = down(f->cu, d_p, NV), *g_loss = down(f->cu, d_loss, N);
+        // probabilities: exp, a V-term positive sum and a division: relative coef 2.2 g(V + 8);
+        // loss = log(sum) - (l_t - max): error (V + 8) u32 on log(sum) (sum >= 1) plus u32 |l_t - max|
+        check("crossentropy_forward probs", g_p, probs, NULL, NV, 0, 2.2 * gam(V + 8), 1e-37);
+        double *mag = dzeros(N);
+        for (int n = 0; n < N; n++) {
+            if (tg[n] < 0) continue;
+            double mx = -INFINITY;
+            for (int v = 0; v < V; v++) mx = fmax(mx, logits[(size_t)n * V + v]);
+            mag[n] = 1 + fabs(logits[(size_t)n * V + tg[n]] - mx) + fabs(losses[n]);
+        }
+        check("crossentropy_forward losses", g_loss, losses, mag, N, 2.2 * gam(V + 8), 0, 0);
+        assert_true(g_loss[1] == 0.0f && g_loss[N - 1] == 0.0f);
+
+        // backward from the CPU's probs, out of place and in place (dlogits aliases probs)
+        const float dloss = 1.0f / (float)(N - 2);
+        float *r_d = malloc(NV * 4);
+        f->cpu->crossentropy_softmax_backward(f->cpu, r_d, probs, tg, N, V, dloss);
+        float *d_p2 = up(f->cu, probs, NV * 4), *d_d = f->cu->alloc(f->cu, NV * 4);
+        f->cu->crossentropy_softmax_backward(f->cu, d_d, d_p2, d_t, N, V, dloss);
+        float *g_d = down(f->cu, d_d, NV);
+        check("crossentropy_softmax_backward", g_d, r_d, NULL, NV, 0, 2 * U32, 1e-37);
+        free(g_d);
+        f->cu->crossentropy_softmax_backward(f->cu, d_p2, d_p2, d_t, N, V, dloss);
+        g_d = down(f->cu, d_p2, NV);
+        check("crossentropy_softmax_backward in place", g_d, r_d, NULL, NV, 0, 2 * U32, 1e-37);
+        for (size_t i = (size_t)V; i < 2 * (size_t)V; i++) assert_true(g_d[i] == 0.0f);   // ignored row
+
+        // fused forward + backward (the table's crossentropy_forward_backward): into its own
+        // buffer, then in place over the logits
+        assert_non_null(f->cu->crossentropy_forward_backward);
+        double *mp = dzeros(NV);
+        for (size_t i = 0; i < NV; i++) mp[i] = dloss * probs[i];   // dloss (p - onehot): p's error times dloss
+        float *d_l2 = up(f->cu, logits, NV * 4), *d_d2 = f->cu->alloc(f->cu, NV * 4);
+        float *g_loss2 = NULL, *g_d2 = NULL;
+        for (int inplace = 0; inplace < 2; inplace++) {
+            float *dst = inplace ? d_l2 : d_d2;
+            f->cu->crossentropy_forward_backward(f->cu, d_loss, dst, d_l2, d_t, N, V, dloss);
+            free(g_loss2); free(g_d2);
+            g_loss2 = down(f->cu, d_loss, N);
+            g_d2 = down(f->cu, dst, NV);
+            check(inplace ? "crossentropy_forward_backward losses (in place)" : "crossentropy_forward_backward losses",
+                  g_loss2, losses, mag, N, 2.2 * gam(V + 8), 0, 0);
+            check(inplace ? "crossentropy_forward_backward dlogits (in place)" : "crossentropy_forward_backward dlogits",
+                  g_d2, r_d, mp, NV, 2.2 * gam(V + 8), 2 * U32, 1e-37);
+        }
+        if (f->cpu->crossentropy_forward_backward) {   // and the CPU backend's fused op
+            float *c_loss = malloc(N * 4), *c_d = malloc(NV * 4);
+            f->cpu->crossentropy_forward_backward(f->cpu, c_loss, c_d, logits, tg, N, V, dloss);
+            check("crossentropy_forward_backward vs cpu fused", g_d2, c_d, mp, NV, 2.2 * gam(V + 8), 2 * U32, 1e-37);
+            free(c_loss); free(c_d);
+        }
+        f->cu->free(f->cu, d_d2);
+
+        f->cu->free(f->cu, d_l); f->cu->free(f->cu, d_p); f->cu->free(f->cu, d_loss); f->cu->free(f->cu, d_t);
+        f->cu->free(f->cu, d_p2); f->cu->free(f->cu, d_d); f->cu->free(f->cu, d_l2);
+        free(logits); free(tg); free(losses); free(probs); free(g_p); free(g_loss); free(mag); free(r_d);
+        free(g_d); free(g_loss2); free(g_d2); free(mp);
+    }
+}
+
+// ================================================================ optimizer and loss scaling
+static void test_adamw(void **state) {
+    Fx *f = *state;
+    const size_t n = 5003;
+    float *p = rnd(n, -1, 1), *g = rnd(n, -1e-2f, 1e-2f), *m = calloc(n, 4), *v = calloc(n, 4);
+    float *rp = copyf(p, n), *rm = copyf(m, n), *rv = copyf(v, n);
+    float *d_p = up(f->cu, p, n * 4), *d_g = up(f->cu, g, n * 4), *d_m = up(f->cu, m, n * 4), *d_v = up(f->cu, v, n * 4);
+    const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, lr = 3e-4f, wd = 0.1f;
+    for (int step = 1; step <= 3; step++) {
+        const float bc2 = sqrtf(1 - powf(b2, (float)step)), ss = lr / (1 - powf(b1, (float)step));
+        const float decay = step == 2 ? 1.0f : 1.0f - lr * wd;   // a no-decay step too
+        f->cpu->adamw_update(f->cpu, rp, g, rm, rv, n, b1, b2, eps, decay, ss, bc2);
+        f->cu->adamw_update(f->cu, d_p, d_g, d_m, d_v, n, b1, b2, eps, decay, ss, bc2);
+    }
+    float *gp = down(f->cu, d_p, n), *gm = down(f->cu, d_m, n), *gv = down(f->cu, d_v, n);
+    // a handful of roundings per element and step, no cancellation beyond the terms' sizes
+    check("adamw_update p", gp, rp, NULL, n, 0, 16 * U32, 1e-12);
+    check("adamw_update m", gm, rm, NULL, n, 0, 16 * U32, 1e-30);
+    check("adamw_update v", gv, rv, NULL, n, 0, 16 * U32, 1e-30);
+    f->cu->free(f->cu, d_p); f->cu->free(f->cu, d_g); f->cu->free(f->cu, d_m); f->cu->free(f->cu, d_v);
+    free(p); free(g); free(m); free(v); free(rp); free(rm); free(rv); free(gp); free(gm); free(gv);
+}
+
+static void test_sum_squares(void **state) {
+    Fx *f = *state;
+    const size_t sizes[] = { 1, 255, 70001 };   // one element, under one block, many strides
+    for (int k = 0; k < 3; k++) {
+        const size_t n = sizes[k];
+        float *x = rnd(n, -3, 3);
+        float *d = up(f->cu, x, n * 4);
+        const double r = f->cpu->sum_squares(f->cpu, x, n);
+        const double g1 = f->cu->sum_squares(f->cu, d, n), g2 = f->cu->sum_squares(f->cu, d, n);
+        assert_true(memcmp(&g1, &g2, sizeof g1) == 0);   // deterministic
+        const double tol = 2.0 * n * 0x1p-53 * r;
+        print_message("    sum_squares n=%zu: |diff| %.3g (tol %.3g)\n", n, fabs(g1 - r), tol);
+        assert_true(fabs(g1 - r) <= tol);
+        f->cu->free(f->cu, d);
+        free(x);
+    }
+    assert_true(f->cu->sum_squares(f->cu, NULL, 0) == 0.0);
+}
+
+static void test_scale_all_finite(void **state) {
+    Fx *f = *state;
+    const size_t n = 9001;
+    float *x = rnd(n, -10, 10), *r = copyf(x, n);
+    float *d = up(f->cu, x, n * 4);
+    f->cpu->scale(f->cpu, r, n, 0.125f / 3);
+    f->cu->scale(f->cu, d, n, 0.125f / 3);
+    float *g = down(f->cu, d, n);
+    check_equal("scale", g, r, n);
+    assert_int_equal(f->cu->all_finite(f->cu, d, n), 1);
+    const float bad[] = { INFINITY, -INFINITY, NAN };
+    const size_t where[] = { 0, n / 2, n - 1 };
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            float *d2 = up(f->cu, g, n * 4);
+            f->cu->upload(f->cu, d2 + where[j], &bad[i], 4);
+            assert_int_equal(f->cu->all_finite(f->cu, d2, n), 0);
+            f->cu->free(f->cu, d2);
+        }
+    const float big = FLT_MAX;   // large but finite
+    f->cu->upload(f->cu, d + 7, &big, 4);
+    assert_int_equal(f->cu->all_finite(f->cu, d, n), 1);
+    assert_int_equal(f->cu->all_finite(f->cu, d, 0), 1);
+    f->cu->free(f->cu, d);
+    free(x); free(r); free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_encoder),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_matmul_forward),
+        cmocka_unit_test(test_matmul_gelu_forward),
+        cmocka_unit_test(test_matmul_backward),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_gelu_backward),
+        cmocka_unit_test(test_residual_dropout),
+        cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_sum_squares),
+        cmocka_unit_test(test_scale_all_finite),
+    };
+    int fails = 0;
+    fails += cmocka_run_group_tests_name("cuda ops, fp32 matmuls", tests, setup_fp32, teardown);
+    fails += cmocka_run_group_tests_name("cuda ops, bf16 matmuls", tests, setup_bf16, teardown);
+    fails += cmocka_run_group_tests_name("cuda ops, fp16 matmuls", tests, setup_fp16, teardown);
+    return fails != 0;
+}
