@@ -23,7 +23,7 @@ B       ?= build
 
 DEB_PKGS := libyaml-dev zlib1g-dev libopenblas-openmp-dev libcmocka-dev curl
 
-LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/cpu/*.c trainer/*.c))
+LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c trainer/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)

@@ -79,6 +79,14 @@ struct Backend {
                                  const int32_t *targets, int N, int V);
     void (*crossentropy_softmax_backward)(Backend *be, float *dlogits, const float *probs,
                                           const int32_t *targets, int N, int V, float dloss);
+    // Training loss and gradient fused (softmax + cross-entropy + gradient in one pass):
+    // losses as crossentropy_forward and dlogits = dloss * (softmax(logits) - onehot(targets))
+    // (0 rows where the target is -1), overwritten; the probabilities are not stored.
+    // Optional: NULL means the model calls crossentropy_forward, then
+    // crossentropy_softmax_backward in the backward pass.
+    void (*crossentropy_forward_backward)(Backend *be, float *losses, float *dlogits,
+                                          const float *logits, const int32_t *targets, int N,
+                                          int V, float dloss);
 
     // ---- optimizer ops on flat fp32 buffers
     // One torch.optim.AdamW element update over n elements (host computes the scalars):

@@ -290,6 +290,10 @@ static uint64_t site_key(const GPT *m, int layer, int site) {
     return dropout_key(m->dropout_seed, m->step * GPT_DROPOUT_SITES + (uint64_t)index);
 }
 
+// A training forward with a backend that fuses the loss and its gradient computes dlogits
+// right away (into acts.probs); gpt_backward then starts from it.
+static bool fused_loss_grad(const GPT *m) { return m->train && m->be->crossentropy_forward_backward; }
+
 // Input of block l: the embedding for block 0, else the previous block's output.
 static float *block_input(GPT *m, int l) { return l == 0 ? m->acts.encoded : m->acts.h[l - 1].res_3; }
 
@@ -343,15 +347,20 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
 
     if (!targets) { m->n_valid = 0; m->mean_loss = -1.0f; return -1.0f; }
     be->upload(be, m->targets, targets, (size_t)BT * sizeof(int32_t));
-    be->crossentropy_forward(be, a->losses, a->probs, a->logits, m->targets, BT, V);
+    long n_valid = 0;
+    for (int i = 0; i < BT; i++) n_valid += targets[i] != -1;
+    if (fused_loss_grad(m)) {
+        // Training: the loss and d(mean loss)/d(logits) in one pass; dlogits lands in probs,
+        // where gpt_backward expects it.
+        be->crossentropy_forward_backward(be, a->losses, a->probs, a->logits, m->targets, BT, V,
+                                          n_valid > 0 ? 1.0f / (float)n_valid : 0.0f);
+    } else {
+        be->crossentropy_forward(be, a->losses, a->probs, a->logits, m->targets, BT, V);
+    }
     be->download(be, m->host_losses, a->losses, (size_t)BT * sizeof(float));
     double sum = 0.0;   // fixed order on the host: the mean is bitwise reproducible
-    long n_valid = 0;
-    for (int i = 0; i < BT; i++) {
-        if (targets[i] == -1) continue;
-        sum += m->host_losses[i];
-        n_valid++;
-    }
+    for (int i = 0; i < BT; i++)
+        if (targets[i] != -1) sum += m->host_losses[i];
     m->n_valid = n_valid;
     m->mean_loss = n_valid > 0 ? (float)(sum / n_valid) : 0.0f;
     return m->mean_loss;
@@ -361,6 +370,16 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
 // Backward
 // ============================================================================
 static void zero(Backend *be, float *x, long n) { be->zero(be, x, (size_t)n * sizeof(float)); }
+
+// Gradient of a dropout site's input given the gradient of its output, d->dres: dres itself
+// when p = 0 (dropout is the identity), else dropout_backward into d->dbranch.
+static const float *branch_grad(GPT *m, int layer, int site, float p, long n) {
+    GPTGradScratch *d = &m->scratch;
+    if (p <= 0.0f) return d->dres;
+    zero(m->be, d->dbranch, n);
+    m->be->dropout_backward(m->be, d->dbranch, d->dres, n, p, site_key(m, layer, site));
+    return d->dbranch;
+}
 
 void gpt_backward(GPT *m) {
     const GPTShape *s = &m->shape;
@@ -377,7 +396,8 @@ void gpt_backward(GPT *m) {
 
     // loss -> logits (in place over probs) -> ln_f -> residual stream
     float *dlogits = a->probs;
-    be->crossentropy_softmax_backward(be, dlogits, a->probs, m->targets, BT, V, 1.0f / (float)m->n_valid);
+    if (!fused_loss_grad(m))
+        be->crossentropy_softmax_backward(be, dlogits, a->probs, m->targets, BT, V, 1.0f / (float)m->n_valid);
     zero(be, d->dln, BTC);
     be->matmul_backward(be, d->dln, g->lm_head_w, NULL, dlogits, a->ln_f, p->lm_head_w, BT, C, V);
     zero(be, d->dres, BTC);
@@ -390,11 +410,10 @@ void gpt_backward(GPT *m) {
         const BlockParams *w = &p->h[l];
         BlockParams *gw = &g->h[l];
         BlockActs *h = &a->h[l];
-        // MLP branch
-        zero(be, d->dbranch, BTC);
-        be->dropout_backward(be, d->dbranch, d->dres, BTC, resid_p, site_key(m, l, SITE_MLP_RESID));
+        // MLP branch (without dropout the branch's gradient is dres itself: no copy)
+        const float *dbr = branch_grad(m, l, SITE_MLP_RESID, resid_p, BTC);
         zero(be, d->dfch_gelu, 4 * BTC);
-        be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, d->dbranch, h->fch_gelu,
+        be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, h->fch_gelu,
                         w->mlp_proj_w, BT, 4 * C, C);
         zero(be, d->dfch, 4 * BTC);
         be->gelu_backward(be, d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
@@ -403,10 +422,9 @@ void gpt_backward(GPT *m) {
         be->layernorm_backward(be, d->dres, gw->ln_2_w, gw->ln_2_b, d->dln, h->res_2, w->ln_2_w,
                            h->ln_2_mean, h->ln_2_rstd, BT, C);
         // attention branch
-        zero(be, d->dbranch, BTC);
-        be->dropout_backward(be, d->dbranch, d->dres, BTC, resid_p, site_key(m, l, SITE_ATTN_RESID));
+        dbr = branch_grad(m, l, SITE_ATTN_RESID, resid_p, BTC);
         zero(be, d->datty, BTC);
-        be->matmul_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, d->dbranch, h->atty,
+        be->matmul_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr, h->atty,
                         w->attn_proj_w, BT, C, C);
         zero(be, d->dqkv, 3 * BTC);
         be->attention_backward(be, d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
@@ -417,7 +435,5 @@ void gpt_backward(GPT *m) {
                            h->ln_1_mean, h->ln_1_rstd, BT, C);
     }
 
-    zero(be, d->dbranch, BTC);
-    be->dropout_backward(be, d->dbranch, d->dres, BTC, embd_p, site_key(m, 0, SITE_EMBD));
-    be->encoder_backward(be, g->wte, g->wpe, d->dbranch, m->inputs, B, T, C);
+    be->encoder_backward(be, g->wte, g->wpe, branch_grad(m, 0, SITE_EMBD, embd_p, BTC), m->inputs, B, T, C);
 }

@@ -1,4 +1,7 @@
-// trainer/sample.c — autoregressive sampling from a trained snapshot.
+// trainer/sample.c — autoregressive sampling from a trained snapshot, with the key/value
+// cache of model/gpt_infer.h: each new character costs one token's forward while the
+// context fits in block_size; past it, the context is cropped to its last block_size
+// characters (minGPT's generate), which moves every position, so the window is recomputed.
 #include "trainer/sample.h"
 
 #include <errno.h>
@@ -9,6 +12,7 @@
 #include "data/char_dataset.h"
 #include "data/sampler.h"
 #include "model/gpt.h"
+#include "model/gpt_infer.h"
 #include "trainer/snapshot.h"
 
 static void sample_usage(FILE *f) {
@@ -108,16 +112,21 @@ int sample_run(const SampleOptions *o, FILE *out) {
     }
     int rc = 1;
     CharDataset ds = {0};
-    GPT m = {0};
+    GPTInfer inf = {0};
     int32_t *ctx = NULL;
     double *probs = NULL;
     const int T = snap.shape.block_size;
     chardataset_from_vocab(&ds, snap.vocab, snap.vocab_size, T);
     GPTShape shape = snap.shape;
     shape.embd_pdrop = shape.resid_pdrop = shape.attn_pdrop = 0.0f;
-    if (gpt_build(&m, &shape, 1, T, err, sizeof err)) { fprintf(stderr, "mingpt: error: %s\n", err); goto done; }
-    if (m.num_params != snap.num_params) { fprintf(stderr, "mingpt: error: snapshot '%s' is malformed (parameter count)\n", o->snapshot); goto done; }
-    memcpy(m.params_memory, snap.params, m.num_params * sizeof(float));
+    const int n_tensors = gpt_param_table(&shape, NULL);
+    ParamTensor *tensors = calloc((size_t)n_tensors, sizeof *tensors);
+    if (!tensors) { fprintf(stderr, "mingpt: error: out of memory\n"); goto done; }
+    gpt_param_table(&shape, tensors);
+    const size_t num_params = tensors[n_tensors - 1].offset + tensors[n_tensors - 1].numel;
+    free(tensors);
+    if (num_params != snap.num_params) { fprintf(stderr, "mingpt: error: snapshot '%s' is malformed (parameter count)\n", o->snapshot); goto done; }
+    if (gpt_infer_init(&inf, &shape, snap.params, err, sizeof err)) { fprintf(stderr, "mingpt: error: %s\n", err); goto done; }
 
     size_t plen = strlen(o->prompt);
     long n_total = (long)plen + o->max_new_tokens;
@@ -132,9 +141,7 @@ int sample_run(const SampleOptions *o, FILE *out) {
     mt19937_seed(&g, (uint32_t)o->seed);
     fputs(o->prompt, out);
     for (long i = 0; i < o->max_new_tokens; i++) {
-        long t = n < T ? n : T;
-        gpt_forward(&m, ctx + n - t, NULL, 1, (int)t, false, 0, 0);
-        const float *last = m.acts.logits + (t - 1) * ds.vocab_size;
+        const float *last = gpt_infer_next(&inf, ctx, n);   // logits after ctx[n-min(n,T) .. n)
         int32_t id = pick(last, ds.vocab_size, o->temperature, o->top_k, probs, &g);
         ctx[n++] = id;
         char buf[8];
@@ -147,7 +154,7 @@ int sample_run(const SampleOptions *o, FILE *out) {
 done:
     free(ctx);
     free(probs);
-    gpt_free(&m);
+    gpt_infer_free(&inf);
     chardataset_free(&ds);
     snapshot_free(&snap);
     return rc;

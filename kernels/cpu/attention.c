@@ -1,37 +1,257 @@
 // kernels/cpu/attention.c — causal multi-head self-attention with attention dropout.
+//
+// Parallel over (b,h); each (b,h) owns its att / scratch plane and its hs-wide column
+// slices of out and dqkv, so no two threads write one element and the result does not
+// depend on the thread count. Work is O(T^2 hs) per (b,h), only the causal triangle is
+// computed, and nothing is allocated: the small tiles below live on the stack.
+//
+// Three register-blocked kernels on short vectors (kernels/cpu/simd.h) do all the
+// products, each on up to 4 rows at a time:
+//   scores : S[t][j] = a[t] . b[j] over a key chunk, with b transposed into a stack tile
+//            (q k^T in the forward, dout v^T in the backward);
+//   rowmix : Y[t] (+)= sum_j W[t][j] X[j]   (att v, dS k);
+//   colmix : Y[j] += sum_t W[t][j] X[t]     (att^T dout, dS^T q).
+#pragma GCC optimize("fp-contract=fast")
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd.h"
 #include "kernels/dropout_rng.h"
 
-// Dot product a (n,) . b (n,) with 8 independent partial sums: lets the compiler vectorise
-// without -ffast-math, and the summation order is fixed by the code (deterministic).
-static inline float dot_f32(const float *a, const float *b, int n) {
-    float acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
-    float s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < n; i++) s += a[i] * b[i];
-    return s;
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+// Vectors per column chunk in rowmix/colmix: 4 rows x NV accumulators stay in registers.
+#if VL == 16
+#define NV 4
+#else
+#define NV 2
+#endif
+// Floats of the transposed key tile (hs x KC) on the stack.
+#define KT_FLOATS 8192
+// Rows of a dropout-masked attention block on the stack (4 rows x T).
+#define ROWS 4
+
+// m[j] = dropout multiplier of element idx0 + j: 0 or keep_scale.
+static void drop_row(float *m, int n, uint64_t key, uint64_t idx0, uint32_t thr, float keep_scale) {
+    for (int j = 0; j < n; j++) m[j] = dropout_keep(key, idx0 + (uint64_t)j, thr) ? keep_scale : 0.0f;
 }
 
-// Multiplier dropout applies to att element idx: 0 (dropped) or 1/(1-p) (kept); 1 when p = 0.
-static inline float drop_mult(int use_drop, uint64_t key, uint64_t idx, uint32_t thr,
-                              float keep_scale) {
-    if (!use_drop) return 1.0f;
-    return dropout_keep(key, idx, thr) ? keep_scale : 0.0f;
+// ---------------------------------------------------------------- scores
+// S[r*lds + j] = scale * sum_i A[r*lda + i] * kT[i*ldk + j], r < R, j < nk. kT is (hs, ldk).
+ALWAYS_INLINE void scores_r(int R, float *S, long lds, const float *A, long lda, const float *kT,
+                            int ldk, int nk, int hs, float scale) {
+    int j = 0;
+    for (; j + 2 * VL <= nk; j += 2 * VL) {
+        VF acc[ROWS][2];
+        for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = vset1(0.0f);
+        for (int i = 0; i < hs; i++) {
+            const VF k0 = vload(kT + (long)i * ldk + j), k1 = vload(kT + (long)i * ldk + j + VL);
+            for (int r = 0; r < R; r++) {
+                const float a = A[r * lda + i];
+                acc[r][0] += a * k0;
+                acc[r][1] += a * k1;
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            vstore(S + r * lds + j, acc[r][0] * scale);
+            vstore(S + r * lds + j + VL, acc[r][1] * scale);
+        }
+    }
+    for (; j < nk; j += VL) {   // last partial group: compute VL lanes, store the valid ones
+        const int w = nk - j < VL ? nk - j : VL;
+        VF acc[ROWS];
+        for (int r = 0; r < R; r++) acc[r] = vset1(0.0f);
+        for (int i = 0; i < hs; i++) {
+            const VF k0 = vload(kT + (long)i * ldk + j);   // kT rows are padded to ldk >= j + VL
+            for (int r = 0; r < R; r++) acc[r] += A[r * lda + i] * k0;
+        }
+        for (int r = 0; r < R; r++) {
+            float tmp[VL];
+            vstore(tmp, acc[r] * scale);
+            for (int q = 0; q < w; q++) S[r * lds + j + q] = tmp[q];
+        }
+    }
+}
+static void scores(int R, float *S, long lds, const float *A, long lda, const float *kT, int ldk,
+                   int nk, int hs, float scale) {
+    switch (R) {
+    case 4: scores_r(4, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
+    case 3: scores_r(3, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
+    case 2: scores_r(2, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
+    default: scores_r(1, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
+    }
 }
 
+// S rows [0,T) x keys [0,T) (lower triangle and a few entries past it, up to the end of each
+// 4-row block) = scale * A B^T, A and B (T, hs) with row strides lda, ldb. B is transposed
+// chunk by chunk into a stack tile so the inner loop runs over keys.
+static void scores_causal(float *S, int T, const float *A, long lda, const float *Bm, long ldb,
+                          int hs, float scale) {
+    int kc = KT_FLOATS / (hs > 0 ? hs : 1);
+    kc = kc / (2 * VL) * (2 * VL);
+    if (kc < 2 * VL) kc = 2 * VL;   // hs > KT_FLOATS / 32: bigger tile (still only 4 KiB x hs/128)
+    const int ldk = kc;
+    float kT[hs * ldk > KT_FLOATS ? hs * ldk : KT_FLOATS];
+    for (int j0 = 0; j0 < T; j0 += kc) {
+        const int j1 = j0 + kc < T ? j0 + kc : T;
+        for (int j = j0; j < j1; j++)
+            for (int i = 0; i < hs; i++) kT[(long)i * ldk + (j - j0)] = Bm[(long)j * ldb + i];
+        for (int i = 0; i < hs; i++)   // zero padding read by the partial key group
+            for (int j = j1 - j0; j < ldk && j < j1 - j0 + VL; j++) kT[(long)i * ldk + j] = 0.0f;
+        // Rows t >= j0 see keys [j0, min(j1, t+1)); a 4-row block computes up to its last row.
+        for (int t0 = j0 / ROWS * ROWS; t0 < T; t0 += ROWS) {
+            const int R = T - t0 < ROWS ? T - t0 : ROWS;
+            const int jend = t0 + R < j1 ? t0 + R : j1;
+            if (jend <= j0) continue;
+            scores(R, S + (long)t0 * T + j0, T, A + (long)t0 * lda, lda, kT, ldk, jend - j0, hs, scale);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- rowmix
+// Y[r*ldy + c] (= or +=) sum_{j<n} W[r*ldw + j] X[j*ldx + c], r < R, c < hs.
+ALWAYS_INLINE void rowmix_chunk(int R, int nv, float *Y, long ldy, const float *W, long ldw,
+                                const float *X, long ldx, int n, int acc_out) {
+    VF acc[ROWS][NV];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = vset1(0.0f);
+    for (int j = 0; j < n; j++) {
+        VF x[NV];
+        for (int v = 0; v < nv; v++) x[v] = vload(X + (long)j * ldx + v * VL);
+        for (int r = 0; r < R; r++) {
+            const float w = W[r * ldw + j];
+            for (int v = 0; v < nv; v++) acc[r][v] += w * x[v];
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < nv; v++) {
+            float *y = Y + r * ldy + v * VL;
+            vstore(y, acc_out ? vload(y) + acc[r][v] : acc[r][v]);
+        }
+}
+ALWAYS_INLINE void rowmix_r(int R, float *Y, long ldy, const float *W, long ldw, const float *X,
+                            long ldx, int n, int hs, int acc_out) {
+    int c = 0;
+    for (; c + NV * VL <= hs; c += NV * VL) rowmix_chunk(R, NV, Y + c, ldy, W, ldw, X + c, ldx, n, acc_out);
+    for (; c + VL <= hs; c += VL) rowmix_chunk(R, 1, Y + c, ldy, W, ldw, X + c, ldx, n, acc_out);
+    for (; c < hs; c++)
+        for (int r = 0; r < R; r++) {
+            float s = 0.0f;
+            for (int j = 0; j < n; j++) s += W[r * ldw + j] * X[(long)j * ldx + c];
+            Y[r * ldy + c] = acc_out ? Y[r * ldy + c] + s : s;
+        }
+}
+static void rowmix(int R, float *Y, long ldy, const float *W, long ldw, const float *X, long ldx,
+                   int n, int hs, int acc_out) {
+    switch (R) {
+    case 4: rowmix_r(4, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
+    case 3: rowmix_r(3, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
+    case 2: rowmix_r(2, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
+    default: rowmix_r(1, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
+    }
+}
+
+// ---------------------------------------------------------------- colmix
+// Y[(j0+r)*ldy + c] += sum_{t in [j0, T)} Wd[t][j0+r] X[t*ldx + c], r < R, c < hs, where
+// Wd[t][j] = W[t*ldw + j] * (dropout multiplier of element idx0 + t*T + j when drop).
+// W must be 0 above the diagonal within the block (t < j0 + r).
+ALWAYS_INLINE void colmix_chunk(int R, int nv, int drop, float *Y, long ldy, const float *W,
+                                long ldw, const float *X, long ldx, int j0, int T, uint64_t key,
+                                uint64_t idx0, uint32_t thr, float keep_scale) {
+    VF acc[ROWS][NV];
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < nv; v++) acc[r][v] = vset1(0.0f);
+    for (int t = j0; t < T; t++) {
+        VF x[NV];
+        for (int v = 0; v < nv; v++) x[v] = vload(X + (long)t * ldx + v * VL);
+        for (int r = 0; r < R; r++) {
+            float w = W[(long)t * ldw + j0 + r];
+            if (drop) w = dropout_keep(key, idx0 + (uint64_t)t * T + j0 + r, thr) ? w * keep_scale : 0.0f;
+            for (int v = 0; v < nv; v++) acc[r][v] += w * x[v];
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int v = 0; v < nv; v++) {
+            float *y = Y + (long)(j0 + r) * ldy + v * VL;
+            vstore(y, vload(y) + acc[r][v]);
+        }
+}
+ALWAYS_INLINE void colmix_r(int R, int drop, float *Y, long ldy, const float *W, long ldw,
+                            const float *X, long ldx, int j0, int T, int hs, uint64_t key,
+                            uint64_t idx0, uint32_t thr, float keep_scale) {
+    int c = 0;
+    for (; c + NV * VL <= hs; c += NV * VL)
+        colmix_chunk(R, NV, drop, Y + c, ldy, W, ldw, X + c, ldx, j0, T, key, idx0, thr, keep_scale);
+    for (; c + VL <= hs; c += VL)
+        colmix_chunk(R, 1, drop, Y + c, ldy, W, ldw, X + c, ldx, j0, T, key, idx0, thr, keep_scale);
+    for (; c < hs; c++)
+        for (int r = 0; r < R; r++) {
+            float s = 0.0f;
+            for (int t = j0; t < T; t++) {
+                float w = W[(long)t * ldw + j0 + r];
+                if (drop) w = dropout_keep(key, idx0 + (uint64_t)t * T + j0 + r, thr) ? w * keep_scale : 0.0f;
+                s += w * X[(long)t * ldx + c];
+            }
+            Y[(long)(j0 + r) * ldy + c] += s;
+        }
+}
+static void colmix(int R, int drop, float *Y, long ldy, const float *W, long ldw, const float *X,
+                   long ldx, int j0, int T, int hs, uint64_t key, uint64_t idx0, uint32_t thr,
+                   float keep_scale) {
+    if (drop) {
+        switch (R) {
+        case 4: colmix_r(4, 1, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
+        case 3: colmix_r(3, 1, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
+        case 2: colmix_r(2, 1, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
+        default: colmix_r(1, 1, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
+        }
+    } else {
+        switch (R) {
+        case 4: colmix_r(4, 0, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
+        case 3: colmix_r(3, 0, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
+        case 2: colmix_r(2, 0, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
+        default: colmix_r(1, 0, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- softmax row
+// row[0..n) = softmax(row[0..n)) (max-subtracted), row[n..T) = 0.
+static void softmax_row(float *row, int n, int T) {
+    int j = 0;
+    VF vm = vset1(-INFINITY);
+    for (; j + VL <= n; j += VL) vm = vmax(vm, vload(row + j));
+    float maxv = vhmax(vm);
+    for (; j < n; j++) maxv = row[j] > maxv ? row[j] : maxv;
+    VF vs = vset1(0.0f);
+    const VF vmx = vset1(maxv);
+    for (j = 0; j + VL <= n; j += VL) {
+        const VF e = vexp(vload(row + j) - vmx);
+        vstore(row + j, e);
+        vs += e;
+    }
+    float sum = vsum(vs);
+    for (; j < n; j++) {
+        const float e = expf_fast(row[j] - maxv);
+        row[j] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / sum;
+    const VF vinv = vset1(inv);
+    for (j = 0; j + VL <= n; j += VL) vstore(row + j, vload(row + j) * vinv);
+    for (; j < n; j++) row[j] *= inv;
+    for (j = n; j < T; j++) row[j] = 0.0f;
+}
+
+// ---------------------------------------------------------------- forward
 // qkv (B,T,3C) -> att (B,NH,T,T) causal softmax (zeros above the diagonal), out (B,T,C) =
-// dropout(att) @ v with heads concatenated. Parallel over (b,h): each writes its own att
-// plane and its own hs-wide column slice of out.
+// dropout(att) @ v with heads concatenated.
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
                        float attn_p, uint64_t key) {
     const int hs = C / NH;
-    const size_t C3 = (size_t)3 * C;
+    const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
     const int use_drop = attn_p > 0.0f;
     const uint32_t thr = dropout_threshold(attn_p);
@@ -40,52 +260,41 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            const float *base = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-            float *att_bh = att + ((size_t)b * NH + h) * T * T;
+            const float *q = qkv + (long)b * T * C3 + (long)h * hs, *k = q + C, *v = q + 2L * C;
+            float *att_bh = att + ((long)b * NH + h) * T * T;
             const uint64_t idx_bh = ((uint64_t)b * NH + h) * T * T;
-            for (int t = 0; t < T; t++) {
-                const float *q = base + (size_t)t * C3;
-                float *row = att_bh + (size_t)t * T;
-                // Scores and running max over the visible keys t2 <= t.
-                float maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float s = dot_f32(q, base + (size_t)t2 * C3 + C, hs) * scale;
-                    row[t2] = s;
-                    maxv = s > maxv ? s : maxv;
+            // Scores into att, then softmax row by row (zeros above the diagonal).
+            scores_causal(att_bh, T, q, C3, k, C3, hs, scale);
+            for (int t = 0; t < T; t++) softmax_row(att_bh + (long)t * T, t + 1, T);
+            // out rows = drop(att rows) @ v; a 4-row block uses keys [0, t0 + R).
+            float pd[ROWS * T];
+            for (int t0 = 0; t0 < T; t0 += ROWS) {
+                const int R = T - t0 < ROWS ? T - t0 : ROWS, n = t0 + R;
+                const float *W = att_bh + (long)t0 * T;
+                long ldw = T;
+                if (use_drop) {
+                    for (int r = 0; r < R; r++) {
+                        drop_row(pd + (long)r * n, n, key, idx_bh + (uint64_t)(t0 + r) * T, thr, keep_scale);
+                        for (int j = 0; j < n; j++) pd[(long)r * n + j] *= W[(long)r * T + j];
+                    }
+                    W = pd;
+                    ldw = n;
                 }
-                // Max-subtracted exponentials: no overflow.
-                float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float e = expf(row[t2] - maxv);
-                    row[t2] = e;
-                    sum += e;
-                }
-                const float inv = 1.0f / sum;
-                for (int t2 = 0; t2 <= t; t2++) row[t2] *= inv;
-                for (int t2 = t + 1; t2 < T; t2++) row[t2] = 0.0f;
-
-                // out[t] = sum_t2 drop(att)[t,t2] v[t2]: axpy over hs (vectorises, no reduction).
-                float *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
-                for (int i = 0; i < hs; i++) o[i] = 0.0f;
-                const uint64_t idx_row = idx_bh + (uint64_t)t * T;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float a = row[t2] * drop_mult(use_drop, key, idx_row + t2, thr, keep_scale);
-                    const float *v = base + (size_t)t2 * C3 + 2 * (size_t)C;
-                    for (int i = 0; i < hs; i++) o[i] += a * v[i];
-                }
+                rowmix(R, out + ((long)b * T + t0) * C + (long)h * hs, C, W, ldw, v, C3, n, hs, 0);
             }
         }
     }
 }
 
-// dqkv (B,T,3C) += gradient given dout (B,T,C), the saved att (B,NH,T,T) and qkv; the mask
-// is recomputed from key. scratch (B,NH,T,T) holds datt then dpreatt (lower triangle only).
-// Each (b,h) touches only its own hs-wide slices of dq/dk/dv and its own scratch plane.
+// ---------------------------------------------------------------- backward
+// dqkv (B,T,3C) += gradient given dout (B,T,C), the saved att and qkv; the dropout mask is
+// recomputed from key. scratch (B,NH,T,T) holds dP (the gradient of drop(att)), then dS (the
+// gradient of the scaled scores) in its lower triangle.
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH, float attn_p,
                         uint64_t key) {
     const int hs = C / NH;
-    const size_t C3 = (size_t)3 * C;
+    const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
     const int use_drop = attn_p > 0.0f;
     const uint32_t thr = dropout_threshold(attn_p);
@@ -94,44 +303,46 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            const float *base = qkv + (size_t)b * T * C3 + (size_t)h * hs;
-            float *dbase = dqkv + (size_t)b * T * C3 + (size_t)h * hs;
-            const float *att_bh = att + ((size_t)b * NH + h) * T * T;
-            float *ds_bh = scratch + ((size_t)b * NH + h) * T * T;
+            const float *q = qkv + (long)b * T * C3 + (long)h * hs, *k = q + C, *v = q + 2L * C;
+            float *dq = dqkv + (long)b * T * C3 + (long)h * hs, *dk = dq + C, *dv = dq + 2L * C;
+            const float *dy = dout + (long)b * T * C + (long)h * hs;
+            const float *att_bh = att + ((long)b * NH + h) * T * T;
+            float *ds = scratch + ((long)b * NH + h) * T * T;
             const uint64_t idx_bh = ((uint64_t)b * NH + h) * T * T;
+
+            // dv[j] += sum_t drop(att)[t][j] dout[t].
+            for (int j0 = 0; j0 < T; j0 += ROWS) {
+                const int R = T - j0 < ROWS ? T - j0 : ROWS;
+                colmix(R, use_drop, dv, C3, att_bh, T, dy, C, j0, T, hs, key, idx_bh, thr, keep_scale);
+            }
+            // dPd = dout v^T (lower triangle), then per row: dP = dPd * mask;
+            // dS = att * (dP - sum(att * dP)) * scale; zero the rest of the row's 4-block.
+            scores_causal(ds, T, dy, C, v, C3, hs, 1.0f);
+            float m[T];
             for (int t = 0; t < T; t++) {
-                const float *arow = att_bh + (size_t)t * T;
-                float *drow = ds_bh + (size_t)t * T;
-                const float *dout_t = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
-                const uint64_t idx_row = idx_bh + (uint64_t)t * T;
-
-                // Through out = drop(att) @ v: dv += drop(att)^T dout, and
-                // datt = dropout_backward(dout v^T) (same mask, same 1/(1-p)).
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float m = drop_mult(use_drop, key, idx_row + t2, thr, keep_scale);
-                    drow[t2] = dot_f32(dout_t, base + (size_t)t2 * C3 + 2 * (size_t)C, hs) * m;
-                    const float a = arow[t2] * m;
-                    float *dv = dbase + (size_t)t2 * C3 + 2 * (size_t)C;
-                    for (int i = 0; i < hs; i++) dv[i] += a * dout_t[i];
+                float *row = ds + (long)t * T;
+                const float *a = att_bh + (long)t * T;
+                const int n = t + 1;
+                if (use_drop) {
+                    drop_row(m, n, key, idx_bh + (uint64_t)t * T, thr, keep_scale);
+                    for (int j = 0; j < n; j++) row[j] *= m[j];
                 }
-
-                // Softmax backward over the visible keys; fold in the 1/sqrt(hs) score scale.
-                float s = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) s += arow[t2] * drow[t2];
-                for (int t2 = 0; t2 <= t; t2++) drow[t2] = arow[t2] * (drow[t2] - s) * scale;
-
-                // Through scores = q k^T: dq[t] += dpre k[t2], dk[t2] += dpre q[t].
-                const float *q = base + (size_t)t * C3;
-                float *dq = dbase + (size_t)t * C3;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float g = drow[t2];
-                    const float *k = base + (size_t)t2 * C3 + C;
-                    float *dk = dbase + (size_t)t2 * C3 + C;
-                    for (int i = 0; i < hs; i++) {
-                        dq[i] += g * k[i];
-                        dk[i] += g * q[i];
-                    }
-                }
+                int j = 0;
+                VF vs = vset1(0.0f);
+                for (; j + VL <= n; j += VL) vs += vload(a + j) * vload(row + j);
+                float s = vsum(vs);
+                for (; j < n; j++) s += a[j] * row[j];
+                const VF vsv = vset1(s);
+                for (j = 0; j + VL <= n; j += VL) vstore(row + j, vload(a + j) * (vload(row + j) - vsv) * scale);
+                for (; j < n; j++) row[j] = a[j] * (row[j] - s) * scale;
+                const int end = (t / ROWS + 1) * ROWS < T ? (t / ROWS + 1) * ROWS : T;
+                for (j = n; j < end; j++) row[j] = 0.0f;
+            }
+            // dq[t] += sum_j dS[t][j] k[j];  dk[j] += sum_t dS[t][j] q[t].
+            for (int t0 = 0; t0 < T; t0 += ROWS) {
+                const int R = T - t0 < ROWS ? T - t0 : ROWS;
+                rowmix(R, dq + (long)t0 * C3, C3, ds + (long)t0 * T, T, k, C3, t0 + R, hs, 1);
+                colmix(R, 0, dk, C3, ds, T, q, C3, t0, T, hs, 0, 0, 0, 1.0f);
             }
         }
     }

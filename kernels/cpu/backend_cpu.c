@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd.h"
 
 // ============================================================================
 // Rounding to the low-precision types (round to nearest even)
@@ -148,15 +149,32 @@ static void cpu_crossentropy_softmax_backward(Backend *be, float *dlogits, const
                                               const int32_t *targets, int N, int V, float dloss) {
     crossentropy_softmax_backward(dlogits, probs, targets, N, V, dloss);
 }
+static void cpu_crossentropy_forward_backward(Backend *be, float *losses, float *dlogits,
+                                              const float *logits, const int32_t *targets, int N,
+                                              int V, float dloss) {
+    crossentropy_forward_backward(losses, dlogits, logits, targets, N, V, dloss);
+}
 
 // ============================================================================
 // Optimizer ops
 // ============================================================================
+// Short vectors (kernels/cpu/simd.h) with an exact vector sqrt: the same arithmetic, in the
+// same order, as the scalar loop (no FMA contraction in this file), VL elements at a time.
 static void cpu_adamw_update(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
                              float beta1, float beta2, float eps, float decay_factor,
                              float step_size, float bc2_sqrt) {
+    const size_t nvec = n / VL;
     #pragma omp parallel for schedule(static) if (n > 16384)
-    for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < nvec; k++) {
+        const size_t i = k * VL;
+        const VF gi = vload(g + i);
+        const VF mi = beta1 * vload(m + i) + (1.0f - beta1) * gi;
+        const VF vi = beta2 * vload(v + i) + (1.0f - beta2) * gi * gi;
+        vstore(m + i, mi);
+        vstore(v + i, vi);
+        vstore(p + i, vload(p + i) * decay_factor - step_size * mi / (vsqrt(vi) / bc2_sqrt + eps));
+    }
+    for (size_t i = nvec * VL; i < n; i++) {
         float gi = g[i];
         m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
         v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
@@ -172,8 +190,14 @@ static double cpu_sum_squares(Backend *be, const float *x, size_t n) {
     #pragma omp parallel for schedule(static)
     for (int c = 0; c < SUMSQ_CHUNKS; c++) {
         size_t lo = (size_t)c * chunk, hi = lo + chunk < n ? lo + chunk : n;
-        double s = 0.0;
-        for (size_t i = lo; i < hi; i++) s += (double)x[i] * x[i];
+        // 8 interleaved double partial sums (a fixed order, so still deterministic) instead
+        // of one serial chain: vectorises and hides the add latency.
+        double acc[8] = {0};
+        size_t i = lo;
+        for (; i + 8 <= hi; i += 8)
+            for (int j = 0; j < 8; j++) acc[j] += (double)x[i + j] * x[i + j];
+        double s = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+        for (; i < hi; i++) s += (double)x[i] * x[i];
         partial[c] = s;
     }
     double total = 0.0;
@@ -213,6 +237,7 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
         .dropout_forward = cpu_dropout_forward, .dropout_backward = cpu_dropout_backward,
         .crossentropy_forward = cpu_crossentropy_forward,
         .crossentropy_softmax_backward = cpu_crossentropy_softmax_backward,
+        .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
         .adamw_update = cpu_adamw_update, .sum_squares = cpu_sum_squares, .scale = cpu_scale,
         .all_finite = cpu_all_finite,
     };

@@ -1,18 +1,38 @@
-// kernels/cpu/fused.c — fused forward ops (compositions of the single ops for now;
-// tests/test_fused.c checks them against the unfused sequence).
+// kernels/cpu/fused.c — fused ops: one pass where the unfused sequence makes several
+// (tests/test_fused.c checks each against that sequence). residual_layernorm_forward is
+// in layernorm.c, next to the row kernel it shares.
+#pragma GCC optimize("fp-contract=fast")
+#include <stddef.h>
+
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd.h"
 
-// res (N,C) = a + b; out, mean, rstd (N,C),(N),(N) = layernorm(res).
-void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
-                                const float *a, const float *b, const float *weight,
-                                const float *bias, int N, int C) {
-    residual_forward(res, a, b, (long)N * C);
-    layernorm_forward(out, mean, rstd, res, weight, bias, N, C);
-}
+#define GELU_K 0.7978845608028654f  // sqrt(2/pi)
+#define GELU_A 0.044715f
 
-// pre (N,OC) = inp (N,C) @ weight^T + bias; out (N,OC) = gelu(pre).
+// pre (N,OC) = inp (N,C) @ weight^T + bias; out (N,OC) = gelu(pre). The GEMM writes pre
+// without the bias (beta = 0, no bias-seeding pass); one pass per row then adds the bias
+// and applies GELU while the row is in cache.
 void matmul_gelu_forward(float *pre, float *out, const float *inp, const float *weight,
                          const float *bias, int N, int C, int OC) {
-    matmul_forward(pre, inp, weight, bias, N, C, OC);
-    gelu_forward(out, pre, (long)N * OC);
+    cpu_sgemm(0, 1, N, OC, C, inp, C, weight, C, 0.0f, pre, OC);
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *p = pre + (size_t)n * OC, *o = out + (size_t)n * OC;
+        int c = 0;
+        for (; c + VL <= OC; c += VL) {
+            VF x = vload(p + c);
+            if (bias) x += vload(bias + c);
+            vstore(p + c, x);
+            const VF u = GELU_K * (x + GELU_A * x * x * x);
+            vstore(o + c, x / (1.0f + vexp(-2.0f * u)));
+        }
+        for (; c < OC; c++) {
+            const float x = p[c] + (bias ? bias[c] : 0.0f);
+            p[c] = x;
+            const float u = GELU_K * (x + GELU_A * x * x * x);
+            o[c] = x / (1.0f + expf_fast(-2.0f * u));
+        }
+    }
 }

@@ -1,9 +1,32 @@
-// kernels/cpu/matmul.c — nn.Linear forward and backward on OpenBLAS sgemm.
+// kernels/cpu/matmul.c — nn.Linear forward and backward on sgemm (kernels/cpu/gemm.h).
+#ifdef MINGPT_GEMM_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#else
 #include <cblas.h>
+#endif
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
+
+void cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+               int ldb, float beta, float *Cm, int ldc) {
+#ifdef MINGPT_GEMM_DNNL
+    dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, Cm, ldc);
+#else
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+                K, 1.0f, A, lda, B, ldb, beta, Cm, ldc);
+#endif
+}
+
+const char *cpu_sgemm_library(void) {
+#ifdef MINGPT_GEMM_DNNL
+    return "onednn";
+#else
+    return "openblas";
+#endif
+}
 
 // Output channels per task in the dbias reduction over rows.
 #define MM_CH_BLOCK 64
@@ -18,8 +41,7 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C,
-                beta, out, OC);
+    cpu_sgemm(0, 1, N, OC, C, inp, C, weight, C, beta, out, OC);
 }
 
 // dinp (N,C) += dout (N,OC) @ weight (OC,C); dweight (OC,C) += dout^T @ inp (N,C);
@@ -27,11 +49,9 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                      const float *inp, const float *weight, int N, int C, int OC) {
     if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC,
-                    weight, C, 1.0f, dinp, C);
+        cpu_sgemm(0, 0, N, C, OC, dout, OC, weight, C, 1.0f, dinp, C);
     if (dweight)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C,
-                    1.0f, dweight, C);
+        cpu_sgemm(1, 0, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C);
     if (dbias) {
         // Column sums: each thread owns a block of output channels and walks rows in order
         // (contiguous reads, no shared writes, same result for any thread count).

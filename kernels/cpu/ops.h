@@ -99,5 +99,12 @@ void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd
 // pre (N,OC) = inp (N,C) @ weight^T + bias; out (N,OC) = gelu(pre) (tanh approximation).
 void matmul_gelu_forward(float *pre, float *out, const float *inp, const float *weight,
                          const float *bias, int N, int C, int OC);
+// Training loss and its gradient in one pass (softmax + cross-entropy + gradient): losses (N,)
+// as crossentropy_forward, and dlogits (N,V) = dloss * (softmax(logits) - onehot(targets)),
+// 0 in rows whose target is -1 — crossentropy_forward then crossentropy_softmax_backward
+// without storing the probabilities. Overwrites dlogits, which may alias logits. Returns the
+// number of rows whose target is not -1.
+long crossentropy_forward_backward(float *losses, float *dlogits, const float *logits,
+                                   const int32_t *targets, int N, int V, float dloss);
 
 #endif

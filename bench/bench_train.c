@@ -1,0 +1,253 @@
+// bench/bench_train.c — mingpt's training-step, sgemm-peak and sampling benchmarks
+// (driven by bench/run_bench.py through `make bench`; not part of `make test`).
+//
+//   bench_train train  --n_layer L --n_head H --n_embd C --block T --batch B [--vocab V]
+//                      [--dropout P] [--warmup W] [--iters N]
+//       One training iteration = what trainer/trainer.c does per step: forward with loss,
+//       zero_grad, backward, global-norm clip (1.0), AdamW (minGPT's decay groups). Random
+//       tokens; W untimed warm-up iterations, then N timed ones. Prints one RESULT line:
+//       median ms/iter, tokens/s, model FLOPs per iteration, peak RSS (VmHWM) and the
+//       memory the config needs (params + grads + AdamW state + activations).
+//   bench_train sgemm  [--n N] [--reps R]
+//       Best GFLOP/s of the ops' sgemm (kernels/cpu/gemm.h: OpenBLAS, or oneDNN in the
+//       -DMINGPT_GEMM_DNNL build) on N x N x N with all OpenMP threads: the MFU peak.
+//   bench_train sample --n_layer L --n_head H --n_embd C --block T [--vocab V] [--tokens N]
+//       chars/s of KV-cache sampling (model/gpt_infer.h) from a random-init model.
+//   bench_train init   --n_layer L --n_head H --n_embd C --block T --vocab V --seed S --out P
+//       Writes gpt_init_weights' parameters: P.bin (fp32, flat layout) and P.txt (one line
+//       per tensor: name rows cols offset), so bench/bench_quality.py starts PyTorch from
+//       mingpt's exact initial weights.
+//
+// Model FLOPs per token (nanoGPT / PaLM convention, the causal mask not discounted):
+//   6 * N_linear + 12 * L * C * T,  N_linear = L * 12 C^2 + V C  (Linear weights incl. lm_head)
+// where 6 N counts forward + backward multiply-adds of the weights (2 + 4 FLOPs per weight)
+// and 12 L C T the attention scores and weighted sum (q k^T and att v, forward + backward).
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/cpu/gemm.h"
+#include "model/gpt.h"
+#include "model/gpt_infer.h"
+#include "trainer/adamw.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Peak resident set size in KiB (VmHWM of /proc/self/status).
+static long peak_rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) { kib = strtol(line + 6, NULL, 10); break; }
+    fclose(f);
+    return kib;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    int n_layer, n_head, n_embd, block, batch, vocab, warmup, iters, n, reps, tokens;
+    double dropout;
+    long seed;
+    const char *out;
+} Args;
+
+static int parse(int argc, char **argv, Args *a) {
+    *a = (Args){ 4, 4, 128, 64, 12, 65, 3, 20, 4096, 3, 2000, 0.0, 1337, NULL };
+    for (int i = 2; i + 1 < argc; i += 2) {
+        const char *k = argv[i], *v = argv[i + 1];
+        if (!strcmp(k, "--n_layer")) a->n_layer = atoi(v);
+        else if (!strcmp(k, "--n_head")) a->n_head = atoi(v);
+        else if (!strcmp(k, "--n_embd")) a->n_embd = atoi(v);
+        else if (!strcmp(k, "--block")) a->block = atoi(v);
+        else if (!strcmp(k, "--batch")) a->batch = atoi(v);
+        else if (!strcmp(k, "--vocab")) a->vocab = atoi(v);
+        else if (!strcmp(k, "--warmup")) a->warmup = atoi(v);
+        else if (!strcmp(k, "--iters")) a->iters = atoi(v);
+        else if (!strcmp(k, "--n")) a->n = atoi(v);
+        else if (!strcmp(k, "--reps")) a->reps = atoi(v);
+        else if (!strcmp(k, "--tokens")) a->tokens = atoi(v);
+        else if (!strcmp(k, "--dropout")) a->dropout = atof(v);
+        else if (!strcmp(k, "--seed")) a->seed = atol(v);
+        else if (!strcmp(k, "--out")) a->out = v;
+        else { fprintf(stderr, "bench_train: unknown option %s\n", k); return 2; }
+    }
+    return 0;
+}
+
+static GPTShape shape_of(const Args *a) {
+    GPTShape s = { a->vocab, a->block, a->n_layer, a->n_head, a->n_embd,
+                   (float)a->dropout, (float)a->dropout, (float)a->dropout };
+    return s;
+}
+
+static int bench_train(const Args *a) {
+    char err[512];
+    GPTShape s = shape_of(a);
+    const int B = a->batch, T = a->block, C = a->n_embd, L = a->n_layer, V = a->vocab;
+    GPT m;
+    if (gpt_build(&m, &s, B, T, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
+    gpt_init_weights(&m, 1337);
+    AdamW opt;
+    if (adamw_init(&opt, m.be, m.num_params)) { fprintf(stderr, "bench_train: out of memory\n"); return 1; }
+
+    // A few distinct random batches, cycled (the step's cost does not depend on the data).
+    enum { NB = 4 };
+    int32_t *x = malloc(sizeof(int32_t) * NB * B * T), *y = malloc(sizeof(int32_t) * NB * B * T);
+    uint64_t r = 88172645463325252ULL;
+    for (long i = 0; i < (long)NB * B * T; i++) {
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        x[i] = (int32_t)(r % (uint64_t)V);
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        y[i] = (int32_t)(r % (uint64_t)V);
+    }
+    double *ms = malloc(sizeof(double) * (a->iters > 0 ? a->iters : 1));
+    float loss = 0.0f;
+    for (int it = 0; it < a->warmup + a->iters; it++) {
+        const int32_t *bx = x + (long)(it % NB) * B * T, *by = y + (long)(it % NB) * B * T;
+        const double t0 = now_s();
+        loss = gpt_forward(&m, bx, by, B, T, a->dropout > 0, 1337, (uint64_t)it);
+        gpt_zero_grad(&m);
+        gpt_backward(&m);
+        const double norm = grad_global_norm(m.be, m.grads_memory, m.num_params);
+        grad_clip(m.be, m.grads_memory, m.num_params, norm, 1.0);
+        adamw_step(&opt, m.params_memory, m.grads_memory, m.tensors, m.n_tensors, 1e-4f, 0.9f,
+                   0.95f, 1e-8f, 0.1f);
+        const double t1 = now_s();
+        if (it >= a->warmup) ms[it - a->warmup] = 1e3 * (t1 - t0);
+    }
+    qsort(ms, a->iters, sizeof *ms, cmp_double);
+    const double med = a->iters % 2 ? ms[a->iters / 2] : 0.5 * (ms[a->iters / 2 - 1] + ms[a->iters / 2]);
+
+    const double n_linear = (double)L * 12.0 * C * C + (double)V * C;
+    const double flops_tok = 6.0 * n_linear + 12.0 * L * (double)C * T;
+    const double flops_iter = flops_tok * B * T;
+    // Memory the config needs: params, grads, AdamW m and v (4 x num_params floats) and the
+    // activation buffer gpt_build carves for (B,T) (forward activations + backward scratch).
+    const double need_bytes = 4.0 * (4.0 * (double)m.num_params + (double)m.num_acts);
+    printf("RESULT train L=%d H=%d C=%d T=%d B=%d V=%d dropout=%g threads=%d params=%zu "
+           "ms_median=%.3f ms_min=%.3f ms_max=%.3f tok_s=%.1f flops_iter=%.6e gflops=%.2f "
+           "rss_kib=%ld need_kib=%.0f acts_floats=%zu loss=%.4f\n",
+           L, a->n_head, C, T, B, V, a->dropout, omp_get_max_threads(), m.num_params, med, ms[0],
+           ms[a->iters - 1], B * T / (med * 1e-3), flops_iter, flops_iter / (med * 1e-3) / 1e9,
+           peak_rss_kib(), need_bytes / 1024.0, m.num_acts, loss);
+    free(ms); free(x); free(y);
+    adamw_free(&opt);
+    gpt_free(&m);
+    return 0;
+}
+
+static int bench_sgemm(const Args *a) {
+    const int n = a->n;
+    float *A = malloc(sizeof(float) * n * n), *Bm = malloc(sizeof(float) * n * n),
+          *Cm = malloc(sizeof(float) * n * n);
+    for (long i = 0; i < (long)n * n; i++) { A[i] = (float)(i % 7) * 0.1f; Bm[i] = (float)(i % 5) * 0.1f; Cm[i] = 0; }
+    cpu_sgemm(0, 0, n, n, n, A, n, Bm, n, 0.0f, Cm, n);
+    double best = 1e30;
+    for (int r = 0; r < a->reps; r++) {
+        const double t0 = now_s();
+        cpu_sgemm(0, 0, n, n, n, A, n, Bm, n, 0.0f, Cm, n);
+        const double dt = now_s() - t0;
+        if (dt < best) best = dt;
+    }
+    printf("RESULT sgemm library=%s openblas_core=%s n=%d threads=%d gflops=%.1f\n",
+           cpu_sgemm_library(), openblas_get_corename(), n, omp_get_max_threads(),
+           2.0 * n * (double)n * n / best / 1e9);
+    free(A); free(Bm); free(Cm);
+    return 0;
+}
+
+// chars/s of sampling: gpt_infer_next on a growing context (what `mingpt sample` does per
+// character), from a 1-token prompt, n tokens, the next token drawn from softmax(logits)
+// with a fixed xorshift stream. Reports the first min(n, block_size - 1) tokens (the
+// window only grows: pure cache extension) and all n (later tokens slide the window, which
+// minGPT's cropping makes a full-window recompute per token).
+static int bench_sample(const Args *a) {
+    char err[512];
+    GPTShape s = shape_of(a);
+    s.embd_pdrop = s.resid_pdrop = s.attn_pdrop = 0.0f;
+    GPT m;
+    if (gpt_build(&m, &s, 1, 1, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
+    gpt_init_weights(&m, 1337);
+    GPTInfer inf;
+    if (gpt_infer_init(&inf, &m.shape, m.params_memory, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
+    const int V = a->vocab, T = a->block, n = a->tokens;
+    int32_t *ctx = malloc(sizeof(int32_t) * (n + 1));
+    double *pr = malloc(sizeof(double) * V);
+    ctx[0] = 0;
+    long len = 1;
+    uint64_t r = 88172645463325252ULL;
+    const int n_in = n < T - 1 ? n : T - 1;
+    double t_in = 0;
+    const double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        const float *logits = gpt_infer_next(&inf, ctx, len);
+        double maxv = logits[0], sum = 0;
+        for (int v = 1; v < V; v++) maxv = logits[v] > maxv ? logits[v] : maxv;
+        for (int v = 0; v < V; v++) { pr[v] = exp(logits[v] - maxv); sum += pr[v]; }
+        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+        double u = (r >> 11) / 9007199254740992.0 * sum, acc = 0;
+        int tok = V - 1;
+        for (int v = 0; v < V; v++) { acc += pr[v]; if (u < acc) { tok = v; break; } }
+        ctx[len++] = tok;
+        if (i + 1 == n_in) t_in = now_s() - t0;
+    }
+    const double dt = now_s() - t0;
+    printf("RESULT sample L=%d H=%d C=%d T=%d V=%d threads=%d tokens=%d chars_s=%.1f "
+           "in_window_tokens=%d in_window_chars_s=%.1f\n", a->n_layer, a->n_head, a->n_embd, T, V,
+           omp_get_max_threads(), n, n / dt, n_in, t_in > 0 ? n_in / t_in : 0.0);
+    free(ctx); free(pr);
+    gpt_infer_free(&inf);
+    gpt_free(&m);
+    return 0;
+}
+static int dump_init(const Args *a) {
+    char err[512], path[4096];
+    if (!a->out) { fprintf(stderr, "bench_train init: --out PATH is required\n"); return 2; }
+    GPTShape s = shape_of(a);
+    GPT m;
+    if (gpt_build(&m, &s, 1, 1, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
+    gpt_init_weights(&m, (uint64_t)a->seed);
+    snprintf(path, sizeof path, "%s.bin", a->out);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(m.params_memory, sizeof(float), m.num_params, f) != m.num_params || fclose(f)) {
+        fprintf(stderr, "bench_train: cannot write %s\n", path);
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s.txt", a->out);
+    f = fopen(path, "w");
+    if (!f) { fprintf(stderr, "bench_train: cannot write %s\n", path); return 1; }
+    for (int k = 0; k < m.n_tensors; k++)
+        fprintf(f, "%s %d %d %zu\n", m.tensors[k].name, m.tensors[k].rows, m.tensors[k].cols, m.tensors[k].offset);
+    fclose(f);
+    gpt_free(&m);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    Args a;
+    if (argc < 2 || parse(argc, argv, &a)) {
+        fprintf(stderr, "usage: bench_train train|sgemm|sample|init [--key value ...]\n");
+        return 2;
+    }
+    if (!strcmp(argv[1], "train")) return bench_train(&a);
+    if (!strcmp(argv[1], "sgemm")) return bench_sgemm(&a);
+    if (!strcmp(argv[1], "sample")) return bench_sample(&a);
+    if (!strcmp(argv[1], "init")) return dump_init(&a);
+    fprintf(stderr, "bench_train: unknown mode %s\n", argv[1]);
+    return 2;
+}
