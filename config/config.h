@@ -40,6 +40,7 @@ typedef struct {
     int save_every;           // snapshot every N epochs, and always after the last (default 3)
     bool use_amp;             // mixed precision (CUDA backend); the CPU backend trains in fp32
     char device[16];          // "auto" | "cpu" | "cuda" (default auto)
+    char amp_dtype[16];       // with use_amp: "float16" (default; dynamic loss scaling) | "bfloat16"
     uint64_t seed;            // init, dropout and the random split (default 1337)
     long max_iters;           // cap on total iterations from the start of training; 0 = none
     int log_every;            // log every N iterations (default 100)

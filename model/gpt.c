@@ -182,6 +182,7 @@ int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err
         }
     m->shape = *s;
     m->be = be;
+    m->loss_scale = 1.0f;
     m->B = B;
     m->T = T;
     m->n_tensors = gpt_param_table(s, NULL);
@@ -353,7 +354,7 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
         // Training: the loss and d(mean loss)/d(logits) in one pass; dlogits lands in probs,
         // where gpt_backward expects it.
         be->crossentropy_forward_backward(be, a->losses, a->probs, a->logits, m->targets, BT, V,
-                                          n_valid > 0 ? 1.0f / (float)n_valid : 0.0f);
+                                          n_valid > 0 ? m->loss_scale / (float)n_valid : 0.0f);
     } else {
         be->crossentropy_forward(be, a->losses, a->probs, a->logits, m->targets, BT, V);
     }
@@ -397,7 +398,7 @@ void gpt_backward(GPT *m) {
     // loss -> logits (in place over probs) -> ln_f -> residual stream
     float *dlogits = a->probs;
     if (!fused_loss_grad(m))
-        be->crossentropy_softmax_backward(be, dlogits, a->probs, m->targets, BT, V, 1.0f / (float)m->n_valid);
+        be->crossentropy_softmax_backward(be, dlogits, a->probs, m->targets, BT, V, m->loss_scale / (float)m->n_valid);
     zero(be, d->dln, BTC);
     be->matmul_backward(be, d->dln, g->lm_head_w, NULL, dlogits, a->ln_f, p->lm_head_w, BT, C, V);
     zero(be, d->dres, BTC);

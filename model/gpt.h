@@ -118,6 +118,7 @@ typedef struct {
     bool train;               // dropout was on
     uint64_t dropout_seed, step;
     float mean_loss;
+    float loss_scale;         // multiplies d(loss) in backward: 1, or S under fp16 dynamic loss scaling
 } GPT;
 
 // Number of dropout sites per step (stream = step * GPT_DROPOUT_SITES + site).

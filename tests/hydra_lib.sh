@@ -44,6 +44,18 @@ has() {
   ok "$name"
 }
 
+# in_order NAME FILE LINE...: FILE holds the LINEs as whole lines, in this order (other lines
+# may come between them, e.g. schema defaults another part of mingpt adds).
+in_order() {
+  local name=$1 file=$2; shift 2
+  local want=$# found=0 line
+  while IFS= read -r line && [ $found -lt $want ]; do
+    local i=$((found + 1))
+    [ "$line" == "${!i}" ] && found=$i
+  done < "$file"
+  [ $found -eq $want ] && ok "$name" || { local i=$((found + 1)); bad "$name (line '${!i}' missing or out of order)" "$(head -50 "$file")"; }
+}
+
 # A small corpus and a config for a model that trains in milliseconds.
 DATA=$WORK/tiny.txt
 printf 'hello world, this is a small corpus for the mingpt hydra tests.\n%.0s' {1..30} > "$DATA"

@@ -6,46 +6,22 @@ M=$MINGPT
 SHIPPED=(-cp "$REPO")
 
 # ---------------------------------------------------------------- C1 --cfg job: the shipped file re-dumped
-C1='data_config:
-  path: data/input.txt
-  block_size: 128
-  train_split: 0.9
-  truncate: 0.05
-  split: contiguous
-gpt_config:
-  n_layer: 8
-  n_head: 8
-  n_embd: 512
-  embd_pdrop: 0.1
-  resid_pdrop: 0.1
-  attn_pdrop: 0.1
-trainer_config:
-  max_epochs: 10
-  batch_size: 216
-  data_loader_workers: 4
-  grad_norm_clip: 1.0
-  snapshot_path: gpt_snapshot.bin
-  save_every: 3
-  use_amp: true
-  device: auto
-  seed: 1337
-  max_iters: 0
-  log_every: 100
-  eval_iters: 0
-  eval_every: 0
-  save_every_iters: 0
-optimizer_config:
-  weight_decay: 0.1
-  learning_rate: 0.0003
-  betas:
-  - 0.9
-  - 0.95
-  eps: 1.0e-08
-  warmup_iters: 0
-  lr_decay_iters: 0
-  min_lr: 0.0'
-check "C1 --cfg job prints the composed config" 0 "$C1" "" -- $M "${SHIPPED[@]}" --cfg job
-[ -z "$(ls -A "$WORK" | grep -v -e '^conf$' -e '^tiny.txt$' -e '^\.stderr$')" ] && ok "C1 --cfg creates nothing" \
+# Every key of gpt2_train_cfg.yaml in file order, formatted as OmegaConf dumps it (3.0e-4 style
+# floats, block lists); keys the file lacks come from the schema defaults, in between.
+SHIPPED_LINES=('data_config:' '  path: data/input.txt' '  block_size: 128' '  train_split: 0.9' '  truncate: 0.05'
+  '  split: contiguous' 'gpt_config:' '  n_layer: 8' '  n_head: 8' '  n_embd: 512' '  embd_pdrop: 0.1'
+  '  resid_pdrop: 0.1' '  attn_pdrop: 0.1' 'trainer_config:' '  max_epochs: 10' '  batch_size: 216'
+  '  data_loader_workers: 4' '  grad_norm_clip: 1.0' '  snapshot_path: gpt_snapshot.bin' '  save_every: 3'
+  '  use_amp: true' '  device: auto' '  seed: 1337' '  max_iters: 0' '  log_every: 100' '  eval_iters: 0'
+  'optimizer_config:' '  weight_decay: 0.1' '  learning_rate: 0.0003' '  betas:' '  - 0.9' '  - 0.95'
+  '  eps: 1.0e-08')
+check "C1 --cfg job exits 0, prints nothing on stderr" 0 - "" -- $M "${SHIPPED[@]}" --cfg job
+$M "${SHIPPED[@]}" --cfg job > c1_shipped.txt 2>/dev/null
+C1=$(cat c1_shipped.txt)
+in_order "C1 --cfg job prints the shipped file re-dumped" c1_shipped.txt "${SHIPPED_LINES[@]}"
+[ "$(grep -c '^[a-z_]*:$' c1_shipped.txt)" -eq 4 ] && ! grep -q -e '^hydra:' -e '\$' c1_shipped.txt \
+  && ok "C1 --cfg job: the four sections, no hydra node" || bad "C1 --cfg job: the four sections" "$C1"
+[ -z "$(ls -A "$WORK" | grep -v -e '^conf$' -e '^tiny.txt$' -e '^\.stderr$' -e '^c1_shipped.txt$')" ] && ok "C1 --cfg creates nothing" \
   || bad "C1 --cfg creates nothing" "$(ls -A "$WORK")"
 check "C1 shipped hydra.run.dir is ./" 0 "./" "" -- $M "${SHIPPED[@]}" --cfg hydra -p hydra.run.dir
 

@@ -96,6 +96,23 @@ static void test_resume_mid_epoch(void **state) {
     assert_same_state("straight.bin", "mid.bin");
 }
 
+// Mixed precision (fp16 matmul inputs, dynamic loss scaler): the scaler state travels in
+// the snapshot, so a resumed run is still bitwise the uninterrupted one.
+static void test_resume_fp16(void **state) {
+    train("amp_straight.bin", "trainer_config.max_epochs=2", "trainer_config.use_amp=true");
+    train("amp_split.bin", "trainer_config.max_epochs=1", "trainer_config.use_amp=true");
+    Snapshot mid = load("amp_split.bin");
+    assert_true(mid.loss_scale > 1.0f);   // the scaler was on and saved
+    snapshot_free(&mid);
+    train("amp_split.bin", "trainer_config.max_epochs=2", "trainer_config.use_amp=true");
+    assert_same_state("amp_straight.bin", "amp_split.bin");
+    // and fp16 is not fp32: the rounding changed the result
+    Snapshot a = load("amp_straight.bin"), b = load("straight.bin");
+    assert_memory_not_equal(a.params, b.params, a.num_params * 4);
+    snapshot_free(&a);
+    snapshot_free(&b);
+}
+
 // A different seed gives a different run: the comparison above is not vacuous.
 static void test_seed_matters(void **state) {
     train("other.bin", "trainer_config.max_epochs=1", "trainer_config.seed=7");
@@ -110,6 +127,7 @@ int main(void) {
         cmocka_unit_test(test_resume_at_epoch_boundary),
         cmocka_unit_test(test_resume_mid_epoch),
         cmocka_unit_test(test_seed_matters),
+        cmocka_unit_test(test_resume_fp16),
     };
     return cmocka_run_group_tests_name("resume", tests, setup, teardown);
 }

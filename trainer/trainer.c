@@ -14,6 +14,7 @@
 #include "data/char_dataset.h"
 #include "data/sampler.h"
 #include "kernels/backend.h"
+#include "kernels/loss_scaler.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/log.h"
@@ -74,6 +75,7 @@ static double evaluate(GPT *m, Batch *b, const CharDataset *ds, const DataSplit 
 typedef struct {
     long epochs_run, iter_in_epoch, iter_num;
     uint64_t seed;
+    LossScaler scaler;      // fp16 dynamic loss scale (disabled: scale 1)
 } Progress;
 
 // A host-readable view of n floats of backend memory: the buffer itself when the
@@ -103,7 +105,7 @@ static int save_snapshot(const Config *cfg, const GPT *m, const AdamW *opt, cons
             .num_params = m->num_params, .params = (float *)params, .adam_m = (float *)adam_m,
             .adam_v = (float *)adam_v, .adam_step = opt->step, .epochs_run = pr->epochs_run,
             .iter_in_epoch = pr->iter_in_epoch, .iter_num = pr->iter_num, .seed = pr->seed,
-            .loss_scale = 1.0f, .scaler_good_steps = 0,
+            .loss_scale = pr->scaler.scale, .scaler_good_steps = pr->scaler.good_steps,
         };
         rc = snapshot_save(cfg->trainer.snapshot_path, &s, err, sizeof err);
     }
@@ -165,11 +167,16 @@ int trainer_run(const Config *cfg, TrainResult *res) {
     Batch batch = {0};
     long *train_order = NULL, *test_order = NULL, *scratch = NULL;
 
-    // ---- backend: mixed precision rounds matmul inputs to bf16 (fp16 needs the dynamic
-    // loss scaler of the CUDA backend's issue; until then use_amp means bf16 everywhere).
-    Backend *be = backend_create(tc->device, tc->use_amp ? DTYPE_BF16 : DTYPE_FP32, err, sizeof err);
+    // ---- backend. use_amp: matmul inputs in amp_dtype (fp16 with a dynamic loss scaler),
+    // fp32 master weights, as torch.autocast + GradScaler.
+    const ComputeDtype dtype = !tc->use_amp ? DTYPE_FP32
+                             : strcmp(tc->amp_dtype, "bfloat16") == 0 ? DTYPE_BF16 : DTYPE_FP16;
+    Backend *be = backend_create(tc->device, dtype, err, sizeof err);
     if (!be) { log_error("mingpt: error: %s\n", err); return EXIT_USAGE; }
-    log_info("Backend: %s, %s\n", be->name, tc->use_amp ? "mixed precision (bf16 matmul inputs, fp32 master weights)" : "fp32");
+    log_info("Backend: %s, %s\n", be->name,
+             dtype == DTYPE_FP32 ? "fp32"
+             : dtype == DTYPE_BF16 ? "mixed precision (bfloat16 matmul inputs, fp32 master weights)"
+             : "mixed precision (float16 matmul inputs, fp32 master weights, dynamic loss scaling)");
 
     // ---- data
     if (chardataset_load(&ds, dc->path, dc->truncate, dc->block_size, err, sizeof err)) {
@@ -182,7 +189,8 @@ int trainer_run(const Config *cfg, TrainResult *res) {
     // ---- resume state (its seed governs the split, the batch order and dropout)
     const char *snap_path = tc->snapshot_path;
     bool resume = snap_path[0] && file_exists(snap_path);
-    Progress pr = { 0, 0, 0, tc->seed };
+    Progress pr = { .seed = tc->seed };
+    loss_scaler_init(&pr.scaler, dtype == DTYPE_FP16);
     if (resume) {
         if (snapshot_load(snap_path, &snap, err, sizeof err)) {
             log_error("mingpt: error: %s\n", err);
@@ -193,6 +201,7 @@ int trainer_run(const Config *cfg, TrainResult *res) {
         pr.iter_in_epoch = snap.iter_in_epoch;
         pr.iter_num = snap.iter_num;
         pr.seed = snap.seed;
+        loss_scaler_restore(&pr.scaler, snap.loss_scale, snap.scaler_good_steps);
         if (snap.seed != tc->seed)
             log_info("note: resuming with the snapshot's seed %llu (the config says %llu)\n",
                    (unsigned long long)snap.seed, (unsigned long long)tc->seed);
@@ -284,14 +293,26 @@ int trainer_run(const Config *cfg, TrainResult *res) {
 
             // forward, backward, clip, step
             const double lr = lr_at(oc, pr.iter_num);
+            model.loss_scale = loss_scaler_scale(&pr.scaler);
             const float loss = gpt_forward(&model, batch.x, batch.y, n, T, true, pr.seed, (uint64_t)pr.iter_num);
             gpt_zero_grad(&model);
             gpt_backward(&model);
-            const double norm = grad_global_norm(be, model.grads_memory, model.num_params);
-            grad_clip(be, model.grads_memory, model.num_params, norm, tc->grad_norm_clip);
-            adamw_step(&opt, model.params_memory, model.grads_memory, model.tensors, model.n_tensors,
-                       (float)lr, (float)oc->betas[0], (float)oc->betas[1], (float)oc->eps,
-                       (float)oc->weight_decay);
+            // unscale (fp16), overflow check, global norm, clip; then step unless it overflowed
+            double norm = 0.0;
+            const int apply = loss_scaler_unscale_clip(&pr.scaler, be, model.grads_memory, model.num_params,
+                                                       tc->grad_norm_clip, &norm);
+            if (apply > 0) {
+                adamw_step(&opt, model.params_memory, model.grads_memory, model.tensors, model.n_tensors,
+                           (float)lr, (float)oc->betas[0], (float)oc->betas[1], (float)oc->eps,
+                           (float)oc->weight_decay);
+            } else if (apply == 0) {
+                log_info("iter %ld: gradient overflow, step skipped; loss scale now %g\n",
+                         pr.iter_num + 1, (double)pr.scaler.scale);
+            } else {
+                log_error("mingpt: error: gradients are not finite for %d steps in a row at iteration %ld; "
+                          "stopping (the last snapshot is intact)\n", LOSS_SCALER_MAX_SKIPS, pr.iter_num + 1);
+                goto out;
+            }
             pr.iter_num++;
             pr.iter_in_epoch = k + 1;
             r.iters_this_run++;

@@ -7,11 +7,14 @@
 // reproduces the numerics of the CUDA backend's mixed precision; it is not faster.
 #include "kernels/backend.h"
 
+#include <dlfcn.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
@@ -160,19 +163,30 @@ static void cpu_crossentropy_forward_backward(Backend *be, float *losses, float 
 // ============================================================================
 // Short vectors (kernels/cpu/simd.h) with an exact vector sqrt: the same arithmetic, in the
 // same order, as the scalar loop (no FMA contraction in this file), VL elements at a time.
+static inline void adamw_vec(size_t i, float *p, const float *g, float *m, float *v, float beta1,
+                             float beta2, float eps, float decay_factor, float step_size,
+                             float bc2_sqrt) {
+    const VF gi = vload(g + i);
+    const VF mi = beta1 * vload(m + i) + (1.0f - beta1) * gi;
+    const VF vi = beta2 * vload(v + i) + (1.0f - beta2) * gi * gi;
+    vstore(m + i, mi);
+    vstore(v + i, vi);
+    vstore(p + i, vload(p + i) * decay_factor - step_size * mi / (vsqrt(vi) / bc2_sqrt + eps));
+}
+
 static void cpu_adamw_update(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
                              float beta1, float beta2, float eps, float decay_factor,
                              float step_size, float bc2_sqrt) {
     const size_t nvec = n / VL;
-    #pragma omp parallel for schedule(static) if (n > 16384)
-    for (size_t k = 0; k < nvec; k++) {
-        const size_t i = k * VL;
-        const VF gi = vload(g + i);
-        const VF mi = beta1 * vload(m + i) + (1.0f - beta1) * gi;
-        const VF vi = beta2 * vload(v + i) + (1.0f - beta2) * gi * gi;
-        vstore(m + i, mi);
-        vstore(v + i, vi);
-        vstore(p + i, vload(p + i) * decay_factor - step_size * mi / (vsqrt(vi) / bc2_sqrt + eps));
+    // Small tensors run serially, outside any parallel region: libgomp allocates a team for
+    // every one-thread region (an if(false) clause included), and this runs once per tensor.
+    if (n > 16384) {
+        #pragma omp parallel for schedule(static)
+        for (size_t k = 0; k < nvec; k++)
+            adamw_vec(k * VL, p, g, m, v, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt);
+    } else {
+        for (size_t k = 0; k < nvec; k++)
+            adamw_vec(k * VL, p, g, m, v, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt);
     }
     for (size_t i = nvec * VL; i < n; i++) {
         float gi = g[i];
@@ -244,20 +258,44 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
     return be;
 }
 
+typedef Backend *(*CudaCreateFn)(ComputeDtype, char *, size_t);
+
+// The CUDA backend's constructor: linked in (the emulated test programs), or loaded from
+// MINGPT_CUDA_LIB next to the executable, so that cuBLAS is loaded only when needed.
+// NULL with the reason in why when there is none.
+static CudaCreateFn find_cuda_backend(char *why, size_t whylen) {
+    if (backend_cuda_create) return backend_cuda_create;
+#ifdef MINGPT_CUDA_LIB
+    char exe[4096], path[4600];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) { snprintf(why, whylen, "cannot locate the mingpt executable"); return NULL; }
+    exe[k] = 0;
+    snprintf(path, sizeof path, "%s/%s", dirname(exe), MINGPT_CUDA_LIB);
+    if (access(path, F_OK) != 0) {
+        snprintf(why, whylen, "this mingpt was built without the CUDA backend (no %.600s; build with nvcc on "
+                 "PATH and CUDA=1)", path);
+        return NULL;
+    }
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) { snprintf(why, whylen, "cannot load the CUDA backend: %s", dlerror()); return NULL; }
+    CudaCreateFn fn = (CudaCreateFn)dlsym(lib, "backend_cuda_create");
+    if (!fn) snprintf(why, whylen, "%.600s has no backend_cuda_create", path);
+    return fn;
+#else
+    snprintf(why, whylen, "this mingpt was built without the CUDA backend (build with nvcc on PATH and CUDA=1)");
+    return NULL;
+#endif
+}
+
 Backend *backend_create(const char *device, ComputeDtype matmul_dtype, char *err, size_t errlen) {
     const bool want_cuda = strcmp(device, "cuda") == 0, maybe_cuda = strcmp(device, "auto") == 0;
     if (want_cuda || maybe_cuda) {
-        if (backend_cuda_create) {
-            char cuda_err[512] = "";
-            Backend *be = backend_cuda_create(matmul_dtype, cuda_err, sizeof cuda_err);
-            if (be) return be;
-            if (want_cuda) {
-                snprintf(err, errlen, "trainer_config.device=cuda: %s", cuda_err);
-                return NULL;
-            }
-        } else if (want_cuda) {
-            snprintf(err, errlen, "trainer_config.device=cuda, but this mingpt was built without the CUDA "
-                     "backend (build with nvcc on PATH and CUDA=1); use device=cpu or auto");
+        char why[1024] = "";
+        CudaCreateFn create = find_cuda_backend(why, sizeof why);
+        Backend *be = create ? create(matmul_dtype, why, sizeof why) : NULL;
+        if (be) return be;
+        if (want_cuda) {
+            snprintf(err, errlen, "trainer_config.device=cuda: %s", why);
             return NULL;
         }
     } else if (strcmp(device, "cpu") != 0) {

@@ -23,12 +23,13 @@ if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "backend cpu"; then ok "backend
 else ko "backend_create(auto) fallback (rc $rc)" "$out"; fi
 
 # ./mingpt, built with the CUDA backend by mk/cuda.mk
-if ! nm ./mingpt 2>/dev/null | grep -q " T backend_cuda_create\| W backend_cuda_create"; then
-    ko "./mingpt is not linked with the CUDA backend (nm finds no backend_cuda_create)"
+# ./mingpt loads the CUDA backend from build/libmingpt_cuda.so when asked for it
+if ! nm -D ${B:-build}/libmingpt_cuda.so 2>/dev/null | grep -q " [TW] backend_cuda_create"; then
+    ko "${B:-build}/libmingpt_cuda.so is missing or does not export backend_cuda_create"
 else
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     out=$(timeout 120 ./mingpt trainer_config.device=cuda trainer_config.snapshot_path="$tmp/s.bin" \
-          trainer_config.max_iters=1 2>&1); rc=$?
+          trainer_config.max_iters=1 hydra.run.dir="$tmp/run" 2>&1); rc=$?
     if [ $rc -ne 0 ] && [ $rc -lt 128 ] && printf '%s' "$out" | grep -q "device=cuda" \
        && printf '%s' "$out" | grep -Eqi "driver"; then
         ok "./mingpt trainer_config.device=cuda exits $rc: $(printf '%s' "$out" | grep -i driver | head -1 | cut -c1-160)"
