@@ -24,7 +24,7 @@ NVCCFLAGS ?= -O3 -g -lineinfo
 NVCC_ALL  := -std=c++17 -I. $(CUDA_ARCH) $(NVCCFLAGS) --threads 2 --resource-usage \
              -Werror all-warnings -Xptxas -warn-spills,-warn-lmem-usage,-Werror \
              -Xcompiler -Wall,-Wextra,-Werror,-fPIC
-CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lnccl -lstdc++
 
 CUDA_SRC  := $(sort $(wildcard kernels/cuda/*.cu))
 CUDA_HDR  := $(wildcard kernels/cuda/*.cuh kernels/cuda/*.h) kernels/cuda/emu/launch.cuh \
