@@ -24,6 +24,7 @@
 // and 12 L C T the attention scores and weighted sum (q k^T and att v, forward + backward).
 #include <cblas.h>
 #include <math.h>
+#include <mcheck.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -118,6 +119,9 @@ static int bench_train(const Args *a) {
     double *ms = malloc(sizeof(double) * (a->iters > 0 ? a->iters : 1));
     float loss = 0.0f;
     for (int it = 0; it < a->warmup + a->iters; it++) {
+        // With MALLOC_TRACE=file and LD_PRELOAD=libc_malloc_debug.so, every malloc/free of the
+        // timed iterations is logged (the check that the loop allocates nothing).
+        if (it == a->warmup) mtrace();
         const int32_t *bx = x + (long)(it % NB) * B * T, *by = y + (long)(it % NB) * B * T;
         const double t0 = now_s();
         loss = gpt_forward(&m, bx, by, B, T, a->dropout > 0, 1337, (uint64_t)it);
@@ -130,6 +134,7 @@ static int bench_train(const Args *a) {
         const double t1 = now_s();
         if (it >= a->warmup) ms[it - a->warmup] = 1e3 * (t1 - t0);
     }
+    muntrace();
     qsort(ms, a->iters, sizeof *ms, cmp_double);
     const double med = a->iters % 2 ? ms[a->iters / 2] : 0.5 * (ms[a->iters / 2 - 1] + ms[a->iters / 2]);
 
@@ -172,10 +177,23 @@ static int bench_sgemm(const Args *a) {
 }
 
 // chars/s of sampling: gpt_infer_next on a growing context (what `mingpt sample` does per
-// character), from a 1-token prompt, n tokens, the next token drawn from softmax(logits)
-// with a fixed xorshift stream. Reports the first min(n, block_size - 1) tokens (the
-// window only grows: pure cache extension) and all n (later tokens slide the window, which
-// minGPT's cropping makes a full-window recompute per token).
+// character), the next token drawn from softmax(logits) with a fixed xorshift stream.
+//   in-window: from a 1-token prompt up to block_size tokens (the cache only grows), repeated
+//              until 2000 tokens are drawn;
+//   long:      one sequence of --tokens tokens from a 1-token prompt; past block_size every
+//              character slides the window, which minGPT's cropping makes a full-window
+//              recompute.
+typedef struct { uint64_t r; double *pr; int V; } Draw;
+static int32_t draw(Draw *d, const float *logits) {
+    double maxv = logits[0], sum = 0;
+    for (int v = 1; v < d->V; v++) maxv = logits[v] > maxv ? logits[v] : maxv;
+    for (int v = 0; v < d->V; v++) { d->pr[v] = exp(logits[v] - maxv); sum += d->pr[v]; }
+    d->r ^= d->r << 13; d->r ^= d->r >> 7; d->r ^= d->r << 17;
+    double u = (d->r >> 11) / 9007199254740992.0 * sum, acc = 0;
+    for (int v = 0; v < d->V; v++) { acc += d->pr[v]; if (u < acc) return v; }
+    return d->V - 1;
+}
+
 static int bench_sample(const Args *a) {
     char err[512];
     GPTShape s = shape_of(a);
@@ -186,35 +204,31 @@ static int bench_sample(const Args *a) {
     GPTInfer inf;
     if (gpt_infer_init(&inf, &m.shape, m.params_memory, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
     const int V = a->vocab, T = a->block, n = a->tokens;
-    int32_t *ctx = malloc(sizeof(int32_t) * (n + 1));
-    double *pr = malloc(sizeof(double) * V);
-    ctx[0] = 0;
-    long len = 1;
-    uint64_t r = 88172645463325252ULL;
-    const int n_in = n < T - 1 ? n : T - 1;
-    double t_in = 0;
-    const double t0 = now_s();
-    for (int i = 0; i < n; i++) {
-        const float *logits = gpt_infer_next(&inf, ctx, len);
-        double maxv = logits[0], sum = 0;
-        for (int v = 1; v < V; v++) maxv = logits[v] > maxv ? logits[v] : maxv;
-        for (int v = 0; v < V; v++) { pr[v] = exp(logits[v] - maxv); sum += pr[v]; }
-        r ^= r << 13; r ^= r >> 7; r ^= r << 17;
-        double u = (r >> 11) / 9007199254740992.0 * sum, acc = 0;
-        int tok = V - 1;
-        for (int v = 0; v < V; v++) { acc += pr[v]; if (u < acc) { tok = v; break; } }
-        ctx[len++] = tok;
-        if (i + 1 == n_in) t_in = now_s() - t0;
+    const int n_ctx = (n > T ? n : T) + 1;
+    int32_t *ctx = malloc(sizeof(int32_t) * n_ctx);
+    Draw d = { 88172645463325252ULL, malloc(sizeof(double) * V), V };
+    // in-window
+    long drawn = 0;
+    double t0 = now_s();
+    for (int rep = 0; drawn < 2000; rep++) {
+        ctx[0] = rep % V;
+        for (long len = 1; len < T; len++, drawn++) ctx[len] = draw(&d, gpt_infer_next(&inf, ctx, len));
     }
-    const double dt = now_s() - t0;
+    const double in_cs = drawn / (now_s() - t0);
+    // long
+    ctx[0] = 0;
+    t0 = now_s();
+    for (long len = 1; len <= n; len++) ctx[len] = draw(&d, gpt_infer_next(&inf, ctx, len));
+    const double long_cs = n / (now_s() - t0);
     printf("RESULT sample L=%d H=%d C=%d T=%d V=%d threads=%d tokens=%d chars_s=%.1f "
-           "in_window_tokens=%d in_window_chars_s=%.1f\n", a->n_layer, a->n_head, a->n_embd, T, V,
-           omp_get_max_threads(), n, n / dt, n_in, t_in > 0 ? n_in / t_in : 0.0);
-    free(ctx); free(pr);
+           "in_window_tokens=%ld in_window_chars_s=%.1f\n", a->n_layer, a->n_head, a->n_embd, T, V,
+           omp_get_max_threads(), n, long_cs, drawn, in_cs);
+    free(ctx); free(d.pr);
     gpt_infer_free(&inf);
     gpt_free(&m);
     return 0;
 }
+
 static int dump_init(const Args *a) {
     char err[512], path[4096];
     if (!a->out) { fprintf(stderr, "bench_train init: --out PATH is required\n"); return 2; }

@@ -51,7 +51,8 @@ static void gelu_forward_range(float *out, const float *inp, long i0, long i1) {
 // out (N,) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 void gelu_forward(float *out, const float *inp, long N) {
     const long nchunk = (N + GELU_CHUNK - 1) / GELU_CHUNK;
-    #pragma omp parallel for schedule(static) if (nchunk > 1)
+    if (nchunk == 1) { gelu_forward_range(out, inp, 0, N); return; }   // no one-thread team
+    #pragma omp parallel for schedule(static)
     for (long c = 0; c < nchunk; c++) {
         const long i0 = c * GELU_CHUNK, i1 = i0 + GELU_CHUNK < N ? i0 + GELU_CHUNK : N;
         gelu_forward_range(out, inp, i0, i1);
@@ -61,7 +62,7 @@ void gelu_forward(float *out, const float *inp, long N) {
 // dinp (N,) += gelu'(inp) * dout.
 void gelu_backward(float *dinp, const float *inp, const float *dout, long N) {
     const long nchunk = (N + GELU_CHUNK - 1) / GELU_CHUNK;
-    #pragma omp parallel for schedule(static) if (nchunk > 1)
+    #pragma omp parallel for schedule(static)
     for (long c = 0; c < nchunk; c++) {
         const long i0 = c * GELU_CHUNK, i1 = i0 + GELU_CHUNK < N ? i0 + GELU_CHUNK : N;
         long i = i0;
