@@ -2,12 +2,14 @@
 // (driven by bench/run_bench.py through `make bench`; not part of `make test`).
 //
 //   bench_train train  --n_layer L --n_head H --n_embd C --block T --batch B [--vocab V]
-//                      [--dropout P] [--warmup W] [--iters N]
+//                      [--dropout P] [--warmup W] [--iters N] [--keep_gelu 1]
 //       One training iteration = what trainer/trainer.c does per step: forward with loss,
 //       zero_grad, backward, global-norm clip (1.0), AdamW (minGPT's decay groups). Random
 //       tokens; W untimed warm-up iterations, then N timed ones. Prints one RESULT line:
 //       median ms/iter, tokens/s, model FLOPs per iteration, peak RSS (VmHWM) and the
 //       memory the config needs (params + grads + AdamW state + activations).
+//       --keep_gelu 1 removes gelu_forward from the backend, so the model keeps every block's
+//       GELU output instead of recomputing it in the backward (the trade-off, measured).
 //   bench_train sgemm  [--n N] [--reps R]
 //       Best GFLOP/s of the ops' sgemm (kernels/cpu/gemm.h: OpenBLAS, or oneDNN in the
 //       -DMINGPT_GEMM_DNNL build) on N x N x N with all OpenMP threads: the MFU peak.
@@ -65,10 +67,11 @@ typedef struct {
     double dropout;
     long seed;
     const char *out;
+    int keep_gelu;   // 1: the backend without gelu_forward, so the model keeps GELU outputs
 } Args;
 
 static int parse(int argc, char **argv, Args *a) {
-    *a = (Args){ 4, 4, 128, 64, 12, 65, 3, 20, 4096, 3, 2000, 0.0, 1337, NULL };
+    *a = (Args){ 4, 4, 128, 64, 12, 65, 3, 20, 4096, 3, 2000, 0.0, 1337, NULL, 0 };
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--n_layer")) a->n_layer = atoi(v);
@@ -85,6 +88,7 @@ static int parse(int argc, char **argv, Args *a) {
         else if (!strcmp(k, "--dropout")) a->dropout = atof(v);
         else if (!strcmp(k, "--seed")) a->seed = atol(v);
         else if (!strcmp(k, "--out")) a->out = v;
+        else if (!strcmp(k, "--keep_gelu")) a->keep_gelu = atoi(v);
         else { fprintf(stderr, "bench_train: unknown option %s\n", k); return 2; }
     }
     return 0;
@@ -101,7 +105,10 @@ static int bench_train(const Args *a) {
     GPTShape s = shape_of(a);
     const int B = a->batch, T = a->block, C = a->n_embd, L = a->n_layer, V = a->vocab;
     GPT m;
-    if (gpt_build(&m, &s, B, T, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
+    Backend *be = backend_cpu_create(DTYPE_FP32);
+    if (!be) { fprintf(stderr, "bench_train: out of memory\n"); return 1; }
+    if (a->keep_gelu) be->gelu_forward = NULL;
+    if (gpt_build_on(&m, &s, B, T, be, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
     gpt_init_weights(&m, 1337);
     AdamW opt;
     if (adamw_init(&opt, m.be, m.num_params)) { fprintf(stderr, "bench_train: out of memory\n"); return 1; }
@@ -153,6 +160,7 @@ static int bench_train(const Args *a) {
     free(ms); free(x); free(y);
     adamw_free(&opt);
     gpt_free(&m);
+    be->destroy(be);
     return 0;
 }
 

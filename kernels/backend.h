@@ -71,6 +71,10 @@ struct Backend {
     void (*attention_backward)(Backend *be, float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att, int B, int T, int C, int NH,
                                float attn_p, uint64_t key);
+    // out (N,) = gelu(inp) (tanh approximation), as matmul_gelu_forward's out. Optional: when
+    // present the model keeps no GELU outputs for the backward pass (4*B*T*C floats per
+    // layer) and recomputes each from its saved input just before it is needed.
+    void (*gelu_forward)(Backend *be, float *out, const float *inp, long N);
     void (*gelu_backward)(Backend *be, float *dinp, const float *inp, const float *dout, long N);
     void (*residual_forward)(Backend *be, float *out, const float *a, const float *b, long N);
     void (*dropout_forward)(Backend *be, float *out, const float *inp, long N, float p, uint64_t key);

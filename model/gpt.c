@@ -121,6 +121,11 @@ static float *take(Bump *b, size_t n) {
     return p;
 }
 
+// With a backend that has gelu_forward, the GELU outputs are not kept: every block's
+// fch_gelu is the backward scratch dfch (free during the forward pass, and in the backward
+// until gelu_backward of the same block), refilled from fch when the backward needs it.
+static bool gelu_recomputed(const GPT *m) { return m->be && m->be->gelu_forward; }
+
 static size_t layout_acts(GPT *m, float *base) {
     const size_t B = m->B, T = m->T, C = m->shape.n_embd, NH = m->shape.n_head, V = m->shape.vocab_size;
     const size_t BT = B * T, BTC = BT * C;
@@ -136,7 +141,7 @@ static size_t layout_acts(GPT *m, float *base) {
         h->res_2 = take(&b, BTC);
         h->ln_2 = take(&b, BTC); h->ln_2_mean = take(&b, BT); h->ln_2_rstd = take(&b, BT);
         h->fch = take(&b, 4 * BTC);
-        h->fch_gelu = take(&b, 4 * BTC);
+        h->fch_gelu = gelu_recomputed(m) ? NULL : take(&b, 4 * BTC);
         h->res_3 = take(&b, BTC);
     }
     a->ln_f = take(&b, BTC); a->ln_f_mean = take(&b, BT); a->ln_f_rstd = take(&b, BT);
@@ -153,6 +158,8 @@ static size_t layout_acts(GPT *m, float *base) {
     g->datt = take(&b, B * NH * T * T);
     g->dfch = take(&b, 4 * BTC);
     g->dfch_gelu = take(&b, 4 * BTC);
+    if (gelu_recomputed(m))
+        for (int l = 0; l < m->shape.n_layer; l++) a->h[l].fch_gelu = g->dfch;
     return b.used;
 }
 
@@ -413,6 +420,7 @@ void gpt_backward(GPT *m) {
         BlockActs *h = &a->h[l];
         // MLP branch (without dropout the branch's gradient is dres itself: no copy)
         const float *dbr = branch_grad(m, l, SITE_MLP_RESID, resid_p, BTC);
+        if (gelu_recomputed(m)) be->gelu_forward(be, h->fch_gelu, h->fch, 4 * BTC);   // into d->dfch
         zero(be, d->dfch_gelu, 4 * BTC);
         be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, h->fch_gelu,
                         w->mlp_proj_w, BT, 4 * C, C);

@@ -132,6 +132,9 @@ static void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, con
     attention_backward(dqkv, scratch, rounded(be, SLOT_C, dout, (size_t)B * T * C),
                        rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), att, B, T, C, NH, attn_p, key);
 }
+static void cpu_gelu_forward(Backend *be, float *out, const float *inp, long N) {
+    gelu_forward(out, inp, N);
+}
 static void cpu_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, long N) {
     gelu_backward(dinp, inp, dout, N);
 }
@@ -247,7 +250,8 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
         .layernorm_backward = cpu_layernorm_backward, .matmul_forward = cpu_matmul_forward,
         .matmul_gelu_forward = cpu_matmul_gelu_forward, .matmul_backward = cpu_matmul_backward,
         .attention_forward = cpu_attention_forward, .attention_backward = cpu_attention_backward,
-        .gelu_backward = cpu_gelu_backward, .residual_forward = cpu_residual_forward,
+        .gelu_forward = cpu_gelu_forward, .gelu_backward = cpu_gelu_backward,
+        .residual_forward = cpu_residual_forward,
         .dropout_forward = cpu_dropout_forward, .dropout_backward = cpu_dropout_backward,
         .crossentropy_forward = cpu_crossentropy_forward,
         .crossentropy_softmax_backward = cpu_crossentropy_softmax_backward,
