@@ -21,9 +21,9 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -f
 LDLIBS  += -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -lyaml -lz -lm -fopenmp
 B       ?= build
 
-DEB_PKGS := libyaml-dev zlib1g-dev libopenblas-openmp-dev libcmocka-dev curl
+DEB_PKGS := libyaml-dev zlib1g-dev libopenblas-openmp-dev libcmocka-dev curl libopenmpi-dev openmpi-bin
 
-LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c trainer/*.c))
+LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c trainer/*.c) dist/comm.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)

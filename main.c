@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config/cfg_interp.h"
 #include "config/cfg_override.h"
 #include "config/config.h"
 #include "config/hydra.h"
+#include "dist/comm.h"
 #include "trainer/log.h"
 #include "trainer/run_dir.h"
 #include "trainer/sample.h"
@@ -31,6 +33,7 @@ typedef struct {
     char config_file[PATH_MAX];  // the primary config
     char cwd[PATH_MAX];          // launch directory: relative paths resolve against it
     CfgNode *hydra_defaults;     // Hydra's defaults for the `hydra` node
+    Comm *comm;                  // this process's rank (one process: the single communicator)
 } App;
 
 // One job: its composed config and the overrides that made it.
@@ -91,6 +94,16 @@ static void report_job_error(const Job *job, const char *msg) {
 }
 
 // ========================================================================== a job's directory
+
+// Data-parallel jobs: rank 0 alone creates a directory (and writes what goes in it); every rank
+// gets rank 0's result and the directory's name, so the job has one run directory.
+static int share_from_rank0(const App *app, int rc, char *dir, size_t len) {
+    Comm *c = app->comm;
+    if (c->world_size == 1) return rc;
+    double v = rc;
+    if (c->bcast_host(c, &v, sizeof v, 0) || c->bcast_host(c, dir, len, 0)) c->abort(c, EXIT_RUNTIME, c->err);
+    return (int)v;
+}
 
 // The output directory the job's config names (absolute), and whether it must be new.
 static int output_dir_of(const App *app, const Job *job, const char *sweep_dir, char *out, size_t len, bool *unique) {
@@ -190,12 +203,12 @@ static int train_in(const App *app, Config *cfg, const char *dir, bool chdir_job
         return EXIT_RUNTIME;
     }
     TrainResult res = {.final_train_loss = NAN, .test_loss = NAN, .tokens_per_s = NAN, .wall_s = NAN};
-    int rc = trainer_run(cfg, &res);
+    int rc = trainer_run(cfg, app->comm, &res);
     char job_cwd[PATH_MAX];
     if (!getcwd(job_cwd, sizeof job_cwd)) snprintf(job_cwd, sizeof job_cwd, "%s", chdir_job ? dir : app->cwd);
     if (chdir_job && chdir(app->cwd) != 0) log_error("mingpt: error: cannot return to '%s'\n", app->cwd);
     RunSummary s = {.exit_status = rc, .result = &res, .snapshot_path = snapshot, .output_dir = dir, .cwd = job_cwd};
-    if (run_dir_write_summary(dir, &s, err, sizeof err)) {
+    if (app->comm->rank == 0 && run_dir_write_summary(dir, &s, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         if (rc == EXIT_OK) rc = EXIT_RUNTIME;
     }
@@ -208,16 +221,20 @@ static int run_job(const App *app, Job *job, const char *sweep_dir) {
     bool unique;
     set_runtime(job, NULL);
     if (output_dir_of(app, job, sweep_dir, planned, sizeof planned, &unique)) return EXIT_USAGE;
-    if (run_dir_create(planned, unique, dir, sizeof dir, err, sizeof err)) {
+    int rc = 0;
+    memset(dir, 0, sizeof dir);
+    if (app->comm->rank == 0 && run_dir_create(planned, unique, dir, sizeof dir, err, sizeof err)) {
         fprintf(stderr, "mingpt: error: %s\n", err);
-        return EXIT_RUNTIME;
+        rc = EXIT_RUNTIME;
     }
+    if ((rc = share_from_rank0(app, rc, dir, sizeof dir))) return rc;
     set_runtime(job, dir);
     Config cfg;
-    int rc = bind_job(job, &cfg);  // again: ${hydra:runtime.output_dir} now names the real directory
+    rc = bind_job(job, &cfg);  // again: ${hydra:runtime.output_dir} now names the real directory
     int chdir_job = rc ? 0 : job_chdir(job);
     if (!rc && chdir_job < 0) rc = EXIT_USAGE;
-    if (!rc && record_job(job, dir)) rc = EXIT_RUNTIME;
+    if (!rc && app->comm->rank == 0 && record_job(job, dir)) rc = EXIT_RUNTIME;
+    rc = share_from_rank0(app, rc, dir, sizeof dir);
     if (!rc) rc = train_in(app, &cfg, dir, chdir_job == 1);
     log_close();
     return rc;
@@ -315,18 +332,25 @@ static int sweep_dir_of(const App *app, Job *sweep, char *out, size_t len, bool 
 }
 
 // Creates the sweep directory and writes multirun.yaml (the sweep's config, unresolved).
-static int open_sweep_dir(const CfgNode *base, const char *planned, bool unique, char *dir, size_t len) {
+static int open_sweep_dir(const App *app, const CfgNode *base, const char *planned, bool unique, char *dir,
+                          size_t len) {
     char err[ERRLEN], path[PATH_MAX + 32];
-    if (run_dir_create(planned, unique, dir, len, err, sizeof err)) {
-        fprintf(stderr, "mingpt: error: %s\n", err);
-        return EXIT_RUNTIME;
+    memset(dir, 0, len);
+    int rc = 0;
+    if (app->comm->rank == 0) {
+        if (run_dir_create(planned, unique, dir, len, err, sizeof err)) {
+            fprintf(stderr, "mingpt: error: %s\n", err);
+            rc = EXIT_RUNTIME;
+        } else {
+            char *yaml = cfg_to_yaml(base);
+            snprintf(path, sizeof path, "%s/multirun.yaml", dir);
+            rc = yaml ? run_dir_write_file(path, yaml, err, sizeof err) : -1;
+            free(yaml);
+            if (rc) fprintf(stderr, "mingpt: error: %s\n", yaml ? err : "cannot write multirun.yaml");
+            rc = rc ? EXIT_RUNTIME : 0;
+        }
     }
-    char *yaml = cfg_to_yaml(base);
-    snprintf(path, sizeof path, "%s/multirun.yaml", dir);
-    int rc = yaml ? run_dir_write_file(path, yaml, err, sizeof err) : -1;
-    free(yaml);
-    if (rc) fprintf(stderr, "mingpt: error: %s\n", yaml ? err : "cannot write multirun.yaml");
-    return rc ? EXIT_RUNTIME : 0;
+    return share_from_rank0(app, rc, dir, len);
 }
 
 // Runs the planned jobs one after another; a failure does not stop the others.
@@ -410,7 +434,7 @@ static int run_sweep(const App *app, char *const *ov, int n) {
         if (!jobs) abort();
         rc = plan_sweep(app, hjobs, n_jobs, hydra, n_hydra, jobs, planned_sweep);
     }
-    if (!rc) rc = open_sweep_dir(base, planned_sweep, unique, sweep_dir, sizeof sweep_dir);
+    if (!rc) rc = open_sweep_dir(app, base, planned_sweep, unique, sweep_dir, sizeof sweep_dir);
     if (!rc) {
         const CfgNode *hl = cfg_select(base, "hydra.hydra_logging");
         bool quiet = hl && hl->type == CFG_STRING && !strcmp(hl->s, "disabled");
@@ -513,6 +537,28 @@ static int app_init(App *app, const HydraArgs *a) {
     return 0;
 }
 
+// The communicator of a training command: MPI when mpirun/srun started this process (the job
+// then shares rank 0's ${now:} timestamp), else the single-process one; MPI is never touched
+// without a launcher.
+static int open_comm(App *app, int *argc, char ***argv) {
+    char err[ERRLEN];
+    int launched = comm_launched(err, sizeof err);
+    if (launched < 0) {
+        fprintf(stderr, "mingpt: error: %s\n", err);
+        return EXIT_USAGE;
+    }
+    app->comm = launched ? comm_mpi_open(argc, argv, err, sizeof err) : comm_single_create();
+    if (!app->comm) {
+        fprintf(stderr, "mingpt: error: %s\n", launched ? err : "out of memory");
+        return EXIT_RUNTIME;
+    }
+    log_set_rank(app->comm->rank);
+    double now = (double)cfg_now();
+    if (app->comm->bcast_host(app->comm, &now, sizeof now, 0)) app->comm->abort(app->comm, EXIT_RUNTIME, app->comm->err);
+    cfg_set_now((time_t)now);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "sample") == 0) {
         SampleOptions o;
@@ -527,9 +573,12 @@ int main(int argc, char **argv) {
     if (!rc && !a.version) {
         bool printing = a.help || a.hydra_help || a.cfg != HYDRA_CFG_NONE || a.shell_completion;
         if (printing) rc = print_command(&app);
-        else if (wants_multirun(&app)) rc = run_sweep(&app, a.overrides, a.n_overrides);
-        else rc = run_single(&app, a.overrides, a.n_overrides);
+        else if (!(rc = open_comm(&app, &argc, &argv))) {
+            if (wants_multirun(&app)) rc = run_sweep(&app, a.overrides, a.n_overrides);
+            else rc = run_single(&app, a.overrides, a.n_overrides);
+        }
     }
+    if (app.comm) app.comm->destroy(app.comm);
     cfg_free(app.hydra_defaults);
     hydra_args_free(&a);
     return rc;

@@ -22,6 +22,8 @@ time_t cfg_now(void) {
     return g_now;
 }
 
+void cfg_set_now(time_t t) { g_now = t; }
+
 // ------------------------------------------------------------------------- chains
 
 // The nodes from the root down to one node: what relative keys and full keys need.

@@ -42,6 +42,9 @@ CfgNode *cfg_resolve(const CfgNode *root, const char *path, bool throw_on_missin
 // The timestamp `${now:...}` formats: the first call fixes it for the rest of the process, so
 // that every job of a sweep and every directory name agree (Hydra caches it the same way).
 time_t cfg_now(void);
+// Fixes the timestamp (data-parallel jobs: every rank takes rank 0's, so `${now:}` names one
+// run directory for the whole job).
+void cfg_set_now(time_t t);
 
 // OmegaConf's error trailer: "\n    full_key: <key>\n    object_type=<dict|list>", with the key
 // written OmegaConf style (a.b[0].c) for the node at dotted `path` of root.

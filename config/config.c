@@ -71,6 +71,12 @@ static const ConfigField SCHEMA[] = {
      .doc = "also evaluate every N iterations; 0 = only at epoch ends"},
     {FIELD("trainer_config", "save_every_iters", trainer.save_every_iters, CONFIG_LONG), .def_int = 0,
      .doc = "also snapshot every N iterations; 0 = off"},
+    {FIELD("trainer_config", "grad_accum_steps", trainer.grad_accum_steps, CONFIG_INT), .def_int = 1,
+     .doc = "micro-batches per optimizer step (gradient accumulation)"},
+    {FIELD("trainer_config", "bucket_cap_mb", trainer.bucket_cap_mb, CONFIG_FLOAT), .def_float = {25.0},
+     .doc = "gradient all-reduce bucket size cap in MiB (data-parallel runs)"},
+    {FIELD("trainer_config", "collective_timeout_s", trainer.collective_timeout_s, CONFIG_FLOAT), .def_float = {300.0},
+     .doc = "abort a data-parallel job when a collective takes longer; 0 = never"},
 
     {FIELD("optimizer_config", "weight_decay", optim.weight_decay, CONFIG_FLOAT), .def_float = {0.1},
      .doc = "AdamW weight decay (Linear weights only)"},
@@ -658,7 +664,11 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
         min_int(t, "trainer_config", "log_every", tr->log_every, 1, err, errlen) ||
         min_int(t, "trainer_config", "eval_iters", tr->eval_iters, 0, err, errlen) ||
         min_int(t, "trainer_config", "eval_every", tr->eval_every, 0, err, errlen) ||
-        min_int(t, "trainer_config", "save_every_iters", tr->save_every_iters, 0, err, errlen))
+        min_int(t, "trainer_config", "save_every_iters", tr->save_every_iters, 0, err, errlen) ||
+        min_int(t, "trainer_config", "grad_accum_steps", tr->grad_accum_steps, 1, err, errlen) ||
+        float_range(t, "trainer_config", "bucket_cap_mb", NULL, tr->bucket_cap_mb, 0, true, inf, false, err, errlen) ||
+        float_range(t, "trainer_config", "collective_timeout_s", NULL, tr->collective_timeout_s, 0, false, inf, false,
+                    err, errlen))
         return -1;
     // grad_norm_clip: any value but NaN (<= 0 disables clipping, +inf never clips).
     if (isnan(tr->grad_norm_clip))

@@ -47,6 +47,9 @@ typedef struct {
     int eval_iters;           // test batches per evaluation; 0 = the whole test split (default 0)
     long eval_every;          // also evaluate every N iterations; 0 = only at epoch ends (default 0)
     long save_every_iters;    // also snapshot every N iterations; 0 = off (default 0)
+    int grad_accum_steps;     // micro-steps per optimizer step, communication on the last (default 1)
+    double bucket_cap_mb;     // gradient all-reduce bucket cap in MiB (default 25, as DDP)
+    double collective_timeout_s; // abort the job when a collective takes longer (default 300; 0 = never)
 } TrainerConfig;
 
 typedef struct {

@@ -96,3 +96,21 @@ long dsampler_indices(const DistributedSampler *s, long *out, long *scratch) {
     for (long j = 0; j < s->num_samples; j++) out[j] = scratch[s->rank + j * w];
     return s->num_samples;
 }
+
+long dsampler_indices_from(const DistributedSampler *s, long start, long *out, long *scratch) {
+    if (s->world_size < 1 || s->rank < 0 || s->rank >= s->world_size || s->n < 0 || start < 0) return -1;
+    const long n = s->n, w = s->world_size;
+    if (start >= n) return 0;
+    if (s->shuffle) {
+        if (torch_randperm(n, s->seed + (uint64_t)s->epoch, scratch) != 0) return -1;
+    } else {
+        for (long i = 0; i < n; i++) scratch[i] = i;
+    }
+    const long m = n - start;   // samples left in the permutation
+    const long count = s->drop_last ? m / w : (m + w - 1) / w;
+    for (long j = 0; j < count; j++) {
+        const long k = s->rank + j * w;   // position in the rest, padded past m by wrapping
+        out[j] = k < m ? scratch[start + k] : scratch[(k - m) % n];
+    }
+    return count;
+}

@@ -40,4 +40,14 @@ void dsampler_set_epoch(DistributedSampler *s, long epoch);
 // scratch must hold max(n, total_size) longs. Returns num_samples.
 long dsampler_indices(const DistributedSampler *s, long *out, long *scratch);
 
+// The rest of the current epoch from global position `start` (samples already consumed by a
+// run with any world size): P[start..n) of the epoch's permutation P, padded as torch pads
+// (wrapping from P's start) to a multiple of world_size (or cut to one, with drop_last), and
+// interleaved: out[j] = rest[rank + j * world_size]. start = 0 gives dsampler_indices exactly,
+// and with the same world size the result is always the tail of dsampler_indices' list, so
+// resuming with another number of ranks continues the same permutation from the same sample.
+// scratch must hold max(n, total_size) longs; out room for num_samples. Returns the count
+// (0 when start >= n), or -1 as dsampler_indices.
+long dsampler_indices_from(const DistributedSampler *s, long start, long *out, long *scratch);
+
 #endif

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/dropout_key.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,6 +30,7 @@ extern "C" {
 typedef enum { DTYPE_FP32 = 0, DTYPE_BF16 = 1, DTYPE_FP16 = 2 } ComputeDtype;
 
 typedef struct Backend Backend;
+typedef struct Comm Comm;   // dist/comm.h
 struct Backend {
     const char *name;            // "cpu", "cuda"
     ComputeDtype matmul_dtype;   // see above; DTYPE_FP32 = full precision
@@ -66,19 +69,25 @@ struct Backend {
     void (*matmul_backward)(Backend *be, float *dinp, float *dweight, float *dbias,
                             const float *dout, const float *inp, const float *weight,
                             int N, int C, int OC);
+    // Dropout on the attention probabilities: batch row b is global row k.row0 + b*k.row_stride,
+    // element (b,h,t,t2) has global index dropout_global_index(k, b, NH*T*T, (h*T + t)*T + t2).
     void (*attention_forward)(Backend *be, float *out, float *att, const float *qkv,
-                              int B, int T, int C, int NH, float attn_p, uint64_t key);
+                              int B, int T, int C, int NH, float attn_p, DropoutKey k);
     void (*attention_backward)(Backend *be, float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att, int B, int T, int C, int NH,
-                               float attn_p, uint64_t key);
+                               float attn_p, DropoutKey k);
     // out (N,) = gelu(inp) (tanh approximation), as matmul_gelu_forward's out. Optional: when
     // present the model keeps no GELU outputs for the backward pass (4*B*T*C floats per
     // layer) and recomputes each from its saved input just before it is needed.
     void (*gelu_forward)(Backend *be, float *out, const float *inp, long N);
     void (*gelu_backward)(Backend *be, float *dinp, const float *inp, const float *dout, long N);
     void (*residual_forward)(Backend *be, float *out, const float *a, const float *b, long N);
-    void (*dropout_forward)(Backend *be, float *out, const float *inp, long N, float p, uint64_t key);
-    void (*dropout_backward)(Backend *be, float *dinp, const float *dout, long N, float p, uint64_t key);
+    // N elements in rows of row_len (N % row_len == 0): element i is local row i / row_len and
+    // is kept iff dropout_keep(k.key, dropout_global_index(k, i / row_len, row_len, i % row_len)).
+    void (*dropout_forward)(Backend *be, float *out, const float *inp, long N, long row_len, float p,
+                            DropoutKey k);
+    void (*dropout_backward)(Backend *be, float *dinp, const float *dout, long N, long row_len, float p,
+                             DropoutKey k);
     void (*crossentropy_forward)(Backend *be, float *losses, float *probs, const float *logits,
                                  const int32_t *targets, int N, int V);
     void (*crossentropy_softmax_backward)(Backend *be, float *dlogits, const float *probs,
@@ -107,6 +116,13 @@ struct Backend {
     void (*scale)(Backend *be, float *x, size_t n, float s);
     // 1 when every x[i] is finite (the dynamic loss scaler's overflow check).
     int (*all_finite)(Backend *be, const float *x, size_t n);
+
+    // ---- data parallelism (dist/comm.h). Optional: NULL means gradients live in host memory
+    // and the trainer all-reduces them with the host communicator itself (the CPU backend).
+    // Returns the backend's own gradient communicator over the same ranks as `host` (NCCL on
+    // CUDA: the ncclUniqueId travels through host->bcast), whose allreduce_start takes backend
+    // memory and overlaps the compute stream; NULL with a message naming the rank on error.
+    Comm *(*grad_comm_create)(Backend *be, Comm *host, char *err, size_t errlen);
 };
 
 // The CPU backend (always available). Never NULL except when out of memory.
@@ -115,13 +131,14 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype);
 // The CUDA backend, when mingpt is built with it (kernels/cuda/backend_cuda.cu); a weak
 // symbol, NULL otherwise. Returns NULL with a message naming the missing driver or
 // device when no GPU can be used.
-Backend *backend_cuda_create(ComputeDtype matmul_dtype, char *err, size_t errlen) __attribute__((weak));
+// device: the CUDA device index (the rank's local rank modulo the visible device count).
+Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, char *err, size_t errlen) __attribute__((weak));
 
 // Picks the backend for trainer_config.device: "cpu", "cuda" or "auto" (cuda when a
 // device is present and mingpt was built with CUDA, else cpu). Returns NULL and writes
 // a message into err (naming the missing driver/device or build option) when "cuda"
-// cannot be had.
-Backend *backend_create(const char *device, ComputeDtype matmul_dtype, char *err, size_t errlen);
+// cannot be had. local_rank picks the GPU (local_rank modulo the device count); 0 in one process.
+Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_dtype, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

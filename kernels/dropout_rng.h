@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include "kernels/dropout_key.h"
+
 #ifndef MINGPT_HD
 #define MINGPT_HD static inline
 #endif
@@ -20,9 +22,26 @@ MINGPT_HD uint64_t rng_mix64(uint64_t z) {
     return z ^ (z >> 31);
 }
 
-// Key of one dropout site in one step: stream = step * DROPOUT_SITES_PER_STEP + site.
+// Key layout. Every random stream of a run is dropout_key(seed, stream) with
+//   stream = domain << 56 | index        (index < 2^56)
+// and disjoint domains, so no two uses can ever draw the same numbers:
+//   RNG_DOMAIN_INIT     index = parameter tensor k (model/gpt.c, gpt_init_weights)
+//   RNG_DOMAIN_DROPOUT  index = step * GPT_DROPOUT_SITES + site (model/gpt.c, site_key)
+// New uses take a new domain number.
+enum { RNG_DOMAIN_INIT = 1, RNG_DOMAIN_DROPOUT = 2 };
+
+MINGPT_HD uint64_t rng_stream(uint64_t domain, uint64_t index) {
+    return domain << 56 | (index & 0x00ffffffffffffffULL);
+}
+
+// Key of one stream (see the layout above).
 MINGPT_HD uint64_t dropout_key(uint64_t seed, uint64_t stream) {
     return rng_mix64(seed ^ rng_mix64(stream + 0x9e3779b97f4a7c15ULL));
+}
+
+// Global index of element e of local row j, for rows of row_len elements.
+MINGPT_HD uint64_t dropout_global_index(DropoutKey k, int64_t j, int64_t row_len, int64_t e) {
+    return (uint64_t)((k.row0 + j * k.row_stride) * row_len + e);
 }
 
 // Threshold of the 24-bit uniform below which an element is dropped: p * 2^24.

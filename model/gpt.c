@@ -190,6 +190,8 @@ int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err
     m->shape = *s;
     m->be = be;
     m->loss_scale = 1.0f;
+    m->batch_row0 = 0;
+    m->batch_row_stride = 1;
     m->B = B;
     m->T = T;
     m->n_tensors = gpt_param_table(s, NULL);
@@ -264,14 +266,14 @@ static float normal_at(uint64_t key, uint64_t i) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
 }
 
-void gpt_init_weights(GPT *m, uint64_t seed) {
+int gpt_init_weights(GPT *m, uint64_t seed) {
     // Computed on the host, then uploaded (a no-op copy on the CPU backend).
     float *host = m->be->host_memory ? m->params_memory : malloc(m->num_params * sizeof(float));
-    if (!host) { fprintf(stderr, "mingpt: error: out of memory\n"); exit(1); }
+    if (!host) return 1;
     for (int k = 0; k < m->n_tensors; k++) {
         const ParamTensor *t = &m->tensors[k];
         float *w = host + t->offset;
-        uint64_t key = dropout_key(seed, 0x1000000ULL + (uint64_t)k);
+        uint64_t key = dropout_key(seed, rng_stream(RNG_DOMAIN_INIT, (uint64_t)k));
         if (t->init_std > 0) {
             #pragma omp parallel for schedule(static)
             for (size_t i = 0; i < t->numel; i++) w[i] = t->init_std * normal_at(key, i);
@@ -283,6 +285,7 @@ void gpt_init_weights(GPT *m, uint64_t seed) {
         gpt_set_params(m, host);
         free(host);
     }
+    return 0;
 }
 
 void gpt_zero_grad(GPT *m) { m->be->zero(m->be, m->grads_memory, m->num_params * sizeof(float)); }
@@ -293,9 +296,15 @@ void gpt_zero_grad(GPT *m) { m->be->zero(m->be, m->grads_memory, m->num_params *
 // Dropout sites within one step: 0 = embedding, then three per block.
 enum { SITE_EMBD = 0, SITE_ATTN = 1, SITE_ATTN_RESID = 2, SITE_MLP_RESID = 3 };
 
-static uint64_t site_key(const GPT *m, int layer, int site) {
+static DropoutKey site_key(const GPT *m, int layer, int site) {
     int index = site == SITE_EMBD ? 0 : 1 + 3 * layer + (site - 1);
-    return dropout_key(m->dropout_seed, m->step * GPT_DROPOUT_SITES + (uint64_t)index);
+    uint64_t stream = rng_stream(RNG_DOMAIN_DROPOUT, m->step * GPT_DROPOUT_SITES + (uint64_t)index);
+    return (DropoutKey){ dropout_key(m->dropout_seed, stream), m->batch_row0, m->batch_row_stride };
+}
+
+// Tells the trainer (gpt.h, grads_ready) that gradients [first, num_params) are final.
+static void grads_ready(GPT *m, size_t first) {
+    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, first);
 }
 
 // A training forward with a backend that fuses the loss and its gradient computes dlogits
@@ -321,7 +330,7 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
     be->upload(be, m->inputs, idx, (size_t)BT * sizeof(int32_t));
 
     be->encoder_forward(be, a->encoded, m->inputs, p->wte, p->wpe, B, T, C);
-    be->dropout_forward(be, a->encoded, a->encoded, BTC, embd_p, site_key(m, 0, SITE_EMBD));
+    be->dropout_forward(be, a->encoded, a->encoded, BTC, (long)T * C, embd_p, site_key(m, 0, SITE_EMBD));
     // ln_1 of block 0; every later LayerNorm is fused with the residual add before it.
     be->layernorm_forward(be, a->h[0].ln_1, a->h[0].ln_1_mean, a->h[0].ln_1_rstd, a->encoded,
                           p->h[0].ln_1_w, p->h[0].ln_1_b, BT, C);
@@ -334,14 +343,14 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
         be->matmul_forward(be, h->qkv, h->ln_1, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
         be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
         be->matmul_forward(be, a->branch, h->atty, w->attn_proj_w, w->attn_proj_b, BT, C, C);
-        be->dropout_forward(be, a->branch, a->branch, BTC, resid_p, site_key(m, l, SITE_ATTN_RESID));
+        be->dropout_forward(be, a->branch, a->branch, BTC, (long)T * C, resid_p, site_key(m, l, SITE_ATTN_RESID));
         be->residual_layernorm_forward(be, h->res_2, h->ln_2, h->ln_2_mean, h->ln_2_rstd, x, a->branch,
                                        w->ln_2_w, w->ln_2_b, BT, C);
         // res_3 = res_2 + drop(c_proj(gelu(c_fc(ln_2)))), then the next LayerNorm
         // (ln_1 of block l+1, or ln_f after the last block)
         be->matmul_gelu_forward(be, h->fch, h->fch_gelu, h->ln_2, w->c_fc_w, w->c_fc_b, BT, C, 4 * C);
         be->matmul_forward(be, a->branch, h->fch_gelu, w->mlp_proj_w, w->mlp_proj_b, BT, 4 * C, C);
-        be->dropout_forward(be, a->branch, a->branch, BTC, resid_p, site_key(m, l, SITE_MLP_RESID));
+        be->dropout_forward(be, a->branch, a->branch, BTC, (long)T * C, resid_p, site_key(m, l, SITE_MLP_RESID));
         const bool last = l == L - 1;
         be->residual_layernorm_forward(be, h->res_3,
                                        last ? a->ln_f : a->h[l + 1].ln_1,
@@ -385,7 +394,8 @@ static const float *branch_grad(GPT *m, int layer, int site, float p, long n) {
     GPTGradScratch *d = &m->scratch;
     if (p <= 0.0f) return d->dres;
     zero(m->be, d->dbranch, n);
-    m->be->dropout_backward(m->be, d->dbranch, d->dres, n, p, site_key(m, layer, site));
+    m->be->dropout_backward(m->be, d->dbranch, d->dres, n, (long)m->cur_T * m->shape.n_embd, p,
+                            site_key(m, layer, site));
     return d->dbranch;
 }
 
@@ -411,6 +421,7 @@ void gpt_backward(GPT *m) {
     zero(be, d->dres, BTC);
     be->layernorm_backward(be, d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(m, s->n_layer),
                        p->ln_f_w, a->ln_f_mean, a->ln_f_rstd, BT, C);
+    grads_ready(m, (size_t)(g->ln_f_w - m->grads_memory));   // ln_f and lm_head
 
     // d->dres holds the gradient of the block's output; each LayerNorm backward adds the
     // branch's contribution to it, which turns it into the gradient of the block's input.
@@ -442,7 +453,9 @@ void gpt_backward(GPT *m) {
         be->matmul_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, w->c_attn_w, BT, C, 3 * C);
         be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(m, l), w->ln_1_w,
                            h->ln_1_mean, h->ln_1_rstd, BT, C);
+        grads_ready(m, (size_t)(gw->ln_1_w - m->grads_memory));   // block l and everything after it
     }
 
     be->encoder_backward(be, g->wte, g->wpe, branch_grad(m, 0, SITE_EMBD, embd_p, BTC), m->inputs, B, T, C);
+    grads_ready(m, 0);
 }

@@ -119,9 +119,22 @@ typedef struct {
     uint64_t dropout_seed, step;
     float mean_loss;
     float loss_scale;         // multiplies d(loss) in backward: 1, or S under fp16 dynamic loss scaling
+                              // (the trainer also folds 1/world_size and micro-step weights in)
+    // Where this batch's rows sit in the global batch, for the dropout masks (kernels/dropout_rng.h):
+    // local row j is global row batch_row0 + j * batch_row_stride. {0, 1} (the default) in one
+    // process; rank r of W sets {r + W*m*B, W} for micro-step m, so that W ranks draw exactly
+    // the masks of one process with batch W*B.
+    int64_t batch_row0, batch_row_stride;
+    // Called by gpt_backward, when set, each time gradients [first, num_params) have become
+    // final: after ln_f + lm_head, after each block (from the last to the first), after wte/wpe
+    // (first = 0). The flat layout puts later layers at higher offsets, so the finished part is
+    // always a suffix of the buffer: the data-parallel trainer starts a bucket's all-reduce here.
+    void (*grads_ready)(void *ctx, size_t first);
+    void *grads_ready_ctx;
 } GPT;
 
-// Number of dropout sites per step (stream = step * GPT_DROPOUT_SITES + site).
+// Number of dropout sites per step (stream index = step * GPT_DROPOUT_SITES + site in the
+// dropout domain, kernels/dropout_rng.h).
 #define GPT_DROPOUT_SITES 1024
 
 // Fills out[] (room for 4 + 12*n_layer tensors; NULL to only count) with the flat
@@ -142,12 +155,14 @@ void gpt_set_params(GPT *m, const float *host);
 void gpt_get_params(const GPT *m, float *host);
 
 // minGPT init: every Linear and Embedding weight N(0, 0.02), both c_proj weights
-// N(0, 0.02/sqrt(2*n_layer)), biases 0, LayerNorm weight 1 / bias 0. Deterministic in seed.
-void gpt_init_weights(GPT *m, uint64_t seed);
+// N(0, 0.02/sqrt(2*n_layer)), biases 0, LayerNorm weight 1 / bias 0. Deterministic in seed
+// (stream RNG_DOMAIN_INIT of kernels/dropout_rng.h). Returns non-zero when out of host memory.
+int gpt_init_weights(GPT *m, uint64_t seed);
 
 // Forward pass on idx (B,T) int32 host memory, with B <= m->B, T <= m->T. Logits land in
 // m->acts.logits (backend memory). targets (B,T) host memory may be NULL (no loss; returns -1).
-// train = true enables dropout, whose masks depend only on (dropout_seed, step, site, element). Returns the mean loss.
+// train = true enables dropout, whose masks depend only on (dropout_seed, step, site, global
+// element index; see batch_row0). Returns the mean loss.
 float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
                   bool train, uint64_t dropout_seed, uint64_t step);
 

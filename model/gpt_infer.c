@@ -231,7 +231,7 @@ const float *gpt_infer_feed(GPTInfer *g, const int32_t *tokens, int n) {
         const int r0 = l == L - 1 ? n - 1 : 0, m = n - r0;
         float *x = g->x + (size_t)r0 * C;
         if (p0 == 0 && m > 1)   // a window from position 0: the batched causal kernel
-            attention_forward(g->atty, g->att, g->qkv, 1, n, C, NH, 0.0f, 0);
+            attention_forward(g->atty, g->att, g->qkv, 1, n, C, NH, 0.0f, (DropoutKey){ 0, 0, 1 });
         else
             for (int r = r0; r < n; r++)
                 attend(g->atty + (size_t)(r - r0) * C, g->qkv + (size_t)r * 3 * C, K, Vc, p0 + r, C, NH, g->att);

@@ -6,18 +6,18 @@
 
 static void test_selection(void **state) {
     char err[512];
-    Backend *be = backend_create("cpu", DTYPE_FP32, err, sizeof err);
+    Backend *be = backend_create("cpu", 0, DTYPE_FP32, err, sizeof err);
     assert_non_null(be);
     assert_string_equal(be->name, "cpu");
     assert_true(be->host_memory);
     be->destroy(be);
-    be = backend_create("auto", DTYPE_FP32, err, sizeof err);   // no GPU here: falls back to cpu
+    be = backend_create("auto", 0, DTYPE_FP32, err, sizeof err);   // no GPU here: falls back to cpu
     assert_non_null(be);
     be->destroy(be);
-    assert_null(backend_create("tpu", DTYPE_FP32, err, sizeof err));
+    assert_null(backend_create("tpu", 0, DTYPE_FP32, err, sizeof err));
     assert_non_null(strstr(err, "auto, cpu or cuda"));
     // cuda on a machine without a usable GPU (or a build without CUDA) is an error that says why.
-    be = backend_create("cuda", DTYPE_FP32, err, sizeof err);
+    be = backend_create("cuda", 0, DTYPE_FP32, err, sizeof err);
     if (be) { be->destroy(be); skip(); }
     assert_non_null(strstr(err, "device=cuda"));
 }

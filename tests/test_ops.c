@@ -391,6 +391,8 @@ typedef struct { int B, T, C, NH; } AttCfg;
 static const AttCfg att_cfgs[] = { {3, 7, 12, 3}, {2, 9, 39, 3}, {2, 1, 10, 2} };
 static const float att_ps[] = { 0.0f, 0.25f };
 #define ATT_KEY 0x1234abcdULL
+// A key with the one-process row map (global index = local index).
+#define DK(k) ((DropoutKey){ (k), 0, 1 })
 
 static void attention_fwd_case(const AttCfg *cf, float p, float range, uint64_t seed) {
     const int B = cf->B, T = cf->T, C = cf->C, NH = cf->NH;
@@ -401,7 +403,7 @@ static void attention_fwd_case(const AttCfg *cf, float p, float range, uint64_t 
     double *qkvd = to_double(qkv, nq), *ref = dalloc(no), *refa = dalloc(na);
     // Garbage in att: the op must write every element, zeros above the diagonal included.
     for (long i = 0; i < na; i++) att[i] = 7.0f;
-    attention_forward(out, att, qkv, B, T, C, NH, p, ATT_KEY);
+    attention_forward(out, att, qkv, B, T, C, NH, p, DK(ATT_KEY));
     ref_attention(ref, refa, qkvd, B, T, C, NH, p, ATT_KEY);
     check_fwd(out, ref, no, "attention out");
     check_fwd(att, refa, na, "attention att");
@@ -415,7 +417,7 @@ static void attention_fwd_case(const AttCfg *cf, float p, float range, uint64_t 
             }
             assert_true(fabs(s - 1.0) < 1e-5);  // rows of att (pre-dropout) sum to 1
         }
-    attention_forward(out2, att2, qkv, B, T, C, NH, p, ATT_KEY);
+    attention_forward(out2, att2, qkv, B, T, C, NH, p, DK(ATT_KEY));
     assert_memory_equal(out, out2, sizeof(float) * no);
     assert_memory_equal(att, att2, sizeof(float) * na);
     free(qkv); free(out); free(att); free(out2); free(att2); free(qkvd); free(ref); free(refa);
@@ -438,8 +440,8 @@ static void test_attention_forward_dropout(void **state) {
     const long na = (long)cf->B * cf->NH * cf->T * cf->T;
     TestRng r = test_rng(719);
     float *qkv = frand(&r, nq, -2, 2), *o1 = falloc(no), *o2 = falloc(no), *att = falloc(na);
-    attention_forward(o1, att, qkv, cf->B, cf->T, cf->C, cf->NH, 0.25f, ATT_KEY);
-    attention_forward(o2, att, qkv, cf->B, cf->T, cf->C, cf->NH, 0.25f, ATT_KEY + 1);
+    attention_forward(o1, att, qkv, cf->B, cf->T, cf->C, cf->NH, 0.25f, DK(ATT_KEY));
+    attention_forward(o2, att, qkv, cf->B, cf->T, cf->C, cf->NH, 0.25f, DK(ATT_KEY + 1));
     assert_true(memcmp(o1, o2, sizeof(float) * no) != 0);
     free(qkv); free(o1); free(o2); free(att);
 }
@@ -456,15 +458,15 @@ static void test_attention_backward(void **state) {
             TestRng r = test_rng(800 + 10 * pi + k);
             float *qkv = frand(&r, nq, -2, 2), *w = frand(&r, no, -1, 1);
             float *out = falloc(no), *att = falloc(na), *scratch = falloc(na), *dqkv = falloc(nq);
-            attention_forward(out, att, qkv, B, T, C, NH, p, ATT_KEY);
-            attention_backward(dqkv, scratch, w, qkv, att, B, T, C, NH, p, ATT_KEY);
+            attention_forward(out, att, qkv, B, T, C, NH, p, DK(ATT_KEY));
+            attention_backward(dqkv, scratch, w, qkv, att, B, T, C, NH, p, DK(ATT_KEY));
 
             AttCtx ctx = { B, T, C, NH, p, ATT_KEY, to_double(qkv, nq), to_double(w, no),
                            dalloc(no), dalloc(na) };
             check_fd(dqkv, att_loss, &ctx, ctx.qkv, nq, p > 0 ? "attention dqkv (dropout)" : "attention dqkv");
 
             float *dqkv1 = fcopy(dqkv, nq);
-            attention_backward(dqkv, scratch, w, qkv, att, B, T, C, NH, p, ATT_KEY);
+            attention_backward(dqkv, scratch, w, qkv, att, B, T, C, NH, p, DK(ATT_KEY));
             check_doubled(dqkv, dqkv1, nq, "attention dqkv accumulate");
 
             free(qkv); free(w); free(out); free(att); free(scratch); free(dqkv); free(dqkv1);
@@ -484,8 +486,8 @@ static void test_attention_causal(void **state) {
         float *o1 = falloc(no), *o2 = falloc(no), *a1 = falloc(na), *a2 = falloc(na);
         for (int b = 0; b < B; b++)
             for (int c = 0; c < 3 * C; c++) qkv2[((long)b * T + t0) * 3 * C + c] += 0.5f;
-        attention_forward(o1, a1, qkv, B, T, C, NH, p, ATT_KEY);
-        attention_forward(o2, a2, qkv2, B, T, C, NH, p, ATT_KEY);
+        attention_forward(o1, a1, qkv, B, T, C, NH, p, DK(ATT_KEY));
+        attention_forward(o2, a2, qkv2, B, T, C, NH, p, DK(ATT_KEY));
         for (int b = 0; b < B; b++) {
             assert_memory_equal(o1 + (long)b * T * C, o2 + (long)b * T * C, sizeof(float) * t0 * C);
             assert_true(memcmp(o1 + ((long)b * T + t0) * C, o2 + ((long)b * T + t0) * C,
@@ -499,7 +501,7 @@ static void test_attention_causal(void **state) {
         for (int b = 0; b < B; b++)
             for (int t = t0; t < T; t++)
                 for (int c = 0; c < C; c++) dout[((long)b * T + t) * C + c] = 0.0f;
-        attention_backward(dqkv, scratch, dout, qkv, a1, B, T, C, NH, p, ATT_KEY);
+        attention_backward(dqkv, scratch, dout, qkv, a1, B, T, C, NH, p, DK(ATT_KEY));
         for (int b = 0; b < B; b++)
             for (int t = t0; t < T; t++)
                 for (int c = 0; c < 3 * C; c++) assert_true(dqkv[((long)b * T + t) * 3 * C + c] == 0.0f);
@@ -613,12 +615,12 @@ static void test_dropout_identity(void **state) {
     TestRng r = test_rng(1300);
     float *inp = frand(&r, N, -1, 1), *out = falloc(N), *dout = frand(&r, N, -1, 1);
     float *dinp = frand(&r, N, -1, 1), *expect = falloc(N);
-    dropout_forward(out, inp, N, 0.0f, 42);
+    dropout_forward(out, inp, N, N, 0.0f, DK(42));
     assert_memory_equal(out, inp, sizeof(float) * N);
-    dropout_forward(out, out, N, 0.0f, 42);  // in place
+    dropout_forward(out, out, N, N, 0.0f, DK(42));  // in place
     assert_memory_equal(out, inp, sizeof(float) * N);
     for (long i = 0; i < N; i++) expect[i] = dinp[i] + dout[i];
-    dropout_backward(dinp, dout, N, 0.0f, 42);
+    dropout_backward(dinp, dout, N, N, 0.0f, DK(42));
     assert_memory_equal(dinp, expect, sizeof(float) * N);
     free(inp); free(out); free(dout); free(dinp); free(expect);
 }
@@ -630,9 +632,9 @@ static void test_dropout_mask_determinism(void **state) {
     const uint64_t k1 = dropout_key(1234, 7), k2 = dropout_key(1234, 8);
     float *ones = falloc(N), *o1 = falloc(N), *o2 = falloc(N), *o3 = falloc(N);
     for (long i = 0; i < N; i++) ones[i] = 1.0f;
-    dropout_forward(o1, ones, N, p, k1);
-    dropout_forward(o2, ones, N, p, k1);
-    dropout_forward(o3, ones, N, p, k2);
+    dropout_forward(o1, ones, N, N, p, DK(k1));
+    dropout_forward(o2, ones, N, N, p, DK(k1));
+    dropout_forward(o3, ones, N, N, p, DK(k2));
     assert_memory_equal(o1, o2, sizeof(float) * N);
     long differ = 0;
     for (long i = 0; i < N; i++) {
@@ -643,7 +645,7 @@ static void test_dropout_mask_determinism(void **state) {
     assert_true(differ > N / 4 && differ < 3 * N / 4);
     // In place matches out of place.
     memcpy(o2, ones, sizeof(float) * N);
-    dropout_forward(o2, o2, N, p, k1);
+    dropout_forward(o2, o2, N, N, p, DK(k1));
     assert_memory_equal(o1, o2, sizeof(float) * N);
     free(ones); free(o1); free(o2); free(o3);
 }
@@ -656,7 +658,7 @@ static void test_dropout_statistics(void **state) {
     for (long i = 0; i < N; i++) ones[i] = 1.0f;
     for (size_t k = 0; k < sizeof ps / sizeof *ps; k++) {
         const double p = ps[k];
-        dropout_forward(out, ones, N, ps[k], dropout_key(99, k));
+        dropout_forward(out, ones, N, N, ps[k], DK(dropout_key(99, k)));
         long kept = 0;
         for (long i = 0; i < N; i++) {
             if (out[i] == 0.0f) continue;
@@ -678,15 +680,66 @@ static void test_dropout_backward(void **state) {
     TestRng r = test_rng(1400);
     float *inp = frand(&r, N, -1, 1), *w = frand(&r, N, -1, 1), *out = falloc(N), *dinp = falloc(N);
     DropCtx ctx = { N, p, key, to_double(inp, N), to_double(w, N), dalloc(N) };
-    dropout_forward(out, inp, N, p, key);
+    dropout_forward(out, inp, N, N, p, DK(key));
     drop_loss(&ctx);
     check_fwd(out, ctx.out, N, "dropout out");
-    dropout_backward(dinp, w, N, p, key);
+    dropout_backward(dinp, w, N, N, p, DK(key));
     check_fd(dinp, drop_loss, &ctx, ctx.inp, N, "dropout dinp");
     float *dinp1 = fcopy(dinp, N);
-    dropout_backward(dinp, w, N, p, key);
+    dropout_backward(dinp, w, N, N, p, DK(key));
     check_doubled(dinp, dinp1, N, "dropout dinp accumulate");
     free(inp); free(w); free(out); free(dinp); free(dinp1); free(ctx.inp); free(ctx.w); free(ctx.out);
+}
+
+// Data parallelism: rank r of W with rows {r, r+W, ...} of a global batch and the row map
+// {key, r, W} draws exactly the masks of the one-process run on the whole batch, so its outputs
+// equal the matching rows of that run bit for bit (dropout and attention dropout, both passes).
+static void test_dropout_global_rows(void **state) {
+    const int W = 3, Bl = 2, Bg = W * Bl, T = 5, C = 8, NH = 2;
+    const long row = (long)T * C, rowq = 3L * T * C, rowa = (long)NH * T * T;
+    const float p = 0.4f;
+    const uint64_t key = dropout_key(77, 5);
+    TestRng r = test_rng(1500);
+    float *x = frand(&r, Bg * row, -1, 1), *dy = frand(&r, Bg * row, -1, 1), *qkv = frand(&r, Bg * rowq, -1, 1);
+    float *y = falloc(Bg * row), *dx = falloc(Bg * row), *ao = falloc(Bg * row), *att = falloc(Bg * rowa);
+    float *dqkv = falloc(Bg * rowq), *scr = falloc(Bg * rowa);
+    dropout_forward(y, x, Bg * row, row, p, DK(key));
+    dropout_backward(dx, dy, Bg * row, row, p, DK(key));
+    attention_forward(ao, att, qkv, Bg, T, C, NH, p, DK(key));
+    attention_backward(dqkv, scr, dy, qkv, att, Bg, T, C, NH, p, DK(key));
+    for (int rk = 0; rk < W; rk++) {
+        const DropoutKey dk = { key, rk, W };
+        float *lx = falloc(Bl * row), *ldy = falloc(Bl * row), *lq = falloc(Bl * rowq);
+        for (int j = 0; j < Bl; j++) {
+            const long g = rk + (long)W * j;
+            memcpy(lx + j * row, x + g * row, sizeof(float) * row);
+            memcpy(ldy + j * row, dy + g * row, sizeof(float) * row);
+            memcpy(lq + j * rowq, qkv + g * rowq, sizeof(float) * rowq);
+        }
+        float *ly = falloc(Bl * row), *ldx = falloc(Bl * row), *lao = falloc(Bl * row), *latt = falloc(Bl * rowa);
+        float *ldq = falloc(Bl * rowq), *lscr = falloc(Bl * rowa);
+        dropout_forward(ly, lx, Bl * row, row, p, dk);
+        dropout_backward(ldx, ldy, Bl * row, row, p, dk);
+        attention_forward(lao, latt, lq, Bl, T, C, NH, p, dk);
+        attention_backward(ldq, lscr, ldy, lq, latt, Bl, T, C, NH, p, dk);
+        long dropped = 0;
+        for (int j = 0; j < Bl; j++) {
+            const long g = rk + (long)W * j;
+            assert_memory_equal(ly + j * row, y + g * row, sizeof(float) * row);
+            assert_memory_equal(ldx + j * row, dx + g * row, sizeof(float) * row);
+            assert_memory_equal(lao + j * row, ao + g * row, sizeof(float) * row);
+            assert_memory_equal(ldq + j * rowq, dqkv + g * rowq, sizeof(float) * rowq);
+            for (long e = 0; e < row; e++) dropped += ly[j * row + e] == 0.0f;
+        }
+        assert_true(dropped > 0);   // the masks are really on
+        // The one-process map on the same local rows draws other masks (rank 0 row 0 aside).
+        if (rk > 0) {
+            dropout_forward(ly, lx, Bl * row, row, p, DK(key));
+            assert_true(memcmp(ly, y + (long)rk * row, sizeof(float) * row) != 0);
+        }
+        free(lx); free(ldy); free(lq); free(ly); free(ldx); free(lao); free(latt); free(ldq); free(lscr);
+    }
+    free(x); free(dy); free(qkv); free(y); free(dx); free(ao); free(att); free(dqkv); free(scr);
 }
 
 // ================================================================ cross-entropy
@@ -836,12 +889,12 @@ static void test_determinism(void **state) {
         layernorm_backward(o[O_LNDX], o[O_LNDW], o[O_LNDB], dx, x, g, o[O_MEAN], o[O_RSTD], (int)N, C);
         matmul_forward(o[O_MM], x, wv, bv, (int)N, C, OC);
         matmul_backward(o[O_MMDX], o[O_MMDW], o[O_MMDB], dy, x, wv, (int)N, C, OC);
-        attention_forward(o[O_ATT], o[O_A], qkv, B, T, C, NH, 0.1f, 77);
-        attention_backward(o[O_DQKV], scratch, dx, qkv, o[O_A], B, T, C, NH, 0.1f, 77);
+        attention_forward(o[O_ATT], o[O_A], qkv, B, T, C, NH, 0.1f, DK(77));
+        attention_backward(o[O_DQKV], scratch, dx, qkv, o[O_A], B, T, C, NH, 0.1f, DK(77));
         gelu_forward(o[O_GELU], x, nx);
         gelu_backward(o[O_GDX], x, dx, nx);
-        dropout_forward(o[O_DROP], x, nx, 0.1f, 77);
-        dropout_backward(o[O_DDX], dx, nx, 0.1f, 77);
+        dropout_forward(o[O_DROP], x, nx, nx, 0.1f, DK(77));
+        dropout_backward(o[O_DDX], dx, nx, nx, 0.1f, DK(77));
         crossentropy_forward(o[O_LOSS], o[O_PROBS], logits, tok, (int)N, V);
         crossentropy_softmax_backward(o[O_DLOG], o[O_PROBS], tok, (int)N, V, 1.0f / (float)(N - 1));
         free(scratch);
@@ -875,6 +928,7 @@ int main(void) {
         cmocka_unit_test(test_dropout_mask_determinism),
         cmocka_unit_test(test_dropout_statistics),
         cmocka_unit_test(test_dropout_backward),
+        cmocka_unit_test(test_dropout_global_rows),
         cmocka_unit_test(test_crossentropy_forward),
         cmocka_unit_test(test_crossentropy_backward),
         cmocka_unit_test(test_crossentropy_ignore),

@@ -50,7 +50,10 @@ static void train(const char *name, const char *extra1, const char *extra2) {
     if (config_load(&cfg, ".", "gpt2_train_cfg", n, ov, err, sizeof err)) fail_msg("config: %s", err);
     assert_true(cfg.gpt.attn_pdrop > 0 && cfg.gpt.resid_pdrop > 0);   // dropout is on
     TrainResult res;
-    assert_int_equal(trainer_run(&cfg, &res), 0);
+    Comm *comm = comm_single_create();
+    assert_non_null(comm);
+    assert_int_equal(trainer_run(&cfg, comm, &res), 0);
+    comm->destroy(comm);
 }
 
 static Snapshot load(const char *name) {

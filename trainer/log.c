@@ -10,6 +10,10 @@
 
 // The open job log: process-wide, because the trainer's log calls carry no context.
 static FILE *g_log_file;
+// This process's rank in a data-parallel job (log_set_rank); 0 in one process.
+static int g_rank;
+
+void log_set_rank(int rank) { g_rank = rank; }
 
 // "2026-11-22 01:42:20,647": Python logging's asctime.
 static void asctime_now(char *buf, size_t len) {
@@ -40,6 +44,7 @@ static void to_file(const char *level, const char *fmt, va_list ap) {
 }
 
 void log_info(const char *fmt, ...) {
+    if (g_rank != 0) return;   // rank 0 speaks for the job
     va_list ap, aq;
     va_start(ap, fmt);
     va_copy(aq, ap);
@@ -54,6 +59,7 @@ void log_error(const char *fmt, ...) {
     va_start(ap, fmt);
     va_copy(aq, ap);
     fflush(stdout);  // keep the order of stdout and stderr lines on a shared terminal
+    if (g_rank != 0) fprintf(stderr, "[rank %d] ", g_rank);
     vfprintf(stderr, fmt, ap);
     to_file("ERROR", fmt, aq);
     va_end(aq);
@@ -61,6 +67,7 @@ void log_error(const char *fmt, ...) {
 }
 
 void log_hydra(const char *fmt, ...) {
+    if (g_rank != 0) return;
     va_list ap, aq;
     va_start(ap, fmt);
     va_copy(aq, ap);

@@ -26,5 +26,8 @@ int log_open(const char *path, char *err, size_t errlen);
 
 // Stops copying to the file (no-op when none is open).
 void log_close(void);
+// Data-parallel jobs: on ranks other than 0, log_info and log_hydra print nothing (rank 0
+// reports for the job) and log_error lines are prefixed "[rank r] ". Only rank 0 opens a log file.
+void log_set_rank(int rank);
 
 #endif

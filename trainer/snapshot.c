@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,8 @@ int snapshot_save(const char *path, const Snapshot *s, char *err, size_t errlen)
     put_record(&w, TAG_STAT, stat, sizeof stat);
     float scale = s->loss_scale;
     put_record(&w, TAG('S', 'C', 'A', 'L'), &scale, 4);
+    int64_t dist[2] = { s->world_size, s->samples_in_epoch };
+    put_record(&w, TAG('D', 'I', 'S', 'T'), dist, sizeof dist);
     put_record(&w, TAG_PARM, s->params, (uint64_t)s->num_params * 4);
     if (s->adam_m && s->adam_v) {
         put_record(&w, TAG_ADAM, s->adam_m, (uint64_t)s->num_params * 4);
@@ -197,6 +200,15 @@ int snapshot_load(const char *path, Snapshot *s, char *err, size_t errlen) {
             if (n != 4) goto malformed;
             memcpy(&s->loss_scale, p, 4);
             break;
+        case TAG('D', 'I', 'S', 'T'): {
+            int64_t dist[2];
+            if (n != sizeof dist) goto malformed;
+            memcpy(dist, p, n);
+            if (dist[0] < 1 || dist[0] > INT32_MAX || dist[1] < 0) goto malformed;
+            s->world_size = (int)dist[0];
+            s->samples_in_epoch = dist[1];
+            break;
+        }
         case TAG_PARM: if (!have_stat || copy_floats(&s->params, p, n, s->num_params)) goto malformed; break;
         case TAG_ADAM: if (!have_stat || copy_floats(&s->adam_m, p, n, s->num_params)) goto malformed; break;
         case TAG_ADAV: if (!have_stat || copy_floats(&s->adam_v, p, n, s->num_params)) goto malformed; break;

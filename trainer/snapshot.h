@@ -3,7 +3,8 @@
 // File format (little-endian): the 8-byte magic "MINGPTSN", u32 format version, then
 // records [u32 tag][u64 byte length][payload], then a u32 CRC32 (zlib) of every byte
 // before it. Records: CONF (the bound config as YAML text), VOCB (V u32 code points),
-// SHAP (model shape), STAT (counters), PARM / ADAM / ADAV (fp32 parameters and AdamW
+// SHAP (model shape), STAT (counters), SCAL (loss scale), DIST (world size and samples of
+// the current epoch consumed), PARM / ADAM / ADAV (fp32 parameters and AdamW
 // moments in the model's flat layout). Written to a temp file in the same directory,
 // fsync'ed, then renamed over the target, so a crash never leaves a torn snapshot.
 #ifndef MINGPT_SNAPSHOT_H
@@ -28,6 +29,11 @@ typedef struct {
     uint64_t seed;            // trainer seed: dropout masks are a function of (seed, iter_num)
     float loss_scale;         // dynamic loss scale (mixed precision; 1 on the CPU backend)
     long scaler_good_steps;   // finite steps since the last scale change
+    // Data parallelism (record DIST; absent in files from before it: world_size 0, and the
+    // trainer then takes samples_in_epoch = iter_in_epoch * batch_size).
+    int world_size;           // ranks of the run that wrote it
+    long samples_in_epoch;    // samples of epoch epochs_run+1's global order consumed: a prefix,
+                              // whatever the world size (resume continues from it on any W)
 } Snapshot;
 
 // Writes s atomically to path. Non-zero with a message naming path on any I/O error;

@@ -1,6 +1,19 @@
-// trainer/trainer.c — the training loop, readable top-down:
-//   load data -> split -> build model -> resume or init -> epochs of iterations
-//   (forward, backward, clip, AdamW) -> evaluate -> snapshot.
+// trainer/trainer.c — the training loop in the shape of the PyTorch minGPT-DDP tutorial's
+// Trainer (_load_snapshot, _run_batch, _run_epoch, _save_snapshot, train), on one process or
+// on the ranks of an `mpirun`/`srun` job:
+//
+//   trainer_run
+//     setup            backend (GPU = local rank), data, split, model, AdamW, buckets
+//     _load_snapshot   every rank reads the same snapshot; else init + rank 0's weights broadcast
+//     train            epochs until max_epochs / max_iters / a collective stop
+//       _run_epoch     this rank's share of the epoch's permutation, from the resume point
+//         _run_batch   train_step (trainer/train_step.h): micro-steps, bucketed all-reduce, AdamW
+//       evaluate       the test windows split over the ranks, one global mean loss
+//       _save_snapshot rank 0 writes; replicas are checked to be identical first
+//
+// Results do not depend on the number of ranks: with the DistributedSampler's interleaving the
+// ranks' rows of one iteration are exactly the rows of one process with batch B*W, and the
+// dropout masks are keyed by the global row (model/gpt.h, batch_row0).
 #include "trainer/trainer.h"
 
 #include <math.h>
@@ -17,13 +30,15 @@
 #include "kernels/loss_scaler.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
+#include "trainer/buckets.h"
 #include "trainer/log.h"
 #include "trainer/snapshot.h"
+#include "trainer/train_step.h"
 
 #define ERRLEN 2048
 
 // ============================================================================
-// Interruption: the handler only sets a flag; the loop saves and stops.
+// Interruption: the handler only sets a flag; the next step's collective decides.
 // ============================================================================
 static volatile sig_atomic_t g_stop_signal = 0;
 static void on_signal(int sig) { g_stop_signal = sig; }
@@ -35,48 +50,56 @@ static double now_s(void) {
 }
 
 // ============================================================================
-// Batches: rows of a batch are the windows picked by the sampler's indices.
+// The trainer's state
 // ============================================================================
 typedef struct {
-    int32_t *x, *y;   // (B,T)
-} Batch;
-
-// Fills rows 0..n-1 of b with the windows windows[order[first + r]].
-static void make_batch(Batch *b, const CharDataset *ds, const long *windows, const long *order,
-                       long first, int n, int T) {
-    for (int r = 0; r < n; r++)
-        chardataset_window(ds, windows[order[first + r]], b->x + (long)r * T, b->y + (long)r * T);
-}
-
-// ============================================================================
-// Evaluation: mean token loss over the first max_batches batches of the test
-// split (all when 0), dropout off. The order is the test sampler's epoch 0, so
-// every evaluation sees the same batches.
-// ============================================================================
-static double evaluate(GPT *m, Batch *b, const CharDataset *ds, const DataSplit *split,
-                       const long *test_order, long n_order, int B, int T, long max_batches) {
-    long n_batches = (n_order + B - 1) / B;
-    if (max_batches > 0 && max_batches < n_batches) n_batches = max_batches;
-    double sum = 0.0;
-    long count = 0;
-    for (long k = 0; k < n_batches; k++) {
-        int n = (int)((k + 1) * B <= n_order ? B : n_order - k * B);
-        make_batch(b, ds, split->test, test_order, k * B, n, T);
-        float loss = gpt_forward(m, b->x, b->y, n, T, false, 0, 0);
-        sum += (double)loss * m->n_valid;
-        count += m->n_valid;
-    }
-    return count ? sum / count : NAN;
-}
-
-// ============================================================================
-// Snapshot helpers
-// ============================================================================
-typedef struct {
-    long epochs_run, iter_in_epoch, iter_num;
+    long epochs_run;         // completed epochs
+    long samples_in_epoch;   // samples of epoch epochs_run+1's global order consumed (a prefix)
+    long iter_num;           // optimizer steps since the start of training
     uint64_t seed;
-    LossScaler scaler;      // fp16 dynamic loss scale (disabled: scale 1)
+    LossScaler scaler;       // fp16 dynamic loss scale (disabled: scale 1)
 } Progress;
+
+typedef struct {
+    const Config *cfg;
+    Comm *comm;              // host communicator (not owned)
+    Comm *grad_comm;         // gradients: the backend's (NCCL) or comm itself
+    int rank, world;         // comm->rank, comm->world_size
+    Backend *be;
+    ComputeDtype dtype;
+    CharDataset ds;
+    DataSplit split;
+    GPT model;
+    AdamW opt;
+    Buckets buckets;
+    Progress pr;
+    int B, T, A;             // batch_size (per rank, per micro-step), block_size, grad_accum_steps
+    DistributedSampler train_sampler;
+    long *order, *scratch;   // this rank's sample indices for the epoch; sampler scratch
+    long *eval_order;        // the evaluation windows (global order) and their count
+    long n_eval;
+    int32_t *x, *y;          // (A*B, T) this iteration's rows
+    TrainResult r;
+    double tokens, train_time;
+    CommStats comm_total;    // all-reduce statistics summed over the run
+    long comm_iters;
+} Trainer;
+
+// Every rank's rc; the job agrees on the largest, so that all ranks take the same branch.
+static int agree(Trainer *t, int rc) {
+    if (t->world == 1) return rc;
+    double v = rc;
+    if (t->comm->allreduce_host(t->comm, &v, 1, COMM_MAX)) t->comm->abort(t->comm, EXIT_RUNTIME, t->comm->err);
+    return (int)v;
+}
+
+// A communicator error in the middle of training: no rank can go on; take the job down.
+static void comm_failed(Trainer *t, Comm *c) { t->comm->abort(t->comm, EXIT_RUNTIME, c->err); }
+
+static bool file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
 
 // A host-readable view of n floats of backend memory: the buffer itself when the
 // backend's memory is host memory, else a downloaded copy in *tmp (caller frees).
@@ -88,33 +111,95 @@ static const float *host_view(Backend *be, const float *p, size_t n, float **tmp
     return *tmp;
 }
 
-static int save_snapshot(const Config *cfg, const GPT *m, const AdamW *opt, const CharDataset *ds,
-                         const Progress *pr) {
-    char err[ERRLEN];
-    char *yaml = config_to_yaml(cfg);
-    float *tp, *tm, *tv;
-    const float *params = host_view(m->be, m->params_memory, m->num_params, &tp);
-    const float *adam_m = host_view(m->be, opt->m, m->num_params, &tm);
-    const float *adam_v = host_view(m->be, opt->v, m->num_params, &tv);
-    int rc = 1;
-    if (!yaml || !params || !adam_m || !adam_v) {
-        snprintf(err, sizeof err, "out of memory while saving a snapshot");
-    } else {
-        Snapshot s = {
-            .config_yaml = yaml, .vocab = ds->itos, .vocab_size = ds->vocab_size, .shape = m->shape,
-            .num_params = m->num_params, .params = (float *)params, .adam_m = (float *)adam_m,
-            .adam_v = (float *)adam_v, .adam_step = opt->step, .epochs_run = pr->epochs_run,
-            .iter_in_epoch = pr->iter_in_epoch, .iter_num = pr->iter_num, .seed = pr->seed,
-            .loss_scale = pr->scaler.scale, .scaler_good_steps = pr->scaler.good_steps,
-        };
-        rc = snapshot_save(cfg->trainer.snapshot_path, &s, err, sizeof err);
+// ============================================================================
+// Batches: rows are the windows picked by the sampler's indices.
+// ============================================================================
+static void make_rows(const Trainer *t, const long *windows, const long *order, long first, int n, int32_t *x,
+                      int32_t *y) {
+    for (int r = 0; r < n; r++)
+        chardataset_window(&t->ds, windows[order[first + r]], x + (long)r * t->T, y + (long)r * t->T);
+}
+
+// ============================================================================
+// Evaluation: the mean token loss over the evaluation windows (the first eval_iters*B*W of the
+// test sampler's epoch-0 order, or all), dropout off. Rank r takes windows r, r+W, ...; the
+// sums are all-reduced, so the result is the one-process result whatever the world size and
+// more ranks evaluate faster.
+// ============================================================================
+static double evaluate(Trainer *t) {
+    double v[2] = { 0.0, 0.0 };   // loss sum, tokens
+    int32_t *x = t->x, *y = t->y;
+    long k = t->rank;
+    while (k < t->n_eval) {
+        int n = 0;
+        for (; n < t->B && k < t->n_eval; n++, k += t->world)
+            chardataset_window(&t->ds, t->split.test[t->eval_order[k]], x + (long)n * t->T, y + (long)n * t->T);
+        const float loss = gpt_forward(&t->model, x, y, n, t->T, false, 0, 0);
+        v[0] += (double)loss * t->model.n_valid;
+        v[1] += (double)t->model.n_valid;
     }
-    free(yaml); free(tp); free(tm); free(tv);
-    if (rc) { log_error("mingpt: error: %s\n", err); return 1; }
-    log_info("Snapshot saved at epoch %ld, iteration %ld: %s\n", pr->epochs_run, pr->iter_num,
-           cfg->trainer.snapshot_path);
+    if (t->comm->allreduce_host(t->comm, v, 2, COMM_SUM)) comm_failed(t, t->comm);
+    return v[1] > 0 ? v[0] / v[1] : NAN;
+}
+
+// ============================================================================
+// Snapshots
+// ============================================================================
+// Sum of the parameters in double: equal on every rank while the replicas are identical.
+static int replicas_identical(Trainer *t, const float *params) {
+    if (t->world == 1) return 1;
+    double s = 0.0;
+    for (size_t i = 0; i < t->model.num_params; i++) s += params[i];
+    double lo = s, hi = s;
+    if (t->comm->allreduce_host(t->comm, &lo, 1, COMM_MIN) || t->comm->allreduce_host(t->comm, &hi, 1, COMM_MAX))
+        comm_failed(t, t->comm);
+    return lo == hi;
+}
+
+// Rank 0 writes the snapshot; every rank returns its result.
+static int _save_snapshot(Trainer *t) {
+    const Config *cfg = t->cfg;
+    char err[ERRLEN] = "";
+    float *tp = NULL, *tm = NULL, *tv = NULL;
+    const float *params = host_view(t->be, t->model.params_memory, t->model.num_params, &tp);
+    int rc = params ? 0 : 1;
+    if (rc) snprintf(err, sizeof err, "out of memory while saving a snapshot");
+    if (agree(t, rc)) goto out;
+    if (!replicas_identical(t, params)) {
+        snprintf(err, sizeof err, "the ranks' parameters differ (replicas diverged); the snapshot is not written");
+        rc = 1;
+        goto out;
+    }
+    if (t->rank == 0) {
+        char *yaml = config_to_yaml(cfg);
+        const float *adam_m = host_view(t->be, t->opt.m, t->model.num_params, &tm);
+        const float *adam_v = host_view(t->be, t->opt.v, t->model.num_params, &tv);
+        const long per_iter = (long)t->B * t->A * t->world;
+        if (!yaml || !adam_m || !adam_v) {
+            snprintf(err, sizeof err, "out of memory while saving a snapshot");
+            rc = 1;
+        } else {
+            Snapshot s = {
+                .config_yaml = yaml, .vocab = t->ds.itos, .vocab_size = t->ds.vocab_size, .shape = t->model.shape,
+                .num_params = t->model.num_params, .params = (float *)params, .adam_m = (float *)adam_m,
+                .adam_v = (float *)adam_v, .adam_step = t->opt.step, .epochs_run = t->pr.epochs_run,
+                .iter_in_epoch = (t->pr.samples_in_epoch + per_iter - 1) / per_iter, .iter_num = t->pr.iter_num,
+                .seed = t->pr.seed, .loss_scale = t->pr.scaler.scale, .scaler_good_steps = t->pr.scaler.good_steps,
+                .world_size = t->world, .samples_in_epoch = t->pr.samples_in_epoch,
+            };
+            rc = snapshot_save(cfg->trainer.snapshot_path, &s, err, sizeof err);
+        }
+        free(yaml);
+    }
+out:
+    free(tp); free(tm); free(tv);
+    if (rc && err[0]) log_error("mingpt: error: %s\n", err);
+    rc = agree(t, rc);
+    if (!rc)
+        log_info("Snapshot saved at epoch %ld, iteration %ld: %s\n", t->pr.epochs_run, t->pr.iter_num,
+                 cfg->trainer.snapshot_path);
     fflush(stdout);
-    return 0;
+    return rc;
 }
 
 // Checks that a snapshot belongs to this config's model and vocabulary.
@@ -130,257 +215,394 @@ static int check_snapshot_matches(const Snapshot *s, const GPTShape *shape, cons
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i].cfg != dims[i].snap) {
             log_error("mingpt: error: snapshot '%s' does not match the config: %s is %ld here but %ld "
-                    "in the snapshot (delete the snapshot or set trainer_config.snapshot_path to start a new run)\n",
-                    path, dims[i].key, dims[i].cfg, dims[i].snap);
+                      "in the snapshot (delete the snapshot or set trainer_config.snapshot_path to start a new run)\n",
+                      path, dims[i].key, dims[i].cfg, dims[i].snap);
             return 1;
         }
     if (memcmp(s->vocab, ds->itos, (size_t)ds->vocab_size * 4) != 0) {
         log_error("mingpt: error: snapshot '%s' does not match the data: the vocabulary differs "
-                "(data_config.path or data_config.truncate changed?)\n", path);
+                  "(data_config.path or data_config.truncate changed?)\n", path);
         return 1;
     }
     return 0;
 }
 
-static bool file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
+// Puts rank 0's parameters on every rank (DDP's construction-time broadcast).
+static int bcast_params(Trainer *t) {
+    if (t->world == 1) return 0;
+    float *tmp;
+    const float *p = host_view(t->be, t->model.params_memory, t->model.num_params, &tmp);
+    if (!p) return 1;
+    int rc = t->comm->bcast_host(t->comm, (void *)p, t->model.num_params * sizeof(float), 0);
+    if (!rc && tmp) gpt_set_params(&t->model, tmp);
+    free(tmp);
+    if (rc) comm_failed(t, t->comm);
+    return 0;
+}
+
+// Resume state from the snapshot when it exists (rank 0 decides, so all ranks agree).
+static int _load_snapshot(Trainer *t, Snapshot *snap, bool *resumed) {
+    const char *path = t->cfg->trainer.snapshot_path;
+    double exists = path[0] && file_exists(path);
+    if (t->comm->bcast_host(t->comm, &exists, sizeof exists, 0)) comm_failed(t, t->comm);
+    *resumed = exists != 0;
+    if (!*resumed) return 0;
+    char err[ERRLEN];
+    if (snapshot_load(path, snap, err, sizeof err)) {
+        log_error("mingpt: error: %s\n", err);
+        return EXIT_RUNTIME;
+    }
+    Progress *pr = &t->pr;
+    pr->epochs_run = snap->epochs_run;
+    pr->iter_num = snap->iter_num;
+    pr->seed = snap->seed;
+    // Files from before DIST: one process, no accumulation, the same batch size.
+    pr->samples_in_epoch = snap->world_size > 0 ? snap->samples_in_epoch : snap->iter_in_epoch * t->B;
+    loss_scaler_restore(&pr->scaler, snap->loss_scale, snap->scaler_good_steps);
+    if (snap->seed != t->cfg->trainer.seed)
+        log_info("note: resuming with the snapshot's seed %llu (the config says %llu)\n",
+                 (unsigned long long)snap->seed, (unsigned long long)t->cfg->trainer.seed);
+    if (snap->world_size > 0 && snap->world_size != t->world)
+        log_info("note: the snapshot was written by %d rank%s, this run has %d: the epoch continues from "
+                 "sample %ld of its order\n", snap->world_size, snap->world_size == 1 ? "" : "s", t->world,
+                 pr->samples_in_epoch);
+    return 0;
+}
+
+// ============================================================================
+// Setup: backend, data, split, model, optimizer, resume, buckets, evaluation windows
+// ============================================================================
+static int setup(Trainer *t) {
+    const Config *cfg = t->cfg;
+    const DataConfig *dc = &cfg->data;
+    const TrainerConfig *tc = &cfg->trainer;
+    char err[ERRLEN];
+
+    // ---- backend. use_amp: matmul inputs in amp_dtype (fp16 with a dynamic loss scaler),
+    // fp32 master weights, as torch.autocast + GradScaler. One GPU per rank: the local rank's.
+    t->dtype = !tc->use_amp ? DTYPE_FP32 : strcmp(tc->amp_dtype, "bfloat16") == 0 ? DTYPE_BF16 : DTYPE_FP16;
+    t->be = backend_create(tc->device, t->comm->local_rank, t->dtype, err, sizeof err);
+    if (!t->be) { log_error("mingpt: error: %s\n", err); return EXIT_USAGE; }
+    log_info("Backend: %s, %s\n", t->be->name,
+             t->dtype == DTYPE_FP32 ? "fp32"
+             : t->dtype == DTYPE_BF16 ? "mixed precision (bfloat16 matmul inputs, fp32 master weights)"
+             : "mixed precision (float16 matmul inputs, fp32 master weights, dynamic loss scaling)");
+
+    // ---- data
+    if (chardataset_load(&t->ds, dc->path, dc->truncate, dc->block_size, err, sizeof err)) {
+        log_error("mingpt: error: %s\n", err);
+        return EXIT_USAGE;
+    }
+    log_info("Data has %ld characters, %d unique.\n", t->ds.n, t->ds.vocab_size);
+
+    // ---- resume state first: its seed governs the split, the batch order and dropout
+    t->pr.seed = tc->seed;
+    loss_scaler_init(&t->pr.scaler, t->dtype == DTYPE_FP16);
+    t->B = tc->batch_size;
+    t->T = dc->block_size;
+    t->A = tc->grad_accum_steps;
+    Snapshot snap = {0};
+    bool resumed = false;
+    int rc = _load_snapshot(t, &snap, &resumed);
+    if (!rc && datasplit_make(&t->split, &t->ds, dc->split, dc->train_split, t->pr.seed, err, sizeof err)) {
+        log_error("mingpt: error: %s\n", err);
+        rc = EXIT_USAGE;
+    }
+    if (rc) { snapshot_free(&snap); return rc; }
+    log_info("Split (%s): %ld train windows, %ld test windows of %d characters\n", dc->split, t->split.n_train,
+             t->split.n_test, dc->block_size);
+
+    // ---- model and optimizer
+    GPTShape shape = {
+        .vocab_size = t->ds.vocab_size, .block_size = t->T, .n_layer = cfg->gpt.n_layer,
+        .n_head = cfg->gpt.n_head, .n_embd = cfg->gpt.n_embd, .embd_pdrop = (float)cfg->gpt.embd_pdrop,
+        .resid_pdrop = (float)cfg->gpt.resid_pdrop, .attn_pdrop = (float)cfg->gpt.attn_pdrop,
+    };
+    if (gpt_build_on(&t->model, &shape, t->B, t->T, t->be, err, sizeof err)) {
+        log_error("mingpt: error: %s\n", err);
+        snapshot_free(&snap);
+        return EXIT_USAGE;
+    }
+    log_info("number of parameters: %.2fM (%zu)\n", t->model.num_params / 1e6, t->model.num_params);
+    if (adamw_init(&t->opt, t->be, t->model.num_params)) {
+        log_error("mingpt: error: out of memory\n");
+        snapshot_free(&snap);
+        return EXIT_RUNTIME;
+    }
+    if (resumed) {
+        rc = check_snapshot_matches(&snap, &shape, &t->ds, tc->snapshot_path) ? EXIT_USAGE : 0;
+        if (!rc && snap.num_params != t->model.num_params) {
+            log_error("mingpt: error: snapshot '%s' holds %zu parameters but the model has %zu\n", tc->snapshot_path,
+                      snap.num_params, t->model.num_params);
+            rc = EXIT_USAGE;
+        }
+        if (!rc) {
+            gpt_set_params(&t->model, snap.params);
+            if (snap.adam_m && snap.adam_v) {
+                t->be->upload(t->be, t->opt.m, snap.adam_m, t->model.num_params * sizeof(float));
+                t->be->upload(t->be, t->opt.v, snap.adam_v, t->model.num_params * sizeof(float));
+                t->opt.step = snap.adam_step;
+            }
+            log_info("Resuming training from snapshot at Epoch %ld, iteration %ld\n", t->pr.epochs_run,
+                     t->pr.iter_num);
+        }
+        snapshot_free(&snap);
+        if (rc) return rc;
+    } else {
+        log_info("Snapshot not found. Training model from scratch\n");
+        if (gpt_init_weights(&t->model, t->pr.seed)) { log_error("mingpt: error: out of memory\n"); return EXIT_RUNTIME; }
+    }
+
+    // ---- samplers, evaluation windows, batch buffers
+    dsampler_init(&t->train_sampler, t->split.n_train, t->world, t->rank, true, t->pr.seed, false);
+    DistributedSampler test_sampler;
+    dsampler_init(&test_sampler, t->split.n_test, 1, 0, true, t->pr.seed, false);
+    const long big = t->split.n_train > t->split.n_test ? t->split.n_train : t->split.n_test;
+    t->order = malloc(sizeof(long) * (t->train_sampler.num_samples + 1));
+    t->scratch = malloc(sizeof(long) * (big + (long)t->world + 1) * 2);
+    t->eval_order = malloc(sizeof(long) * (test_sampler.total_size + 1));
+    t->x = malloc(sizeof(int32_t) * (size_t)t->A * t->B * t->T);
+    t->y = malloc(sizeof(int32_t) * (size_t)t->A * t->B * t->T);
+    if (!t->order || !t->scratch || !t->eval_order || !t->x || !t->y) {
+        log_error("mingpt: error: out of memory\n");
+        return EXIT_RUNTIME;
+    }
+    const long n_test = dsampler_indices(&test_sampler, t->eval_order, t->scratch);
+    // eval_iters counts global batches (B x world_size windows), as eval_iters batches per rank
+    const long eval_windows = (long)tc->eval_iters * t->B * t->world;
+    t->n_eval = tc->eval_iters > 0 && eval_windows < n_test ? eval_windows : n_test;
+    return 0;
+}
+
+// Data parallelism: the gradient communicator and its buckets, after every rank has its model.
+static int setup_buckets(Trainer *t) {
+    const TrainerConfig *tc = &t->cfg->trainer;
+    if (t->world == 1) return 0;
+    t->comm->timeout_s = tc->collective_timeout_s;
+    char err[ERRLEN];
+    t->grad_comm = t->comm;
+    if (t->be->grad_comm_create) {
+        t->grad_comm = t->be->grad_comm_create(t->be, t->comm, err, sizeof err);
+        if (!t->grad_comm) t->comm->abort(t->comm, EXIT_RUNTIME, err);
+        t->grad_comm->timeout_s = tc->collective_timeout_s;
+    }
+    const size_t cap = (size_t)(tc->bucket_cap_mb * 1024 * 1024);
+    const size_t first_cap = cap < ((size_t)1 << 20) ? cap : ((size_t)1 << 20);   // DDP: 1 MiB first
+    if (buckets_plan(&t->buckets, t->model.tensors, t->model.n_tensors, first_cap, cap, t->grad_comm,
+                     t->model.grads_memory)) {
+        log_error("mingpt: error: out of memory\n");
+        return EXIT_RUNTIME;
+    }
+    log_info("Data parallel: %d ranks (%s), %d gradient buckets (cap %g MiB, first %g MiB) over %zu parameters\n",
+             t->world, t->grad_comm->name, t->buckets.n, tc->bucket_cap_mb, first_cap / 1048576.0,
+             t->model.num_params);
+    return 0;
+}
+
+// ============================================================================
+// Training
+// ============================================================================
+// Iterations in an epoch that starts at global sample `start` (this rank's share / rows per step).
+static long iters_from(const Trainer *t, long start) {
+    const long n = t->split.n_train - start, w = t->world;
+    const long rows = n <= 0 ? 0 : (n + w - 1) / w;
+    return (rows + (long)t->A * t->B - 1) / ((long)t->A * t->B);
+}
+
+// One iteration on this rank's rows [first, first + n): micro-batches of B, one train_step.
+static int _run_batch(Trainer *t, long first, int n, StepResult *res) {
+    const OptimizerConfig *oc = &t->cfg->optim;
+    MicroBatch mb[t->A];
+    int n_micro = 0;
+    for (int done = 0; done < n; n_micro++) {
+        const int rows = n - done < t->B ? n - done : t->B;
+        int32_t *x = t->x + (long)done * t->T, *y = t->y + (long)done * t->T;
+        make_rows(t, t->split.train, t->order, first + done, rows, x, y);
+        mb[n_micro] = (MicroBatch){ x, y, rows };
+        done += rows;
+    }
+    TrainStep ts = {
+        .model = &t->model, .opt = &t->opt, .scaler = &t->pr.scaler, .comm = t->comm,
+        .buckets = t->world > 1 ? &t->buckets : NULL, .grad_clip = t->cfg->trainer.grad_norm_clip,
+        .lr = (float)lr_at(oc, t->pr.iter_num), .beta1 = (float)oc->betas[0], .beta2 = (float)oc->betas[1],
+        .eps = (float)oc->eps, .weight_decay = (float)oc->weight_decay,
+    };
+    if (t->grad_comm) comm_stats_reset(t->grad_comm);
+    if (train_step(&ts, mb, n_micro, t->B, t->T, t->pr.seed, (uint64_t)t->pr.iter_num, g_stop_signal != 0, res))
+        comm_failed(t, t->grad_comm ? t->grad_comm : t->comm);
+    if (t->grad_comm) {
+        const CommStats *s = &t->grad_comm->stats;
+        t->comm_total.n_buckets += s->n_buckets;
+        t->comm_total.n_started_early += s->n_started_early;
+        t->comm_total.t_busy += s->t_busy;
+        t->comm_total.t_exposed += s->t_exposed;
+        t->comm_total.bytes += s->bytes;
+        t->comm_iters++;
+    }
+    return 0;
+}
+
+// Outcome of an epoch: go on, or stop the run with an exit code.
+enum { GO_ON = -1 };
+
+// This rank's share of the rest of the epoch, one iteration at a time; evaluation and
+// snapshots as configured. Returns GO_ON or the exit code to stop with.
+static int _run_epoch(Trainer *t, long epoch, long total_iters) {
+    const TrainerConfig *tc = &t->cfg->trainer;
+    dsampler_set_epoch(&t->train_sampler, epoch);
+    const long n_order = dsampler_indices_from(&t->train_sampler, t->pr.samples_in_epoch, t->order, t->scratch);
+    const long rows_per_iter = (long)t->A * t->B;
+    double t_log = now_s(), tokens_since_log = 0;
+    long iters_since_log = 0;
+    for (long first = 0; first < n_order; first += rows_per_iter) {
+        if (tc->max_iters > 0 && t->pr.iter_num >= tc->max_iters) return GO_ON;
+        const double t0 = now_s();
+        const int n = (int)(n_order - first < rows_per_iter ? n_order - first : rows_per_iter);
+        StepResult res;
+        _run_batch(t, first, n, &res);
+        if (res.applied == 0) {
+            log_info("iter %ld: gradient overflow, step skipped; loss scale now %g\n", t->pr.iter_num + 1,
+                     (double)t->pr.scaler.scale);
+        } else if (res.applied < 0) {
+            log_error("mingpt: error: gradients are not finite for %d steps in a row at iteration %ld; "
+                      "stopping (the last snapshot is intact)\n", LOSS_SCALER_MAX_SKIPS, t->pr.iter_num + 1);
+            return EXIT_RUNTIME;
+        }
+        t->pr.iter_num++;
+        t->pr.samples_in_epoch += (long)n * t->world;
+        t->r.iters_this_run++;
+        t->r.final_train_loss = res.loss;
+        t->tokens += (double)res.tokens;
+        tokens_since_log += (double)res.tokens;
+        iters_since_log++;
+        t->train_time += now_s() - t0;
+
+        if (!isfinite(res.loss)) {
+            log_error("mingpt: error: the training loss is %f at iteration %ld; stopping "
+                      "(the last snapshot is intact)\n", res.loss, t->pr.iter_num);
+            return EXIT_RUNTIME;
+        }
+        const bool last = t->pr.iter_num == total_iters;
+        if (t->pr.iter_num % tc->log_every == 0 || t->pr.iter_num == 1 || last) {
+            const double dt = now_s() - t_log;
+            char comm[160] = "";
+            if (t->world > 1 && t->comm_iters > 0) {
+                const CommStats *s = &t->comm_total;
+                snprintf(comm, sizeof comm, " | all-reduce %.1f ms/iter, %.0f%% hidden",
+                         1e3 * s->t_busy / t->comm_iters,
+                         s->t_busy > 0 ? 100.0 * (1.0 - fmin(1.0, s->t_exposed / s->t_busy)) : 100.0);
+            }
+            log_info("epoch %ld | iter %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms/iter | %.0f tok/s%s\n",
+                     epoch, t->pr.iter_num, total_iters, res.loss, lr_at(&t->cfg->optim, t->pr.iter_num - 1),
+                     res.norm, 1e3 * dt / iters_since_log, tokens_since_log / dt, comm);
+            fflush(stdout);
+            t_log = now_s();
+            iters_since_log = 0;
+            tokens_since_log = 0;
+        }
+        if (tc->eval_every > 0 && t->pr.iter_num % tc->eval_every == 0 && !last) {
+            t->r.test_loss = evaluate(t);
+            log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, t->pr.iter_num, t->r.test_loss);
+            fflush(stdout);
+            t_log = now_s();
+        }
+        if (tc->save_every_iters > 0 && t->pr.iter_num % tc->save_every_iters == 0 && !last)
+            if (_save_snapshot(t)) return EXIT_RUNTIME;
+        if (res.stop) {   // a signal reached some rank: every rank stops at this iteration
+            log_info("Interrupted by a signal at iteration %ld: saving a snapshot\n", t->pr.iter_num);
+            return _save_snapshot(t) ? EXIT_RUNTIME : EXIT_INTERRUPTED;
+        }
+    }
+    return GO_ON;
+}
+
+static int train(Trainer *t) {
+    const TrainerConfig *tc = &t->cfg->trainer;
+    const long per_epoch = iters_from(t, 0);
+    // Iterations this run will reach: the rest of the current epoch, then whole epochs.
+    long total_iters = t->pr.iter_num;
+    if (t->pr.epochs_run < tc->max_epochs)
+        total_iters += iters_from(t, t->pr.samples_in_epoch) + per_epoch * (tc->max_epochs - t->pr.epochs_run - 1);
+    if (tc->max_iters > 0 && tc->max_iters < total_iters) total_iters = tc->max_iters;
+    if (total_iters < t->pr.iter_num) total_iters = t->pr.iter_num;
+    log_info("Training: %ld iterations per epoch, %d epochs, %ld iterations in all, batch %d x %d tokens\n",
+             per_epoch, tc->max_epochs, total_iters, t->B, t->T);
+    log_info("Global batch: %d sequences = batch_size %d x grad_accum_steps %d x world_size %d\n",
+             t->B * t->A * t->world, t->B, t->A, t->world);
+    fflush(stdout);
+
+    bool done = t->pr.iter_num >= total_iters || t->pr.epochs_run >= tc->max_epochs;
+    if (done) {
+        log_info("Nothing to train: the snapshot already has %ld iterations\n", t->pr.iter_num);
+        t->r.test_loss = evaluate(t);
+        log_info("epoch %ld | iter %ld | test loss %.4f\n", t->pr.epochs_run, t->pr.iter_num, t->r.test_loss);
+    }
+    while (!done) {
+        const long epoch = t->pr.epochs_run + 1;   // 1-based, as in the tutorial
+        const int rc = _run_epoch(t, epoch, total_iters);
+        if (rc != GO_ON) return rc;
+        const bool epoch_done = iters_from(t, t->pr.samples_in_epoch) == 0;
+        if (epoch_done) { t->pr.epochs_run = epoch; t->pr.samples_in_epoch = 0; }
+        done = t->pr.iter_num >= total_iters || t->pr.epochs_run >= tc->max_epochs;
+        // Evaluate at every epoch end and at the end of training; snapshot every
+        // save_every epochs and always after the last iteration.
+        t->r.test_loss = evaluate(t);
+        log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, t->pr.iter_num, t->r.test_loss);
+        fflush(stdout);
+        if (done || (epoch_done && t->pr.epochs_run % tc->save_every == 0))
+            if (_save_snapshot(t)) return EXIT_RUNTIME;
+    }
+    return EXIT_OK;
+}
+
+static void teardown(Trainer *t) {
+    free(t->x); free(t->y);
+    free(t->order); free(t->scratch); free(t->eval_order);
+    buckets_free(&t->buckets);
+    if (t->grad_comm && t->grad_comm != t->comm) t->grad_comm->destroy(t->grad_comm);
+    adamw_free(&t->opt);
+    gpt_free(&t->model);
+    if (t->be) t->be->destroy(t->be);
+    datasplit_free(&t->split);
+    chardataset_free(&t->ds);
 }
 
 // ============================================================================
 // The run
 // ============================================================================
-int trainer_run(const Config *cfg, TrainResult *res) {
-    const DataConfig *dc = &cfg->data;
-    const TrainerConfig *tc = &cfg->trainer;
-    const OptimizerConfig *oc = &cfg->optim;
-    char err[ERRLEN];
-    int rc = EXIT_RUNTIME;
-    TrainResult r = { NAN, NAN, 0, 0, 0, 0 };
+int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) {
+    Trainer t = { .cfg = cfg, .comm = comm, .rank = comm->rank, .world = comm->world_size };
+    t.r = (TrainResult){ NAN, NAN, 0, 0, 0, 0, 0, 0, 0 };
     const double t_start = now_s();
-
-    CharDataset ds = {0};
-    DataSplit split = {0};
-    GPT model = {0};
-    AdamW opt = {0};
-    Snapshot snap = {0};
-    Batch batch = {0};
-    long *train_order = NULL, *test_order = NULL, *scratch = NULL;
-
-    // ---- backend. use_amp: matmul inputs in amp_dtype (fp16 with a dynamic loss scaler),
-    // fp32 master weights, as torch.autocast + GradScaler.
-    const ComputeDtype dtype = !tc->use_amp ? DTYPE_FP32
-                             : strcmp(tc->amp_dtype, "bfloat16") == 0 ? DTYPE_BF16 : DTYPE_FP16;
-    Backend *be = backend_create(tc->device, dtype, err, sizeof err);
-    if (!be) { log_error("mingpt: error: %s\n", err); return EXIT_USAGE; }
-    log_info("Backend: %s, %s\n", be->name,
-             dtype == DTYPE_FP32 ? "fp32"
-             : dtype == DTYPE_BF16 ? "mixed precision (bfloat16 matmul inputs, fp32 master weights)"
-             : "mixed precision (float16 matmul inputs, fp32 master weights, dynamic loss scaling)");
-
-    // ---- data
-    if (chardataset_load(&ds, dc->path, dc->truncate, dc->block_size, err, sizeof err)) {
-        log_error("mingpt: error: %s\n", err);
-        be->destroy(be);
-        return EXIT_USAGE;
+    comm->timeout_s = cfg->trainer.collective_timeout_s;
+    int rc = agree(&t, setup(&t));
+    if (!rc) rc = agree(&t, setup_buckets(&t));
+    if (!rc) rc = bcast_params(&t);
+    if (!rc) {
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        g_stop_signal = 0;
+        rc = train(&t);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
     }
-    log_info("Data has %ld characters, %d unique.\n", ds.n, ds.vocab_size);
-
-    // ---- resume state (its seed governs the split, the batch order and dropout)
-    const char *snap_path = tc->snapshot_path;
-    bool resume = snap_path[0] && file_exists(snap_path);
-    Progress pr = { .seed = tc->seed };
-    loss_scaler_init(&pr.scaler, dtype == DTYPE_FP16);
-    if (resume) {
-        if (snapshot_load(snap_path, &snap, err, sizeof err)) {
-            log_error("mingpt: error: %s\n", err);
-            rc = EXIT_RUNTIME;
-            goto out;
-        }
-        pr.epochs_run = snap.epochs_run;
-        pr.iter_in_epoch = snap.iter_in_epoch;
-        pr.iter_num = snap.iter_num;
-        pr.seed = snap.seed;
-        loss_scaler_restore(&pr.scaler, snap.loss_scale, snap.scaler_good_steps);
-        if (snap.seed != tc->seed)
-            log_info("note: resuming with the snapshot's seed %llu (the config says %llu)\n",
-                   (unsigned long long)snap.seed, (unsigned long long)tc->seed);
+    t.r.iters = t.pr.iter_num;
+    t.r.tokens_per_s = t.train_time > 0 ? t.tokens / t.train_time : 0;
+    t.r.wall_s = now_s() - t_start;
+    if (t.comm_iters > 0) {
+        const CommStats *s = &t.comm_total;
+        t.r.allreduce_ms = 1e3 * s->t_busy / t.comm_iters;
+        t.r.allreduce_hidden = s->t_busy > 0 ? 1.0 - fmin(1.0, s->t_exposed / s->t_busy) : 1.0;
+        t.r.buckets_early = (double)s->n_started_early / t.comm_iters;
+        log_info("all-reduce: %.1f buckets per iteration, %.1f started before the backward finished, "
+                 "%.2f MB per iteration, %.1f ms busy and %.1f ms exposed per iteration (%.0f%% hidden)\n",
+                 (double)s->n_buckets / t.comm_iters, t.r.buckets_early, s->bytes / t.comm_iters / 1e6,
+                 t.r.allreduce_ms, 1e3 * s->t_exposed / t.comm_iters, 100 * t.r.allreduce_hidden);
     }
-
-    if (datasplit_make(&split, &ds, dc->split, dc->train_split, pr.seed, err, sizeof err)) {
-        log_error("mingpt: error: %s\n", err);
-        rc = EXIT_USAGE;
-        goto out;
-    }
-    log_info("Split (%s): %ld train windows, %ld test windows of %d characters\n", dc->split,
-           split.n_train, split.n_test, dc->block_size);
-
-    // ---- model and optimizer
-    const int B = tc->batch_size, T = dc->block_size;
-    GPTShape shape = {
-        .vocab_size = ds.vocab_size, .block_size = T, .n_layer = cfg->gpt.n_layer,
-        .n_head = cfg->gpt.n_head, .n_embd = cfg->gpt.n_embd, .embd_pdrop = (float)cfg->gpt.embd_pdrop,
-        .resid_pdrop = (float)cfg->gpt.resid_pdrop, .attn_pdrop = (float)cfg->gpt.attn_pdrop,
-    };
-    if (gpt_build_on(&model, &shape, B, T, be, err, sizeof err)) {
-        log_error("mingpt: error: %s\n", err);
-        rc = EXIT_USAGE;
-        goto out;
-    }
-    log_info("number of parameters: %.2fM (%zu)\n", model.num_params / 1e6, model.num_params);
-    if (adamw_init(&opt, be, model.num_params)) { log_error("mingpt: error: out of memory\n"); goto out; }
-    if (resume) {
-        if (check_snapshot_matches(&snap, &shape, &ds, snap_path)) { rc = EXIT_USAGE; goto out; }
-        gpt_set_params(&model, snap.params);
-        if (snap.adam_m && snap.adam_v) {
-            be->upload(be, opt.m, snap.adam_m, model.num_params * sizeof(float));
-            be->upload(be, opt.v, snap.adam_v, model.num_params * sizeof(float));
-            opt.step = snap.adam_step;
-        }
-        log_info("Resuming training from snapshot at Epoch %ld, iteration %ld\n", pr.epochs_run, pr.iter_num);
-        snapshot_free(&snap);
-    } else {
-        log_info("Snapshot not found. Training model from scratch\n");
-        gpt_init_weights(&model, pr.seed);
-    }
-
-    // ---- samplers and batch buffers
-    DistributedSampler train_sampler, test_sampler;
-    dsampler_init(&train_sampler, split.n_train, 1, 0, true, pr.seed, false);
-    dsampler_init(&test_sampler, split.n_test, 1, 0, true, pr.seed, false);
-    long scratch_n = split.n_train > split.n_test ? split.n_train : split.n_test;
-    train_order = malloc(sizeof(long) * (train_sampler.total_size + 1));
-    test_order = malloc(sizeof(long) * (test_sampler.total_size + 1));
-    scratch = malloc(sizeof(long) * (scratch_n + 1) * 2);
-    batch.x = malloc(sizeof(int32_t) * B * T);
-    batch.y = malloc(sizeof(int32_t) * B * T);
-    if (!train_order || !test_order || !scratch || !batch.x || !batch.y) {
-        log_error("mingpt: error: out of memory\n");
-        goto out;
-    }
-    const long n_test_order = dsampler_indices(&test_sampler, test_order, scratch);
-    const long iters_per_epoch = (train_sampler.num_samples + B - 1) / B;
-    long total_iters = iters_per_epoch * tc->max_epochs;
-    if (tc->max_iters > 0 && tc->max_iters < total_iters) total_iters = tc->max_iters;
-    log_info("Training: %ld iterations per epoch, %d epochs, %ld iterations in all, batch %d x %d tokens\n",
-           iters_per_epoch, tc->max_epochs, total_iters, B, T);
-    fflush(stdout);
-
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    g_stop_signal = 0;
-
-    // ---- epochs
-    double tokens = 0, train_time = 0;
-    bool done = pr.iter_num >= total_iters || pr.epochs_run >= tc->max_epochs;
-    if (done) {
-        log_info("Nothing to train: the snapshot already has %ld iterations\n", pr.iter_num);
-        r.test_loss = evaluate(&model, &batch, &ds, &split, test_order, n_test_order, B, T, tc->eval_iters);
-        log_info("epoch %ld | iter %ld | test loss %.4f\n", pr.epochs_run, pr.iter_num, r.test_loss);
-    }
-    while (!done) {
-        const long epoch = pr.epochs_run + 1;   // 1-based, as in the tutorial
-        dsampler_set_epoch(&train_sampler, epoch);
-        const long n_order = dsampler_indices(&train_sampler, train_order, scratch);
-        double t_log = now_s();
-        long iters_since_log = 0;
-        double tokens_since_log = 0;
-        for (long k = pr.iter_in_epoch; k < iters_per_epoch; k++) {
-            if (pr.iter_num >= total_iters) { done = true; break; }
-            const double t0 = now_s();
-            const int n = (int)((k + 1) * B <= n_order ? B : n_order - k * B);
-            make_batch(&batch, &ds, split.train, train_order, k * B, n, T);
-
-            // forward, backward, clip, step
-            const double lr = lr_at(oc, pr.iter_num);
-            model.loss_scale = loss_scaler_scale(&pr.scaler);
-            const float loss = gpt_forward(&model, batch.x, batch.y, n, T, true, pr.seed, (uint64_t)pr.iter_num);
-            gpt_zero_grad(&model);
-            gpt_backward(&model);
-            // unscale (fp16), overflow check, global norm, clip; then step unless it overflowed
-            double norm = 0.0;
-            const int apply = loss_scaler_unscale_clip(&pr.scaler, be, model.grads_memory, model.num_params,
-                                                       tc->grad_norm_clip, &norm);
-            if (apply > 0) {
-                adamw_step(&opt, model.params_memory, model.grads_memory, model.tensors, model.n_tensors,
-                           (float)lr, (float)oc->betas[0], (float)oc->betas[1], (float)oc->eps,
-                           (float)oc->weight_decay);
-            } else if (apply == 0) {
-                log_info("iter %ld: gradient overflow, step skipped; loss scale now %g\n",
-                         pr.iter_num + 1, (double)pr.scaler.scale);
-            } else {
-                log_error("mingpt: error: gradients are not finite for %d steps in a row at iteration %ld; "
-                          "stopping (the last snapshot is intact)\n", LOSS_SCALER_MAX_SKIPS, pr.iter_num + 1);
-                goto out;
-            }
-            pr.iter_num++;
-            pr.iter_in_epoch = k + 1;
-            r.iters_this_run++;
-            r.final_train_loss = loss;
-            tokens += (double)n * T;
-            tokens_since_log += (double)n * T;
-            iters_since_log++;
-            train_time += now_s() - t0;
-
-            if (!isfinite(loss)) {
-                log_error("mingpt: error: the training loss is %f at iteration %ld; stopping "
-                        "(the last snapshot is intact)\n", loss, pr.iter_num);
-                goto out;
-            }
-            if (pr.iter_num % tc->log_every == 0 || pr.iter_num == 1 || pr.iter_num == total_iters) {
-                double dt = now_s() - t_log;
-                log_info("epoch %ld | iter %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms/iter | %.0f tok/s\n",
-                       epoch, pr.iter_num, total_iters, loss, lr, norm, 1e3 * dt / iters_since_log,
-                       tokens_since_log / dt);
-                fflush(stdout);
-                t_log = now_s();
-                iters_since_log = 0;
-                tokens_since_log = 0;
-            }
-            if (tc->eval_every > 0 && pr.iter_num % tc->eval_every == 0 && pr.iter_num < total_iters) {
-                r.test_loss = evaluate(&model, &batch, &ds, &split, test_order, n_test_order, B, T, tc->eval_iters);
-                log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, pr.iter_num, r.test_loss);
-                fflush(stdout);
-                t_log = now_s();
-            }
-            if (tc->save_every_iters > 0 && pr.iter_num % tc->save_every_iters == 0 && pr.iter_num < total_iters)
-                if (save_snapshot(cfg, &model, &opt, &ds, &pr)) goto out;
-            if (g_stop_signal) {
-                log_info("Interrupted by signal %d at iteration %ld: saving a snapshot\n", (int)g_stop_signal, pr.iter_num);
-                rc = save_snapshot(cfg, &model, &opt, &ds, &pr) ? EXIT_RUNTIME : EXIT_INTERRUPTED;
-                goto out;
-            }
-        }
-        bool epoch_done = pr.iter_in_epoch >= iters_per_epoch;
-        if (epoch_done) { pr.epochs_run = epoch; pr.iter_in_epoch = 0; }
-        if (pr.iter_num >= total_iters || pr.epochs_run >= tc->max_epochs) done = true;
-
-        // Evaluate at every epoch end and at the end of training; snapshot every
-        // save_every epochs and always after the last iteration.
-        r.test_loss = evaluate(&model, &batch, &ds, &split, test_order, n_test_order, B, T, tc->eval_iters);
-        log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, pr.iter_num, r.test_loss);
-        fflush(stdout);
-        if (done || (epoch_done && pr.epochs_run % tc->save_every == 0))
-            if (save_snapshot(cfg, &model, &opt, &ds, &pr)) goto out;
-    }
-    r.iters = pr.iter_num;
-    r.tokens_per_s = train_time > 0 ? tokens / train_time : 0;
-    r.wall_s = now_s() - t_start;
-    log_info("done: %ld iterations (%ld this run), train loss %.4f, test loss %.4f, %.0f tok/s, %.1f s\n",
-           r.iters, r.iters_this_run, r.final_train_loss, r.test_loss, r.tokens_per_s, r.wall_s);
-    rc = EXIT_OK;
-
-out:
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    if (res) { r.iters = pr.iter_num; r.wall_s = now_s() - t_start; *res = r; }
-    free(batch.x); free(batch.y);
-    free(train_order); free(test_order); free(scratch);
-    snapshot_free(&snap);
-    adamw_free(&opt);
-    gpt_free(&model);
-    be->destroy(be);
-    datasplit_free(&split);
-    chardataset_free(&ds);
+    if (rc == EXIT_OK)
+        log_info("done: %ld iterations (%ld this run), train loss %.4f, test loss %.4f, %.0f tok/s, %.1f s\n",
+                 t.r.iters, t.r.iters_this_run, t.r.final_train_loss, t.r.test_loss, t.r.tokens_per_s, t.r.wall_s);
+    if (res) *res = t.r;
+    teardown(&t);
     return rc;
 }

@@ -4,6 +4,7 @@
 #define MINGPT_TRAINER_H
 
 #include "config/config.h"
+#include "dist/comm.h"
 
 // Exit codes of the mingpt binary (documented in README.md).
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 75 };
@@ -15,12 +16,19 @@ typedef struct {
     long iters_this_run;      // iterations run by this process
     double tokens_per_s;      // training throughput of this run
     double wall_s;            // wall time of this run
+    // Data-parallel runs (0 in one process): gradient all-reduce per iteration.
+    double allreduce_ms;      // time a bucket was being reduced, ms per iteration
+    double allreduce_hidden;  // fraction of it the backward pass hid (1 - exposed / busy)
+    double buckets_early;     // buckets per iteration started before the backward finished
 } TrainResult;
 
-// Trains as cfg says, resuming from cfg->trainer.snapshot_path when that file exists.
-// Logs to stdout, errors to stderr (naming the file or key). On SIGINT/SIGTERM it
-// finishes the current iteration, saves a snapshot and returns EXIT_INTERRUPTED.
-// Returns one of the exit codes above; *res (may be NULL) receives the results.
-int trainer_run(const Config *cfg, TrainResult *res);
+// Trains as cfg says, resuming from cfg->trainer.snapshot_path when that file exists, on
+// this process's rank of `comm` (comm_single_create() for one process; every rank of a
+// data-parallel job calls it with the same cfg). Logs to stdout (rank 0), errors to stderr
+// (naming the file or key; "[rank r] " on other ranks). On SIGINT/SIGTERM to any rank, every
+// rank finishes the same iteration, rank 0 saves a snapshot, and all return EXIT_INTERRUPTED.
+// Returns one of the exit codes above, the same on every rank; *res (may be NULL) receives
+// the results. A communicator failure aborts the whole job (comm->abort).
+int trainer_run(const Config *cfg, Comm *comm, TrainResult *res);
 
 #endif

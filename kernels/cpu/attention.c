@@ -249,20 +249,21 @@ static void softmax_row(float *row, int n, int T) {
 // qkv (B,T,3C) -> att (B,NH,T,T) causal softmax (zeros above the diagonal), out (B,T,C) =
 // dropout(att) @ v with heads concatenated.
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
-                       float attn_p, uint64_t key) {
+                       float attn_p, DropoutKey drop) {
     const int hs = C / NH;
     const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
     const int use_drop = attn_p > 0.0f;
     const uint32_t thr = dropout_threshold(attn_p);
     const float keep_scale = use_drop ? 1.0f / (1.0f - attn_p) : 1.0f;
+    const uint64_t key = drop.key;
 
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             const float *q = qkv + (long)b * T * C3 + (long)h * hs, *k = q + C, *v = q + 2L * C;
             float *att_bh = att + ((long)b * NH + h) * T * T;
-            const uint64_t idx_bh = ((uint64_t)b * NH + h) * T * T;
+            const uint64_t idx_bh = dropout_global_index(drop, b, (int64_t)NH * T * T, (int64_t)h * T * T);
             // Scores into att, then softmax row by row (zeros above the diagonal).
             scores_causal(att_bh, T, q, C3, k, C3, hs, scale);
             for (int t = 0; t < T; t++) softmax_row(att_bh + (long)t * T, t + 1, T);
@@ -292,13 +293,14 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 // gradient of the scaled scores) in its lower triangle.
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH, float attn_p,
-                        uint64_t key) {
+                        DropoutKey drop) {
     const int hs = C / NH;
     const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
     const int use_drop = attn_p > 0.0f;
     const uint32_t thr = dropout_threshold(attn_p);
     const float keep_scale = use_drop ? 1.0f / (1.0f - attn_p) : 1.0f;
+    const uint64_t key = drop.key;
 
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
@@ -308,7 +310,7 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
             const float *dy = dout + (long)b * T * C + (long)h * hs;
             const float *att_bh = att + ((long)b * NH + h) * T * T;
             float *ds = scratch + ((long)b * NH + h) * T * T;
-            const uint64_t idx_bh = ((uint64_t)b * NH + h) * T * T;
+            const uint64_t idx_bh = dropout_global_index(drop, b, (int64_t)NH * T * T, (int64_t)h * T * T);
 
             // dv[j] += sum_t drop(att)[t][j] dout[t].
             for (int j0 = 0; j0 < T; j0 += ROWS) {

@@ -123,12 +123,12 @@ static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float 
                     N, C, OC);
 }
 static void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
-                                  int B, int T, int C, int NH, float attn_p, uint64_t key) {
+                                  int B, int T, int C, int NH, float attn_p, DropoutKey key) {
     attention_forward(out, att, rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), B, T, C, NH, attn_p, key);
 }
 static void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                    const float *qkv, const float *att, int B, int T, int C, int NH,
-                                   float attn_p, uint64_t key) {
+                                   float attn_p, DropoutKey key) {
     attention_backward(dqkv, scratch, rounded(be, SLOT_C, dout, (size_t)B * T * C),
                        rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), att, B, T, C, NH, attn_p, key);
 }
@@ -141,11 +141,13 @@ static void cpu_gelu_backward(Backend *be, float *dinp, const float *inp, const 
 static void cpu_residual_forward(Backend *be, float *out, const float *a, const float *b, long N) {
     residual_forward(out, a, b, N);
 }
-static void cpu_dropout_forward(Backend *be, float *out, const float *inp, long N, float p, uint64_t key) {
-    dropout_forward(out, inp, N, p, key);
+static void cpu_dropout_forward(Backend *be, float *out, const float *inp, long N, long row_len, float p,
+                                DropoutKey key) {
+    dropout_forward(out, inp, N, row_len, p, key);
 }
-static void cpu_dropout_backward(Backend *be, float *dinp, const float *dout, long N, float p, uint64_t key) {
-    dropout_backward(dinp, dout, N, p, key);
+static void cpu_dropout_backward(Backend *be, float *dinp, const float *dout, long N, long row_len, float p,
+                                 DropoutKey key) {
+    dropout_backward(dinp, dout, N, row_len, p, key);
 }
 static void cpu_crossentropy_forward(Backend *be, float *losses, float *probs, const float *logits,
                                      const int32_t *targets, int N, int V) {
@@ -262,41 +264,53 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
     return be;
 }
 
-typedef Backend *(*CudaCreateFn)(ComputeDtype, char *, size_t);
+typedef Backend *(*CudaCreateFn)(ComputeDtype, int, char *, size_t);
 
-// The CUDA backend's constructor: linked in (the emulated test programs), or loaded from
-// MINGPT_CUDA_LIB next to the executable, so that cuBLAS is loaded only when needed.
+// The CUDA backend's constructor: linked in (the emulated test programs), or loaded from a
+// shared library, so that cuBLAS is loaded only when needed: the one the environment variable
+// MINGPT_CUDA_LIB names (a path, absolute in practice; tests point it at the emulated build,
+// build/emu/libmingpt_cuda.so), else the build's MINGPT_CUDA_LIB next to the executable.
 // NULL with the reason in why when there is none.
 static CudaCreateFn find_cuda_backend(char *why, size_t whylen) {
     if (backend_cuda_create) return backend_cuda_create;
+    char path[4600];
+    const char *over = getenv("MINGPT_CUDA_LIB");
+    if (over && *over) {
+        snprintf(path, sizeof path, "%s", over);
+        if (access(path, F_OK) != 0) {
+            snprintf(why, whylen, "no CUDA backend at MINGPT_CUDA_LIB=%.600s (no such file)", path);
+            return NULL;
+        }
+    } else {
 #ifdef MINGPT_CUDA_LIB
-    char exe[4096], path[4600];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k <= 0) { snprintf(why, whylen, "cannot locate the mingpt executable"); return NULL; }
-    exe[k] = 0;
-    snprintf(path, sizeof path, "%s/%s", dirname(exe), MINGPT_CUDA_LIB);
-    if (access(path, F_OK) != 0) {
-        snprintf(why, whylen, "this mingpt was built without the CUDA backend (no %.600s; build with nvcc on "
-                 "PATH and CUDA=1)", path);
+        char exe[4096];
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (k <= 0) { snprintf(why, whylen, "cannot locate the mingpt executable"); return NULL; }
+        exe[k] = 0;
+        snprintf(path, sizeof path, "%s/%s", dirname(exe), MINGPT_CUDA_LIB);
+        if (access(path, F_OK) != 0) {
+            snprintf(why, whylen, "this mingpt was built without the CUDA backend (no %.600s; build with nvcc on "
+                     "PATH and CUDA=1)", path);
+            return NULL;
+        }
+#else
+        snprintf(why, whylen, "this mingpt was built without the CUDA backend (build with nvcc on PATH and CUDA=1)");
         return NULL;
+#endif
     }
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) { snprintf(why, whylen, "cannot load the CUDA backend: %s", dlerror()); return NULL; }
     CudaCreateFn fn = (CudaCreateFn)dlsym(lib, "backend_cuda_create");
     if (!fn) snprintf(why, whylen, "%.600s has no backend_cuda_create", path);
     return fn;
-#else
-    snprintf(why, whylen, "this mingpt was built without the CUDA backend (build with nvcc on PATH and CUDA=1)");
-    return NULL;
-#endif
 }
 
-Backend *backend_create(const char *device, ComputeDtype matmul_dtype, char *err, size_t errlen) {
+Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_dtype, char *err, size_t errlen) {
     const bool want_cuda = strcmp(device, "cuda") == 0, maybe_cuda = strcmp(device, "auto") == 0;
     if (want_cuda || maybe_cuda) {
         char why[1024] = "";
         CudaCreateFn create = find_cuda_backend(why, sizeof why);
-        Backend *be = create ? create(matmul_dtype, why, sizeof why) : NULL;
+        Backend *be = create ? create(matmul_dtype, local_rank, why, sizeof why) : NULL;
         if (be) return be;
         if (want_cuda) {
             snprintf(err, errlen, "trainer_config.device=cuda: %s", why);

@@ -16,6 +16,8 @@
 
 #include <stdint.h>
 
+#include "kernels/dropout_rng.h"
+
 // ---------------------------------------------------------------- encoder
 // out (B,T,C) = wte[inp[b,t]] + wpe[t].  inp (B,T) int32 in [0,V), wte (V,C), wpe (T_max,C).
 void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe,
@@ -49,15 +51,16 @@ void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dou
 // head h uses channels [h*hs, (h+1)*hs) of each.
 // att (B,NH,T,T) = softmax(q k^T / sqrt(hs)) with the causal mask (keys t2 > t get
 // probability 0; entries above the diagonal are written as 0). Saved for backward.
-// out (B,T,C) = dropout(att, attn_p, key) @ v, heads concatenated. The dropout element
-// index is the flat index into att.
+// out (B,T,C) = dropout(att, attn_p, dk) @ v, heads concatenated. The dropout element index
+// of att[b][h][t][t2] is dropout_global_index(dk, b, NH*T*T, (h*T + t)*T + t2): the flat index
+// into att when dk maps rows {0, 1}, the index in the global batch under data parallelism.
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
-                       float attn_p, uint64_t key);
+                       float attn_p, DropoutKey dk);
 // dqkv (B,T,3C) += gradient given dout (B,T,C). scratch (B,NH,T,T) is overwritten.
 // O(T^2 * hs) per (b,h), parallel over (b,h).
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH, float attn_p,
-                        uint64_t key);
+                        DropoutKey dk);
 
 // ---------------------------------------------------------------- GELU (tanh approximation)
 // out (N,) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (minGPT NewGELU,
@@ -74,9 +77,11 @@ void residual_backward(float *da, float *db, const float *dout, long N);
 
 // ---------------------------------------------------------------- dropout
 // out (N,) = inp * keep(idx) / (1 - p)  (inverted dropout, torch.nn.Dropout). out may alias inp.
-void dropout_forward(float *out, const float *inp, long N, float p, uint64_t key);
-// dinp (N,) += dout * keep(idx) / (1 - p).
-void dropout_backward(float *dinp, const float *dout, long N, float p, uint64_t key);
+// N elements in rows of row_len (N % row_len == 0); element e of local row j has the mask of
+// global index dropout_global_index(dk, j, row_len, e) (kernels/dropout_rng.h).
+void dropout_forward(float *out, const float *inp, long N, long row_len, float p, DropoutKey dk);
+// dinp (N,) += dout * keep(idx) / (1 - p), the mask as in dropout_forward.
+void dropout_backward(float *dinp, const float *dout, long N, long row_len, float p, DropoutKey dk);
 
 // ---------------------------------------------------------------- cross-entropy
 // probs (N,V) = softmax(logits) (numerically stable, max-subtracted);

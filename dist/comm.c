@@ -1,0 +1,96 @@
+// dist/comm.c — the single-process communicator, launcher detection and loading the MPI one.
+#include "dist/comm.h"
+
+#include <dlfcn.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+// ============================================================================
+// One process: every collective is the identity
+// ============================================================================
+static int single_allreduce_host(Comm *c, double *x, int n, CommOp op) { return 0; }
+static int single_bcast_host(Comm *c, void *buf, size_t bytes, int root) { return 0; }
+static int single_allreduce_start(Comm *c, float *buf, size_t n) {
+    c->stats.n_buckets++;
+    return 0;
+}
+static int single_allreduce_wait(Comm *c) { return 0; }
+static void single_backward_done(Comm *c) {}
+static void single_abort(Comm *c, int code, const char *msg) {
+    if (msg) fprintf(stderr, "%s\n", msg);
+    exit(code);
+}
+static void single_destroy(Comm *c) { free(c); }
+
+Comm *comm_single_create(void) {
+    Comm *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    *c = (Comm){
+        .name = "single", .rank = 0, .world_size = 1, .local_rank = 0, .local_size = 1,
+        .allreduce_host = single_allreduce_host, .bcast_host = single_bcast_host,
+        .allreduce_start = single_allreduce_start, .allreduce_wait = single_allreduce_wait,
+        .backward_done = single_backward_done, .abort = single_abort, .destroy = single_destroy,
+    };
+    return c;
+}
+
+void comm_stats_reset(Comm *c) { memset(&c->stats, 0, sizeof c->stats); }
+
+// ============================================================================
+// Launcher detection (ddp_reference.md §4.1): environment only, no MPI call
+// ============================================================================
+static long env_long(const char *name, long dflt) {
+    const char *v = getenv(name);
+    return v && *v ? strtol(v, NULL, 10) : dflt;
+}
+
+int comm_launched(char *err, size_t errlen) {
+    if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK")) return 1;
+    if (env_long("SLURM_NTASKS", 1) > 1 && getenv("SLURM_PROCID")) {
+        snprintf(err, errlen, "started by srun as task %ld of %ld without an MPI plugin: each task would train "
+                 "alone. Use `srun --mpi=pmix ./mingpt` (see README, Data-parallel training)",
+                 env_long("SLURM_PROCID", 0), env_long("SLURM_NTASKS", 1));
+        return -1;
+    }
+    return 0;
+}
+
+// ============================================================================
+// The MPI communicator lives in build/libmingpt_mpi.so (dist/comm_mpi.c), loaded only here,
+// so that a plain ./mingpt neither links nor initialises MPI.
+// ============================================================================
+typedef Comm *(*MpiCreateFn)(int *, char ***, char *, size_t);
+
+Comm *comm_mpi_open(int *argc, char ***argv, char *err, size_t errlen) {
+    char path[4600];
+    const char *over = getenv("MINGPT_MPI_LIB");
+    if (over && *over) {
+        snprintf(path, sizeof path, "%s", over);
+    } else {
+#ifdef MINGPT_MPI_LIB
+        char exe[4096];
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (k <= 0) { snprintf(err, errlen, "cannot locate the mingpt executable"); return NULL; }
+        exe[k] = 0;
+        snprintf(path, sizeof path, "%s/%s", dirname(exe), MINGPT_MPI_LIB);
+#else
+        snprintf(err, errlen, "this mingpt was built without MPI support (build with libopenmpi-dev installed)");
+        return NULL;
+#endif
+    }
+    if (access(path, F_OK) != 0) {
+        snprintf(err, errlen, "launched by mpirun/srun, but this mingpt was built without MPI support (no %.600s; "
+                 "install libopenmpi-dev and rebuild)", path);
+        return NULL;
+    }
+    // RTLD_GLOBAL: libmpi's own plugins (dlopen'ed by Open MPI) resolve against it.
+    void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    if (!lib) { snprintf(err, errlen, "cannot load MPI support: %s", dlerror()); return NULL; }
+    MpiCreateFn fn = (MpiCreateFn)dlsym(lib, "comm_mpi_create");
+    if (!fn) { snprintf(err, errlen, "%.600s has no comm_mpi_create", path); return NULL; }
+    return fn(argc, argv, err, errlen);
+}

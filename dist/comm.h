@@ -1,0 +1,86 @@
+// dist/comm.h — the communicator: what data-parallel training needs from MPI or NCCL.
+//
+// One small interface, three implementations:
+//   "single"  one process, no launcher: every collective is the identity (dist/comm.c)
+//   "mpi"     the host communicator of `mpirun`/`srun` ranks (dist/comm_mpi.c, built into
+//             build/libmingpt_mpi.so and dlopen'ed only when a launcher is detected, so a plain
+//             ./mingpt never loads or initialises MPI)
+//   "nccl"    the CUDA backend's gradient communicator (kernels/cuda/comm_nccl.cu), created from
+//             the host one by Backend.grad_comm_create; its host collectives go to the host one.
+//
+// Rules (as MPI's): every rank calls the same collectives in the same order with the same
+// counts. Gradient all-reduces are asynchronous: allreduce_start enqueues an in-place SUM of one
+// contiguous bucket and returns at once; allreduce_wait returns when every started bucket is
+// reduced. Host collectives (allreduce_host, bcast_host, barrier) block, and must not be called
+// while buckets are in flight. Errors: the functions return non-zero and leave a message naming
+// the rank and the collective in c->err; the caller then calls c->abort, which takes the whole
+// job down (MPI_Abort after ncclCommAbort), never a bare exit() that would leave peers waiting.
+#ifndef MINGPT_COMM_H
+#define MINGPT_COMM_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { COMM_SUM = 0, COMM_MAX = 1, COMM_MIN = 2 } CommOp;
+
+// Per-step instrumentation of the gradient all-reduces (seconds, CLOCK_MONOTONIC).
+typedef struct {
+    int n_buckets;            // buckets started since comm_stats_reset
+    int n_started_early;      // of those, started before the backward pass finished
+    double t_busy;            // time some bucket was being reduced
+    double t_exposed;         // time allreduce_wait blocked (the part not hidden by the backward)
+    double bytes;             // bytes all-reduced
+} CommStats;
+
+typedef struct Comm Comm;
+struct Comm {
+    const char *name;         // "single", "mpi", "nccl"
+    int rank, world_size;     // global rank r in [0, W)
+    int local_rank, local_size;   // rank among the processes on this machine
+    double timeout_s;         // collective_timeout_s: a collective in flight longer aborts the job (0: never)
+    CommStats stats;
+    char err[512];            // the last error, naming the rank and the collective
+    void *ctx;
+
+    // In place over n doubles of host memory, blocking.
+    int (*allreduce_host)(Comm *c, double *x, int n, CommOp op);
+    // bytes of host memory from root to every rank, blocking.
+    int (*bcast_host)(Comm *c, void *buf, size_t bytes, int root);
+    // Starts the in-place SUM of n fp32 at buf (backend memory of the comm's backend: host
+    // memory for "mpi", device memory for "nccl"). Buckets complete in the order started.
+    int (*allreduce_start)(Comm *c, float *buf, size_t n);
+    // Waits for every started all-reduce (on "nccl": orders the compute stream after them).
+    int (*allreduce_wait)(Comm *c);
+    // Marks the end of the backward pass (for CommStats.n_started_early).
+    void (*backward_done)(Comm *c);
+    // Prints msg (when not NULL) prefixed "[rank r] ", then takes every rank down with code.
+    void (*abort)(Comm *c, int code, const char *msg);   // never returns
+    // Finishes cleanly (MPI_Finalize on the host communicator); frees c.
+    void (*destroy)(Comm *c);
+};
+
+// The single-process communicator (rank 0 of 1): collectives are the identity.
+Comm *comm_single_create(void);
+
+// Detects a launcher from the environment without touching MPI (OMPI_COMM_WORLD_SIZE from
+// mpirun, PMIX_RANK from srun --mpi=pmix or mpirun, PMI_RANK from MPICH-style launchers).
+// Returns 1 when launched as a rank of a job, 0 for a plain process; -1 with a message
+// when srun started several tasks without an MPI plugin (each would train alone).
+int comm_launched(char *err, size_t errlen);
+
+// The host communicator of a launched job: loads build/libmingpt_mpi.so next to the
+// executable, initialises MPI (thread level SERIALIZED: the communication thread is the only
+// caller while buckets are in flight), checks rank and size against the launcher's variables.
+// NULL with a message when MPI cannot be loaded or initialised.
+Comm *comm_mpi_open(int *argc, char ***argv, char *err, size_t errlen);
+
+void comm_stats_reset(Comm *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,295 @@
+// dist/comm_mpi.c — the MPI communicator (Open MPI), built into build/libmingpt_mpi.so and
+// loaded by comm_mpi_open (dist/comm.c) only when mpirun or srun started the process.
+//
+// Overlap on the CPU: Open MPI 4.1 moves a non-blocking collective only while the process is
+// inside an MPI call (ddp_reference.md §4.3), and the backward pass calls none for tens of
+// milliseconds at a time. So gradient buckets go to a communication thread that runs one
+// blocking MPI_Allreduce per bucket, in the order they were started, on its own duplicate of
+// MPI_COMM_WORLD; the main thread keeps computing the earlier layers' gradients meanwhile.
+// Host collectives (loss, stop flags, broadcasts) run on the main thread on the world
+// communicator, never while buckets are in flight. MPI_THREAD_MULTIPLE is required.
+//
+// Hangs: a watchdog thread aborts the whole job (MPI_Abort) when a collective has been in
+// flight for longer than Comm.timeout_s, naming the rank and the collective.
+#include <limits.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dist/comm.h"
+
+#define QCAP 4096   // buckets in flight at once (a step has at most one per tensor)
+
+typedef struct { float *buf; size_t n; } Bucket;
+
+typedef struct {
+    MPI_Comm world, grad;            // host collectives / gradient buckets
+    pthread_t thread, watchdog;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done, cv_quit;
+    Bucket q[QCAP];
+    long started, finished;          // buckets pushed / reduced since the start
+    bool quit, backward_done;
+    double bucket_since;             // start of the bucket being reduced (0: none)
+    double host_since;               // start of the host collective in flight (0: none)
+    const char *host_what;           // its name, for the watchdog's message
+    int failed;                      // an all-reduce returned an error (message in c->err)
+} MpiCtx;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void set_err(Comm *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = snprintf(c->err, sizeof c->err, "[rank %d] ", c->rank);
+    vsnprintf(c->err + k, sizeof c->err - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+static const char *mpi_errstr(int rc, char *buf) {
+    int len = 0;
+    if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) snprintf(buf, MPI_MAX_ERROR_STRING, "MPI error %d", rc);
+    return buf;
+}
+
+// ============================================================================
+// The communication thread: one blocking all-reduce per bucket, in order
+// ============================================================================
+static int allreduce_floats(MPI_Comm comm, float *buf, size_t n) {
+    for (size_t off = 0; off < n; off += (size_t)1 << 30) {   // MPI counts are int
+        size_t k = n - off < ((size_t)1 << 30) ? n - off : ((size_t)1 << 30);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, comm);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    return MPI_SUCCESS;
+}
+
+static void *comm_thread(void *arg) {
+    Comm *c = arg;
+    MpiCtx *x = c->ctx;
+    pthread_mutex_lock(&x->mu);
+    for (;;) {
+        while (!x->quit && x->finished == x->started) pthread_cond_wait(&x->cv_work, &x->mu);
+        if (x->quit) break;
+        Bucket b = x->q[x->finished % QCAP];
+        const double t0 = now_s();
+        x->bucket_since = t0;
+        pthread_mutex_unlock(&x->mu);
+        int rc = allreduce_floats(x->grad, b.buf, b.n);
+        const double t1 = now_s();
+        pthread_mutex_lock(&x->mu);
+        x->bucket_since = 0;
+        c->stats.t_busy += t1 - t0;
+        if (rc != MPI_SUCCESS && !x->failed) {
+            char s[MPI_MAX_ERROR_STRING];
+            set_err(c, "MPI_Allreduce of gradient bucket %ld (%zu floats) failed: %s", x->finished, b.n,
+                    mpi_errstr(rc, s));
+            x->failed = 1;
+        }
+        x->finished++;
+        pthread_cond_broadcast(&x->cv_done);
+    }
+    pthread_mutex_unlock(&x->mu);
+    return NULL;
+}
+
+// Aborts the job when a collective has been in flight for longer than timeout_s.
+static void *watchdog_thread(void *arg) {
+    Comm *c = arg;
+    MpiCtx *x = c->ctx;
+    pthread_mutex_lock(&x->mu);
+    while (!x->quit) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&x->cv_quit, &x->mu, &ts);
+        if (x->quit || c->timeout_s <= 0) continue;
+        const double t = now_s();
+        const char *what = NULL;
+        double since = 0;
+        if (x->bucket_since > 0 && t - x->bucket_since > c->timeout_s) { what = "the gradient all-reduce"; since = x->bucket_since; }
+        if (x->host_since > 0 && t - x->host_since > c->timeout_s) { what = x->host_what; since = x->host_since; }
+        if (what) {
+            fprintf(stderr, "[rank %d] mingpt: error: %s has not completed after %.0f s "
+                    "(trainer_config.collective_timeout_s = %g): another rank died or hangs; aborting the job\n",
+                    c->rank, what, t - since, c->timeout_s);
+            fflush(stderr);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    pthread_mutex_unlock(&x->mu);
+    return NULL;
+}
+
+// ============================================================================
+// The Comm functions
+// ============================================================================
+static void host_begin(MpiCtx *x, const char *what) {
+    pthread_mutex_lock(&x->mu);
+    x->host_since = now_s();
+    x->host_what = what;
+    pthread_mutex_unlock(&x->mu);
+}
+static void host_end(MpiCtx *x) {
+    pthread_mutex_lock(&x->mu);
+    x->host_since = 0;
+    pthread_mutex_unlock(&x->mu);
+}
+
+static int mpi_allreduce_host(Comm *c, double *v, int n, CommOp op) {
+    MpiCtx *x = c->ctx;
+    MPI_Op mop = op == COMM_MAX ? MPI_MAX : op == COMM_MIN ? MPI_MIN : MPI_SUM;
+    host_begin(x, "MPI_Allreduce (host values)");
+    int rc = MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, mop, x->world);
+    host_end(x);
+    if (rc != MPI_SUCCESS) {
+        char s[MPI_MAX_ERROR_STRING];
+        set_err(c, "MPI_Allreduce of %d host values failed: %s", n, mpi_errstr(rc, s));
+        return 1;
+    }
+    return 0;
+}
+
+static int mpi_bcast_host(Comm *c, void *buf, size_t bytes, int root) {
+    MpiCtx *x = c->ctx;
+    host_begin(x, "MPI_Bcast");
+    int rc = MPI_SUCCESS;
+    for (size_t off = 0; off < bytes && rc == MPI_SUCCESS; off += (size_t)1 << 30) {
+        size_t k = bytes - off < ((size_t)1 << 30) ? bytes - off : ((size_t)1 << 30);
+        rc = MPI_Bcast((char *)buf + off, (int)k, MPI_BYTE, root, x->world);
+    }
+    host_end(x);
+    if (rc != MPI_SUCCESS) {
+        char s[MPI_MAX_ERROR_STRING];
+        set_err(c, "MPI_Bcast of %zu bytes from rank %d failed: %s", bytes, root, mpi_errstr(rc, s));
+        return 1;
+    }
+    return 0;
+}
+
+static int mpi_allreduce_start(Comm *c, float *buf, size_t n) {
+    MpiCtx *x = c->ctx;
+    pthread_mutex_lock(&x->mu);
+    while (x->started - x->finished >= QCAP) pthread_cond_wait(&x->cv_done, &x->mu);
+    x->q[x->started % QCAP] = (Bucket){ buf, n };
+    x->started++;
+    c->stats.n_buckets++;
+    c->stats.n_started_early += !x->backward_done;
+    c->stats.bytes += (double)n * sizeof(float);
+    pthread_cond_signal(&x->cv_work);
+    pthread_mutex_unlock(&x->mu);
+    return 0;
+}
+
+static void mpi_backward_done(Comm *c) {
+    MpiCtx *x = c->ctx;
+    pthread_mutex_lock(&x->mu);
+    x->backward_done = true;
+    pthread_mutex_unlock(&x->mu);
+}
+
+static int mpi_allreduce_wait(Comm *c) {
+    MpiCtx *x = c->ctx;
+    const double t0 = now_s();
+    pthread_mutex_lock(&x->mu);
+    while (x->finished < x->started) pthread_cond_wait(&x->cv_done, &x->mu);
+    x->backward_done = false;   // the next bucket belongs to the next backward pass
+    int failed = x->failed;
+    pthread_mutex_unlock(&x->mu);
+    c->stats.t_exposed += now_s() - t0;
+    return failed;
+}
+
+static void mpi_abort(Comm *c, int code, const char *msg) {
+    if (msg) fprintf(stderr, "[rank %d] %s\n", c->rank, msg);
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);   // not reached
+}
+
+static void mpi_destroy(Comm *c) {
+    MpiCtx *x = c->ctx;
+    pthread_mutex_lock(&x->mu);
+    x->quit = true;
+    pthread_cond_broadcast(&x->cv_work);
+    pthread_cond_broadcast(&x->cv_quit);
+    pthread_mutex_unlock(&x->mu);
+    pthread_join(x->thread, NULL);
+    pthread_join(x->watchdog, NULL);
+    MPI_Comm_free(&x->grad);
+    MPI_Comm_free(&x->world);
+    MPI_Finalize();
+    free(x);
+    free(c);
+}
+
+// ============================================================================
+// Creation (exported: dlsym'ed by comm_mpi_open)
+// ============================================================================
+static long env_long(const char *name, long dflt) {
+    const char *v = getenv(name);
+    return v && *v ? strtol(v, NULL, 10) : dflt;
+}
+
+__attribute__((visibility("default")))
+Comm *comm_mpi_create(int *argc, char ***argv, char *err, size_t errlen) {
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+        snprintf(err, errlen, "MPI_Init_thread failed");
+        return NULL;
+    }
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (provided < MPI_THREAD_MULTIPLE) {
+        snprintf(err, errlen, "[rank %d] this MPI library does not provide MPI_THREAD_MULTIPLE (got level %d), "
+                 "which the communication thread needs", rank, provided);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    const long env_size = env_long("OMPI_COMM_WORLD_SIZE", size), env_rank = env_long("OMPI_COMM_WORLD_RANK", rank);
+    if (env_size != size || env_rank != rank) {
+        snprintf(err, errlen, "MPI says rank %d of %d but the launcher says rank %ld of %ld", rank, size, env_rank,
+                 env_size);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    Comm *c = calloc(1, sizeof *c);
+    MpiCtx *x = calloc(1, sizeof *x);
+    if (!c || !x) { snprintf(err, errlen, "[rank %d] out of memory", rank); MPI_Abort(MPI_COMM_WORLD, 1); }
+    MPI_Comm node;
+    int local_rank = 0, local_size = 1;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_size(node, &local_size);
+    MPI_Comm_free(&node);
+    MPI_Comm_dup(MPI_COMM_WORLD, &x->world);
+    MPI_Comm_dup(MPI_COMM_WORLD, &x->grad);
+    MPI_Comm_set_errhandler(x->world, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(x->grad, MPI_ERRORS_RETURN);
+    pthread_mutex_init(&x->mu, NULL);
+    pthread_cond_init(&x->cv_work, NULL);
+    pthread_cond_init(&x->cv_done, NULL);
+    pthread_cond_init(&x->cv_quit, NULL);
+    *c = (Comm){
+        .name = "mpi", .rank = rank, .world_size = size, .local_rank = local_rank, .local_size = local_size,
+        .timeout_s = 300, .ctx = x,
+        .allreduce_host = mpi_allreduce_host, .bcast_host = mpi_bcast_host,
+        .allreduce_start = mpi_allreduce_start, .allreduce_wait = mpi_allreduce_wait,
+        .backward_done = mpi_backward_done, .abort = mpi_abort, .destroy = mpi_destroy,
+    };
+    if (pthread_create(&x->thread, NULL, comm_thread, c) || pthread_create(&x->watchdog, NULL, watchdog_thread, c)) {
+        snprintf(err, errlen, "[rank %d] cannot start the communication thread", rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return c;
+}

@@ -1,0 +1,32 @@
+# mk/dist.mk — data-parallel training (dist/), included by the Makefile.
+#
+# dist/comm.c (the single-process communicator and launcher detection) is in libmingpt.a.
+# The MPI communicator (dist/comm_mpi.c) is a shared library, build/libmingpt_mpi.so, that
+# ./mingpt dlopens only when mpirun/srun started it: a plain ./mingpt never loads libmpi
+# (which costs tens of milliseconds at start-up) and never calls MPI_Init.
+MPICC    ?= mpicc
+MPI_SO   := $(B)/libmingpt_mpi.so
+
+$(B)/dist/comm.o: CFLAGS += -DMINGPT_MPI_LIB='"$(B)/libmingpt_mpi.so"'
+
+$(MPI_SO): dist/comm_mpi.c dist/comm.h mk/dist.mk
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(filter-out -fopenmp,$(CFLAGS)) -fPIC -shared -pthread -o $@ $<
+
+mingpt: | $(MPI_SO)
+
+# ---------------------------------------------------------------- tests
+# tests/ddp_check.c drives train_step under mpirun (it loads build/libmingpt_mpi.so like
+# ./mingpt does); tests/test_ddp.sh compares runs on 1, 2 and 3 ranks and the real binary's
+# resume, stop and failure behaviour.
+DDP_CHECK := $(B)/tests/ddp_check
+$(DDP_CHECK): tests/ddp_check.c $(B)/libmingpt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(B)/libmingpt.a $(LDLIBS)
+-include $(DDP_CHECK).d
+
+.PHONY: ddp-test
+EXTRA_BUILD += $(DDP_CHECK) $(MPI_SO)
+EXTRA_TESTS += ddp-test
+ddp-test: mingpt $(DDP_CHECK) $(MPI_SO) data
+	@bash tests/ddp/test_ddp.sh

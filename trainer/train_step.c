@@ -1,0 +1,59 @@
+// trainer/train_step.c — see train_step.h.
+#include "trainer/train_step.h"
+
+#include <math.h>
+
+int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, uint64_t seed, uint64_t step,
+               int stop_local, StepResult *out) {
+    GPT *m = ts->model;
+    Comm *comm = ts->comm;
+    const int W = comm->world_size, r = comm->rank;
+    long rows = 0;
+    for (int k = 0; k < n_micro; k++) rows += mb[k].rows;
+    const double tokens_rank = (double)rows * T;
+    const float scale = loss_scaler_scale(ts->scaler);
+
+    // ---- forward + backward of every micro-batch; communication on the last only
+    gpt_zero_grad(m);
+    double loss_sum = 0.0;
+    for (int k = 0; k < n_micro; k++) {
+        const bool last = k == n_micro - 1;
+        m->batch_row0 = r + (int64_t)W * k * B;
+        m->batch_row_stride = W;
+        m->loss_scale = (float)(scale * ((double)mb[k].rows * T / tokens_rank) / W);
+        if (last && ts->buckets) {
+            buckets_reset(ts->buckets);
+            m->grads_ready = buckets_on_grads_ready;
+            m->grads_ready_ctx = ts->buckets;
+        } else {
+            m->grads_ready = NULL;
+        }
+        const float loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step);
+        gpt_backward(m);
+        loss_sum += (double)loss * m->n_valid;
+    }
+    m->grads_ready = NULL;
+    m->batch_row0 = 0;
+    m->batch_row_stride = 1;
+    if (ts->buckets) {
+        comm->backward_done(ts->buckets->comm);
+        if (buckets_start_rest(ts->buckets) || ts->buckets->comm->allreduce_wait(ts->buckets->comm)) return 1;
+    }
+
+    // ---- the job's loss and stop decision (identity in one process)
+    double v[3] = { loss_sum, tokens_rank, stop_local ? 1.0 : 0.0 };
+    if (comm->allreduce_host(comm, v, 2, COMM_SUM)) return 1;
+    if (comm->allreduce_host(comm, v + 2, 1, COMM_MAX)) return 1;
+    out->loss = v[1] > 0 ? v[0] / v[1] : NAN;
+    out->tokens = (long)v[1];
+    out->stop = v[2] > 0;
+
+    // ---- unscale, overflow check, clip, AdamW (identical on every rank: same gradients)
+    out->norm = 0.0;
+    out->applied = loss_scaler_unscale_clip(ts->scaler, m->be, m->grads_memory, m->num_params, ts->grad_clip,
+                                            &out->norm);
+    if (out->applied > 0)
+        adamw_step(ts->opt, m->params_memory, m->grads_memory, m->tensors, m->n_tensors, ts->lr, ts->beta1,
+                   ts->beta2, ts->eps, ts->weight_decay);
+    return 0;
+}
