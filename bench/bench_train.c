@@ -3,8 +3,8 @@
 //
 //   bench_train train  --n_layer L --n_head H --n_embd C --block T --batch B [--vocab V]
 //                      [--dropout P] [--warmup W] [--iters N] [--keep_gelu 1]
-//       One training iteration = what trainer/trainer.c does per step: forward with loss,
-//       zero_grad, backward, global-norm clip (1.0), AdamW (minGPT's decay groups). Random
+//       One training iteration = the trainer's own train_step (trainer/train_step.h): zero_grad,
+//       forward with loss, backward, global-norm clip (1.0), AdamW (minGPT's decay groups). Random
 //       tokens; W untimed warm-up iterations, then N timed ones. Prints one RESULT line:
 //       median ms/iter, tokens/s, model FLOPs per iteration, peak RSS (VmHWM) and the
 //       memory the config needs (params + grads + AdamW state + activations).
@@ -38,6 +38,7 @@
 #include "model/gpt.h"
 #include "model/gpt_infer.h"
 #include "trainer/adamw.h"
+#include "trainer/train_step.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -124,6 +125,12 @@ static int bench_train(const Args *a) {
         y[i] = (int32_t)(r % (uint64_t)V);
     }
     double *ms = malloc(sizeof(double) * (a->iters > 0 ? a->iters : 1));
+    LossScaler scaler;
+    loss_scaler_init(&scaler, 0);
+    Comm *comm = comm_single_create();
+    if (!comm) { fprintf(stderr, "bench_train: out of memory\n"); return 1; }
+    TrainStep ts = { .model = &m, .opt = &opt, .scaler = &scaler, .comm = comm, .buckets = NULL, .grad_clip = 1.0,
+                     .lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f };
     float loss = 0.0f;
     for (int it = 0; it < a->warmup + a->iters; it++) {
         // With MALLOC_TRACE=file and LD_PRELOAD=libc_malloc_debug.so, every malloc/free of the
@@ -131,13 +138,11 @@ static int bench_train(const Args *a) {
         if (it == a->warmup) mtrace();
         const int32_t *bx = x + (long)(it % NB) * B * T, *by = y + (long)(it % NB) * B * T;
         const double t0 = now_s();
-        loss = gpt_forward(&m, bx, by, B, T, a->dropout > 0, 1337, (uint64_t)it);
-        gpt_zero_grad(&m);
-        gpt_backward(&m);
-        const double norm = grad_global_norm(m.be, m.grads_memory, m.num_params);
-        grad_clip(m.be, m.grads_memory, m.num_params, norm, 1.0);
-        adamw_step(&opt, m.params_memory, m.grads_memory, m.tensors, m.n_tensors, 1e-4f, 0.9f,
-                   0.95f, 1e-8f, 0.1f);
+        // the trainer's step (trainer/train_step.h): one micro-batch, one process
+        MicroBatch mb = { bx, by, B };
+        StepResult res;
+        if (train_step(&ts, &mb, 1, B, T, 1337, (uint64_t)it, 0, &res)) return 1;
+        loss = (float)res.loss;
         const double t1 = now_s();
         if (it >= a->warmup) ms[it - a->warmup] = 1e3 * (t1 - t0);
     }
@@ -158,6 +163,7 @@ static int bench_train(const Args *a) {
            ms[a->iters - 1], B * T / (med * 1e-3), flops_iter, flops_iter / (med * 1e-3) / 1e9,
            peak_rss_kib(), need_bytes / 1024.0, m.num_acts, loss);
     free(ms); free(x); free(y);
+    comm->destroy(comm);
     adamw_free(&opt);
     gpt_free(&m);
     be->destroy(be);

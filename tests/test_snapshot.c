@@ -26,6 +26,7 @@ static Snapshot sample_snapshot(float *params, float *m, float *v, uint32_t *voc
         .shape = { 5, 8, 1, 2, 4, 0, 0, 0 }, .num_params = n, .params = params, .adam_m = m,
         .adam_v = v, .adam_step = 17, .epochs_run = 2, .iter_in_epoch = 3, .iter_num = 19,
         .seed = 0xfeedfacecafebeefULL, .loss_scale = 1.0f, .scaler_good_steps = 0,
+        .world_size = 3, .samples_in_epoch = 1234,
     };
     return s;
 }
@@ -52,6 +53,8 @@ static void test_round_trip(void **state) {
     assert_int_equal(t.iter_in_epoch, 3);
     assert_int_equal(t.iter_num, 19);
     assert_true(t.seed == s.seed);
+    assert_int_equal(t.world_size, 3);
+    assert_int_equal(t.samples_in_epoch, 1234);
     snapshot_free(&t);
     // No temp files left behind.
     char cmd[400];

@@ -66,7 +66,7 @@ int snapshot_save(const char *path, const Snapshot *s, char *err, size_t errlen)
     put_record(&w, TAG_STAT, stat, sizeof stat);
     float scale = s->loss_scale;
     put_record(&w, TAG('S', 'C', 'A', 'L'), &scale, 4);
-    int64_t dist[2] = { s->world_size, s->samples_in_epoch };
+    int64_t dist[2] = { s->world_size > 0 ? s->world_size : 1, s->samples_in_epoch };
     put_record(&w, TAG('D', 'I', 'S', 'T'), dist, sizeof dist);
     put_record(&w, TAG_PARM, s->params, (uint64_t)s->num_params * 4);
     if (s->adam_m && s->adam_v) {
