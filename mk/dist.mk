@@ -28,5 +28,5 @@ $(DDP_CHECK): tests/ddp_check.c $(B)/libmingpt.a
 .PHONY: ddp-test
 EXTRA_BUILD += $(DDP_CHECK) $(MPI_SO)
 EXTRA_TESTS += ddp-test
-ddp-test: mingpt $(DDP_CHECK) $(MPI_SO) data
+ddp-test: mingpt $(DDP_CHECK) $(MPI_SO) data $(EMU_SO)
 	@bash tests/ddp/test_ddp.sh

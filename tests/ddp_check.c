@@ -7,10 +7,11 @@
 //       global batch row g of step s is a pure function of (s, g), and rank r of W takes rows
 //       r + W*(m*B + j) (the DistributedSampler's interleaving), so any W x B x accum with the
 //       same product sees the same global batch. Rank 0 writes PREFIX.grads (the averaged
-//       gradients of step 1, fp32) and PREFIX.params (after the last step). AdamW at the
-//       tutorial's lr 3e-4: Adam divides each gradient by its own running magnitude, so where
-//       a gradient is rounding noise (e.g. the key bias) both runs step by a full but different
-//       lr; the parameter check tolerates 0.1% such elements. Checks that every
+//       gradients of step 1, fp32) and PREFIX.params (after the last step), AdamW at lr 1e-4.
+//       Adam divides each gradient by its own running magnitude, so where a gradient is pure
+//       rounding noise (the key part of c_attn's bias: softmax is invariant to it) two runs step
+//       by a full but different lr; those 3 x 128 per layer (0.064%) are what the 99.9%
+//       parameter criterion leaves room for, and all that fails it here. Checks that every
 //       rank ends with identical parameters, and prints "buckets started early: X per step".
 //   ddp_check compare --layers L A B [--what grads|params]
 //       grads:  per tensor, max |a - b| <= 1e-5 * max |a| of that tensor;
@@ -158,7 +159,7 @@ static int run_step(int argc, char **argv, const Args *a) {
             mb[k] = (MicroBatch){ x + (long)k * B * T, y + (long)k * B * T, B };
         }
         TrainStep ts = { .model = &m, .opt = &opt, .scaler = &scaler, .comm = comm,
-                         .buckets = W > 1 ? &bk : NULL, .grad_clip = 0.0, .lr = 3e-4f, .beta1 = 0.9f,
+                         .buckets = W > 1 ? &bk : NULL, .grad_clip = 0.0, .lr = 1e-4f, .beta1 = 0.9f,
                          .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f };
         comm_stats_reset(gc);
         StepResult res;

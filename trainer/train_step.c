@@ -36,8 +36,9 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     m->batch_row0 = 0;
     m->batch_row_stride = 1;
     if (ts->buckets) {
-        comm->backward_done(ts->buckets->comm);
-        if (buckets_start_rest(ts->buckets) || ts->buckets->comm->allreduce_wait(ts->buckets->comm)) return 1;
+        Comm *gc = ts->buckets->comm;   // the gradient communicator (NCCL on CUDA)
+        gc->backward_done(gc);
+        if (buckets_start_rest(ts->buckets) || gc->allreduce_wait(gc)) return 1;
     }
 
     // ---- the job's loss and stop decision (identity in one process)

@@ -27,6 +27,7 @@
 #include "data/char_dataset.h"
 #include "data/sampler.h"
 #include "kernels/backend.h"
+#include "kernels/fatal.h"
 #include "kernels/loss_scaler.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
@@ -95,6 +96,12 @@ static int agree(Trainer *t, int rc) {
 
 // A communicator error in the middle of training: no rank can go on; take the job down.
 static void comm_failed(Trainer *t, Comm *c) { t->comm->abort(t->comm, EXIT_RUNTIME, c->err); }
+
+// kernels/fatal.h's handler while a job trains: an op that cannot go on takes every rank down.
+static void on_fatal(const char *msg, void *ctx) {
+    Comm *c = ctx;
+    c->abort(c, EXIT_RUNTIME, msg);
+}
 
 static bool file_exists(const char *path) {
     struct stat st;
@@ -575,6 +582,7 @@ int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) {
     t.r = (TrainResult){ NAN, NAN, 0, 0, 0, 0, 0, 0, 0 };
     const double t_start = now_s();
     comm->timeout_s = cfg->trainer.collective_timeout_s;
+    fatal_set_handler(on_fatal, comm);
     int rc = agree(&t, setup(&t));
     if (!rc) rc = agree(&t, setup_buckets(&t));
     if (!rc) rc = bcast_params(&t);
@@ -604,5 +612,6 @@ int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) {
                  t.r.iters, t.r.iters_this_run, t.r.final_train_loss, t.r.test_loss, t.r.tokens_per_s, t.r.wall_s);
     if (res) *res = t.r;
     teardown(&t);
+    fatal_set_handler(NULL, NULL);
     return rc;
 }

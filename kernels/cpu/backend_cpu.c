@@ -18,6 +18,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/fatal.h"
 
 // ============================================================================
 // Rounding to the low-precision types (round to nearest even)
@@ -47,7 +48,7 @@ static const float *rounded(Backend *be, int slot, const float *src, size_t n) {
     CpuCtx *c = be->ctx;
     if (c->cap[slot] < n) {
         float *p = realloc(c->buf[slot], n * sizeof(float));
-        if (!p) { fprintf(stderr, "mingpt: error: out of memory (mixed-precision scratch)\n"); exit(1); }
+        if (!p) fatal_error("out of memory (mixed-precision scratch of %zu floats)", n);
         c->buf[slot] = p;
         c->cap[slot] = n;
     }

@@ -63,6 +63,22 @@ if run overlap $MPIRUN -np 2 "$CHECK" step --B 4 --cap_mb 0.3 --out overlap; the
   else bad "overlap: $early buckets started early (want > 1)" "$(cat overlap.log)"; fi
 fi
 if run sampler3 $MPIRUN -np 3 "$CHECK" sampler --n 100; then ok "-np 3, 100 windows: $(grep sampler: sampler3.log)"; fi
+
+# The NCCL path: 2 ranks on the emulated CUDA backend (mk/cuda.mk builds it with CUDA=1), whose
+# emulated NCCL all-reduces over MPI between the processes, against the 2-rank CPU run.
+EMU_SO=$ROOT/build/emu/libmingpt_cuda.so
+if [ -f "$EMU_SO" ]; then
+  export MINGPT_CUDA_LIB=$EMU_SO
+  run nccl $MPIRUN -np 2 "$CHECK" step --B 4 --device cuda --out nccl &&
+  { same "NCCL (emulated CUDA, 2 ranks) = CPU (2 ranks): gradients, fp32" grads two.grads nccl.grads
+    same "NCCL (emulated CUDA, 2 ranks) = CPU (2 ranks): parameters, fp32" params two.params nccl.params; }
+  run cpubf $MPIRUN -np 2 "$CHECK" step --B 4 --dtype bf16 --out cpubf &&
+  run ncclbf $MPIRUN -np 2 "$CHECK" step --B 4 --dtype bf16 --device cuda --out ncclbf &&
+    same "NCCL (emulated CUDA, 2 ranks) = CPU (2 ranks): parameters, bf16 (2e-2)" params cpubf.params ncclbf.params 2e-2
+  unset MINGPT_CUDA_LIB
+else
+  echo "  skip the NCCL path: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"
+fi
 cd "$ROOT"
 
 echo "-- the mingpt binary"
