@@ -56,7 +56,8 @@ struct Comm {
     int (*allreduce_wait)(Comm *c);
     // Marks the end of the backward pass (for CommStats.n_started_early).
     void (*backward_done)(Comm *c);
-    // Prints msg (when not NULL) prefixed "[rank r] ", then takes every rank down with code.
+    // Prints msg (when not NULL) prefixed "[rank r] " (unless it already starts with "[rank"),
+    // then takes every rank down with code.
     void (*abort)(Comm *c, int code, const char *msg);   // never returns
     // Finishes cleanly (MPI_Finalize on the host communicator); frees c.
     void (*destroy)(Comm *c);
@@ -72,8 +73,9 @@ Comm *comm_single_create(void);
 int comm_launched(char *err, size_t errlen);
 
 // The host communicator of a launched job: loads build/libmingpt_mpi.so next to the
-// executable, initialises MPI (thread level SERIALIZED: the communication thread is the only
-// caller while buckets are in flight), checks rank and size against the launcher's variables.
+// executable, initialises MPI with MPI_THREAD_MULTIPLE (the communication thread, and the
+// emulated NCCL's stream threads, call MPI while the main thread may too, each on its own
+// duplicate of MPI_COMM_WORLD), checks rank and size against the launcher's variables.
 // NULL with a message when MPI cannot be loaded or initialised.
 Comm *comm_mpi_open(int *argc, char ***argv, char *err, size_t errlen);
 

@@ -211,7 +211,8 @@ static int mpi_allreduce_wait(Comm *c) {
 }
 
 static void mpi_abort(Comm *c, int code, const char *msg) {
-    if (msg) fprintf(stderr, "[rank %d] %s\n", c->rank, msg);
+    if (msg && strncmp(msg, "[rank", 5) == 0) fprintf(stderr, "%s\n", msg);
+    else if (msg) fprintf(stderr, "[rank %d] %s\n", c->rank, msg);
     fflush(stdout);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, code);

@@ -11,7 +11,11 @@
 #     (kernels/cuda/emu/cuda_emu.h, its cuBLAS shim backed by OpenBLAS) and runs the emulated
 #     suites under the default, reversed and random thread schedules, with deferred stream
 #     execution (EMU_DEFER=1) and under AddressSanitizer + UBSan; plus the dialect gate and
-#     the no-driver negative tests.
+#     the no-driver negative tests;
+#   * the same emulated objects, built -fPIC, as a shared library that ./mingpt loads instead of
+#     the real one when MINGPT_CUDA_LIB names it ($(B)/emu/libmingpt_cuda.so), and the NCCL path
+#     of data-parallel training on it: tests/cuda/test_nccl_emu.sh runs MPI ranks (processes)
+#     whose emulated NCCL (kernels/cuda/emu/nccl_emu.h) all-reduces over MPI.
 CUDA ?= $(if $(shell command -v nvcc 2>/dev/null),1,0)
 
 ifeq ($(CUDA),1)
@@ -52,27 +56,46 @@ mingpt: | $(CUDA_SO)
 
 # ---------------------------------------------------------------- emulated build
 OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
+# the emulator's NCCL runs over MPI (Open MPI's wrapper compiler knows the flags; make deps
+# installs it, and `make test` parses this file again after deps)
+EMU_MPI_CFLAGS := $(shell mpicc -showme:compile 2>/dev/null)
+EMU_MPI_LIBS   := $(shell mpicc -showme:link 2>/dev/null)
 EMU_H      := kernels/cuda/emu/cuda_emu.h
-EMU_FLAGS  := -x c++ -std=c++17 -O2 -g -I. -I$(CUDA_HOME)/include -I$(OPENBLAS_INC) -DEMU_USE_CBLAS \
+EMU_DEPS   := $(EMU_H) kernels/cuda/emu/nccl_emu.h
+EMU_FLAGS  := -x c++ -std=c++17 -O2 -g -I. -I$(CUDA_HOME)/include -I$(OPENBLAS_INC) $(EMU_MPI_CFLAGS) -DEMU_USE_CBLAS \
               -include $(EMU_H) -Wall -Wextra -Werror
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 EMU_OBJ    := $(CUDA_SRC:%.cu=$(B)/emu/%.o)
 ASAN_OBJ   := $(CUDA_SRC:%.cu=$(B)/emu-asan/%.o)
 
-$(B)/emu/%.o: %.cu $(CUDA_HDR) $(EMU_H)
+$(B)/emu/%.o: %.cu $(CUDA_HDR) $(EMU_DEPS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) -c $< -o $@
-$(B)/emu-asan/%.o: %.cu $(CUDA_HDR) $(EMU_H)
+$(B)/emu-asan/%.o: %.cu $(CUDA_HDR) $(EMU_DEPS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) $(ASAN_FLAGS) -c $< -o $@
 $(B)/emu-asan/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
+# comm_nccl.cu implements dist/comm.h (the other kernels do not include it)
+$(foreach d,nv emu emu-asan emu-pic,$(B)/$(d)/kernels/cuda/comm_nccl.o): dist/comm.h
+
+# ./mingpt can load the emulated backend: the emulated objects built -fPIC, one shared library
+# (MINGPT_CUDA_LIB=$(abspath $(EMU_SO)) ./mingpt trainer_config.device=cuda ...)
+EMU_SO      := $(B)/emu/libmingpt_cuda.so
+EMU_PIC_OBJ := $(CUDA_SRC:%.cu=$(B)/emu-pic/%.o)
+$(B)/emu-pic/%.o: %.cu $(CUDA_HDR) $(EMU_DEPS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_FLAGS) -fPIC -c $< -o $@
+$(EMU_SO): $(EMU_PIC_OBJ)
+	$(CXX) -shared -Wl,-z,defs -o $@ $(EMU_PIC_OBJ) -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas \
+	    $(EMU_MPI_LIBS) -lpthread -lm
+
 # The cuBLAS shim's own loops instead of OpenBLAS (only matmul.cu calls cuBLAS): a GEMM
 # summation order unlike the CPU backend's, as on a real GPU, for the fp32 comparisons.
 NOBLAS_OBJ := $(filter-out $(B)/emu/kernels/cuda/matmul.o,$(EMU_OBJ)) $(B)/emu-noblas/kernels/cuda/matmul.o
-$(B)/emu-noblas/%.o: %.cu $(CUDA_HDR) $(EMU_H)
+$(B)/emu-noblas/%.o: %.cu $(CUDA_HDR) $(EMU_DEPS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(filter-out -DEMU_USE_CBLAS,$(EMU_FLAGS)) -c $< -o $@
 
@@ -89,27 +112,34 @@ EMU_SELF_BIN  := $(B)/cuda-tests/emu/test_emu_features $(B)/cuda-tests/emu/test_
 $(B)/cuda-tests/%: tests/cuda/%.c $(EMU_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a tests/test_util.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MT $@ -MF $@.d -c $< -o $@.o
-	$(CXX) -fopenmp -o $@ $@.o $(EMU_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a $(LDLIBS) -lcmocka
+	$(CXX) -fopenmp -o $@ $@.o $(EMU_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a $(LDLIBS) $(EMU_MPI_LIBS) -lcmocka
 $(B)/cuda-tests/%.asan: tests/cuda/%.c $(ASAN_OBJ) $(B)/emu-asan/kernels/loss_scaler.o $(B)/libmingpt.a tests/test_util.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -MT $@ -MF $@.d -c $< -o $@.o
-	$(CXX) -fopenmp $(ASAN_FLAGS) -o $@ $@.o $(ASAN_OBJ) $(B)/emu-asan/kernels/loss_scaler.o $(B)/libmingpt.a $(LDLIBS) -lcmocka
+	$(CXX) -fopenmp $(ASAN_FLAGS) -o $@ $@.o $(ASAN_OBJ) $(B)/emu-asan/kernels/loss_scaler.o $(B)/libmingpt.a $(LDLIBS) $(EMU_MPI_LIBS) -lcmocka
 
 $(B)/cuda-tests/%.noblas: tests/cuda/%.c $(NOBLAS_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a tests/test_util.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MT $@ -MF $@.d -c $< -o $@.o
-	$(CXX) -fopenmp -o $@ $@.o $(NOBLAS_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a $(LDLIBS) -lcmocka
+	$(CXX) -fopenmp -o $@ $@.o $(NOBLAS_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a $(LDLIBS) $(EMU_MPI_LIBS) -lcmocka
+
+# the NCCL path on MPI ranks: a plain C program with libmingpt.a (dist/comm.c opens the MPI
+# communicator from $(B)/libmingpt_mpi.so, backend_create loads $(EMU_SO)); run by tests/cuda/test_nccl_emu.sh
+NCCL_EMU_BIN := $(B)/cuda-tests/test_nccl_emu
+$(NCCL_EMU_BIN): tests/cuda/test_nccl_emu.c $(B)/libmingpt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(B)/libmingpt.a $(LDLIBS)
 
 # the emulator's own tests (dialect semantics, cuBLAS shim, diagnosed bugs)
-$(B)/cuda-tests/emu/%: tests/cuda/emu/%.cu $(EMU_H) kernels/cuda/emu/launch.cuh
+$(B)/cuda-tests/emu/%: tests/cuda/emu/%.cu $(EMU_DEPS) kernels/cuda/emu/launch.cuh
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) -Wno-unused-parameter $< -o $@ -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -lpthread
-$(B)/cuda-tests/emu/%.asan: tests/cuda/emu/%.cu $(EMU_H) kernels/cuda/emu/launch.cuh
+$(B)/cuda-tests/emu/%.asan: tests/cuda/emu/%.cu $(EMU_DEPS) kernels/cuda/emu/launch.cuh
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) -Wno-unused-parameter -fsanitize=address -fno-omit-frame-pointer $< -o $@ -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -lpthread
 
 # objects of the chains above are kept (not deleted as intermediates)
-.SECONDARY: $(EMU_OBJ) $(ASAN_OBJ) $(B)/emu-noblas/kernels/cuda/matmul.o $(B)/emu-asan/kernels/loss_scaler.o $(B)/kernels/loss_scaler.o
+.SECONDARY: $(EMU_OBJ) $(ASAN_OBJ) $(EMU_PIC_OBJ) $(B)/emu-noblas/kernels/cuda/matmul.o $(B)/emu-asan/kernels/loss_scaler.o $(B)/kernels/loss_scaler.o
 
 # header dependencies of the C parts (test programs, loss_scaler.o outside LIB_OBJ)
 -include $(wildcard $(B)/cuda-tests/*.d $(B)/kernels/loss_scaler.d $(B)/emu-asan/kernels/loss_scaler.d)
@@ -121,14 +151,15 @@ $(B)/cuda-tests/cuda_probe: tests/cuda/cuda_probe.c $(CUDA_OBJ) $(B)/libmingpt.a
 
 # ---------------------------------------------------------------- targets
 .PHONY: cuda-build cuda-build-all cuda-test cuda-gate cuda-emu cuda-emu-rand cuda-emu-rev cuda-emu-defer \
-        cuda-emu-noblas cuda-emu-asan cuda-emu-self cuda-negative
+        cuda-emu-noblas cuda-emu-asan cuda-emu-self cuda-negative cuda-emu-nccl
 # compile in parallel even when make runs without -j (the nvcc calls dominate the build)
 CUDA_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # after ./mingpt: libmingpt.a and the nvcc objects are then built, so the sub-make (its own
 # job slots) never races the parent make over them under make -j
 cuda-build: mingpt
 	@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(CUDA_JOBS)) cuda-build-all
-cuda-build-all: $(CUDA_RU) $(CUDA_EMU_BIN) $(CUDA_ASAN_BIN) $(CUDA_NOBLAS_BIN) $(EMU_SELF_BIN) $(B)/cuda-tests/cuda_probe
+cuda-build-all: $(CUDA_RU) $(CUDA_EMU_BIN) $(CUDA_ASAN_BIN) $(CUDA_NOBLAS_BIN) $(EMU_SELF_BIN) $(B)/cuda-tests/cuda_probe \
+                $(EMU_SO) $(NCCL_EMU_BIN)
 
 EXTRA_BUILD += cuda-build
 EXTRA_TESTS += cuda-test
@@ -138,7 +169,7 @@ EXTRA_TESTS += cuda-test
 # machine made the suites up to 10x slower
 CUDA_TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cuda-test: cuda-gate cuda-emu-self cuda-emu cuda-emu-rev cuda-emu-rand cuda-emu-defer cuda-emu-noblas \
-           cuda-emu-asan cuda-negative
+           cuda-emu-asan cuda-negative cuda-emu-nccl
 	@echo "cuda: all emulated suites, gate and negative tests passed"
 
 cuda-gate:
@@ -167,6 +198,9 @@ cuda-emu-asan: $(CUDA_ASAN_BIN)
 	$(call run_cuda_suites,ASAN_OPTIONS=detect_leaks=1 EMU_SCHEDULE=rand EMU_DEFER=1,$(CUDA_ASAN_BIN),asan)
 cuda-negative: mingpt $(B)/cuda-tests/cuda_probe
 	@bash tests/cuda/test_cuda_negative.sh $(B)/cuda-tests/cuda_probe
+# 2 and 3 MPI ranks (processes) on the emulated backend, its NCCL over MPI
+cuda-emu-nccl: $(NCCL_EMU_BIN) $(EMU_SO) $(B)/libmingpt_mpi.so
+	@env $(CUDA_TEST_ENV) bash tests/cuda/test_nccl_emu.sh $(NCCL_EMU_BIN) $(EMU_SO) $(B)/libmingpt_mpi.so
 
 else  # CUDA=0: nothing CUDA is built or tested
 .PHONY: cuda-test

@@ -277,9 +277,13 @@ static int _load_snapshot(Trainer *t, Snapshot *snap, bool *resumed) {
 }
 
 // ============================================================================
-// Setup: backend, data, split, model, optimizer, resume, buckets, evaluation windows
+// Setup, in phases separated by agree(): a phase that fails on one rank fails on all,
+// and no rank is left waiting in a collective that another skipped.
+//   setup_local   backend, data (no communication)
+//   setup_model   resume state, split, model, optimizer, samplers, evaluation windows
+//   setup_buckets the gradient communicator and its buckets
 // ============================================================================
-static int setup(Trainer *t) {
+static int setup_local(Trainer *t) {
     const Config *cfg = t->cfg;
     const DataConfig *dc = &cfg->data;
     const TrainerConfig *tc = &cfg->trainer;
@@ -301,6 +305,14 @@ static int setup(Trainer *t) {
         return EXIT_USAGE;
     }
     log_info("Data has %ld characters, %d unique.\n", t->ds.n, t->ds.vocab_size);
+    return 0;
+}
+
+static int setup_model(Trainer *t) {
+    const Config *cfg = t->cfg;
+    const DataConfig *dc = &cfg->data;
+    const TrainerConfig *tc = &cfg->trainer;
+    char err[ERRLEN];
 
     // ---- resume state first: its seed governs the split, the batch order and dropout
     t->pr.seed = tc->seed;
@@ -583,7 +595,8 @@ int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) {
     const double t_start = now_s();
     comm->timeout_s = cfg->trainer.collective_timeout_s;
     fatal_set_handler(on_fatal, comm);
-    int rc = agree(&t, setup(&t));
+    int rc = agree(&t, setup_local(&t));
+    if (!rc) rc = agree(&t, setup_model(&t));
     if (!rc) rc = agree(&t, setup_buckets(&t));
     if (!rc) rc = bcast_params(&t);
     if (!rc) {

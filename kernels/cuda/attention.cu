@@ -13,7 +13,10 @@
 //   dy = permute(dout); dv = attd^T dy; datt = dy v^T (into `scratch`)
 //   softmax backward: dpre = att * (m*datt - sum(att*m*datt)) / sqrt(hs), m = dropout mult.
 //   dq = dpre k; dk = dpre^T q; dqkv += unpermute(dq, dk, dv)
-// The dropout index of att element (b,h,t,t2) is its flat index, as on the CPU backend.
+// The dropout mask of att element (b,h,t,t2) is keyed by its GLOBAL index
+// dropout_global_index(k, b, NH*T*T, (h*T + t)*T + t2), batch row b being global row
+// k.row0 + b*k.row_stride (data-parallel ranks draw the masks of one big batch), as on the
+// CPU backend; with {key, 0, 1} that is the flat index.
 #include "kernels/cuda/cuda_ops.cuh"
 
 // q/k/v (B,NH,T,hs) <- thirds of qkv (B,T,3C), rounded to T
@@ -95,12 +98,17 @@ static __device__ __forceinline__ float drop_mult(bool use_drop, uint64_t key, u
     return dropout_keep(key, idx, thr) ? keep_scale : 0.0f;
 }
 
+// Global mask index of element t2 = 0 of softmax row `row` = (b*NH + h)*T + t (nht = NH*T).
+static __device__ __forceinline__ uint64_t att_row_index(const DropoutKey &k, int row, int nht, int Tn) {
+    return dropout_global_index(k, row / nht, (int64_t)nht * Tn, (int64_t)(row % nht) * Tn);
+}
+
 // One warp per row (b,h,t) of att (B*NH*T rows of T): att holds raw scores q.k on entry.
 // attd (may be null: fp32 without dropout, where att itself is the operand) gets the
 // dropped-out probabilities in the compute dtype.
 template <class T>
-__global__ void softmax_forward_kernel(float *__restrict__ att, T *__restrict__ attd, int rows, int Tn,
-                                       float scale, bool use_drop, uint64_t key, uint32_t thr,
+__global__ void softmax_forward_kernel(float *__restrict__ att, T *__restrict__ attd, int rows, int nht,
+                                       int Tn, float scale, bool use_drop, DropoutKey dk, uint32_t thr,
                                        float keep_scale) {
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -113,34 +121,43 @@ __global__ void softmax_forward_kernel(float *__restrict__ att, T *__restrict__ 
     float sum = 0.0f;
     for (int t2 = lane; t2 <= t; t2 += 32) sum += expf(a[t2] * scale - maxv);
     const float inv = 1.0f / warp_sum(sum);
-    const uint64_t idx_row = (uint64_t)row * Tn;
+    const uint64_t idx_row = att_row_index(dk, row, nht, Tn);
     for (int t2 = lane; t2 < Tn; t2 += 32) {
         const float p = t2 <= t ? expf(a[t2] * scale - maxv) * inv : 0.0f;
         a[t2] = p;
-        if (attd) store_as(attd + (size_t)row * Tn + t2, p * drop_mult(use_drop, key, idx_row + t2, thr, keep_scale));
+        if (attd) store_as(attd + (size_t)row * Tn + t2, p * drop_mult(use_drop, dk.key, idx_row + t2, thr, keep_scale));
     }
 }
 
-// attd = dropout(att) rounded (backward recomputes the GEMM operand of the forward)
+// attd = dropout(att) rounded (backward recomputes the GEMM operand of the forward);
+// batch_len = NH*T*T elements per batch row
 template <class T>
 __global__ void dropout_att_kernel(T *__restrict__ attd, const float *__restrict__ att, size_t n,
-                                   bool use_drop, uint64_t key, uint32_t thr, float keep_scale) {
-    GRID_STRIDE(i, n) store_as(attd + i, att[i] * drop_mult(use_drop, key, (uint64_t)i, thr, keep_scale));
+                                   size_t batch_len, bool use_drop, DropoutKey dk, uint32_t thr,
+                                   float keep_scale) {
+    const bool flat = dk.row0 == 0 && dk.row_stride == 1;   // one process: the flat index
+    GRID_STRIDE(i, n) {
+        const uint64_t gi = flat ? (uint64_t)i
+                                 : dropout_global_index(dk, (int64_t)(i / batch_len), (int64_t)batch_len,
+                                                        (int64_t)(i % batch_len));
+        store_as(attd + i, att[i] * drop_mult(use_drop, dk.key, gi, thr, keep_scale));
+    }
 }
 
 // One warp per row: datt (fp32, from the GEMM, full rows) -> dpre in the compute dtype
 // (dpre may alias datt when T is float: every element is read before the lane writes it).
 template <class T>
 __global__ void softmax_backward_kernel(T *dpre, const float *datt, const float *__restrict__ att,
-                                        int rows, int Tn, float scale, bool use_drop, uint64_t key,
-                                        uint32_t thr, float keep_scale) {
+                                        int rows, int nht, int Tn, float scale, bool use_drop,
+                                        DropoutKey dk, uint32_t thr, float keep_scale) {
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= rows) return;
     const int t = row % Tn;
     const float *a = att + (size_t)row * Tn;
     const float *d = datt + (size_t)row * Tn;
-    const uint64_t idx_row = (uint64_t)row * Tn;
+    const uint64_t idx_row = att_row_index(dk, row, nht, Tn);
+    const uint64_t key = dk.key;
     float s = 0.0f;
     for (int t2 = lane; t2 <= t; t2 += 32) s += a[t2] * (d[t2] * drop_mult(use_drop, key, idx_row + t2, thr, keep_scale));
     s = warp_sum(s);
@@ -175,7 +192,7 @@ static AttnDims attn_dims(int B, int T, int C, int NH, float attn_p) {
 
 template <class T>
 static void attention_forward_t(CudaCtx *c, float *out, float *att, const float *qkv, const AttnDims &d,
-                                uint64_t key) {
+                                DropoutKey key) {
     const int hs = d.hs, Tn = d.T;
     T *q = (T *)cuda_scratch(c, SCR_Q, d.nhead * sizeof(T));
     T *k = (T *)cuda_scratch(c, SCR_K, d.nhead * sizeof(T));
@@ -191,7 +208,7 @@ static void attention_forward_t(CudaCtx *c, float *out, float *att, const float 
     T *attd = need_attd ? (T *)cuda_scratch(c, SCR_ATTD, d.natt * sizeof(T)) : nullptr;
     const int rows = d.BH * Tn;
     LAUNCH((softmax_forward_kernel<T>), ceil_div(rows, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, c->stream)(
-        att, attd, rows, Tn, d.scale, d.use_drop, key, d.thr, d.keep_scale);
+        att, attd, rows, d.NH * Tn, Tn, d.scale, d.use_drop, key, d.thr, d.keep_scale);
     LAUNCH_CHECK();
     // y (T x hs) = attd v: column-major y^T = v^T(as stored) * attd^T(as stored)
     const void *A = need_attd ? (const void *)attd : (const void *)att;
@@ -202,7 +219,7 @@ static void attention_forward_t(CudaCtx *c, float *out, float *att, const float 
 
 template <class T>
 static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
-                                 const float *qkv, const float *att, const AttnDims &d, uint64_t key) {
+                                 const float *qkv, const float *att, const AttnDims &d, DropoutKey key) {
     const int hs = d.hs, Tn = d.T;
     const long long sh = (long long)Tn * hs, sa = (long long)Tn * Tn;
     T *q = (T *)cuda_scratch(c, SCR_Q, d.nhead * sizeof(T));
@@ -222,7 +239,7 @@ static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const 
     if (need_attd) {
         T *p = (T *)cuda_scratch(c, SCR_ATTD, d.natt * sizeof(T));
         LAUNCH((dropout_att_kernel<T>), grid_for(c, d.natt), BLOCK, 0, c->stream)(
-            p, att, d.natt, d.use_drop, key, d.thr, d.keep_scale);
+            p, att, d.natt, (size_t)d.NH * Tn * Tn, d.use_drop, key, d.thr, d.keep_scale);
         LAUNCH_CHECK();
         attd = p;
     }
@@ -234,7 +251,7 @@ static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const 
     T *dpre = sizeof(T) == sizeof(float) ? (T *)scratch : (T *)cuda_scratch(c, SCR_DPRE, d.natt * sizeof(T));
     const int rows = d.BH * Tn;
     LAUNCH((softmax_backward_kernel<T>), ceil_div(rows, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, c->stream)(
-        dpre, scratch, att, rows, Tn, d.scale, d.use_drop, key, d.thr, d.keep_scale);
+        dpre, scratch, att, rows, d.NH * Tn, Tn, d.scale, d.use_drop, key, d.thr, d.keep_scale);
     LAUNCH_CHECK();
     // dq (T x hs) = dpre k: column-major dq^T = k^T(as stored) * dpre^T(as stored)
     cuda_gemm(c, false, false, hs, Tn, Tn, k, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dq, hs, sh, d.BH);
@@ -245,7 +262,7 @@ static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const 
 }
 
 void cuda_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T,
-                            int C, int NH, float attn_p, uint64_t key) {
+                            int C, int NH, float attn_p, DropoutKey key) {
     if (B <= 0 || T <= 0) return;
     const AttnDims d = attn_dims(B, T, C, NH, attn_p);
     switch (c->dtype) {
@@ -257,7 +274,7 @@ void cuda_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv
 
 void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
                              const float *qkv, const float *att, int B, int T, int C, int NH,
-                             float attn_p, uint64_t key) {
+                             float attn_p, DropoutKey key) {
     if (B <= 0 || T <= 0) return;
     const AttnDims d = attn_dims(B, T, C, NH, attn_p);
     switch (c->dtype) {

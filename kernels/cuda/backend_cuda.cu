@@ -104,12 +104,12 @@ static void be_matmul_backward(Backend *be, float *dinp, float *dweight, float *
     cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, inp, weight, N, C, OC);
 }
 static void be_attention_forward(Backend *be, float *out, float *att, const float *qkv,
-                                 int B, int T, int C, int NH, float attn_p, uint64_t key) {
+                                 int B, int T, int C, int NH, float attn_p, DropoutKey key) {
     cuda_attention_forward(CX(be), out, att, qkv, B, T, C, NH, attn_p, key);
 }
 static void be_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *att, int B, int T, int C, int NH,
-                                  float attn_p, uint64_t key) {
+                                  float attn_p, DropoutKey key) {
     cuda_attention_backward(CX(be), dqkv, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
 }
 static void be_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, long N) {
@@ -118,11 +118,13 @@ static void be_gelu_backward(Backend *be, float *dinp, const float *inp, const f
 static void be_residual_forward(Backend *be, float *out, const float *a, const float *b, long N) {
     cuda_residual_forward(CX(be), out, a, b, N);
 }
-static void be_dropout_forward(Backend *be, float *out, const float *inp, long N, float p, uint64_t key) {
-    cuda_dropout_forward(CX(be), out, inp, N, p, key);
+static void be_dropout_forward(Backend *be, float *out, const float *inp, long N, long row_len, float p,
+                               DropoutKey key) {
+    cuda_dropout_forward(CX(be), out, inp, N, row_len, p, key);
 }
-static void be_dropout_backward(Backend *be, float *dinp, const float *dout, long N, float p, uint64_t key) {
-    cuda_dropout_backward(CX(be), dinp, dout, N, p, key);
+static void be_dropout_backward(Backend *be, float *dinp, const float *dout, long N, long row_len, float p,
+                                DropoutKey key) {
+    cuda_dropout_backward(CX(be), dinp, dout, N, row_len, p, key);
 }
 static void be_crossentropy_forward(Backend *be, float *losses, float *probs, const float *logits,
                                     const int32_t *targets, int N, int V) {
@@ -160,7 +162,9 @@ static Backend *fail(Backend *be, char *err, size_t errlen, const char *fmt, ...
     return NULL;
 }
 
-extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, char *err, size_t errlen) {
+// device: any index; the backend runs on device % (visible device count), selected with
+// cudaSetDevice before any other work (each data-parallel rank passes its local rank).
+extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, char *err, size_t errlen) {
     int ndev = 0;
     cudaError_t e = cudaGetDeviceCount(&ndev);
     if (e != cudaSuccess) {
@@ -173,9 +177,13 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, char *err, si
         return fail(NULL, err, errlen, "no usable CUDA device: cudaGetDeviceCount failed: %s: %s", detail, hint);
     }
     if (ndev < 1) return fail(NULL, err, errlen, "no usable CUDA device: the NVIDIA driver reports 0 GPUs");
+    const int dev = device > 0 ? device % ndev : 0;
     cudaDeviceProp prop;
-    if (cudaSetDevice(0) != cudaSuccess || cudaGetDeviceProperties(&prop, 0) != cudaSuccess)
-        return fail(NULL, err, errlen, "no usable CUDA device: cannot select device 0");
+    if (cudaSetDevice(dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return fail(NULL, err, errlen, "no usable CUDA device: cannot select device %d (of %d, asked for %d)",
+                    dev, ndev, device);
+    }
     if (prop.major < 8)
         return fail(NULL, err, errlen, "CUDA device '%s' has compute capability %d.%d; mingpt's CUDA kernels "
                     "are built for sm_80 and sm_90 (compute capability 8.0 or newer)", prop.name, prop.major, prop.minor);
@@ -185,6 +193,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, char *err, si
     if (!be || !c) { free(c); free(be); return fail(NULL, err, errlen, "CUDA backend: out of host memory"); }
     be->ctx = c;
     c->dtype = matmul_dtype;
+    c->device = dev;
     c->max_grid = (unsigned)(prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1) * 16;
     if (cudaStreamCreate(&c->stream) != cudaSuccess)
         return fail(be, err, errlen, "CUDA backend: cudaStreamCreate failed");
@@ -225,5 +234,6 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, char *err, si
     be->sum_squares = be_sum_squares;
     be->scale = be_scale;
     be->all_finite = be_all_finite;
+    be->grad_comm_create = cuda_grad_comm_create;   // comm_nccl.cu
     return be;
 }

@@ -49,6 +49,7 @@ enum ScratchSlot {
 };
 
 struct CudaCtx {
+    int device;                  // the CUDA device (cudaSetDevice) every call of this backend uses
     cudaStream_t stream;
     cublasHandle_t cublas;
     ComputeDtype dtype;          // matmul input precision

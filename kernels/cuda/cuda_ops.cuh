@@ -50,12 +50,13 @@ void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *i
                               const float *weight, const float *bias, int N, int C, int OC);
 void cuda_gelu_backward(CudaCtx *c, float *dinp, const float *inp, const float *dout, long N);
 
-// attention.cu
+// attention.cu (attention dropout: batch row b is global row k.row0 + b*k.row_stride, element
+// (b,h,t,t2) of att has mask index dropout_global_index(k, b, NH*T*T, (h*T + t)*T + t2))
 void cuda_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T,
-                            int C, int NH, float attn_p, uint64_t key);
+                            int C, int NH, float attn_p, DropoutKey k);
 void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
                              const float *qkv, const float *att, int B, int T, int C, int NH,
-                             float attn_p, uint64_t key);
+                             float attn_p, DropoutKey k);
 
 // classifier.cu
 void cuda_crossentropy_forward(CudaCtx *c, float *losses, float *probs, const float *logits,
@@ -66,9 +67,13 @@ void cuda_crossentropy_softmax_backward(CudaCtx *c, float *dlogits, const float 
 void cuda_crossentropy_forward_backward(CudaCtx *c, float *losses, float *dlogits, const float *logits,
                                         const int32_t *targets, int N, int V, float dloss);
 
-// dropout.cu
-void cuda_dropout_forward(CudaCtx *c, float *out, const float *inp, long N, float p, uint64_t key);
-void cuda_dropout_backward(CudaCtx *c, float *dinp, const float *dout, long N, float p, uint64_t key);
+// dropout.cu: N elements in rows of row_len (N % row_len == 0 when p > 0, else a fatal error);
+// element i is kept iff dropout_keep(k.key, dropout_global_index(k, i / row_len, row_len,
+// i % row_len), threshold(p)). Forward overwrites out (may alias inp); backward accumulates.
+void cuda_dropout_forward(CudaCtx *c, float *out, const float *inp, long N, long row_len, float p,
+                          DropoutKey k);
+void cuda_dropout_backward(CudaCtx *c, float *dinp, const float *dout, long N, long row_len, float p,
+                           DropoutKey k);
 
 // residual.cu
 void cuda_residual_forward(CudaCtx *c, float *out, const float *a, const float *b, long N);
@@ -84,5 +89,10 @@ double cuda_sum_squares(CudaCtx *c, const float *x, size_t n);
 // loss_scale.cu
 void cuda_scale(CudaCtx *c, float *x, size_t n, float s);
 int cuda_all_finite(CudaCtx *c, const float *x, size_t n);
+
+// comm_nccl.cu: Backend.grad_comm_create (kernels/backend.h, dist/comm.h): the "nccl" gradient
+// communicator over the ranks of `host`, its all-reduces on a stream of its own fenced with
+// events against c->stream. NULL with a message naming the rank in err on failure.
+Comm *cuda_grad_comm_create(Backend *be, Comm *host, char *err, size_t errlen);
 
 #endif

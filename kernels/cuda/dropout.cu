@@ -1,19 +1,33 @@
 // kernels/cuda/dropout.cu — inverted dropout with the counter-based masks of
-// kernels/dropout_rng.h: element i of a site is kept iff dropout_keep(key, i, threshold),
-// the same function the CPU backend evaluates, so both draw identical masks and backward
-// recomputes the mask instead of storing it.
+// kernels/dropout_rng.h: element i (local row j = i / row_len, column e = i % row_len) is kept
+// iff dropout_keep(k.key, dropout_global_index(k, j, row_len, e), threshold), the same
+// function the CPU backend evaluates, so both draw identical masks, the backward pass
+// recomputes the mask instead of storing it, and N data-parallel ranks draw the masks of one
+// process with N times the batch (the global index, not the rank-local one, keys the mask).
 #include "kernels/cuda/cuda_ops.cuh"
 
+// Global mask index of flat element i of rows of row_len elements. One process ({key, 0, 1}):
+// i itself, no division; otherwise a 32-bit division where it fits (64-bit integer division
+// is a long instruction sequence on the GPU). All three give dropout_global_index.
+static __device__ __forceinline__ uint64_t global_elem(const DropoutKey &k, size_t i, size_t row_len) {
+    if (k.row0 == 0 && k.row_stride == 1) return (uint64_t)i;
+    if (i <= 0xffffffffu && row_len <= 0xffffffffu) {
+        const unsigned j = (unsigned)i / (unsigned)row_len;
+        return dropout_global_index(k, (int64_t)j, (int64_t)row_len, (int64_t)((unsigned)i - j * (unsigned)row_len));
+    }
+    return dropout_global_index(k, (int64_t)(i / row_len), (int64_t)row_len, (int64_t)(i % row_len));
+}
+
 // out = inp * keep(i) / (1 - p); out may alias inp (element-wise, read before write).
-__global__ void dropout_forward_kernel(float *out, const float *inp, size_t n, uint64_t key,
+__global__ void dropout_forward_kernel(float *out, const float *inp, size_t n, size_t row_len, DropoutKey k,
                                        uint32_t thr, float scale) {
-    GRID_STRIDE(i, n) out[i] = dropout_keep(key, (uint64_t)i, thr) ? inp[i] * scale : 0.0f;
+    GRID_STRIDE(i, n) out[i] = dropout_keep(k.key, global_elem(k, i, row_len), thr) ? inp[i] * scale : 0.0f;
 }
 
 // dinp += dout * keep(i) / (1 - p)
 __global__ void dropout_backward_kernel(float *__restrict__ dinp, const float *__restrict__ dout,
-                                        size_t n, uint64_t key, uint32_t thr, float scale) {
-    GRID_STRIDE(i, n) if (dropout_keep(key, (uint64_t)i, thr)) dinp[i] += dout[i] * scale;
+                                        size_t n, size_t row_len, DropoutKey k, uint32_t thr, float scale) {
+    GRID_STRIDE(i, n) if (dropout_keep(k.key, global_elem(k, i, row_len), thr)) dinp[i] += dout[i] * scale;
 }
 
 // p = 0: dinp += dout
@@ -21,24 +35,39 @@ __global__ void accumulate_kernel(float *__restrict__ dinp, const float *__restr
     GRID_STRIDE(i, n) dinp[i] += dout[i];
 }
 
-void cuda_dropout_forward(CudaCtx *c, float *out, const float *inp, long N, float p, uint64_t key) {
+// N must be a positive multiple of row_len (a caller bug otherwise: the masks would not be
+// those of the CPU backend), reported like a failed CUDA call.
+static void check_rows(const char *op, long N, long row_len) {
+    if (row_len <= 0 || N % row_len != 0) {
+        char detail[128];
+        snprintf(detail, sizeof detail, "N = %ld is not a positive multiple of row_len = %ld", N, row_len);
+        cuda_fatal(op, detail, __FILE__, __LINE__);
+    }
+}
+
+void cuda_dropout_forward(CudaCtx *c, float *out, const float *inp, long N, long row_len, float p,
+                          DropoutKey k) {
     if (N <= 0) return;
     if (p <= 0.0f) {
         if (out != inp)
             CUDA_CHECK(cudaMemcpyAsync(out, inp, (size_t)N * sizeof(float), cudaMemcpyDeviceToDevice, c->stream));
         return;
     }
+    check_rows("dropout_forward", N, row_len);
     LAUNCH(dropout_forward_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(
-        out, inp, (size_t)N, key, dropout_threshold(p), 1.0f / (1.0f - p));
+        out, inp, (size_t)N, (size_t)row_len, k, dropout_threshold(p), 1.0f / (1.0f - p));
     LAUNCH_CHECK();
 }
 
-void cuda_dropout_backward(CudaCtx *c, float *dinp, const float *dout, long N, float p, uint64_t key) {
+void cuda_dropout_backward(CudaCtx *c, float *dinp, const float *dout, long N, long row_len, float p,
+                           DropoutKey k) {
     if (N <= 0) return;
-    if (p <= 0.0f)
+    if (p <= 0.0f) {
         LAUNCH(accumulate_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(dinp, dout, (size_t)N);
-    else
+    } else {
+        check_rows("dropout_backward", N, row_len);
         LAUNCH(dropout_backward_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(
-            dinp, dout, (size_t)N, key, dropout_threshold(p), 1.0f / (1.0f - p));
+            dinp, dout, (size_t)N, (size_t)row_len, k, dropout_threshold(p), 1.0f / (1.0f - p));
+    }
     LAUNCH_CHECK();
 }

@@ -8,7 +8,7 @@
 int main(int argc, char **argv) {
     char err[1024] = "";
     if (!backend_cuda_create) { fprintf(stderr, "cuda_probe: built without the CUDA backend\n"); return 2; }
-    Backend *be = backend_create(argc > 1 ? argv[1] : "cuda", DTYPE_FP32, err, sizeof err);
+    Backend *be = backend_create(argc > 1 ? argv[1] : "cuda", 0, DTYPE_FP32, err, sizeof err);
     if (!be) { fprintf(stderr, "cuda_probe: %s\n", err); return 3; }
     printf("cuda_probe: backend %s\n", be->name);
     be->destroy(be);

@@ -139,7 +139,7 @@ static int setup(void **state, ComputeDtype dt) {
     f->dt = dt;
     f->u = dt == DTYPE_BF16 ? 1.0 / 256 : dt == DTYPE_FP16 ? 1.0 / 2048 : 0.0;
     f->abs_lp = dt == DTYPE_FP16 ? 1.0 / 16777216.0 : 0.0;
-    f->cu = backend_cuda_create(dt, err, sizeof err);
+    f->cu = backend_cuda_create(dt, 0, err, sizeof err);
     if (!f->cu) { fprintf(stderr, "backend_cuda_create: %s\n", err); free(f); return 1; }
     f->cpu = backend_cpu_create(DTYPE_FP32);
     f->cpu_lp = backend_cpu_create(dt);
@@ -438,15 +438,26 @@ static void test_matmul_backward(void **state) {
 }
 
 // ================================================================ attention
-static double drop_mult(float p, uint64_t key, uint64_t idx) {
+// Dropout multiplier of att element `flat` (flat index in the local (B,NH,T,T) tensor, batch
+// row b, L = NH*T*T elements per batch row): its mask is keyed by the global index.
+static double drop_mult(float p, DropoutKey dk, int b, size_t L, size_t flat) {
     if (p <= 0) return 1.0;
-    return dropout_keep(key, idx, dropout_threshold(p)) ? 1.0 / (1.0 - p) : 0.0;
+    const uint64_t g = dropout_global_index(dk, b, (int64_t)L, (int64_t)(flat - (size_t)b * L));
+    return dropout_keep(dk.key, g, dropout_threshold(p)) ? 1.0 / (1.0 - p) : 0.0;
 }
+
+// Where the local batch rows sit in the global batch: one process ({0, 1}), and rank 1 of 3
+// data-parallel ranks ({1, 3}: local row j is global row 1 + 3j).
+static const int64_t ROWMAP[][2] = { {0, 1}, {1, 3} };
+#define NROWMAP 2
 
 static void test_attention(void **state) {
     Fx *f = *state;
-    const uint64_t key = dropout_key(42, 7);
+    for (int mi = 0; mi < NROWMAP; mi++)
     for (int k = 0; k < NDIMS; k++) {
+        const DropoutKey key = { dropout_key(42, 7), ROWMAP[mi][0], ROWMAP[mi][1] };
+        if (mi > 0 && DIMS[k].attn_p <= 0) continue;   // no mask: the mapping cannot matter
+        print_message("    rows: local b = global %lld + %lld b\n", (long long)key.row0, (long long)key.row_stride);
         const Dims *D = &DIMS[k];
         const int B = D->B, T = D->T, C = D->C, NH = D->NH, hs = C / NH;
         const float p = D->attn_p;
@@ -479,7 +490,7 @@ static void test_attention(void **state) {
                     for (int t2 = 0; t2 < T; t2++) m_att[row + t2] = att[row + t2];
                     for (int i = 0; i < hs; i++) {
                         double a = 0;
-                        for (int t2 = 0; t2 <= t; t2++) a += att[row + t2] * drop_mult(p, key, row + t2) * fabs(VV(b, t2, h, i));
+                        for (int t2 = 0; t2 <= t; t2++) a += att[row + t2] * drop_mult(p, key, b, (size_t)NH * T * T, row + t2) * fabs(VV(b, t2, h, i));
                         m_out[((size_t)b * T + t) * C + (size_t)h * hs + i] = a * (E * (1 + u) * (1 + u) + 2 * u + u * u + 2.2 * gam(T));
                     }
                     for (int t2 = 0; t2 < T; t2++) m_att[row + t2] *= E;
@@ -512,7 +523,7 @@ static void test_attention(void **state) {
                     for (int t2 = 0; t2 <= t; t2++) {
                         double Dv = 0;
                         for (int i = 0; i < hs; i++) Dv += fabs(DY(b, t, h, i)) * fabs(VV(b, t2, h, i));
-                        P[(size_t)t * T + t2] = drop_mult(p, key, base + (size_t)t * T + t2) * Dv;
+                        P[(size_t)t * T + t2] = drop_mult(p, key, b, (size_t)NH * T * T, base + (size_t)t * T + t2) * Dv;
                         sumP += att[base + (size_t)t * T + t2] * P[(size_t)t * T + t2];
                     }
                     for (int t2 = 0; t2 <= t; t2++)
@@ -524,7 +535,7 @@ static void test_attention(void **state) {
                         for (int t2 = 0; t2 <= t; t2++) mq += P[(size_t)t * T + t2] * fabs(K(b, t2, h, i));
                         for (int t1 = t; t1 < T; t1++) {   // t is the key position here
                             mk += P[(size_t)t1 * T + t] * fabs(Q(b, t1, h, i));
-                            mv += att[base + (size_t)t1 * T + t] * drop_mult(p, key, base + (size_t)t1 * T + t) * fabs(DY(b, t1, h, i));
+                            mv += att[base + (size_t)t1 * T + t] * drop_mult(p, key, b, (size_t)NH * T * T, base + (size_t)t1 * T + t) * fabs(DY(b, t1, h, i));
                         }
                         const size_t o = ((size_t)b * T + t) * 3 * C + (size_t)h * hs + i;
                         m_d[o] = e2 * mq;
@@ -569,7 +580,7 @@ static void test_gelu_backward(void **state) {
 
 static void test_residual_dropout(void **state) {
     Fx *f = *state;
-    const long N = 3 * 7 * 48 + 11;
+    const long ROW = 53, N = 21 * ROW;   // odd sizes: a partial block of 256 at the end
     const uint64_t key = dropout_key(1337, 5);
     float *a = rnd(N, -1, 1), *b = rnd(N, -1, 1), *out = malloc(N * 4);
     float *d_a = up(f->cu, a, N * 4), *d_b = up(f->cu, b, N * 4), *d_o = f->cu->alloc(f->cu, N * 4);
@@ -578,37 +589,130 @@ static void test_residual_dropout(void **state) {
     float *g = down(f->cu, d_o, N);
     check_equal("residual_forward", g, out, N);
     free(g);
+    // (row_len, row0, row_stride): one process, in rows of 53 and as a single row (the same
+    // masks); rank 1 of 3 data-parallel ranks; micro-step 1 of 2 of rank 1 of 2 (row0 5)
+    const struct { long row_len; int64_t row0, stride; } maps[] = { {ROW, 0, 1}, {N, 0, 1}, {ROW, 1, 3}, {ROW, 5, 2} };
     const float ps[] = { 0.0f, 0.1f, 0.5f };
+    for (int mi = 0; mi < 4; mi++)
     for (int k = 0; k < 3; k++) {
+        const DropoutKey dk = { key, maps[mi].row0, maps[mi].stride };
+        const long row_len = maps[mi].row_len;
+        print_message("    dropout p %.1f, rows of %ld, local row j = global %lld + %lld j\n", ps[k], row_len,
+                      (long long)dk.row0, (long long)dk.row_stride);
         // forward out of place, then in place
-        f->cpu->dropout_forward(f->cpu, out, a, N, ps[k], key);
-        f->cu->dropout_forward(f->cu, d_o, d_a, N, ps[k], key);
+        f->cpu->dropout_forward(f->cpu, out, a, N, row_len, ps[k], dk);
+        f->cu->dropout_forward(f->cu, d_o, d_a, N, row_len, ps[k], dk);
         g = down(f->cu, d_o, N);
         check_equal("dropout_forward", g, out, N);
+        if (ps[k] > 0) {   // the mask itself, independently of the CPU backend: global indices
+            const uint32_t thr = dropout_threshold(ps[k]);
+            const float scale = 1.0f / (1.0f - ps[k]);
+            long dropped = 0;
+            for (long i = 0; i < N; i++) {
+                const uint64_t gi = dropout_global_index(dk, i / row_len, row_len, i % row_len);
+                const float want = dropout_keep(key, gi, thr) ? a[i] * scale : 0.0f;
+                if (memcmp(&g[i], &want, 4) != 0)
+                    fail_msg("dropout_forward element %ld (global index %llu): cuda %.9g, mask says %.9g", i,
+                             (unsigned long long)gi, g[i], want);
+                dropped += want == 0.0f;
+            }
+            assert_true(dropped > 0 && dropped < N);   // the mask is not trivial
+        }
         free(g);
         float *d_in = up(f->cu, a, N * 4);
-        f->cu->dropout_forward(f->cu, d_in, d_in, N, ps[k], key);
+        f->cu->dropout_forward(f->cu, d_in, d_in, N, row_len, ps[k], dk);
         g = down(f->cu, d_in, N);
         check_equal("dropout_forward in place", g, out, N);
         free(g);
         f->cu->free(f->cu, d_in);
         // backward accumulates: one product and one sum per element
         float *r = copyf(b, N);
-        f->cpu->dropout_backward(f->cpu, r, a, N, ps[k], key);
+        f->cpu->dropout_backward(f->cpu, r, a, N, row_len, ps[k], dk);
         float *d_acc = up(f->cu, b, N * 4);
-        f->cu->dropout_backward(f->cu, d_acc, d_a, N, ps[k], key);
+        f->cu->dropout_backward(f->cu, d_acc, d_a, N, row_len, ps[k], dk);
         g = down(f->cu, d_acc, N);
         check("dropout_backward", g, r, NULL, N, 0, 2 * U32, 1e-30);
-        if (ps[k] > 0) {   // the mask is not trivial
-            long dropped = 0;
-            for (long i = 0; i < N; i++) dropped += out[i] == 0.0f;
-            assert_true(dropped > 0 && dropped < N);
-        }
         free(g); free(r);
         f->cu->free(f->cu, d_acc);
     }
     f->cu->free(f->cu, d_a); f->cu->free(f->cu, d_b); f->cu->free(f->cu, d_o);
     free(a); free(b); free(out);
+}
+
+// ================================================================ data-parallel rows
+// The property data parallelism rests on (issue 9): a rank whose local batch rows are global
+// rows row0 + j*row_stride draws exactly the dropout masks one process draws for those rows of
+// the whole batch. Here rank 1 of 3 (rows 1, 4, 7, ...) against one process with all 3B rows,
+// both on the CUDA backend: the rank's outputs and gradients equal the big batch's rows.
+static void gather_rows(float *dst, const float *src, int B, size_t row, int64_t row0, int64_t stride) {
+    for (int j = 0; j < B; j++) memcpy(dst + (size_t)j * row, src + (size_t)(row0 + j * stride) * row, row * sizeof(float));
+}
+
+static void test_global_rows(void **state) {
+    Fx *f = *state;
+    const int B = 3, W = 3, R0 = 1, T = 7, C = 48, NH = 3, BF = B * W;
+    const float p = 0.3f;
+    const uint64_t key = dropout_key(7, 11);
+    const DropoutKey one = { key, 0, 1 }, rank = { key, R0, W };
+    const size_t TC = (size_t)T * C, ATT = (size_t)NH * T * T;   // per batch row
+
+    // dropout on (B, T, C) activations: rows of T*C, as the model calls it
+    float *xf = rnd(BF * TC, -1, 1), *x = malloc(B * TC * 4), *want = malloc(B * TC * 4);
+    gather_rows(x, xf, B, TC, R0, W);
+    float *d_xf = up(f->cu, xf, BF * TC * 4), *d_x = up(f->cu, x, B * TC * 4);
+    f->cu->dropout_forward(f->cu, d_xf, d_xf, (long)(BF * TC), (long)TC, p, one);
+    f->cu->dropout_forward(f->cu, d_x, d_x, (long)(B * TC), (long)TC, p, rank);
+    float *gf = down(f->cu, d_xf, BF * TC), *g = down(f->cu, d_x, B * TC);
+    gather_rows(want, gf, B, TC, R0, W);
+    check_equal("dropout_forward rank rows == big batch rows", g, want, B * TC);
+    // the mapping matters: the same rows keyed as one process of B draw other masks
+    f->cu->upload(f->cu, d_x, x, B * TC * 4);
+    f->cu->dropout_forward(f->cu, d_x, d_x, (long)(B * TC), (long)TC, p, one);
+    float *g1 = down(f->cu, d_x, B * TC);
+    assert_true(memcmp(g1, want, B * TC * 4) != 0);
+    // backward into zeros: the gradient is the mask times the scale
+    float *dxf = f->cu->alloc(f->cu, BF * TC * 4), *dx = f->cu->alloc(f->cu, B * TC * 4);
+    f->cu->upload(f->cu, d_xf, xf, BF * TC * 4);
+    f->cu->upload(f->cu, d_x, x, B * TC * 4);
+    f->cu->dropout_backward(f->cu, dxf, d_xf, (long)(BF * TC), (long)TC, p, one);
+    f->cu->dropout_backward(f->cu, dx, d_x, (long)(B * TC), (long)TC, p, rank);
+    free(gf); free(g);
+    gf = down(f->cu, dxf, BF * TC);
+    g = down(f->cu, dx, B * TC);
+    gather_rows(want, gf, B, TC, R0, W);
+    check_equal("dropout_backward rank rows == big batch rows", g, want, B * TC);
+
+    // attention, dropout on the probabilities
+    float *qf = rnd(BF * 3 * TC, -1, 1), *q = malloc(B * 3 * TC * 4);
+    gather_rows(q, qf, B, 3 * TC, R0, W);
+    float *d_qf = up(f->cu, qf, BF * 3 * TC * 4), *d_q = up(f->cu, q, B * 3 * TC * 4);
+    float *d_of = f->cu->alloc(f->cu, BF * TC * 4), *d_o = f->cu->alloc(f->cu, B * TC * 4);
+    float *d_af = f->cu->alloc(f->cu, BF * ATT * 4), *d_a = f->cu->alloc(f->cu, B * ATT * 4);
+    f->cu->attention_forward(f->cu, d_of, d_af, d_qf, BF, T, C, NH, p, one);
+    f->cu->attention_forward(f->cu, d_o, d_a, d_q, B, T, C, NH, p, rank);
+    float *of = down(f->cu, d_of, BF * TC), *o = down(f->cu, d_o, B * TC);
+    gather_rows(want, of, B, TC, R0, W);
+    check_equal("attention_forward out: rank rows == big batch rows", o, want, B * TC);
+    // backward from the same upstream gradient rows
+    float *dyf = rnd(BF * TC, -1, 1), *dy = malloc(B * TC * 4);
+    gather_rows(dy, dyf, B, TC, R0, W);
+    float *d_dyf = up(f->cu, dyf, BF * TC * 4), *d_dy = up(f->cu, dy, B * TC * 4);
+    float *d_dqf = f->cu->alloc(f->cu, BF * 3 * TC * 4), *d_dq = f->cu->alloc(f->cu, B * 3 * TC * 4);
+    float *d_sf = f->cu->alloc(f->cu, BF * ATT * 4), *d_s = f->cu->alloc(f->cu, B * ATT * 4);
+    f->cu->attention_backward(f->cu, d_dqf, d_sf, d_dyf, d_qf, d_af, BF, T, C, NH, p, one);
+    f->cu->attention_backward(f->cu, d_dq, d_s, d_dy, d_q, d_a, B, T, C, NH, p, rank);
+    float *dqf = down(f->cu, d_dqf, BF * 3 * TC), *dq = down(f->cu, d_dq, B * 3 * TC);
+    float *want3 = malloc(B * 3 * TC * 4);
+    gather_rows(want3, dqf, B, 3 * TC, R0, W);
+    check_equal("attention_backward dqkv: rank rows == big batch rows", dq, want3, B * 3 * TC);
+    // (test_attention compares the CUDA and CPU backends under this mapping)
+
+    f->cu->free(f->cu, d_xf); f->cu->free(f->cu, d_x); f->cu->free(f->cu, dxf); f->cu->free(f->cu, dx);
+    f->cu->free(f->cu, d_qf); f->cu->free(f->cu, d_q); f->cu->free(f->cu, d_of); f->cu->free(f->cu, d_o);
+    f->cu->free(f->cu, d_af); f->cu->free(f->cu, d_a); f->cu->free(f->cu, d_dyf); f->cu->free(f->cu, d_dy);
+    f->cu->free(f->cu, d_dqf); f->cu->free(f->cu, d_dq); f->cu->free(f->cu, d_sf); f->cu->free(f->cu, d_s);
+    free(xf); free(x); free(want); free(gf); free(g); free(g1); free(qf); free(q); free(of); free(o);
+    free(dyf); free(dy); free(dqf); free(dq); free(want3);
 }
 
 // ================================================================ classifier
@@ -768,6 +872,7 @@ int main(void) {
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_gelu_backward),
         cmocka_unit_test(test_residual_dropout),
+        cmocka_unit_test(test_global_rows),
         cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_sum_squares),

@@ -96,7 +96,7 @@ static int step(Run *r, int s, const int32_t *x, const int32_t *y, float *loss, 
 static void train_compare(ComputeDtype dt, double tol) {
     char err[512];
     make_text();
-    Backend *cu = backend_cuda_create(dt, err, sizeof err);
+    Backend *cu = backend_cuda_create(dt, 0, err, sizeof err);
     if (!cu) fail_msg("backend_cuda_create: %s", err);
     // the CUDA backend seen through a table whose first backward op applies the loss scale
     Backend wrapped = *cu;

@@ -9,7 +9,7 @@
 
 static Backend *make(int cuda) {
     char err[512];
-    Backend *be = cuda ? backend_cuda_create(DTYPE_FP16, err, sizeof err) : backend_cpu_create(DTYPE_FP16);
+    Backend *be = cuda ? backend_cuda_create(DTYPE_FP16, 0, err, sizeof err) : backend_cpu_create(DTYPE_FP16);
     if (!be) fail_msg("backend: %s", err);
     return be;
 }

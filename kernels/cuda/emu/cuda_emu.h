@@ -893,7 +893,11 @@ inline __half __hfma(const __half a, const __half b, const __half c) {
 
 // ------------------------------------------------------------------ 5. CUDA runtime API (host)
 struct CUstream_st { int device; };
-struct CUevent_st { double t_ms = 0; bool recorded = false; };
+// An event completes when the stream work queued before its record has run. `pending` counts
+// records not yet executed (EMU_DEFER=1 queues them), `owner` marks the host thread that
+// recorded it last (see cudaEventQuery).
+struct CUevent_st { double t_ms = 0; bool recorded = false; std::atomic<int> pending{0}; std::atomic<const void*> owner{nullptr}; };
+namespace emu { inline thread_local const char tl_thread_tag = 0; }  // its address names the host thread
 inline double emu_now_ms() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 inline cudaError_t cudaMalloc(void** p, size_t n) {
@@ -1037,9 +1041,24 @@ inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) 
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new CUevent_st(); return cudaSuccess; }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) { return cudaEventCreate(e); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
-inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { emu::submit([e] { e->t_ms = emu_now_ms(); e->recorded = true; }); return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+  e->pending.fetch_add(1);
+  e->owner.store(&emu::tl_thread_tag);
+  emu::submit([e] { e->t_ms = emu_now_ms(); e->recorded = true; e->pending.fetch_sub(1); });
+  return cudaSuccess;
+}
 inline cudaError_t cudaEventSynchronize(cudaEvent_t) { emu::flush(); return cudaSuccess; }
-inline cudaError_t cudaEventQuery(cudaEvent_t) { emu::flush(); return cudaSuccess; }
+// Stream work runs on the host thread that synchronises (there is no GPU running beside it):
+// queried from the thread that recorded the event, the query runs the queue (so a polling loop
+// makes progress, as on a GPU); queried from any other thread (a watchdog) it only looks, and
+// reports cudaErrorNotReady while the work before the record has not run, so that thread never
+// executes kernels or collectives, nor blocks inside one. Never recorded: complete, as in CUDA.
+inline cudaError_t cudaEventQuery(cudaEvent_t e) {
+  if (e->pending.load() == 0) return cudaSuccess;
+  if (e->owner.load() != &emu::tl_thread_tag) return cudaErrorNotReady;
+  emu::flush();
+  return e->pending.load() == 0 ? cudaSuccess : cudaErrorNotReady;
+}
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   if (!a->recorded || !b->recorded) return emu::set_error(cudaErrorInvalidResourceHandle);
   *ms = (float)(b->t_ms - a->t_ms); return cudaSuccess; }
@@ -1184,6 +1203,16 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperati
 }
 #endif  // EMU_HAVE_CUBLAS
 
+// ------------------------------------------------------------------ 7. NCCL (ranks = MPI processes)
+// nccl_emu.h backs the NCCL subset mingpt uses with MPI between the processes of an mpirun job;
+// it needs <mpi.h> (the build adds `mpicc -showme:compile`). -DEMU_NO_NCCL leaves NCCL out.
+#if __has_include(<nccl.h>) && !defined(EMU_NO_NCCL)
+#  if __has_include(<mpi.h>)
+#    include "nccl_emu.h"
+#  else
+#    error "cuda_emu.h: the emulator's NCCL runs over MPI: add the flags of `mpicc -showme:compile`, or define EMU_NO_NCCL"
+#  endif
+#endif
 
 #endif  // !__CUDACC__
 #endif  // CUDA_EMU_H

@@ -1,0 +1,381 @@
+// kernels/cuda/comm_nccl.cu — the "nccl" communicator (dist/comm.h): the CUDA backend's
+// gradient all-reduces, one GPU per rank, created from the host (MPI) communicator by
+// Backend.grad_comm_create (ddp_reference.md §3).
+//
+// Overlap (§3.3, as llm.c): allreduce_start records an event on the compute stream behind the
+// bucket's last gradient kernel, makes the comm stream wait on it, and enqueues ncclAllReduce
+// (in place, fp32 SUM) there; the host never blocks, so the bucket is reduced while the
+// backward pass of the earlier layers computes. allreduce_wait makes the compute stream wait on
+// an event recorded behind the last bucket (the reverse fence before clipping and AdamW).
+//
+// Instrumentation (CommStats), measured with CUDA timing events, i.e. GPU time:
+//   t_busy     sum over buckets of (all-reduce end - start) on the comm stream
+//   t_exposed  how long the compute stream stood at the reverse fence: the communication the
+//              backward pass did not hide
+// Reading them needs the events complete, so allreduce_wait also blocks the host until the
+// fence is passed (the trainer's next op, the global gradient norm, synchronises anyway).
+// Under the emulator (no GPU running beside the host) these are host times of the emulated
+// work: the emulator cannot overlap anything.
+//
+// Hangs (§3.5): NCCL has no collective timeout. A watchdog thread polls the oldest unfinished
+// bucket with cudaEventQuery (never blocking) and ncclCommGetAsyncError; when a bucket whose
+// gradients were ready (its compute-stream event complete) has not been reduced within
+// Comm.timeout_s, or NCCL reports an asynchronous error, it prints what hangs, naming the rank
+// and the bucket, and takes the job down: ncclCommAbort, then the host communicator's abort
+// (MPI_Abort). Every error message names the rank and the collective.
+#include <pthread.h>
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <new>
+#include <vector>
+
+#include <nccl.h>
+
+#include "kernels/cuda/cuda_ops.cuh"
+#include "dist/comm.h"
+
+namespace {
+
+struct BucketEvents {
+    cudaEvent_t ready;     // compute stream, behind the bucket's gradients (no timing)
+    cudaEvent_t t0, t1;    // comm stream, before / after the all-reduce (timing: t_busy)
+};
+
+// A started bucket the watchdog has not yet seen reduced.
+struct Pending {
+    int k;                 // bucket index in this step (events ev[k])
+    size_t n;              // floats
+    bool enqueued;         // ncclAllReduce returned and t1 is recorded
+    double t_ready;        // when the watchdog saw its gradients ready; < 0: not yet
+};
+
+struct NcclCtx {
+    Comm *host;            // the MPI communicator: host collectives, the final abort
+    CudaCtx *cx;           // the backend: device and compute stream
+    ncclComm_t nccl;
+    cudaStream_t stream;   // the comm stream
+    cudaEvent_t wait_begin, wait_end;   // compute stream around the reverse fence (timing)
+    std::vector<BucketEvents> ev;       // grown to the most buckets of one step, then reused
+    int nb;                // buckets started since the last allreduce_wait
+    bool backward_done;    // backward_done() was called since the last allreduce_wait
+    // watchdog (everything below under mu)
+    pthread_t watchdog;
+    bool watchdog_running;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool quit;
+    std::vector<Pending> pend;
+    size_t pend_head;      // pend[pend_head..] are not known to be complete
+    std::atomic<int> aborting;
+};
+
+double now_s() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+NcclCtx *X(Comm *c) { return (NcclCtx *)c->ctx; }
+
+__attribute__((format(printf, 2, 3)))
+void set_err(Comm *c, const char *fmt, ...) {
+    const int k = snprintf(c->err, sizeof c->err, "[rank %d] ", c->rank);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err + k, sizeof c->err - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+// Prints msg prefixed "[rank r] ", aborts the NCCL communicator (its kernels stop waiting for
+// peers), then the host communicator takes every rank down. Only the first caller (main
+// thread or watchdog) proceeds; a second one waits for the process to end.
+__attribute__((noreturn)) void nccl_abort(Comm *c, int code, const char *msg) {
+    NcclCtx *x = X(c);
+    if (x->aborting.exchange(1)) for (;;) pause();
+    fflush(stdout);
+    if (msg) fprintf(stderr, "[rank %d] %s\n", c->rank, msg);
+    fflush(stderr);
+    if (x->nccl) ncclCommAbort(x->nccl);
+    x->host->abort(x->host, code, NULL);
+    _exit(code);   // not reached: the host communicator's abort does not return
+}
+
+// ---------------------------------------------------------------- watchdog
+// Returns a message (in buf) when the job must be aborted, NULL otherwise. Called with mu held.
+const char *watchdog_check(Comm *c, NcclCtx *x, char *buf, size_t len) {
+    ncclResult_t ae = ncclSuccess;
+    if (ncclCommGetAsyncError(x->nccl, &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
+        snprintf(buf, len, "error: NCCL communicator failed during the gradient all-reduce: %s (%.400s); aborting the job",
+                 ncclGetErrorString(ae), ncclGetLastError(x->nccl));
+        return buf;
+    }
+    const double t = now_s(), timeout = c->timeout_s;
+    while (x->pend_head < x->pend.size()) {
+        Pending &p = x->pend[x->pend_head];
+        const BucketEvents &e = x->ev[(size_t)p.k];
+        if (p.t_ready < 0) {
+            // the bucket's gradients are not computed yet: its all-reduce has not begun
+            if (cudaEventQuery(e.ready) != cudaSuccess) return NULL;
+            p.t_ready = t;
+        }
+        if (p.enqueued && cudaEventQuery(e.t1) == cudaSuccess) { x->pend_head++; continue; }
+        if (timeout > 0 && t - p.t_ready > timeout) {
+            snprintf(buf, len, "error: NCCL all-reduce of bucket %d (%zu floats) did not complete within %g s "
+                     "(trainer_config.collective_timeout_s): another rank died, hangs or skipped the collective; "
+                     "aborting the NCCL communicator and the job", p.k, p.n, timeout);
+            return buf;
+        }
+        return NULL;   // buckets complete in order: the later ones cannot be done either
+    }
+    return NULL;
+}
+
+void *watchdog_main(void *arg) {
+    Comm *c = (Comm *)arg;
+    NcclCtx *x = X(c);
+    cudaSetDevice(x->cx->device);
+    char msg[1024];
+    pthread_mutex_lock(&x->mu);
+    while (!x->quit) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100000000L;   // 0.1 s: the timeout's resolution
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&x->cv, &x->mu, &ts);
+        if (x->quit) break;
+        if (const char *m = watchdog_check(c, x, msg, sizeof msg)) {
+            pthread_mutex_unlock(&x->mu);
+            nccl_abort(c, 1, m);
+        }
+    }
+    pthread_mutex_unlock(&x->mu);
+    return NULL;
+}
+
+// ---------------------------------------------------------------- gradient all-reduce
+int nccl_allreduce_start(Comm *c, float *buf, size_t n) {
+    NcclCtx *x = X(c);
+    const int k = x->nb;
+    cudaError_t e = cudaSuccess;
+    if ((size_t)k == x->ev.size()) {   // first step with this many buckets: one more set of events
+        BucketEvents b;
+        e = cudaEventCreateWithFlags(&b.ready, cudaEventDisableTiming);
+        if (e == cudaSuccess) e = cudaEventCreate(&b.t0);
+        if (e == cudaSuccess) e = cudaEventCreate(&b.t1);
+        if (e != cudaSuccess) {
+            set_err(c, "NCCL all-reduce of gradient bucket %d (%zu floats): cudaEventCreate failed: %s", k, n,
+                    cudaGetErrorString(e));
+            return 1;
+        }
+        pthread_mutex_lock(&x->mu);
+        x->ev.push_back(b);
+        pthread_mutex_unlock(&x->mu);
+    }
+    const BucketEvents b = x->ev[(size_t)k];
+    // the comm stream starts once the bucket's last gradient kernel has run on the compute stream
+    e = cudaEventRecord(b.ready, x->cx->stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(x->stream, b.ready, 0);
+    if (e == cudaSuccess) e = cudaEventRecord(b.t0, x->stream);
+    if (e != cudaSuccess) {
+        set_err(c, "NCCL all-reduce of gradient bucket %d (%zu floats): ordering it after the backward kernels "
+                "failed: %s", k, n, cudaGetErrorString(e));
+        return 1;
+    }
+    pthread_mutex_lock(&x->mu);
+    x->pend.push_back(Pending{k, n, false, -1.0});
+    const size_t pi = x->pend.size() - 1;
+    pthread_mutex_unlock(&x->mu);
+    // may block in NCCL (or in the emulator's MPI): the watchdog covers it from here on
+    const ncclResult_t r = ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, x->nccl, x->stream);
+    if (r != ncclSuccess) {
+        pthread_mutex_lock(&x->mu);
+        x->pend.pop_back();
+        pthread_mutex_unlock(&x->mu);
+        set_err(c, "ncclAllReduce of gradient bucket %d (%zu floats, %d ranks) failed: %s (%s)", k, n, c->world_size,
+                ncclGetErrorString(r), ncclGetLastError(x->nccl));
+        return 1;
+    }
+    e = cudaEventRecord(b.t1, x->stream);
+    pthread_mutex_lock(&x->mu);
+    x->pend[pi].enqueued = e == cudaSuccess;
+    pthread_mutex_unlock(&x->mu);
+    if (e != cudaSuccess) {
+        set_err(c, "NCCL all-reduce of gradient bucket %d (%zu floats): cudaEventRecord failed: %s", k, n,
+                cudaGetErrorString(e));
+        return 1;
+    }
+    x->nb++;
+    c->stats.n_buckets++;
+    c->stats.n_started_early += !x->backward_done;
+    c->stats.bytes += (double)n * sizeof(float);
+    return 0;
+}
+
+void nccl_backward_done(Comm *c) { X(c)->backward_done = true; }
+
+int nccl_allreduce_wait(Comm *c) {
+    NcclCtx *x = X(c);
+    const int nb = x->nb;
+    x->nb = 0;
+    x->backward_done = false;   // the next bucket belongs to the next backward pass
+    if (nb == 0) return 0;
+    const BucketEvents last = x->ev[(size_t)nb - 1];
+    cudaError_t e = cudaEventRecord(x->wait_begin, x->cx->stream);
+    if (e == cudaSuccess) e = cudaStreamWaitEvent(x->cx->stream, last.t1, 0);
+    if (e == cudaSuccess) e = cudaEventRecord(x->wait_end, x->cx->stream);
+    if (e == cudaSuccess) e = cudaEventSynchronize(x->wait_end);   // the watchdog covers a hang here
+    if (e != cudaSuccess) {
+        set_err(c, "waiting for the NCCL all-reduce of %d gradient buckets failed: %s", nb, cudaGetErrorString(e));
+        return 1;
+    }
+    ncclResult_t ae = ncclSuccess;
+    if (ncclCommGetAsyncError(x->nccl, &ae) != ncclSuccess || ae != ncclSuccess) {
+        set_err(c, "NCCL all-reduce of %d gradient buckets failed: %s (%s)", nb, ncclGetErrorString(ae),
+                ncclGetLastError(x->nccl));
+        return 1;
+    }
+    float ms = 0.0f;
+    if (cudaEventElapsedTime(&ms, x->wait_begin, x->wait_end) == cudaSuccess) c->stats.t_exposed += ms * 1e-3;
+    for (int k = 0; k < nb; k++)
+        if (cudaEventElapsedTime(&ms, x->ev[(size_t)k].t0, x->ev[(size_t)k].t1) == cudaSuccess) c->stats.t_busy += ms * 1e-3;
+    (void)cudaGetLastError();   // a failed elapsed-time query only loses a statistic
+    pthread_mutex_lock(&x->mu);
+    x->pend.clear();
+    x->pend_head = 0;
+    pthread_mutex_unlock(&x->mu);
+    return 0;
+}
+
+// ---------------------------------------------------------------- host collectives: the host comm's
+int nccl_allreduce_host(Comm *c, double *v, int n, CommOp op) {
+    Comm *h = X(c)->host;
+    if (h->allreduce_host(h, v, n, op) == 0) return 0;
+    snprintf(c->err, sizeof c->err, "%s", h->err);
+    return 1;
+}
+
+int nccl_bcast_host(Comm *c, void *buf, size_t bytes, int root) {
+    Comm *h = X(c)->host;
+    if (h->bcast_host(h, buf, bytes, root) == 0) return 0;
+    snprintf(c->err, sizeof c->err, "%s", h->err);
+    return 1;
+}
+
+// ---------------------------------------------------------------- teardown
+void release(NcclCtx *x) {
+    if (x->watchdog_running) {
+        pthread_mutex_lock(&x->mu);
+        x->quit = true;
+        pthread_cond_broadcast(&x->cv);
+        pthread_mutex_unlock(&x->mu);
+        pthread_join(x->watchdog, NULL);
+    }
+    if (x->stream) cudaStreamSynchronize(x->stream);
+    if (x->nccl) ncclCommDestroy(x->nccl);
+    for (const BucketEvents &b : x->ev) {
+        cudaEventDestroy(b.ready);
+        cudaEventDestroy(b.t0);
+        cudaEventDestroy(b.t1);
+    }
+    if (x->wait_begin) cudaEventDestroy(x->wait_begin);
+    if (x->wait_end) cudaEventDestroy(x->wait_end);
+    if (x->stream) cudaStreamDestroy(x->stream);
+    pthread_mutex_destroy(&x->mu);
+    pthread_cond_destroy(&x->cv);
+    delete x;
+}
+
+void nccl_destroy(Comm *c) {
+    if (!c) return;
+    release(X(c));
+    free(c);
+}
+
+}  // namespace
+
+// Collective over the ranks of `host` (every rank calls it): rank 0 makes the ncclUniqueId, the
+// host communicator broadcasts it, ncclCommInitRank joins the ranks on the backend's device.
+// The result takes rank, size and timeout_s from host; destroy it before host (MPI_Finalize).
+Comm *cuda_grad_comm_create(Backend *be, Comm *host, char *err, size_t errlen) {
+    CudaCtx *cx = (CudaCtx *)be->ctx;
+    const int rank = host->rank, W = host->world_size;
+    cudaError_t ce = cudaSetDevice(cx->device);
+    if (ce != cudaSuccess) {
+        snprintf(err, errlen, "[rank %d] NCCL communicator: cudaSetDevice(%d) failed: %s", rank, cx->device,
+                 cudaGetErrorString(ce));
+        return NULL;
+    }
+    // rank 0's id, or its failure, reaches every rank (nobody is left waiting in the init)
+    struct { int ok; ncclUniqueId id; } msg;
+    memset(&msg, 0, sizeof msg);
+    if (rank == 0) {
+        const ncclResult_t r = ncclGetUniqueId(&msg.id);
+        msg.ok = r == ncclSuccess;
+        if (!msg.ok)
+            snprintf(err, errlen, "[rank 0] NCCL communicator: ncclGetUniqueId failed: %s (%s)", ncclGetErrorString(r),
+                     ncclGetLastError(NULL));
+    }
+    if (host->bcast_host(host, &msg, sizeof msg, 0) != 0) {
+        snprintf(err, errlen, "%s (broadcasting the ncclUniqueId)", host->err);
+        return NULL;
+    }
+    if (!msg.ok) {
+        if (rank != 0) snprintf(err, errlen, "[rank %d] NCCL communicator: rank 0 could not make an ncclUniqueId", rank);
+        return NULL;
+    }
+    Comm *c = (Comm *)calloc(1, sizeof *c);
+    NcclCtx *x = new (std::nothrow) NcclCtx();
+    if (!c || !x) {
+        free(c);
+        delete x;
+        snprintf(err, errlen, "[rank %d] NCCL communicator: out of host memory", rank);
+        return NULL;
+    }
+    x->host = host;
+    x->cx = cx;
+    pthread_mutex_init(&x->mu, NULL);
+    pthread_cond_init(&x->cv, NULL);
+    c->name = "nccl";
+    c->rank = rank;
+    c->world_size = W;
+    c->local_rank = host->local_rank;
+    c->local_size = host->local_size;
+    c->timeout_s = host->timeout_s;
+    c->ctx = x;
+    c->allreduce_host = nccl_allreduce_host;
+    c->bcast_host = nccl_bcast_host;
+    c->allreduce_start = nccl_allreduce_start;
+    c->allreduce_wait = nccl_allreduce_wait;
+    c->backward_done = nccl_backward_done;
+    c->abort = nccl_abort;
+    c->destroy = nccl_destroy;
+
+    const ncclResult_t r = ncclCommInitRank(&x->nccl, W, msg.id, rank);
+    if (r != ncclSuccess) {
+        snprintf(err, errlen, "[rank %d] NCCL communicator: ncclCommInitRank (%d ranks, device %d) failed: %s (%s)", rank,
+                 W, cx->device, ncclGetErrorString(r), ncclGetLastError(NULL));
+        x->nccl = NULL;
+        nccl_destroy(c);
+        return NULL;
+    }
+    ce = cudaStreamCreateWithFlags(&x->stream, cudaStreamNonBlocking);
+    if (ce == cudaSuccess) ce = cudaEventCreate(&x->wait_begin);
+    if (ce == cudaSuccess) ce = cudaEventCreate(&x->wait_end);
+    if (ce != cudaSuccess) {
+        snprintf(err, errlen, "[rank %d] NCCL communicator: creating its stream and events failed: %s", rank,
+                 cudaGetErrorString(ce));
+        nccl_destroy(c);
+        return NULL;
+    }
+    if (pthread_create(&x->watchdog, NULL, watchdog_main, c) != 0) {
+        snprintf(err, errlen, "[rank %d] NCCL communicator: cannot start its watchdog thread", rank);
+        nccl_destroy(c);
+        return NULL;
+    }
+    x->watchdog_running = true;
+    return c;
+}

@@ -1,0 +1,199 @@
+// tests/cuda/test_nccl_emu.c — the "nccl" gradient communicator (kernels/cuda/comm_nccl.cu) on
+// the emulated CUDA backend, with 2 or 3 MPI ranks (processes: mpirun) whose emulated NCCL
+// all-reduces over MPI (kernels/cuda/emu/nccl_emu.h). Run by tests/cuda/test_nccl_emu.sh:
+//
+//   mpirun -np N test_nccl_emu            the checks below; exit 0 when all pass on every rank
+//   mpirun -np N test_nccl_emu --skip R   the watchdog: rank R skips a gradient all-reduce
+//                                         (and then sleeps); with timeout_s = 3 the others
+//                                         must abort the job, naming rank and bucket
+//
+// The host communicator comes from comm_mpi_open (MINGPT_MPI_LIB names build/libmingpt_mpi.so)
+// and the backend from backend_create("cuda") (MINGPT_CUDA_LIB names the emulated
+// build/emu/libmingpt_cuda.so), as ./mingpt gets them.
+//
+// Checks (a failed one prints "[rank r] FAIL ..." and aborts the whole job with code 1):
+//   * the communicator: name "nccl", rank, size and local rank of the host communicator;
+//   * 3 steps of 6 buckets of 1 .. 65539 floats, started back to back from the end of one
+//     buffer towards its start (as the backward pass finishes them), each bucket produced by a
+//     kernel on the compute stream just before its start, a matmul between buckets; after
+//     allreduce_wait a kernel reads the reduced buffer: every element equals, exactly, the sum
+//     over ranks computed on the host (the values are multiples of 1/4 below 2^10: fp32 sums
+//     of up to 3 of them are exact, in any order); the values differ per rank and step;
+//   * CommStats: n_buckets 6, n_started_early 4 (backward_done after the 4th), bytes, and
+//     finite t_busy, t_exposed >= 0;
+//   * allreduce_host (sum, max, min) and bcast_host (from the last rank) through the nccl comm;
+//   * an all-reduce of host memory is refused with an error naming the rank and ncclAllReduce,
+//     and the communicator keeps working afterwards.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dist/comm.h"
+#include "kernels/backend.h"
+
+static Comm *g_host;
+static int g_checks;
+
+#define CHECK(cond, ...) do { \
+    g_checks++; \
+    if (!(cond)) { \
+        char m_[768]; \
+        int k_ = snprintf(m_, sizeof m_, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+        snprintf(m_ + k_, sizeof m_ - (size_t)k_, __VA_ARGS__); \
+        g_host->abort(g_host, 1, m_); \
+    } \
+} while (0)
+
+// Rank r's value of element i at step s: a multiple of 1/4 in [-256, 256), different per rank.
+static float value(int r, int s, size_t i) {
+    const unsigned h = (unsigned)(i * 2654435761u) ^ (unsigned)(r * 40503 + s * 977);
+    return (float)((int)(h % 2048u) - 1024) * 0.25f;
+}
+
+#define NB 6
+static const size_t SIZES[NB] = { 1, 3, 1000, 4097, 65539, 17 };
+
+static void test_buckets(Backend *be, Comm *g) {
+    const int W = g->world_size, r = g->rank;
+    size_t total = 0, off[NB];
+    for (int k = 0; k < NB; k++) { off[k] = total; total += SIZES[k]; }
+    float *grad = be->alloc(be, total * sizeof(float));
+    // compute between the buckets: a matmul on buffers of their own
+    const int MN = 16, MC = 32, MO = 24;
+    float *mx = be->alloc(be, (size_t)MN * MC * 4), *mw = be->alloc(be, (size_t)MO * MC * 4);
+    float *mo = be->alloc(be, (size_t)MN * MO * 4);
+    float *h = malloc(total * sizeof(float)), *got = malloc(total * sizeof(float));
+    CHECK(grad && mx && mw && mo && h && got, "out of memory");
+    for (int s = 0; s < 3; s++) {
+        comm_stats_reset(g);
+        for (size_t i = 0; i < total; i++) h[i] = value(r, s, i) * 0.5f;
+        be->upload(be, grad, h, total * sizeof(float));
+        // the backward pass finishes the buffer from its end: bucket NB-1 first
+        int started = 0;
+        for (int k = NB - 1; k >= 0; k--) {
+            be->scale(be, grad + off[k], SIZES[k], 2.0f);   // the kernel that "produces" bucket k
+            be->matmul_forward(be, mo, mx, mw, NULL, MN, MC, MO);
+            if (started == 4) g->backward_done(g);
+            CHECK(g->allreduce_start(g, grad + off[k], SIZES[k]) == 0, "step %d bucket %d: %s", s, k, g->err);
+            started++;
+        }
+        CHECK(g->allreduce_wait(g) == 0, "step %d: %s", s, g->err);
+        be->scale(be, grad, total, 4.0f);   // a kernel after the fence reads the reduced values
+        be->download(be, got, grad, total * sizeof(float));
+        size_t bad = 0, first = 0;
+        float first_want = 0.0f;
+        for (size_t i = 0; i < total; i++) {
+            float want = 0.0f;
+            for (int q = 0; q < W; q++) want += value(q, s, i);
+            want *= 4.0f;
+            if (memcmp(&got[i], &want, sizeof want) != 0 && bad++ == 0) { first = i; first_want = want; }
+        }
+        CHECK(bad == 0, "step %d: %zu of %zu reduced elements wrong, first %zu: got %.9g want %.9g", s, bad, total, first,
+              got[first], first_want);
+        CHECK(g->stats.n_buckets == NB, "step %d: n_buckets %d", s, g->stats.n_buckets);
+        CHECK(g->stats.n_started_early == 4, "step %d: n_started_early %d", s, g->stats.n_started_early);
+        CHECK(g->stats.bytes == (double)total * sizeof(float), "step %d: bytes %.0f", s, g->stats.bytes);
+        CHECK(isfinite(g->stats.t_busy) && g->stats.t_busy >= 0 && isfinite(g->stats.t_exposed) && g->stats.t_exposed >= 0,
+              "step %d: t_busy %g t_exposed %g", s, g->stats.t_busy, g->stats.t_exposed);
+    }
+    be->free(be, grad); be->free(be, mx); be->free(be, mw); be->free(be, mo);
+    free(h); free(got);
+}
+
+static void test_host_collectives(Comm *g) {
+    const int W = g->world_size, r = g->rank;
+    const CommOp ops[3] = { COMM_SUM, COMM_MAX, COMM_MIN };
+    for (int o = 0; o < 3; o++) {
+        double x[3] = { r + 1.0, -0.5 * (r + 1), r == 0 ? 7.0 : 1.0 }, want[3];
+        for (int j = 0; j < 3; j++) {
+            double acc = 0;
+            for (int q = 0; q < W; q++) {
+                const double v = j == 0 ? q + 1.0 : j == 1 ? -0.5 * (q + 1) : q == 0 ? 7.0 : 1.0;
+                acc = q == 0 ? v : o == 0 ? acc + v : o == 1 ? fmax(acc, v) : fmin(acc, v);
+            }
+            want[j] = acc;
+        }
+        CHECK(g->allreduce_host(g, x, 3, ops[o]) == 0, "allreduce_host op %d: %s", o, g->err);
+        CHECK(x[0] == want[0] && x[1] == want[1] && x[2] == want[2], "allreduce_host op %d: got %g %g %g want %g %g %g",
+              o, x[0], x[1], x[2], want[0], want[1], want[2]);
+    }
+    unsigned char buf[37];
+    for (int i = 0; i < 37; i++) buf[i] = (unsigned char)(r == W - 1 ? 3 * i + 1 : 0xee);
+    CHECK(g->bcast_host(g, buf, sizeof buf, W - 1) == 0, "bcast_host: %s", g->err);
+    for (int i = 0; i < 37; i++) CHECK(buf[i] == (unsigned char)(3 * i + 1), "bcast_host byte %d = %d", i, buf[i]);
+}
+
+static void test_error_message(Backend *be, Comm *g) {
+    // host memory is no device buffer: every rank is refused before any communication
+    float host_buf[10] = { 0 };
+    CHECK(g->allreduce_start(g, host_buf, 10) != 0, "an all-reduce of host memory was accepted");
+    char want_rank[32];
+    snprintf(want_rank, sizeof want_rank, "rank %d", g->rank);
+    CHECK(strstr(g->err, want_rank) && strstr(g->err, "ncclAllReduce"), "error message names no rank/collective: %s", g->err);
+    // and the communicator still works
+    float *d = be->alloc(be, 5 * sizeof(float));
+    float one[5] = { 1, 1, 1, 1, 1 }, got[5];
+    be->upload(be, d, one, sizeof one);
+    comm_stats_reset(g);
+    CHECK(g->allreduce_start(g, d, 5) == 0 && g->allreduce_wait(g) == 0, "after a refused all-reduce: %s", g->err);
+    be->download(be, got, d, sizeof got);
+    for (int i = 0; i < 5; i++) CHECK(got[i] == (float)g->world_size, "after a refused all-reduce: %g", got[i]);
+    CHECK(g->stats.n_buckets == 1, "the refused all-reduce was counted");
+    be->free(be, d);
+}
+
+// Rank `skip` never starts the all-reduce the others start: their watchdog must take the job
+// down within timeout_s (the shell script measures it and checks the message).
+static void run_skip(Backend *be, Comm *g, int skip) {
+    float *d = be->alloc(be, 1000 * sizeof(float));
+    g->timeout_s = 3;
+    if (g->rank == skip) {
+        fprintf(stderr, "[rank %d] test_nccl_emu: skipping the all-reduce\n", g->rank);
+        sleep(100);   // stands for a rank that hangs; MPI_Abort from a peer ends it
+        CHECK(0, "rank %d was not taken down", g->rank);
+    }
+    CHECK(g->allreduce_start(g, d, 1000) == 0, "%s", g->err);
+    g->backward_done(g);
+    g->allreduce_wait(g);   // blocks: the peer never joins
+    CHECK(0, "allreduce_wait returned although rank %d skipped the all-reduce", skip);
+}
+
+int main(int argc, char **argv) {
+    int skip = -1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = atoi(argv[++i]);
+        else { fprintf(stderr, "usage: mpirun -np N %s [--skip RANK]\n", argv[0]); return 2; }
+    }
+    char err[1024] = "";
+    if (comm_launched(err, sizeof err) != 1) {
+        fprintf(stderr, "test_nccl_emu: start it with mpirun (%s)\n", err);
+        return 2;
+    }
+    g_host = comm_mpi_open(&argc, &argv, err, sizeof err);
+    if (!g_host) { fprintf(stderr, "test_nccl_emu: comm_mpi_open: %s\n", err); return 1; }
+    Comm *host = g_host;
+    Backend *be = backend_create("cuda", host->local_rank, DTYPE_FP32, err, sizeof err);
+    CHECK(be != NULL, "backend_create(cuda): %s", err);
+    CHECK(!strcmp(be->name, "cuda") && be->grad_comm_create, "backend %s has no grad_comm_create", be->name);
+    Comm *g = be->grad_comm_create(be, host, err, sizeof err);
+    CHECK(g != NULL, "grad_comm_create: %s", err);
+    CHECK(!strcmp(g->name, "nccl") && g->rank == host->rank && g->world_size == host->world_size &&
+          g->local_rank == host->local_rank && g->local_size == host->local_size,
+          "nccl comm %s rank %d/%d local %d/%d vs host rank %d/%d local %d/%d", g->name, g->rank, g->world_size,
+          g->local_rank, g->local_size, host->rank, host->world_size, host->local_rank, host->local_size);
+    if (skip >= 0) run_skip(be, g, skip);
+
+    g->timeout_s = 60;   // the watchdog polls throughout, and must not fire
+    test_buckets(be, g);
+    test_host_collectives(g);
+    test_error_message(be, g);
+
+    printf("[rank %d] test_nccl_emu: %d ranks, %d checks passed\n", g->rank, g->world_size, g_checks);
+    fflush(stdout);
+    g->destroy(g);     // before the host communicator (MPI_Finalize)
+    be->destroy(be);
+    host->destroy(host);
+    return 0;
+}
