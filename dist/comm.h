@@ -56,6 +56,9 @@ struct Comm {
     int (*allreduce_wait)(Comm *c);
     // Marks the end of the backward pass (for CommStats.n_started_early).
     void (*backward_done)(Comm *c);
+    // Optional (NULL: nothing to do): lets started all-reduces advance; called between the
+    // backward's layers by trainer/buckets.c (MPI's non-blocking mode, MINGPT_MPI_PROGRESS=test).
+    void (*progress)(Comm *c);
     // Prints msg (when not NULL) prefixed "[rank r] " (unless it already starts with "[rank"),
     // then takes every rank down with code.
     void (*abort)(Comm *c, int code, const char *msg);   // never returns

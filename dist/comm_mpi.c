@@ -9,6 +9,11 @@
 // Host collectives (loss, stop flags, broadcasts) run on the main thread on the world
 // communicator, never while buckets are in flight. MPI_THREAD_MULTIPLE is required.
 //
+// The alternative, MINGPT_MPI_PROGRESS=test: the main thread starts each bucket with
+// MPI_Iallreduce and drives the progress engine with MPI_Test after every layer of the
+// backward (Comm.progress), then MPI_Waitall. No extra thread, but the data moves only at
+// those calls. `make bench-ddp` measures both; the thread is the default.
+//
 // Hangs: a watchdog thread aborts the whole job (MPI_Abort) when a collective has been in
 // flight for longer than Comm.timeout_s, naming the rank and the collective.
 #include <limits.h>
@@ -27,6 +32,8 @@
 
 typedef struct { float *buf; size_t n; } Bucket;
 
+enum { MODE_THREAD = 0, MODE_TEST = 1 };
+
 typedef struct {
     MPI_Comm world, grad;            // host collectives / gradient buckets
     pthread_t thread, watchdog;
@@ -39,6 +46,10 @@ typedef struct {
     double host_since;               // start of the host collective in flight (0: none)
     const char *host_what;           // its name, for the watchdog's message
     int failed;                      // an all-reduce returned an error (message in c->err)
+    int mode;                        // MODE_THREAD or MODE_TEST
+    MPI_Request req[QCAP];           // MODE_TEST: requests started / completed, in order
+    double req_t0[QCAP];
+    long n_req, n_req_done;
 } MpiCtx;
 
 static double now_s(void) {
@@ -177,8 +188,74 @@ static int mpi_bcast_host(Comm *c, void *buf, size_t bytes, int root) {
     return 0;
 }
 
+// ---- MODE_TEST: non-blocking all-reduces driven from the main thread
+static void test_completed(Comm *c, MpiCtx *x, double t) {
+    c->stats.t_busy += t - x->req_t0[x->n_req_done % QCAP];
+    x->n_req_done++;
+    pthread_mutex_lock(&x->mu);
+    x->bucket_since = x->n_req_done < x->n_req ? x->req_t0[x->n_req_done % QCAP] : 0;
+    pthread_mutex_unlock(&x->mu);
+}
+
+static int test_start(Comm *c, float *buf, size_t n) {
+    MpiCtx *x = c->ctx;
+    for (size_t off = 0; off < n; off += (size_t)1 << 30) {
+        if (x->n_req - x->n_req_done >= QCAP) {   // full: finish the oldest
+            MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
+            test_completed(c, x, now_s());
+        }
+        const size_t k = n - off < ((size_t)1 << 30) ? n - off : ((size_t)1 << 30);
+        const long i = x->n_req % QCAP;
+        x->req_t0[i] = now_s();
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, x->grad, &x->req[i]);
+        if (rc != MPI_SUCCESS) {
+            char s[MPI_MAX_ERROR_STRING];
+            set_err(c, "MPI_Iallreduce of gradient bucket %ld (%zu floats) failed: %s", x->n_req, k, mpi_errstr(rc, s));
+            return 1;
+        }
+        pthread_mutex_lock(&x->mu);
+        if (x->n_req == x->n_req_done) x->bucket_since = x->req_t0[i];
+        x->n_req++;
+        pthread_mutex_unlock(&x->mu);
+    }
+    return 0;
+}
+
+static void mpi_progress(Comm *c) {
+    MpiCtx *x = c->ctx;
+    while (x->n_req_done < x->n_req) {
+        int done = 0;
+        MPI_Test(&x->req[x->n_req_done % QCAP], &done, MPI_STATUS_IGNORE);
+        if (!done) break;
+        test_completed(c, x, now_s());
+    }
+}
+
+static int test_wait(Comm *c) {
+    MpiCtx *x = c->ctx;
+    const double t0 = now_s();
+    while (x->n_req_done < x->n_req) {
+        int rc = MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            char s[MPI_MAX_ERROR_STRING];
+            set_err(c, "MPI_Iallreduce of gradient bucket %ld failed: %s", x->n_req_done, mpi_errstr(rc, s));
+            return 1;
+        }
+        test_completed(c, x, now_s());
+    }
+    c->stats.t_exposed += now_s() - t0;
+    x->backward_done = false;
+    return 0;
+}
+
 static int mpi_allreduce_start(Comm *c, float *buf, size_t n) {
     MpiCtx *x = c->ctx;
+    if (x->mode == MODE_TEST) {
+        c->stats.n_buckets++;
+        c->stats.n_started_early += !x->backward_done;
+        c->stats.bytes += (double)n * sizeof(float);
+        return test_start(c, buf, n);
+    }
     pthread_mutex_lock(&x->mu);
     while (x->started - x->finished >= QCAP) pthread_cond_wait(&x->cv_done, &x->mu);
     x->q[x->started % QCAP] = (Bucket){ buf, n };
@@ -200,6 +277,7 @@ static void mpi_backward_done(Comm *c) {
 
 static int mpi_allreduce_wait(Comm *c) {
     MpiCtx *x = c->ctx;
+    if (x->mode == MODE_TEST) return test_wait(c);
     const double t0 = now_s();
     pthread_mutex_lock(&x->mu);
     while (x->finished < x->started) pthread_cond_wait(&x->cv_done, &x->mu);
@@ -288,6 +366,14 @@ Comm *comm_mpi_create(int *argc, char ***argv, char *err, size_t errlen) {
         .allreduce_start = mpi_allreduce_start, .allreduce_wait = mpi_allreduce_wait,
         .backward_done = mpi_backward_done, .abort = mpi_abort, .destroy = mpi_destroy,
     };
+    const char *mode = getenv("MINGPT_MPI_PROGRESS");
+    if (mode && !strcmp(mode, "test")) {
+        x->mode = MODE_TEST;
+        c->progress = mpi_progress;
+    } else if (mode && *mode && strcmp(mode, "thread")) {
+        snprintf(err, errlen, "[rank %d] MINGPT_MPI_PROGRESS must be thread or test (got '%s')", rank, mode);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     if (pthread_create(&x->thread, NULL, comm_thread, c) || pthread_create(&x->watchdog, NULL, watchdog_thread, c)) {
         snprintf(err, errlen, "[rank %d] cannot start the communication thread", rank);
         MPI_Abort(MPI_COMM_WORLD, 1);

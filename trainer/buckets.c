@@ -41,6 +41,7 @@ void buckets_on_grads_ready(void *ctx, size_t first) {
     // first == 0: the backward pass has finished; what starts now is not overlapped.
     if (first == 0) bk->comm->backward_done(bk->comm);
     while (bk->next < bk->n && bk->b[bk->next].first >= first) start_next(bk);
+    if (bk->comm->progress) bk->comm->progress(bk->comm);
 }
 
 int buckets_start_rest(Buckets *bk) {

@@ -412,9 +412,9 @@ static int setup_buckets(Trainer *t) {
         log_error("mingpt: error: out of memory\n");
         return EXIT_RUNTIME;
     }
-    log_info("Data parallel: %d ranks (%s), %d gradient buckets (cap %g MiB, first %g MiB) over %zu parameters\n",
-             t->world, t->grad_comm->name, t->buckets.n, tc->bucket_cap_mb, first_cap / 1048576.0,
-             t->model.num_params);
+    log_info("Data parallel: %d ranks (%s), %d gradient bucket%s (cap %g MiB, first %g MiB) over %zu parameters\n",
+             t->world, t->grad_comm->name, t->buckets.n, t->buckets.n == 1 ? "" : "s", tc->bucket_cap_mb,
+             first_cap / 1048576.0, t->model.num_params);
     return 0;
 }
 

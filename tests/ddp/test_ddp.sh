@@ -50,6 +50,8 @@ run huge  $MPIRUN -np 2 "$CHECK" step --B 4 --cap_mb 100000 --out huge &&
   same "one bucket" params one.params huge.params
 run tcp   $MPIRUN -np 2 --mca btl tcp,self "$CHECK" step --B 4 --out tcp &&
   same "over TCP (--mca btl tcp,self)" params one.params tcp.params
+run nbc   env MINGPT_MPI_PROGRESS=test $MPIRUN -np 2 -x MINGPT_MPI_PROGRESS "$CHECK" step --B 4 --cap_mb 0.3 --out nbc &&
+  same "non-blocking all-reduces with progress calls (MINGPT_MPI_PROGRESS=test)" params one.params nbc.params
 run acc   "$CHECK" step --B 4 --accum 2 --out acc &&
 { same "grad_accum_steps 2 x 4 = 1 x 8: gradients" grads one.grads acc.grads
   same "grad_accum_steps 2 x 4 = 1 x 8: parameters" params one.params acc.params; }
