@@ -1,12 +1,17 @@
-# mk/bench.mk — `make bench` (speed and memory against PyTorch) and `make bench-quality`
-# (2000-iteration test loss against PyTorch). Benchmarks are never part of `make test`.
+# mk/bench.mk — `make bench` (speed and memory against PyTorch), `make bench-quality`
+# (2000-iteration test loss against PyTorch) and `make bench-ddp` (data-parallel training).
+# Benchmarks are never part of `make test`.
 #
-#   make bench            both of the below (about 10 minutes on 2 cores)
+#   make bench            all of the below (about 11 minutes on 2 cores)
 #   make bench-speed      S/M/T training speed, MFU, peak RSS, sgemm peak, sampling chars/s, then
 #                         the same models in PyTorch; ratios. BENCH_ARGS="--configs S --quick"
 #                         narrows it. Where oneDNN is installed (libdnnl-dev), the sgemm peak and
 #                         mingpt's runs are repeated with oneDNN's sgemm for comparison.
 #   make bench-quality    char_cpu.yaml for 2000 iterations in mingpt and in PyTorch
+#   make bench-ddp        the M model (6/6/384, block 256, global batch 16) as 1 rank x 2 threads
+#                         and as 2 ranks x 1 thread (mpirun, --bind-to core and none), interleaved:
+#                         tokens/s, all-reduce ms per step, % hidden behind the backward, ratio.
+#                         DDP_REPS (3), DDP_ITERS (10), DDP_WARMUP (2), DDP_BINDS ("core none").
 #
 # The PyTorch side uses Debian's python3-torch through /usr/bin/python3 (TORCH_PY).
 
@@ -14,7 +19,7 @@ TORCH_PY    ?= /usr/bin/python3
 BENCH_ARGS  ?=
 BENCH_BIN   := $(B)/bench/bench_train
 
-.PHONY: bench-speed bench-quality bench-build
+.PHONY: bench-speed bench-quality bench-ddp bench-build
 
 $(BENCH_BIN): bench/bench_train.c $(B)/libmingpt.a
 	@mkdir -p $(dir $@)
@@ -43,4 +48,7 @@ bench-speed: $(BENCH_BIN) $(BENCH_DNNL_BIN)
 bench-quality: mingpt data $(BENCH_BIN)
 	$(TORCH_PY) bench/bench_quality.py --mingpt ./mingpt --bench $(BENCH_BIN) --config char_cpu.yaml
 
-BENCH_TARGETS += bench-speed bench-quality
+bench-ddp: mingpt data
+	bash bench/bench_ddp.sh ./mingpt
+
+BENCH_TARGETS += bench-speed bench-quality bench-ddp

@@ -84,6 +84,7 @@ typedef struct {
     double tokens, train_time;
     CommStats comm_total;    // all-reduce statistics summed over the run
     long comm_iters;
+    CommStats comm_since_log; // and since the last progress line
 } Trainer;
 
 // Every rank's rc; the job agrees on the largest, so that all ranks take the same branch.
@@ -457,6 +458,8 @@ static int _run_batch(Trainer *t, long first, int n, StepResult *res) {
         t->comm_total.t_exposed += s->t_exposed;
         t->comm_total.bytes += s->bytes;
         t->comm_iters++;
+        t->comm_since_log.t_busy += s->t_busy;
+        t->comm_since_log.t_exposed += s->t_exposed;
     }
     return 0;
 }
@@ -505,11 +508,11 @@ static int _run_epoch(Trainer *t, long epoch, long total_iters) {
         if (t->pr.iter_num % tc->log_every == 0 || t->pr.iter_num == 1 || last) {
             const double dt = now_s() - t_log;
             char comm[160] = "";
-            if (t->world > 1 && t->comm_iters > 0) {
-                const CommStats *s = &t->comm_total;
-                snprintf(comm, sizeof comm, " | all-reduce %.1f ms/iter, %.0f%% hidden",
-                         1e3 * s->t_busy / t->comm_iters,
-                         s->t_busy > 0 ? 100.0 * (1.0 - fmin(1.0, s->t_exposed / s->t_busy)) : 100.0);
+            if (t->world > 1) {   // since the last line: reducing, and waited for after the backward
+                CommStats *s = &t->comm_since_log;
+                snprintf(comm, sizeof comm, " | all-reduce %.1f ms/iter, %.1f ms exposed", 1e3 * s->t_busy / iters_since_log,
+                         1e3 * s->t_exposed / iters_since_log);
+                *s = (CommStats){0};
             }
             log_info("epoch %ld | iter %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms/iter | %.0f tok/s%s\n",
                      epoch, t->pr.iter_num, total_iters, res.loss, lr_at(&t->cfg->optim, t->pr.iter_num - 1),
