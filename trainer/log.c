@@ -59,8 +59,12 @@ void log_error(const char *fmt, ...) {
     va_start(ap, fmt);
     va_copy(aq, ap);
     fflush(stdout);  // keep the order of stdout and stderr lines on a shared terminal
-    if (g_rank != 0) fprintf(stderr, "[rank %d] ", g_rank);
-    vfprintf(stderr, fmt, ap);
+    // One write per line: other ranks' output shares the terminal (mpirun merges it).
+    char line[8192];
+    int k = g_rank != 0 ? snprintf(line, sizeof line, "[rank %d] ", g_rank) : 0;
+    vsnprintf(line + k, sizeof line - (size_t)k, fmt, ap);
+    fputs(line, stderr);
+    fflush(stderr);
     to_file("ERROR", fmt, aq);
     va_end(aq);
     va_end(ap);
