@@ -50,10 +50,12 @@ static long env_long(const char *name, long dflt) {
 
 int comm_launched(char *err, size_t errlen) {
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK")) return 1;
-    if (env_long("SLURM_NTASKS", 1) > 1 && getenv("SLURM_PROCID")) {
+    // SLURM_STEP_NUM_TASKS is srun's (the job step's) task count; a batch script's own shell has
+    // SLURM_NTASKS and SLURM_PROCID too, and a plain ./mingpt there is one process.
+    if (env_long("SLURM_STEP_NUM_TASKS", 1) > 1 && getenv("SLURM_PROCID")) {
         snprintf(err, errlen, "started by srun as task %ld of %ld without an MPI plugin: each task would train "
                  "alone. Use `srun --mpi=pmix ./mingpt` (see README, Data-parallel training)",
-                 env_long("SLURM_PROCID", 0), env_long("SLURM_NTASKS", 1));
+                 env_long("SLURM_PROCID", 0), env_long("SLURM_STEP_NUM_TASKS", 1));
         return -1;
     }
     return 0;

@@ -72,7 +72,8 @@ Comm *comm_single_create(void);
 // Detects a launcher from the environment without touching MPI (OMPI_COMM_WORLD_SIZE from
 // mpirun, PMIX_RANK from srun --mpi=pmix or mpirun, PMI_RANK from MPICH-style launchers).
 // Returns 1 when launched as a rank of a job, 0 for a plain process; -1 with a message
-// when srun started several tasks without an MPI plugin (each would train alone).
+// when srun started several tasks (SLURM_STEP_NUM_TASKS > 1) without an MPI plugin (each
+// would train alone).
 int comm_launched(char *err, size_t errlen);
 
 // The host communicator of a launched job: loads build/libmingpt_mpi.so next to the

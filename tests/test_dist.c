@@ -99,14 +99,16 @@ static void test_single_comm_and_launcher(void **state) {
     c->destroy(c);
     char err[512];
     unsetenv("OMPI_COMM_WORLD_SIZE"); unsetenv("PMIX_RANK"); unsetenv("PMI_RANK");
-    unsetenv("SLURM_NTASKS"); unsetenv("SLURM_PROCID");
+    unsetenv("SLURM_NTASKS"); unsetenv("SLURM_PROCID"); unsetenv("SLURM_STEP_NUM_TASKS");
     assert_int_equal(comm_launched(err, sizeof err), 0);
-    setenv("SLURM_NTASKS", "4", 1); setenv("SLURM_PROCID", "2", 1);
+    setenv("SLURM_NTASKS", "4", 1); setenv("SLURM_PROCID", "0", 1);
+    assert_int_equal(comm_launched(err, sizeof err), 0);    // an sbatch script's own shell: one process
+    setenv("SLURM_STEP_NUM_TASKS", "4", 1); setenv("SLURM_PROCID", "2", 1);
     assert_int_equal(comm_launched(err, sizeof err), -1);   // srun without --mpi=pmix
     assert_non_null(strstr(err, "--mpi=pmix"));
     setenv("PMIX_RANK", "2", 1);
     assert_int_equal(comm_launched(err, sizeof err), 1);
-    unsetenv("SLURM_NTASKS"); unsetenv("SLURM_PROCID"); unsetenv("PMIX_RANK");
+    unsetenv("SLURM_NTASKS"); unsetenv("SLURM_PROCID"); unsetenv("SLURM_STEP_NUM_TASKS"); unsetenv("PMIX_RANK");
     setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
     assert_int_equal(comm_launched(err, sizeof err), 1);
     unsetenv("OMPI_COMM_WORLD_SIZE");
