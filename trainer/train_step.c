@@ -41,10 +41,10 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
         if (buckets_start_rest(ts->buckets) || gc->allreduce_wait(gc)) return 1;
     }
 
-    // ---- the job's loss and stop decision (identity in one process)
+    // ---- the job's loss and stop decision in one collective (identity in one process):
+    // the summed stop flags are > 0 when any rank wants to stop
     double v[3] = { loss_sum, tokens_rank, stop_local ? 1.0 : 0.0 };
-    if (comm->allreduce_host(comm, v, 2, COMM_SUM)) return 1;
-    if (comm->allreduce_host(comm, v + 2, 1, COMM_MAX)) return 1;
+    if (comm->allreduce_host(comm, v, 3, COMM_SUM)) return 1;
     out->loss = v[1] > 0 ? v[0] / v[1] : NAN;
     out->tokens = (long)v[1];
     out->stop = v[2] > 0;

@@ -430,7 +430,7 @@ static long iters_from(const Trainer *t, long start) {
 }
 
 // One iteration on this rank's rows [first, first + n): micro-batches of B, one train_step.
-static int _run_batch(Trainer *t, long first, int n, StepResult *res) {
+static void _run_batch(Trainer *t, long first, int n, StepResult *res) {
     const OptimizerConfig *oc = &t->cfg->optim;
     MicroBatch mb[t->A];
     int n_micro = 0;
@@ -461,7 +461,6 @@ static int _run_batch(Trainer *t, long first, int n, StepResult *res) {
         t->comm_since_log.t_busy += s->t_busy;
         t->comm_since_log.t_exposed += s->t_exposed;
     }
-    return 0;
 }
 
 // Outcome of an epoch: go on, or stop the run with an exit code.
