@@ -20,4 +20,24 @@ expect_error() {
   ok "$name"
 }
 
+# bad_input ID CODE 'FRAGMENT' -- CMD...: one row of the README's bad-input table. CMD exits with
+# CODE, its stderr contains the literal FRAGMENT (grep -F), and it did not crash. The README row
+# `| ID | ... | FRAGMENT | CODE |` is checked against these calls by tests/test_bad_input_table.sh,
+# so keep ID, CODE and FRAGMENT literal on the call line.
+bad_input() {
+  local id=$1 code=$2 frag=$3; shift 4
+  local out rc
+  out=$("$@" 2>&1 >/dev/null); rc=$?
+  if [ "$rc" -ne "$code" ]; then bad "$id (exit $rc, want $code)" "$out"; return; fi
+  if ! grep -Fq -- "$frag" <<<"$out"; then bad "$id (stderr lacks '$frag')" "$out"; return; fi
+  if grep -Eq 'Segmentation|Aborted|AddressSanitizer|runtime error:|core dumped' <<<"$out"; then bad "$id (crashed)" "$out"; return; fi
+  ok "$id"
+}
+
+# no_partial_files DIR NAME: no temporary or partial file (*.tmp.*, *.tmp) was left under DIR.
+no_partial_files() {
+  local left; left=$(find "$1" \( -name '*.tmp.*' -o -name '*.tmp' \) 2>/dev/null)
+  if [ -n "$left" ]; then bad "$2 (left behind)" "$left"; else ok "$2"; fi
+}
+
 finish() { echo "$(basename "$0"): $PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; }
