@@ -84,6 +84,33 @@ static void add_tensor(const GPTShape *s, const TensorSpec *spec, const char *pr
     (*n)++;
 }
 
+int gpt_shape_check(const GPTShape *s, size_t *num_params, char *err, size_t errlen) {
+    const struct { const char *name; int v; long max; } dims[] = {
+        { "vocab_size", s->vocab_size, GPT_MAX_VOCAB }, { "block_size", s->block_size, GPT_MAX_BLOCK },
+        { "n_layer", s->n_layer, GPT_MAX_LAYER },       { "n_head", s->n_head, GPT_MAX_EMBD },
+        { "n_embd", s->n_embd, GPT_MAX_EMBD },
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].v < 1 || dims[i].v > dims[i].max) {
+            snprintf(err, errlen, "model: %s is %d; it must be in [1, %ld]", dims[i].name, dims[i].v, dims[i].max);
+            return 1;
+        }
+    if (s->n_embd % s->n_head != 0) {
+        snprintf(err, errlen, "model: n_embd (%d) must be divisible by n_head (%d)", s->n_embd, s->n_head);
+        return 1;
+    }
+    // Bounded above: V*C <= 2^39, per layer 12C^2 + 13C < 2^40, times L <= 2^12: no uint64 overflow.
+    const uint64_t V = (uint64_t)s->vocab_size, T = (uint64_t)s->block_size, C = (uint64_t)s->n_embd;
+    const uint64_t n = V * C + T * C + (uint64_t)s->n_layer * (12 * C * C + 13 * C) + 2 * C + V * C;
+    if (n > GPT_MAX_PARAMS) {
+        snprintf(err, errlen, "model: %llu parameters is more than mingpt's limit of %llu (n_layer %d, n_embd %d)",
+                 (unsigned long long)n, (unsigned long long)GPT_MAX_PARAMS, s->n_layer, s->n_embd);
+        return 1;
+    }
+    if (num_params) *num_params = (size_t)n;
+    return 0;
+}
+
 int gpt_param_table(const GPTShape *s, ParamTensor *out) {
     int n = 0;
     size_t offset = 0;
@@ -168,15 +195,7 @@ static size_t layout_acts(GPT *m, float *base) {
 // ============================================================================
 int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
-    if (s->vocab_size < 1 || s->block_size < 1 || s->n_layer < 1 || s->n_head < 1 || s->n_embd < 1) {
-        snprintf(err, errlen, "model: every size must be >= 1 (V %d, block_size %d, n_layer %d, n_head %d, n_embd %d)",
-                 s->vocab_size, s->block_size, s->n_layer, s->n_head, s->n_embd);
-        return 1;
-    }
-    if (s->n_embd % s->n_head != 0) {
-        snprintf(err, errlen, "model: n_embd (%d) must be divisible by n_head (%d)", s->n_embd, s->n_head);
-        return 1;
-    }
+    if (gpt_shape_check(s, NULL, err, errlen)) return 1;
     if (B < 1 || T < 1 || T > s->block_size) {
         snprintf(err, errlen, "model: batch (%d, %d) must have 1 <= T <= block_size (%d)", B, T, s->block_size);
         return 1;

@@ -137,11 +137,26 @@ typedef struct {
 // dropout domain, kernels/dropout_rng.h).
 #define GPT_DROPOUT_SITES 1024
 
+// Size limits of a model shape: every size of the model is an int and every index fits one,
+// and no file or override can make the parameter count overflow. Raising them needs no
+// other change than these numbers while 4*n_embd, B*T and the largest tensor stay below 2^31.
+#define GPT_MAX_VOCAB   0x110000          // every Unicode code point
+#define GPT_MAX_BLOCK   (1 << 20)
+#define GPT_MAX_LAYER   4096
+#define GPT_MAX_EMBD    (1 << 18)
+#define GPT_MAX_PARAMS  (1ull << 36)      // 256 GiB of fp32 parameters
+
+// Checks a shape before anything is sized from it: every size in [1, its limit above],
+// n_embd % n_head == 0, the parameter count <= GPT_MAX_PARAMS. Returns 0 and sets *num_params
+// (may be NULL), or non-zero with a message naming the first bad size in err. No overflow
+// for any int values.
+int gpt_shape_check(const GPTShape *s, size_t *num_params, char *err, size_t errlen);
+
 // Fills out[] (room for 4 + 12*n_layer tensors; NULL to only count) with the flat
 // layout of a model of this shape. Returns the number of tensors.
 int gpt_param_table(const GPTShape *s, ParamTensor *out);
 
-// Checks the shape (positive sizes, n_embd % n_head == 0, dropouts in [0,1)), allocates
+// Checks the shape (gpt_shape_check, dropouts in [0,1)), allocates
 // parameters, gradients and activations for batches up to (B,T) (T <= block_size) on
 // backend `be` (not owned: it must outlive the model). Returns non-zero with a message
 // in err on a bad shape or out of memory.

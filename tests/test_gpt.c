@@ -130,6 +130,34 @@ static void test_finite_differences(void **state) {
 }
 
 // ---------------------------------------------------------------- layout and init
+// gpt_shape_check's closed-form count agrees with the table, and sizes a file or override can
+// set to INT_MAX are refused before anything is sized from them.
+static void test_shape_check(void **state) {
+    (void)state;
+    char err[256];
+    const GPTShape shapes[] = { {5, 4, 1, 1, 4, 0, 0, 0}, {65, 64, 3, 2, 48, 0, 0, 0}, {1, 1, 7, 3, 9, 0, 0, 0} };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        size_t n = 0;
+        assert_int_equal(gpt_shape_check(&shapes[i], &n, err, sizeof err), 0);
+        int nt = gpt_param_table(&shapes[i], NULL);
+        ParamTensor *t = calloc((size_t)nt, sizeof *t);
+        gpt_param_table(&shapes[i], t);
+        assert_int_equal(n, t[nt - 1].offset + t[nt - 1].numel);
+        free(t);
+    }
+    GPTShape s = shapes[0];
+    s.n_layer = 2147483647;
+    assert_int_not_equal(gpt_shape_check(&s, NULL, err, sizeof err), 0);
+    assert_non_null(strstr(err, "n_layer"));
+    s = shapes[0]; s.n_embd = 715827884; s.n_head = 1;
+    assert_int_not_equal(gpt_shape_check(&s, NULL, err, sizeof err), 0);
+    s = shapes[0]; s.n_embd = GPT_MAX_EMBD; s.n_head = 1; s.n_layer = GPT_MAX_LAYER;   // each size allowed, the count not
+    assert_int_not_equal(gpt_shape_check(&s, NULL, err, sizeof err), 0);
+    assert_non_null(strstr(err, "parameters"));
+    s = shapes[0]; s.block_size = -1;
+    assert_int_not_equal(gpt_shape_check(&s, NULL, err, sizeof err), 0);
+}
+
 static void test_layout_and_init(void **state) {
     GPTShape s = { .vocab_size = 65, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128 };
     GPT m;
@@ -254,6 +282,7 @@ int main(void) {
         cmocka_unit_test(test_matches_pytorch),
         cmocka_unit_test(test_finite_differences),
         cmocka_unit_test(test_layout_and_init),
+        cmocka_unit_test(test_shape_check),
         cmocka_unit_test(test_rejects_bad_shapes),
         cmocka_unit_test(test_causal),
         cmocka_unit_test(test_dropout_determinism),
