@@ -31,7 +31,7 @@ int loss_scaler_update(LossScaler *ls, int finite) {
     }
     ls->consecutive_skips = 0;
     if (++ls->good_steps >= ls->growth_interval) {
-        ls->scale *= 2.0f;
+        if (ls->scale < LOSS_SCALER_MAX) ls->scale *= 2.0f;
         ls->good_steps = 0;
     }
     return 1;

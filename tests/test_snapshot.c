@@ -1,7 +1,11 @@
 // tests/test_snapshot.c — snapshot round trip, corruption detection, atomic replace.
 #include "tests/test_util.h"
 
+#include <math.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "trainer/snapshot.h"
 
@@ -18,6 +22,9 @@ static int teardown(void **state) {
     return system(cmd);
 }
 
+// The parameter count of sample_snapshot's shape {V 5, T 8, L 1, nh 2, C 4}.
+enum { NP = 5 * 4 + 8 * 4 + (12 * 16 + 13 * 4) + 2 * 4 + 5 * 4 };
+
 static Snapshot sample_snapshot(float *params, float *m, float *v, uint32_t *vocab, size_t n) {
     for (size_t i = 0; i < n; i++) { params[i] = 0.5f * i; m[i] = -1.0f * i; v[i] = 0.25f * i; }
     for (int i = 0; i < 5; i++) vocab[i] = (uint32_t)"\n abc"[i];
@@ -32,7 +39,7 @@ static Snapshot sample_snapshot(float *params, float *m, float *v, uint32_t *voc
 }
 
 static void test_round_trip(void **state) {
-    enum { N = 1000 };
+    enum { N = NP };
     float p[N], m[N], v[N];
     uint32_t vocab[5];
     Snapshot s = sample_snapshot(p, m, v, vocab, N), t;
@@ -64,7 +71,7 @@ static void test_round_trip(void **state) {
 
 // Every single flipped byte and every truncation is reported, never loaded.
 static void test_corruption_detected(void **state) {
-    enum { N = 64 };
+    enum { N = NP };
     float p[N], m[N], v[N];
     uint32_t vocab[5];
     Snapshot s = sample_snapshot(p, m, v, vocab, N), t;
@@ -72,7 +79,7 @@ static void test_corruption_detected(void **state) {
     snprintf(path, sizeof path, "%s/c.bin", dir);
     assert_int_equal(snapshot_save(path, &s, err, sizeof err), 0);
     FILE *f = fopen(path, "rb");
-    unsigned char buf[4096];
+    static unsigned char buf[16384];
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
     for (size_t i = 0; i < n; i += 7) {
@@ -93,7 +100,7 @@ static void test_corruption_detected(void **state) {
 
 // A save that cannot complete leaves the previous snapshot intact.
 static void test_failed_save_keeps_old_file(void **state) {
-    enum { N = 16 };
+    enum { N = NP };
     float p[N], m[N], v[N];
     uint32_t vocab[5];
     Snapshot s = sample_snapshot(p, m, v, vocab, N), t;
@@ -118,11 +125,188 @@ static void test_failed_save_keeps_old_file(void **state) {
     snapshot_free(&t);
 }
 
+// ---------------------------------------------------------------- crafted files
+// A valid CRC over wrong contents: each edit below is refused by the record checks, with
+// a message that names the problem, and nothing leaks (the suite also runs under ASan).
+static unsigned char good[16384];
+static size_t good_len;
+
+static void load_good(void) {
+    float p[NP], m[NP], v[NP];
+    uint32_t vocab[5];
+    Snapshot s = sample_snapshot(p, m, v, vocab, NP);
+    char path[300], err[512];
+    snprintf(path, sizeof path, "%s/good.bin", dir);
+    assert_int_equal(snapshot_save(path, &s, err, sizeof err), 0);
+    FILE *f = fopen(path, "rb");
+    good_len = fread(good, 1, sizeof good, f);
+    fclose(f);
+}
+
+// Payload of the first record `tag` in b (its length field at p - 8).
+static unsigned char *rec(unsigned char *b, size_t len, const char *tag) {
+    for (size_t off = 12; off + 12 <= len - 4;) {
+        uint64_t n;
+        memcpy(&n, b + off + 4, 8);
+        if (memcmp(b + off, tag, 4) == 0) return b + off + 12;
+        off += 12 + n;
+    }
+    fail_msg("no record %s", tag);
+    return NULL;
+}
+
+static void fix_crc(unsigned char *b, size_t len) {
+    uint32_t crc = (uint32_t)crc32(0L, b, (uInt)(len - 4));
+    memcpy(b + len - 4, &crc, 4);
+}
+
+static void set_i64(unsigned char *b, size_t len, const char *tag, int i, int64_t v) {
+    memcpy(rec(b, len, tag) + 8 * i, &v, 8);
+    fix_crc(b, len);
+}
+
+static void expect_refused(const unsigned char *b, size_t len, const char *what) {
+    Snapshot t;
+    char err[512];
+    if (snapshot_parse(b, len, "crafted.bin", &t, err, sizeof err) == 0) fail_msg("accepted: %s", what);
+    if (!strstr(err, "crafted.bin") || !strstr(err, what)) fail_msg("message '%s' lacks '%s'", err, what);
+    assert_null(t.params);
+    assert_null(t.vocab);
+}
+
+static void test_crafted_records_refused(void **state) {
+    load_good();
+    static unsigned char b[sizeof good];
+    Snapshot t;
+    char err[512];
+    memcpy(b, good, good_len);
+    assert_int_equal(snapshot_parse(b, good_len, "crafted.bin", &t, err, sizeof err), 0);   // the base is good
+    snapshot_free(&t);
+    // STAT fields: iter_in_epoch -1 (read out of bounds in make_batch), num_params too small
+    // or 2^62 (want * 4 wrapped), a negative epoch count.
+    struct { int idx; int64_t v; const char *what; } stat[] = {
+        { 2, -1, "iter_in_epoch is -1" }, { 6, NP - 1, "num_params" }, { 6, (int64_t)1 << 62, "num_params" },
+        { 6, NP + 1, "num_params" }, { 1, -5, "epochs_run" }, { 3, INT64_MIN, "iter_num" },
+    };
+    for (size_t i = 0; i < sizeof stat / sizeof stat[0]; i++) {
+        memcpy(b, good, good_len);
+        set_i64(b, good_len, "STAT", stat[i].idx, stat[i].v);
+        expect_refused(b, good_len, stat[i].what);
+    }
+    // SHAP: int64 values beyond int are not truncated (2^32 + 4 is not 4); sizes over the
+    // limits; n_embd not divisible by n_head; a vocab_size VOCB does not hold.
+    struct { int idx; int64_t v; const char *what; } shap[] = {
+        { 4, ((int64_t)1 << 32) + 4, "n_embd" }, { 2, 2147483647, "n_layer" }, { 3, 3, "divisible" },
+        { 0, 6, "VOCB" }, { 1, 0, "block_size" },
+    };
+    for (size_t i = 0; i < sizeof shap / sizeof shap[0]; i++) {
+        memcpy(b, good, good_len);
+        set_i64(b, good_len, "SHAP", shap[i].idx, shap[i].v);
+        expect_refused(b, good_len, shap[i].what);
+    }
+    // A loss scale of 1e38 (would fail 64 steps later), NaN parameters, negative second moments.
+    memcpy(b, good, good_len);
+    float big = 1e38f;
+    memcpy(rec(b, good_len, "SCAL"), &big, 4); fix_crc(b, good_len);
+    expect_refused(b, good_len, "loss scale");
+    memcpy(b, good, good_len);
+    float nan = NAN;
+    memcpy(rec(b, good_len, "PARM") + 40, &nan, 4); fix_crc(b, good_len);
+    expect_refused(b, good_len, "PARM holds non-finite");
+    memcpy(b, good, good_len);
+    float neg = -1.0f;
+    memcpy(rec(b, good_len, "ADAV") + 4, &neg, 4); fix_crc(b, good_len);
+    expect_refused(b, good_len, "ADAV holds negative");
+    // VOCB: not ascending, a surrogate (reported as a damaged file, not as a prompt error).
+    memcpy(b, good, good_len);
+    uint32_t cp = 'c';
+    memcpy(rec(b, good_len, "VOCB") + 4, &cp, 4); fix_crc(b, good_len);
+    expect_refused(b, good_len, "VOCB is not strictly ascending");
+    memcpy(b, good, good_len);
+    cp = 0xD800;
+    memcpy(rec(b, good_len, "VOCB") + 16, &cp, 4); fix_crc(b, good_len);
+    expect_refused(b, good_len, "not a Unicode scalar value");
+    // A record whose length runs past the end; a version from the future.
+    memcpy(b, good, good_len);
+    uint64_t huge = UINT64_MAX - 3;
+    memcpy(rec(b, good_len, "SHAP") - 8, &huge, 8); fix_crc(b, good_len);
+    expect_refused(b, good_len, "claims");
+    memcpy(b, good, good_len);
+    uint32_t ver = 2;
+    memcpy(b + 8, &ver, 4); fix_crc(b, good_len);
+    expect_refused(b, good_len, "newer mingpt");
+}
+
+// The loader took the last of two STAT records, so `sample` checked one count and read
+// another (and leaked the first copy): any known record twice is refused.
+static void test_duplicate_record_refused(void **state) {
+    load_good();
+    static unsigned char b[sizeof good + 200];
+    // good minus its CRC, then a second STAT record (12-byte header + 56 bytes), then a CRC.
+    size_t n = good_len - 4;
+    memcpy(b, good, n);
+    unsigned char *st = rec(good, good_len, "STAT") - 12;
+    memcpy(b + n, st, 12 + 56);
+    n += 12 + 56 + 4;
+    fix_crc(b, n);
+    expect_refused(b, n, "STAT appears twice");
+    // An unknown record is skipped (a newer writer of the same format version).
+    n = good_len - 4;
+    memcpy(b, good, n);
+    const uint64_t k = 3;
+    memcpy(b + n, "XTRA", 4); memcpy(b + n + 4, &k, 8); memcpy(b + n + 12, "abc", 3);
+    n += 12 + 3 + 4;
+    fix_crc(b, n);
+    Snapshot t;
+    char err[512];
+    assert_int_equal(snapshot_parse(b, n, "x", &t, err, sizeof err), 0);
+    snapshot_free(&t);
+}
+
+// A FIFO or a device as the snapshot path is refused before reading (a FIFO would block,
+// /dev/zero would be read until memory runs out).
+static void test_not_regular_file(void **state) {
+    Snapshot t;
+    char err[512], path[300];
+    assert_int_not_equal(snapshot_load("/dev/zero", &t, err, sizeof err), 0);
+    assert_non_null(strstr(err, "not a regular file"));
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_not_equal(snapshot_load(path, &t, err, sizeof err), 0);
+    assert_non_null(strstr(err, "not a regular file"));
+    assert_int_not_equal(snapshot_load(dir, &t, err, sizeof err), 0);
+}
+
+// A writer killed mid-save leaves `<path>.tmp.<pid>`: the next save removes it when that
+// process is gone, and leaves a live writer's file alone.
+static void test_stale_temp_removed(void **state) {
+    float p[NP], m[NP], v[NP];
+    uint32_t vocab[5];
+    Snapshot s = sample_snapshot(p, m, v, vocab, NP);
+    char path[300], dead[340], live[340], err[512];
+    snprintf(path, sizeof path, "%s/st.bin", dir);
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);   // a pid that no longer runs (reuse within the test is unlikely)
+    snprintf(dead, sizeof dead, "%s.tmp.%ld", path, (long)child);
+    snprintf(live, sizeof live, "%s.tmp.%ld", path, (long)getppid());
+    fclose(fopen(dead, "w"));
+    fclose(fopen(live, "w"));
+    assert_int_equal(snapshot_save(path, &s, err, sizeof err), 0);
+    assert_int_not_equal(access(dead, F_OK), 0);
+    assert_int_equal(access(live, F_OK), 0);
+    unlink(live);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_corruption_detected),
         cmocka_unit_test(test_failed_save_keeps_old_file),
+        cmocka_unit_test(test_crafted_records_refused),
+        cmocka_unit_test(test_duplicate_record_refused),
+        cmocka_unit_test(test_not_regular_file),
+        cmocka_unit_test(test_stale_temp_removed),
     };
     return cmocka_run_group_tests_name("snapshot", tests, setup, teardown);
 }

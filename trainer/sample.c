@@ -5,6 +5,7 @@
 #include "trainer/sample.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,8 @@
 #include "model/gpt.h"
 #include "model/gpt_infer.h"
 #include "trainer/snapshot.h"
+
+enum { SAMPLE_CHUNK = 1 << 16 };   // tokens generated between two slides of the context
 
 static void sample_usage(FILE *f) {
     fprintf(f, "usage: mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N] "
@@ -48,10 +51,11 @@ int sample_parse_args(int argc, char **argv, SampleOptions *o) {
             if (parse_long(val, &v) || v < 0) { fprintf(stderr, "mingpt sample: --max_new_tokens must be an integer >= 0, got '%s'\n", val); return 2; }
             o->max_new_tokens = v;
         } else if (strcmp(key, "--top_k") == 0) {
-            if (parse_long(val, &v) || v < 0) { fprintf(stderr, "mingpt sample: --top_k must be an integer >= 0, got '%s'\n", val); return 2; }
+            if (parse_long(val, &v) || v < 0 || v > INT_MAX) { fprintf(stderr, "mingpt sample: --top_k must be an integer in [0, %d], got '%s'\n", INT_MAX, val); return 2; }
             o->top_k = (int)v;
         } else if (strcmp(key, "--seed") == 0) {
-            if (parse_long(val, &v) || v < 0) { fprintf(stderr, "mingpt sample: --seed must be an integer >= 0, got '%s'\n", val); return 2; }
+            // MT19937 (torch.manual_seed's generator for sampling here) takes a 32-bit seed
+            if (parse_long(val, &v) || v < 0 || v > (long)UINT32_MAX) { fprintf(stderr, "mingpt sample: --seed must be an integer in [0, %lu], got '%s'\n", (unsigned long)UINT32_MAX, val); return 2; }
             o->seed = (uint64_t)v;
         } else if (strcmp(key, "--temperature") == 0) {
             o->temperature = strtod(val, &end);
@@ -116,21 +120,17 @@ int sample_run(const SampleOptions *o, FILE *out) {
     int32_t *ctx = NULL;
     double *probs = NULL;
     const int T = snap.shape.block_size;
-    chardataset_from_vocab(&ds, snap.vocab, snap.vocab_size, T);
-    GPTShape shape = snap.shape;
+    if (chardataset_from_vocab(&ds, snap.vocab, snap.vocab_size, T)) { fprintf(stderr, "mingpt: error: out of memory\n"); goto done; }
+    GPTShape shape = snap.shape;   // snapshot_load checked it and its parameter count
     shape.embd_pdrop = shape.resid_pdrop = shape.attn_pdrop = 0.0f;
-    const int n_tensors = gpt_param_table(&shape, NULL);
-    ParamTensor *tensors = calloc((size_t)n_tensors, sizeof *tensors);
-    if (!tensors) { fprintf(stderr, "mingpt: error: out of memory\n"); goto done; }
-    gpt_param_table(&shape, tensors);
-    const size_t num_params = tensors[n_tensors - 1].offset + tensors[n_tensors - 1].numel;
-    free(tensors);
-    if (num_params != snap.num_params) { fprintf(stderr, "mingpt: error: snapshot '%s' is malformed (parameter count)\n", o->snapshot); goto done; }
     if (gpt_infer_init(&inf, &shape, snap.params, err, sizeof err)) { fprintf(stderr, "mingpt: error: %s\n", err); goto done; }
 
-    size_t plen = strlen(o->prompt);
-    long n_total = (long)plen + o->max_new_tokens;
-    ctx = malloc(sizeof(int32_t) * (n_total + 1));
+    // The model sees only the last block_size tokens: ctx holds the prompt plus room to
+    // generate, and slides its last T tokens to the front when full, so any
+    // --max_new_tokens (up to LONG_MAX: an endless stream) needs bounded memory.
+    const size_t plen = strlen(o->prompt);
+    const size_t cap = (plen > (size_t)T ? plen : (size_t)T) + SAMPLE_CHUNK;
+    ctx = malloc(sizeof(int32_t) * cap);
     probs = malloc(sizeof(double) * ds.vocab_size);
     if (!ctx || !probs) { fprintf(stderr, "mingpt: error: out of memory\n"); goto done; }
     long n = chardataset_encode(&ds, o->prompt, ctx, err, sizeof err);
@@ -143,6 +143,10 @@ int sample_run(const SampleOptions *o, FILE *out) {
     for (long i = 0; i < o->max_new_tokens; i++) {
         const float *last = gpt_infer_next(&inf, ctx, n);   // logits after ctx[n-min(n,T) .. n)
         int32_t id = pick(last, ds.vocab_size, o->temperature, o->top_k, probs, &g);
+        if ((size_t)n == cap) {   // keep the window: the last T tokens (n >= T here)
+            memmove(ctx, ctx + (n - T), sizeof(int32_t) * (size_t)T);
+            n = T;
+        }
         ctx[n++] = id;
         char buf[8];
         int k = chardataset_decode_one(&ds, id, buf);

@@ -36,13 +36,35 @@ typedef struct {
                               // whatever the world size (resume continues from it on any W)
 } Snapshot;
 
-// Writes s atomically to path. Non-zero with a message naming path on any I/O error;
-// the previous file at path is then left untouched.
+// Writes s atomically to path (temp file `<path>.tmp.<pid>`, fsync, rename, fsync of the
+// directory). Temp files of earlier writers that no longer run are removed first. Non-zero
+// with a message naming path on any I/O error; the previous file at path is then left
+// untouched and the temp file removed.
 int snapshot_save(const char *path, const Snapshot *s, char *err, size_t errlen);
 
-// Reads path into *s (allocating its arrays; free with snapshot_free). Non-zero with a
-// message naming path when the file is missing, not a snapshot, truncated, fails its
-// CRC, or is internally inconsistent.
+// Budgets of what a file can make the reader do (the tensors are bounded by the shape's
+// limits in model/gpt.h: GPT_MAX_PARAMS).
+#define SNAP_MAX_RECORDS      64
+#define SNAP_MAX_CONFIG_BYTES (16 << 20)
+#define SNAP_MAX_WORLD        (1 << 20)
+
+// The one validated loader that resume and `sample` share. Parses the snapshot bytes
+// buf[0..len) into *s (allocating its arrays; free with snapshot_free); `name` (the path)
+// is used in messages. Before anything is sized or copied from the file it checks: magic,
+// format version (a newer one is named as such), CRC32 (skipped only in fuzzing builds,
+// FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION), every record header and length inside the file,
+// at most SNAP_MAX_RECORDS records, each known record at most once, CONF/VOCB/SHAP/STAT/PARM
+// present, SHAP sizes within gpt_shape_check's limits, VOCB of vocab_size ascending Unicode
+// scalar values, STAT counters >= 0 and num_params equal to the shape's count, SCAL in
+// (0, LOSS_SCALER_MAX], DIST world_size in [1, SNAP_MAX_WORLD], PARM/ADAM/ADAV of exactly
+// num_params finite floats (ADAV >= 0), ADAM and ADAV together. Returns non-zero with one
+// message naming the file and the first problem; *s is then zeroed. Unknown record tags
+// are skipped.
+int snapshot_parse(const unsigned char *buf, size_t len, const char *name, Snapshot *s, char *err, size_t errlen);
+
+// Reads the regular file at path and parses it with snapshot_parse. Non-zero with a
+// message naming path when it is missing, not a regular file (a FIFO, a device, a
+// directory), unreadable, or refused by snapshot_parse.
 int snapshot_load(const char *path, Snapshot *s, char *err, size_t errlen);
 
 void snapshot_free(Snapshot *s);
