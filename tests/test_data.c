@@ -794,6 +794,12 @@ static void set_limit(const char *v) {
     else assert_int_equal(unsetenv("MINGPT_MAX_CORPUS_BYTES"), 0);
 }
 
+// Teardown: a failed check must not leave a small limit to the tests after it.
+static int unset_limit(void **state) {
+    (void)state;
+    return unsetenv("MINGPT_MAX_CORPUS_BYTES");
+}
+
 static long max_rss_kb(void) {
     struct rusage ru;
     assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
@@ -1022,7 +1028,7 @@ int main(void) {
         cmocka_unit_test(test_nul_is_a_character),
         cmocka_unit_test(test_too_little_text),
         cmocka_unit_test(test_not_a_regular_file),
-        cmocka_unit_test(test_corpus_limit),
+        cmocka_unit_test_teardown(test_corpus_limit, unset_limit),
         cmocka_unit_test(test_encode_errors),
         cmocka_unit_test(test_from_vocab),
         cmocka_unit_test(test_tinyshakespeare_facts),
