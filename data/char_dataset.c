@@ -7,11 +7,14 @@
 #include "data/sampler.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define MAX_CODE_POINT 0x10FFFFu
@@ -73,6 +76,64 @@ static int utf8_put(uint32_t cp, char *buf) {
     return 4;
 }
 
+// Writes cp as it would appear quoted in a message: printable as itself, controls escaped.
+static void describe_char(uint32_t cp, char *buf) {
+    if (cp == '\n') strcpy(buf, "\\n");
+    else if (cp == '\t') strcpy(buf, "\\t");
+    else if (cp == '\r') strcpy(buf, "\\r");
+    else if (cp < 0x20 || cp == 0x7F) snprintf(buf, 8, "\\x%02X", (unsigned)cp);
+    else buf[utf8_put(cp, buf)] = '\0';
+}
+
+// ---------------------------------------------------------------- budget
+// Loading holds the text and a 4-byte id per character (at most one per byte), so up to 5
+// bytes of memory per byte of text. By default the text may take a tenth of physical
+// memory, which keeps the load under half of it.
+#define CORPUS_LIMIT_ENV "MINGPT_MAX_CORPUS_BYTES"
+#define CORPUS_LIMIT_FALLBACK_PHYS (8ull << 30)  // when sysconf cannot tell
+
+// Parses "N", "NK", "NM", "NG" or "NT" (powers of 1024) into *out (> 0, below SIZE_MAX/2 so
+// limit + 1 never wraps). Returns -1 on anything else.
+static int parse_size(const char *s, size_t *out) {
+    if (*s < '0' || *s > '9') return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno) return -1;
+    unsigned shift = 0;
+    if (*end) {
+        const char *units = "KMGT", *u = strchr(units, *end == 'k' ? 'K' : *end);
+        if (!u || end[1] != '\0') return -1;
+        shift = 10u * (unsigned)(u - units + 1);
+    }
+    if (v == 0 || v > ((unsigned long long)(SIZE_MAX / 2) >> shift)) return -1;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+// The most bytes of (decompressed) text a load accepts; `how` gets where that number comes
+// from and how to change it, for the message that refuses a larger corpus.
+static int corpus_limit(size_t *limit, char *how, size_t howlen, char *err, size_t errlen) {
+    const char *env = getenv(CORPUS_LIMIT_ENV);
+    if (env && *env) {
+        if (parse_size(env, limit)) {
+            set_err(err, errlen, "%s='%s' is not a size in bytes (a positive integer, optionally with a "
+                    "K, M, G or T suffix, e.g. 20G)", CORPUS_LIMIT_ENV, env);
+            return -1;
+        }
+        set_err(how, howlen, "set by %s; raise it to load more", CORPUS_LIMIT_ENV);
+        return 0;
+    }
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    unsigned long long phys = pages > 0 && page > 0 ? (unsigned long long)pages * (unsigned long long)page
+                                                    : CORPUS_LIMIT_FALLBACK_PHYS;
+    *limit = (size_t)(phys / 10);
+    set_err(how, howlen, "a tenth of the %.1f GiB of physical memory%s: loading takes up to 5 bytes per byte "
+            "of text, the text and a 4-byte id per character; set %s=BYTES (e.g. 20G) to raise it",
+            (double)phys / (1 << 30), pages > 0 && page > 0 ? "" : " assumed", CORPUS_LIMIT_ENV);
+    return 0;
+}
+
 // ---------------------------------------------------------------- reading
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
@@ -87,175 +148,268 @@ static const char *gz_message(gzFile f, const char *path, int *zerr) {
     return m;
 }
 
-static int grow(unsigned char **buf, size_t *cap, size_t need) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 1 << 16;
-    while (c < need) c *= 2;
-    unsigned char *p = realloc(*buf, c);
-    if (!p) return -1;
-    *buf = p;
-    *cap = c;
-    return 0;
+static const char *file_kind(mode_t m) {
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO (named pipe)";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "a special file";
 }
 
-// Reads the whole file (gunzipped when the name ends in ".gz") into *out.
-static int read_file(const char *path, unsigned char **out, size_t *out_len, char *err, size_t errlen) {
-    unsigned char *buf = NULL;
-    size_t cap = 0, len = 0;
+static int not_regular(const char *path, mode_t m, char *err, size_t errlen) {
+    set_err(err, errlen, "%s: is %s, not a regular file; the data path must name a UTF-8 text file "
+            "(or a gzip-compressed one ending in .gz)", path, file_kind(m));
+    return -1;
+}
+
+// Reads the whole file (gunzipped when the name ends in ".gz") into *out, at most `limit`
+// bytes of text: a larger file is refused before reading, a gzip stream that inflates past
+// the limit as soon as it does. Only regular files are read: a directory, FIFO, device or
+// socket is refused before it is opened (a FIFO would block, /dev/zero never ends).
+static int read_file(const char *path, size_t limit, const char *how, unsigned char **out, size_t *out_len,
+                     char *err, size_t errlen) {
     *out = NULL;
     *out_len = 0;
-    if (ends_with(path, ".gz")) {
-        errno = 0;
-        gzFile f = gzopen(path, "rb");
+    struct stat st;
+    if (stat(path, &st)) {
+        set_err(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode, err, errlen);
+    // O_NONBLOCK: if the path became a FIFO since stat, open must not wait for a writer.
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        set_err(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st)) {
+        set_err(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) { close(fd); return not_regular(path, st.st_mode, err, errlen); }
+    const int gz = ends_with(path, ".gz");
+    const size_t fsize = (size_t)st.st_size;
+    if (!gz && fsize > limit) {
+        set_err(err, errlen, "%s: %zu bytes is larger than the corpus limit of %zu bytes (%s)",
+                path, fsize, limit, how);
+        close(fd);
+        return -1;
+    }
+    gzFile f = NULL;
+    if (gz) {
+        f = gzdopen(fd, "rb");
         if (!f) {
-            set_err(err, errlen, "%s: %s", path, errno ? strerror(errno) : "cannot open with zlib");
+            set_err(err, errlen, "%s: cannot open with zlib", path);
+            close(fd);
             return -1;
         }
-        for (;;) {
-            if (grow(&buf, &cap, len + (1 << 16))) {
-                set_err(err, errlen, "%s: out of memory", path);
-                gzclose(f); free(buf);
-                return -1;
+        gzbuffer(f, 1 << 17);
+    }
+
+    // The buffer never grows past limit + 1 bytes: a full buffer of that size is over budget.
+    // A plain file starts at its size + 1, so the read that finds the end needs no growth.
+    size_t cap = gz ? (fsize < limit / 4 ? 4 * fsize : limit) + 1 : fsize + 1;
+    if (cap < 4096 && limit >= 4096) cap = 4096;
+    if (cap > limit + 1) cap = limit + 1;
+    size_t len = 0;
+    unsigned char *buf = malloc(cap);
+    if (!buf) goto oom;
+    for (;;) {
+        if (len == cap) {
+            if (cap > limit) {
+                if (gz)
+                    set_err(err, errlen, "%s: decompresses to more than the corpus limit of %zu bytes (%s); "
+                            "stopped reading there", path, limit, how);
+                else
+                    set_err(err, errlen, "%s: grew past the corpus limit of %zu bytes while being read (%s)",
+                            path, limit, how);
+                goto fail;
             }
-            int r = gzread(f, buf + len, 1 << 16);
+            size_t c = cap <= (limit + 1) / 2 ? 2 * cap : limit + 1;
+            unsigned char *p = realloc(buf, c);
+            if (!p) goto oom;
+            buf = p;
+            cap = c;
+        }
+        size_t want = cap - len;
+        if (want > (1u << 30)) want = 1u << 30;  // gzread and read take an int / ssize_t count
+        if (gz) {
+            int r = gzread(f, buf + len, (unsigned)want);
             if (r < 0) {
                 int zerr;
                 const char *msg = gz_message(f, path, &zerr);
-                set_err(err, errlen, "%s: gzip read error: %s", path,
-                        zerr == Z_ERRNO ? strerror(errno) : msg);
-                gzclose(f); free(buf);
-                return -1;
+                set_err(err, errlen, "%s: gzip read error: %s", path, zerr == Z_ERRNO ? strerror(errno) : msg);
+                goto fail;
+            }
+            if (r == 0) break;
+            len += (size_t)r;
+        } else {
+            ssize_t r = read(fd, buf + len, want);
+            if (r < 0 && errno == EINTR) continue;
+            if (r < 0) {
+                set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
+                goto fail;
             }
             if (r == 0) break;
             len += (size_t)r;
         }
+    }
+    if (gz) {
         // gzread returns 0 quietly at a truncated stream; the error state says so.
         int zerr = Z_OK;
         const char *msg = gz_message(f, path, &zerr);
         if (zerr != Z_OK) {
             set_err(err, errlen, "%s: gzip stream truncated or corrupt: %s", path, msg);
-            gzclose(f); free(buf);
-            return -1;
+            goto fail;
         }
         gzclose(f);
     } else {
-        FILE *f = fopen(path, "rb");
-        if (!f) {
-            set_err(err, errlen, "%s: %s", path, strerror(errno));
-            return -1;
-        }
-        for (;;) {
-            if (grow(&buf, &cap, len + (1 << 16))) {
-                set_err(err, errlen, "%s: out of memory", path);
-                fclose(f); free(buf);
-                return -1;
-            }
-            size_t r = fread(buf + len, 1, cap - len, f);
-            len += r;
-            if (r == 0) break;
-        }
-        if (ferror(f)) {
-            set_err(err, errlen, "%s: read error: %s", path, strerror(errno));
-            fclose(f); free(buf);
-            return -1;
-        }
-        fclose(f);
+        close(fd);
     }
     *out = buf;
     *out_len = len;
     return 0;
+oom:
+    set_err(err, errlen, "%s: out of memory after reading %zu bytes", path, len);
+fail:
+    free(buf);
+    if (gz) gzclose(f); else close(fd);
+    return -1;
 }
 
 // ---------------------------------------------------------------- dataset
-int chardataset_load(CharDataset *ds, const char *path, double truncate, int block_size,
-                     char *err, size_t errlen) {
-    memset(ds, 0, sizeof *ds);
+static int check_params(const char *name, double truncate, int block_size, char *err, size_t errlen) {
     if (!(truncate > 0.0 && truncate <= 1.0)) {
-        set_err(err, errlen, "%s: truncate (%g) must be in (0, 1]", path, truncate);
+        set_err(err, errlen, "%s: truncate (%g) must be in (0, 1]", name, truncate);
         return -1;
     }
     if (block_size < 1) {
-        set_err(err, errlen, "%s: block_size (%d) must be at least 1", path, block_size);
+        set_err(err, errlen, "%s: block_size (%d) must be at least 1", name, block_size);
         return -1;
     }
-    unsigned char *bytes;
-    size_t nbytes;
-    if (read_file(path, &bytes, &nbytes, err, errlen)) return -1;
-    if (nbytes == 0) {
-        set_err(err, errlen, "%s: empty file", path);
-        free(bytes);
+    return 0;
+}
+
+// The dataset from text in memory; `where` is added after byte offsets in messages
+// (" of the decompressed text" for a .gz file).
+static int build(CharDataset *ds, const unsigned char *text, size_t len, const char *name, const char *where,
+                 double truncate, int block_size, char *err, size_t errlen) {
+    memset(ds, 0, sizeof *ds);
+    if (check_params(name, truncate, block_size, err, errlen)) return -1;
+    if (len == 0) {
+        set_err(err, errlen, "%s: empty file (the corpus has no characters)", name);
         return -1;
     }
 
-    // Decode everything first: Python decodes the whole file before truncating, so an
-    // invalid byte anywhere is an error, and truncation counts characters.
-    uint32_t *cps = malloc(nbytes * sizeof *cps);
-    if (!cps) {
-        set_err(err, errlen, "%s: out of memory", path);
-        free(bytes);
-        return -1;
-    }
-    long nch = 0;
-    for (size_t off = 0; off < nbytes;) {
+    // Validate and count everything first: Python decodes the whole file before truncating,
+    // so an invalid byte anywhere is an error, and truncation counts characters.
+    long nch = 0, line = 1;
+    for (size_t off = 0; off < len;) {
+        uint32_t cp;
         const char *why = "";
-        int k = utf8_next(bytes + off, nbytes - off, &cps[nch], &why);
+        int k = utf8_next(text + off, len - off, &cp, &why);
         if (k == 0) {
-            set_err(err, errlen, "%s: invalid UTF-8 at byte offset %zu: %s", path, off, why);
-            free(bytes); free(cps);
+            set_err(err, errlen, "%s: invalid UTF-8 at byte offset %zu%s (line %ld): %s", name, off, where, line,
+                    why);
             return -1;
         }
+        line += cp == '\n';
         off += (size_t)k;
         nch++;
     }
-    free(bytes);
 
     long n = (long)((double)nch * truncate);  // data[: int(len(data) * truncate)]
     if (n <= 0) {
-        set_err(err, errlen, "%s: no characters left after truncate=%g (%ld characters)", path, truncate, nch);
-        free(cps);
+        set_err(err, errlen, "%s: no characters left after truncate=%g (%ld characters)", name, truncate, nch);
         return -1;
     }
     if ((long)block_size >= n) {
-        set_err(err, errlen, "block_size (%d) must be smaller than the number of characters (%ld) in %s",
-                block_size, n, path);
-        free(cps);
+        char kept[96] = "";
+        if (n < nch) snprintf(kept, sizeof kept, " of %ld after truncate=%g", nch, truncate);
+        set_err(err, errlen, "block_size (%d) must be smaller than the number of characters (%ld%s) in %s: "
+                "a training window needs block_size+1 characters", block_size, n, kept, name);
         return -1;
     }
 
-    // sorted(set(data)): a bitmap over all code points gives the sorted distinct set.
-    size_t words = (MAX_CODE_POINT + 64) / 64;
-    uint64_t *seen = calloc(words, sizeof *seen);
+    // sorted(set(data)): a bitmap over all code points gives the sorted distinct set, and
+    // a code point's id is the number of set bits below it.
+    enum { WORDS = (MAX_CODE_POINT + 64) / 64 };
+    uint64_t *seen = calloc(WORDS, sizeof *seen);
+    int32_t *rank = malloc(WORDS * sizeof *rank);
     int32_t *ids = malloc((size_t)n * sizeof *ids);
-    if (!seen || !ids) {
-        set_err(err, errlen, "%s: out of memory", path);
-        free(seen); free(ids); free(cps);
-        return -1;
+    uint32_t *itos = NULL;
+    if (!seen || !rank || !ids) goto oom;
+    size_t off = 0;
+    for (long i = 0; i < n; i++) {
+        uint32_t cp;
+        const char *why;
+        off += (size_t)utf8_next(text + off, len - off, &cp, &why);  // validated above
+        seen[cp >> 6] |= 1ull << (cp & 63);
     }
     int V = 0;
-    for (long i = 0; i < n; i++) {
-        uint64_t bit = 1ull << (cps[i] & 63);
-        if (!(seen[cps[i] >> 6] & bit)) { seen[cps[i] >> 6] |= bit; V++; }
+    for (int w = 0; w < WORDS; w++) {
+        rank[w] = V;
+        V += __builtin_popcountll(seen[w]);
     }
-    uint32_t *itos = malloc((size_t)V * sizeof *itos);
-    if (!itos) {
-        set_err(err, errlen, "%s: out of memory", path);
-        free(seen); free(ids); free(cps);
+    if (V < 2) {
+        uint32_t cp = 0;
+        for (int w = 0; w < WORDS; w++)
+            if (seen[w]) { cp = (uint32_t)w * 64 + (uint32_t)__builtin_ctzll(seen[w]); break; }
+        char c[8];
+        describe_char(cp, c);
+        set_err(err, errlen, "%s: the corpus (%ld characters) holds only one distinct character, '%s' (U+%04X); "
+                "a character model needs at least 2", name, n, c, (unsigned)cp);
+        free(seen); free(rank); free(ids);
         return -1;
     }
+    itos = malloc((size_t)V * sizeof *itos);
+    if (!itos) goto oom;
     int v = 0;
-    for (size_t w = 0; w < words; w++)
+    for (int w = 0; w < WORDS; w++)
         for (uint64_t m = seen[w]; m; m &= m - 1)
-            itos[v++] = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(m));
+            itos[v++] = (uint32_t)w * 64 + (uint32_t)__builtin_ctzll(m);
+    off = 0;
+    for (long i = 0; i < n; i++) {
+        uint32_t cp;
+        const char *why;
+        off += (size_t)utf8_next(text + off, len - off, &cp, &why);
+        ids[i] = rank[cp >> 6] + __builtin_popcountll(seen[cp >> 6] & ((1ull << (cp & 63)) - 1));
+    }
     free(seen);
-
+    free(rank);
+    ds->ids = ids;
+    ds->n = n;
     ds->itos = itos;
     ds->vocab_size = V;
     ds->block_size = block_size;
-    ds->n = n;
-    for (long i = 0; i < n; i++) ids[i] = chardataset_stoi(ds, cps[i]);
-    ds->ids = ids;
-    free(cps);
     return 0;
+oom:
+    set_err(err, errlen, "%s: out of memory for %ld character ids", name, n);
+    free(seen); free(rank); free(ids); free(itos);
+    return -1;
+}
+
+int chardataset_from_text(CharDataset *ds, const void *text, size_t len, const char *name, double truncate,
+                          int block_size, char *err, size_t errlen) {
+    return build(ds, text, len, name, "", truncate, block_size, err, errlen);
+}
+
+int chardataset_load(CharDataset *ds, const char *path, double truncate, int block_size,
+                     char *err, size_t errlen) {
+    memset(ds, 0, sizeof *ds);
+    if (check_params(path, truncate, block_size, err, errlen)) return -1;  // before reading anything
+    size_t limit;
+    char how[256];
+    if (corpus_limit(&limit, how, sizeof how, err, errlen)) return -1;
+    unsigned char *bytes;
+    size_t nbytes;
+    if (read_file(path, limit, how, &bytes, &nbytes, err, errlen)) return -1;
+    int rc = build(ds, bytes, nbytes, path, ends_with(path, ".gz") ? " of the decompressed text" : "",
+                   truncate, block_size, err, errlen);
+    free(bytes);
+    return rc;
 }
 
 int chardataset_from_vocab(CharDataset *ds, const uint32_t *itos, int vocab_size, int block_size) {
@@ -296,19 +450,9 @@ int chardataset_stoi(const CharDataset *ds, uint32_t cp) {
     return -1;
 }
 
-// Writes cp as it would appear quoted in a message: printable as itself, controls escaped.
-static void describe_char(uint32_t cp, char *buf) {
-    if (cp == '\n') strcpy(buf, "\\n");
-    else if (cp == '\t') strcpy(buf, "\\t");
-    else if (cp == '\r') strcpy(buf, "\\r");
-    else if (cp < 0x20 || cp == 0x7F) snprintf(buf, 8, "\\x%02X", (unsigned)cp);
-    else buf[utf8_put(cp, buf)] = '\0';
-}
-
-long chardataset_encode(const CharDataset *ds, const char *text, int32_t *out,
-                        char *err, size_t errlen) {
+long chardataset_encode_n(const CharDataset *ds, const char *text, size_t len, int32_t *out,
+                          char *err, size_t errlen) {
     const unsigned char *s = (const unsigned char *)text;
-    size_t len = strlen(text);
     long n = 0;
     for (size_t off = 0; off < len;) {
         uint32_t cp;
@@ -330,6 +474,10 @@ long chardataset_encode(const CharDataset *ds, const char *text, int32_t *out,
         off += (size_t)k;
     }
     return n;
+}
+
+long chardataset_encode(const CharDataset *ds, const char *text, int32_t *out, char *err, size_t errlen) {
+    return chardataset_encode_n(ds, text, strlen(text), out, err, errlen);
 }
 
 int chardataset_decode_one(const CharDataset *ds, int32_t id, char *buf) {

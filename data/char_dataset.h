@@ -17,10 +17,27 @@ typedef struct {
     int block_size;      // T
 } CharDataset;
 
-// Reads `path` (UTF-8; a path ending in ".gz" is read through zlib), keeps the first
-// floor(n_chars * truncate) characters, builds the vocabulary. Errors (non-zero return,
-// message naming the path in err): missing/unreadable file, empty text, invalid UTF-8
-// (with the byte offset), truncate outside (0,1], block_size < 1 or >= n.
+// Builds the dataset from `len` bytes of UTF-8 text in memory (not copied; the caller keeps
+// ownership): keeps the first floor(n_chars * truncate) characters, the vocabulary is their
+// sorted distinct code points, ids[i] the id of character i. NUL (U+0000) is an ordinary
+// character. `name` (a path, or any label) starts every message. Errors (non-zero return,
+// ds zeroed, message in err): truncate outside (0,1]; block_size < 1; empty text; invalid
+// UTF-8 (overlong form, surrogate, code point above U+10FFFF, invalid start byte, stray
+// continuation byte, sequence cut short), with the byte offset of the offending sequence and
+// its line; block_size >= the number of characters kept; a single distinct character.
+int chardataset_from_text(CharDataset *ds, const void *text, size_t len, const char *name, double truncate,
+                          int block_size, char *err, size_t errlen);
+
+// Reads `path` and builds the dataset from its text as chardataset_from_text (a path ending
+// in ".gz" is read through zlib; invalid UTF-8 offsets are then in the decompressed text).
+// Further errors, each naming the path: missing or unreadable file; a path that is not a
+// regular file (a directory, FIFO, device or socket is refused before it is opened, so a
+// FIFO never blocks); a corrupt or truncated gzip stream; text larger than the corpus limit
+// (refused before reading a plain file, and as soon as a gzip stream inflates past it). The
+// limit in bytes of (decompressed) text is the environment variable MINGPT_MAX_CORPUS_BYTES
+// (a positive integer, optionally with a K/M/G/T suffix, powers of 1024), by default a tenth
+// of physical memory (sysconf; loading needs up to 5 bytes per byte of text: the text plus a
+// 4-byte id per character); a malformed MINGPT_MAX_CORPUS_BYTES is an error too.
 int chardataset_load(CharDataset *ds, const char *path, double truncate, int block_size,
                      char *err, size_t errlen);
 
@@ -35,9 +52,14 @@ long chardataset_len(const CharDataset *ds);
 // Id of code point cp, or -1 when cp is not in the vocabulary (binary search).
 int chardataset_stoi(const CharDataset *ds, uint32_t cp);
 
-// Encodes UTF-8 text into ids (out has room for strlen(text) ids). Returns the number
-// of ids, or -1 when the text is invalid UTF-8 or holds a character outside the
-// vocabulary; then err names the character (as "'c' (U+XXXX)") and its position.
+// Encodes `len` bytes of UTF-8 text into ids (out has room for len ids; NUL is a character).
+// Returns the number of ids, or -1 when the text is invalid UTF-8 (err gives the byte
+// offset) or holds a character outside the vocabulary; then err names the character (as
+// "'c' (U+XXXX)") and its position.
+long chardataset_encode_n(const CharDataset *ds, const char *text, size_t len, int32_t *out,
+                          char *err, size_t errlen);
+
+// chardataset_encode_n of the NUL-terminated string text (out has room for strlen(text) ids).
 long chardataset_encode(const CharDataset *ds, const char *text, int32_t *out,
                         char *err, size_t errlen);
 

@@ -5,7 +5,13 @@
 #include "tests/test_util.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -572,38 +578,65 @@ static void test_load_errors(void **state) {
     write_gz(p, "", 0);
     expect_load_error(p, 1.0, 1, "empty");
 
-    static const struct { const char *bytes; long off; const char *why; } bad[] = {
-        {"ab\xC0\x80", 2, "overlong"},                 // 2-byte overlong NUL
-        {"abc\xE0\x80\x80", 3, "overlong"},            // 3-byte overlong
-        {"\xF0\x80\x80\x80", 0, "overlong"},           // 4-byte overlong
-        {"x\xED\xA0\x80y", 1, "surrogate"},            // U+D800
-        {"x\xF4\x90\x80\x80", 1, "U+10FFFF"},          // U+110000
-        {"xy\xF5\x80\x80\x80", 2, "invalid start"},    // F5..FF never start a sequence
-        {"\xFF", 0, "invalid start"},
-        {"hello \xE2\x9C", 6, "truncated"},            // sequence cut by end of file
-        {"a\xE2\x41" "b", 1, "truncated"},             // continuation byte missing mid-text
-        {"a\x80", 1, "continuation"},                  // lone continuation byte
+    // Every class of ill-formed UTF-8 (Unicode Table 3-7), with the offset of the sequence it
+    // starts at and its line; the same through a .gz file and through the in-memory path.
+    static const struct { const char *bytes; size_t len; long off, line; const char *why; } bad[] = {
+#define B(s) s, sizeof s - 1
+        {B("ab\xC0\x80"), 2, 1, "overlong"},                   // 2-byte overlong NUL
+        {B("ab\xC1\xBF"), 2, 1, "overlong"},                   // C1: overlong U+007F
+        {B("abc\xE0\x80\x80"), 3, 1, "overlong"},              // 3-byte overlong
+        {B("abc\xE0\x9F\xBF"), 3, 1, "overlong"},              // largest 3-byte overlong (U+07FF)
+        {B("\xF0\x80\x80\x80"), 0, 1, "overlong"},             // 4-byte overlong
+        {B("\n\xF0\x8F\xBF\xBF"), 1, 2, "overlong"},          // largest 4-byte overlong (U+FFFF)
+        {B("x\xED\xA0\x80y"), 1, 1, "surrogate"},              // U+D800
+        {B("x\n\n\xED\xBF\xBF"), 3, 3, "surrogate"},          // U+DFFF
+        {B("x\xF4\x90\x80\x80"), 1, 1, "U+10FFFF"},            // U+110000
+        {B("x\xF7\xBF\xBF\xBF"), 1, 1, "invalid start"},       // would be U+1FFFFF
+        {B("xy\xF5\x80\x80\x80"), 2, 1, "invalid start"},      // F5..FF never start a sequence
+        {B("ab\xF8\x88\x80\x80\x80"), 2, 1, "invalid start"}, // old 5-byte form
+        {B("\xFE"), 0, 1, "invalid start"},
+        {B("\xFF"), 0, 1, "invalid start"},
+        {B("hello \xE2\x9C"), 6, 1, "truncated"},               // sequence cut by end of file
+        {B("a\n\xF0\x9F\x98"), 2, 2, "truncated"},             // 4-byte sequence cut by end of file
+        {B("\xC3"), 0, 1, "truncated"},
+        {B("a\xE2\x41" "b"), 1, 1, "truncated"},                // continuation byte missing mid-text
+        {B("a\xF0\x9F\x98" "b"), 1, 1, "truncated"},
+        {B("a\x80"), 1, 1, "continuation"},                     // lone continuation byte
+        {B("\xC3\xA9\xA9"), 2, 1, "continuation"},             // one continuation too many
+        {B("\xBF\x80"), 0, 1, "continuation"},
+        {B("ok\0\0\n\x80"), 5, 2, "continuation"},             // NUL is a character, 0x80 is not
+#undef B
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char name[32];
         snprintf(name, sizeof name, "bad%zu.txt", i);
         tpath(state, name, p, sizeof p);
-        write_bytes(p, bad[i].bytes, strlen(bad[i].bytes));
-        snprintf(msg, sizeof msg, "byte offset %ld", bad[i].off);
+        write_bytes(p, bad[i].bytes, bad[i].len);
+        snprintf(msg, sizeof msg, "%s: invalid UTF-8 at byte offset %ld (line %ld): ", p, bad[i].off, bad[i].line);
         expect_load_error(p, 1.0, 1, msg);
         expect_load_error(p, 1.0, 1, bad[i].why);
-        // The same bytes gzipped give the same error.
+        // The same bytes gzipped give the same error, at the offset in the decompressed text.
         snprintf(name, sizeof name, "bad%zu.txt.gz", i);
         tpath(state, name, q, sizeof q);
-        write_gz(q, bad[i].bytes, strlen(bad[i].bytes));
+        write_gz(q, bad[i].bytes, bad[i].len);
+        snprintf(msg, sizeof msg, "invalid UTF-8 at byte offset %ld of the decompressed text (line %ld)",
+                 bad[i].off, bad[i].line);
         expect_load_error(q, 1.0, 1, msg);
+        // And the in-memory entry point.
+        CharDataset ds;
+        char err[512] = "";
+        assert_int_not_equal(chardataset_from_text(&ds, bad[i].bytes, bad[i].len, "mem", 1.0, 1, err, sizeof err), 0);
+        snprintf(msg, sizeof msg, "mem: invalid UTF-8 at byte offset %ld (line %ld): ", bad[i].off, bad[i].line);
+        if (!strstr(err, msg) || !strstr(err, bad[i].why)) fail_msg("bad[%zu]: %s", i, err);
+        assert_null(ds.ids);
     }
 
     tpath(state, "five.txt", p, sizeof p);
     write_bytes(p, "abcde", 5);
     snprintf(msg, sizeof msg, "block_size (5) must be smaller than the number of characters (5) in %s", p);
     expect_load_error(p, 1.0, 5, msg);
-    snprintf(msg, sizeof msg, "block_size (2) must be smaller than the number of characters (2) in %s", p);
+    snprintf(msg, sizeof msg, "block_size (2) must be smaller than the number of characters (2 of 5 after "
+             "truncate=0.5) in %s", p);
     expect_load_error(p, 0.5, 2, msg);     // counted after truncation: int(5 * 0.5) = 2
     expect_load_error(p, 1.0, 0, "block_size");
     expect_load_error(p, 0.0, 1, "truncate");
@@ -614,6 +647,265 @@ static void test_load_errors(void **state) {
     char err[256];
     assert_int_equal(chardataset_load(&ds, p, 1.0, 4, err, sizeof err), 0);
     chardataset_free(&ds);
+}
+
+// The in-memory entry point gives what loading the same bytes from a file gives, and leaves
+// the caller's buffer alone.
+static void test_from_text_matches_load(void **state) {
+    const char text[] = "To be, or not to be: \xE2\x9C\x93 \xF0\x9F\x98\x80\nthat is the question.\n";
+    char copy[sizeof text];
+    memcpy(copy, text, sizeof text);
+    CharDataset a, b;
+    char err[512] = "";
+    load_text(state, "mem.txt", text, 0.8, 4, &a);
+    if (chardataset_from_text(&b, copy, sizeof text - 1, "label", 0.8, 4, err, sizeof err)) fail_msg("%s", err);
+    assert_memory_equal(copy, text, sizeof text);
+    assert_int_equal(a.n, b.n);
+    assert_int_equal(a.vocab_size, b.vocab_size);
+    assert_int_equal(b.block_size, 4);
+    assert_memory_equal(a.itos, b.itos, (size_t)a.vocab_size * sizeof *a.itos);
+    assert_memory_equal(a.ids, b.ids, (size_t)a.n * sizeof *a.ids);
+    chardataset_free(&a);
+    chardataset_free(&b);
+    // Messages start with the caller's label; parameters are checked before the text.
+    assert_int_not_equal(chardataset_from_text(&b, "", 0, "label", 1.0, 1, err, sizeof err), 0);
+    assert_non_null(strstr(err, "label: empty"));
+    assert_int_not_equal(chardataset_from_text(&b, "abc", 3, "label", 1.0, 3, err, sizeof err), 0);
+    assert_non_null(strstr(err, "block_size (3) must be smaller than the number of characters (3) in label"));
+    assert_int_not_equal(chardataset_from_text(&b, "\xFF", 1, "label", 2.0, 1, err, sizeof err), 0);
+    assert_non_null(strstr(err, "label: truncate (2) must be in (0, 1]"));
+    assert_null(b.ids);
+}
+
+// NUL is a valid code point: it loads as a character like any other and round-trips
+// through encode_n / decode_one.
+static void test_nul_is_a_character(void **state) {
+    const char text[] = "a\0b\0\0a\n";
+    const size_t len = sizeof text - 1;
+    char p[256], err[512] = "";
+    tpath(state, "nul.txt", p, sizeof p);
+    write_bytes(p, text, len);
+    CharDataset ds;
+    if (chardataset_load(&ds, p, 1.0, 2, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(ds.n, 7);
+    assert_int_equal(ds.vocab_size, 4);
+    const uint32_t want[] = {0, '\n', 'a', 'b'};
+    assert_memory_equal(ds.itos, want, sizeof want);
+    const int32_t ids_want[] = {2, 0, 3, 0, 0, 2, 1};
+    assert_memory_equal(ds.ids, ids_want, sizeof ids_want);
+    int32_t ids[8];
+    assert_int_equal(chardataset_encode_n(&ds, text, len, ids, err, sizeof err), 7);
+    assert_memory_equal(ids, ds.ids, sizeof ids_want);
+    assert_int_equal(chardataset_encode(&ds, text, ids, err, sizeof err), 1);  // stops at the first NUL
+    char buf[8];
+    assert_int_equal(chardataset_decode_one(&ds, 0, buf), 1);
+    assert_int_equal(buf[0], '\0');
+    chardataset_free(&ds);
+    // A file of NUL bytes only (e.g. a sparse or zeroed file) has one distinct character.
+    tpath(state, "zeros.txt", p, sizeof p);
+    write_bytes(p, "\0\0\0\0\0\0\0\0", 8);
+    expect_load_error(p, 1.0, 2, "holds only one distinct character, '\\x00' (U+0000)");
+}
+
+// Too little text: an empty corpus, fewer characters than block_size+1 (before or after
+// truncate), one distinct character. Each message names the path and the numbers.
+static void test_too_little_text(void **state) {
+    char p[256], msg[512];
+    tpath(state, "one.txt", p, sizeof p);
+    write_bytes(p, "a", 1);
+    snprintf(msg, sizeof msg, "block_size (1) must be smaller than the number of characters (1) in %s", p);
+    expect_load_error(p, 1.0, 1, msg);
+    tpath(state, "same.txt", p, sizeof p);
+    write_bytes(p, "aaaaaaaaaaaaaaaaaaaa", 20);
+    snprintf(msg, sizeof msg, "%s: the corpus (20 characters) holds only one distinct character, 'a' (U+0061); "
+             "a character model needs at least 2", p);
+    expect_load_error(p, 1.0, 4, msg);
+    // Two distinct characters, but truncate keeps only the first.
+    tpath(state, "same_then_b.txt", p, sizeof p);
+    write_bytes(p, "\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9" "b", 13);
+    snprintf(msg, sizeof msg, "%s: the corpus (3 characters) holds only one distinct character, '\xC3\xA9' (U+00E9)", p);
+    expect_load_error(p, 0.5, 1, msg);
+    snprintf(msg, sizeof msg, "block_size (6) must be smaller than the number of characters (3 of 7 after "
+             "truncate=0.5) in %s", p);
+    expect_load_error(p, 0.5, 6, msg);
+    CharDataset ds;
+    char err[256];
+    if (chardataset_load(&ds, p, 1.0, 6, err, sizeof err)) fail_msg("%s", err);  // all 7: two characters
+    assert_int_equal(ds.vocab_size, 2);
+    chardataset_free(&ds);
+}
+
+// Wall-clock guard: a load that blocks (a FIFO without a writer) fails the test instead of
+// hanging it.
+static void on_alarm(int sig) { (void)sig; _exit(3); }
+
+// Only a regular file is read: a directory, FIFO, device or socket is refused by name before
+// it is opened, and a symlink is judged by what it points to.
+static void test_not_a_regular_file(void **state) {
+    Ctx *c = *state;
+    char p[256], q[256], msg[512];
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    snprintf(msg, sizeof msg, "%s: is a directory, not a regular file", c->dir);
+    expect_load_error(c->dir, 1.0, 1, msg);
+    tpath(state, "dir.gz", p, sizeof p);
+    assert_int_equal(mkdir(p, 0700), 0);
+    expect_load_error(p, 1.0, 1, "is a directory, not a regular file");
+    assert_int_equal(rmdir(p), 0);
+
+    tpath(state, "fifo", p, sizeof p);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    expect_load_error(p, 1.0, 1, "is a FIFO (named pipe), not a regular file");
+    tpath(state, "fifo.gz", q, sizeof q);
+    assert_int_equal(mkfifo(q, 0600), 0);
+    expect_load_error(q, 1.0, 1, "is a FIFO (named pipe), not a regular file");
+
+    expect_load_error("/dev/zero", 1.0, 1, "/dev/zero: is a character device, not a regular file");
+    expect_load_error("/dev/null", 1.0, 1, "/dev/null: is a character device, not a regular file");
+
+    tpath(state, "sock", p, sizeof p);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(p) < sizeof sa.sun_path);
+    strcpy(sa.sun_path, p);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    expect_load_error(p, 1.0, 1, "is a socket, not a regular file");
+    close(fd);
+
+    tpath(state, "link_to_dir", p, sizeof p);
+    assert_int_equal(symlink(c->dir, p), 0);
+    expect_load_error(p, 1.0, 1, "is a directory, not a regular file");
+    tpath(state, "target.txt", q, sizeof q);
+    write_bytes(q, "abcabc", 6);
+    tpath(state, "link_to_file", p, sizeof p);
+    assert_int_equal(symlink(q, p), 0);
+    CharDataset ds;
+    char err[256];
+    if (chardataset_load(&ds, p, 1.0, 2, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(ds.n, 6);
+    chardataset_free(&ds);
+    alarm(0);
+    signal(SIGALRM, SIG_DFL);
+}
+
+static void set_limit(const char *v) {
+    if (v) assert_int_equal(setenv("MINGPT_MAX_CORPUS_BYTES", v, 1), 0);
+    else assert_int_equal(unsetenv("MINGPT_MAX_CORPUS_BYTES"), 0);
+}
+
+// Teardown: a failed check must not leave a small limit to the tests after it.
+static int unset_limit(void **state) {
+    (void)state;
+    return unsetenv("MINGPT_MAX_CORPUS_BYTES");
+}
+
+static long max_rss_kb(void) {
+    struct rusage ru;
+    assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+    return ru.ru_maxrss;
+}
+
+// The corpus budget: MINGPT_MAX_CORPUS_BYTES bytes of (decompressed) text; a plain file
+// over it is refused before it is read, a gzip stream as soon as it inflates past it.
+static void test_corpus_limit(void **state) {
+    char p[256], msg[512], err[512];
+    CharDataset ds;
+    char text[301];
+    for (int i = 0; i < 300; i++) text[i] = "abc\n"[i % 4];
+    text[300] = '\0';
+
+    set_limit("300");
+    tpath(state, "at_limit.txt", p, sizeof p);
+    write_bytes(p, text, 300);
+    if (chardataset_load(&ds, p, 1.0, 8, err, sizeof err)) fail_msg("%s", err);
+    chardataset_free(&ds);
+    tpath(state, "at_limit.txt.gz", p, sizeof p);
+    write_gz(p, text, 300);
+    if (chardataset_load(&ds, p, 1.0, 8, err, sizeof err)) fail_msg("%s", err);
+    chardataset_free(&ds);
+
+    set_limit("299");
+    tpath(state, "at_limit.txt", p, sizeof p);
+    snprintf(msg, sizeof msg, "%s: 300 bytes is larger than the corpus limit of 299 bytes (set by "
+             "MINGPT_MAX_CORPUS_BYTES; raise it to load more)", p);
+    expect_load_error(p, 1.0, 8, msg);
+    tpath(state, "at_limit.txt.gz", p, sizeof p);
+    snprintf(msg, sizeof msg, "%s: decompresses to more than the corpus limit of 299 bytes", p);
+    expect_load_error(p, 1.0, 8, msg);
+    // truncate does not change what has to be read.
+    expect_load_error(p, 0.1, 8, "the corpus limit of 299 bytes");
+
+    // Suffixes are powers of 1024.
+    set_limit("1k");
+    tpath(state, "at_limit.txt", p, sizeof p);
+    if (chardataset_load(&ds, p, 1.0, 8, err, sizeof err)) fail_msg("%s", err);
+    chardataset_free(&ds);
+
+    // A gzip bomb: 1 GiB of zeros in about 1 MB (1024 concatenated members of 1 MiB each).
+    // With a 4 MiB limit it stops at the limit: the error comes, and the process's peak
+    // memory grows by far less than the 1 GiB (or the 5 GiB of ids) the stream would need.
+    const size_t mib = 1 << 20;
+    unsigned char *zeros = calloc(mib, 1);
+    uLongf zlen = compressBound(mib) + 32;
+    unsigned char *member = malloc(zlen);
+    assert_non_null(zeros);
+    assert_non_null(member);
+    z_stream zs = {0};
+    assert_int_equal(deflateInit2(&zs, 9, Z_DEFLATED, 16 + 15, 9, Z_DEFAULT_STRATEGY), Z_OK);  // gzip wrapper
+    zs.next_in = zeros; zs.avail_in = (uInt)mib;
+    zs.next_out = member; zs.avail_out = (uInt)zlen;
+    assert_int_equal(deflate(&zs, Z_FINISH), Z_STREAM_END);
+    const size_t mlen = zs.total_out;
+    deflateEnd(&zs);
+    tpath(state, "bomb.txt.gz", p, sizeof p);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    for (int i = 0; i < 1024; i++) assert_int_equal(fwrite(member, 1, mlen, f), mlen);
+    assert_int_equal(fclose(f), 0);
+    free(zeros);
+    free(member);
+    set_limit("4M");
+    const long rss0 = max_rss_kb();
+    snprintf(msg, sizeof msg, "%s: decompresses to more than the corpus limit of 4194304 bytes", p);
+    expect_load_error(p, 1.0, 8, msg);
+    const long grew_kb = max_rss_kb() - rss0;
+    if (grew_kb > 64 * 1024) fail_msg("the gzip bomb raised peak memory by %ld KiB", grew_kb);
+
+    // A malformed limit is an error that names the variable.
+    const char *bad[] = {"lots", "0", "-5", "12X", "1.5G", "99999999999999999999", "8000000000T", "12KB"};
+    tpath(state, "at_limit.txt", p, sizeof p);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        set_limit(bad[i]);
+        assert_int_not_equal(chardataset_load(&ds, p, 1.0, 8, err, sizeof err), 0);
+        snprintf(msg, sizeof msg, "MINGPT_MAX_CORPUS_BYTES='%s' is not a size in bytes", bad[i]);
+        if (!strstr(err, msg)) fail_msg("limit '%s': %s", bad[i], err);
+    }
+
+    // The default: a tenth of physical memory. A sparse file the size of physical memory is
+    // refused from its size alone (reading it would take seconds and the whole memory).
+    set_limit(NULL);
+    const unsigned long long phys = (unsigned long long)sysconf(_SC_PHYS_PAGES) * (unsigned long long)sysconf(_SC_PAGESIZE);
+    tpath(state, "sparse.txt", p, sizeof p);
+    f = fopen(p, "wb");
+    assert_non_null(f);
+    fclose(f);
+    if (truncate(p, (off_t)phys) != 0) {
+        print_message("note: cannot make a sparse file of %llu bytes (%s); skipping the default-limit check\n",
+                      phys, strerror(errno));
+    } else {
+        snprintf(msg, sizeof msg, "%s: %llu bytes is larger than the corpus limit of %llu bytes (a tenth of the "
+                 "%.1f GiB of physical memory", p, phys, phys / 10, (double)phys / (1 << 30));
+        expect_load_error(p, 1.0, 8, msg);
+        expect_load_error(p, 1.0, 8, "set MINGPT_MAX_CORPUS_BYTES=BYTES (e.g. 20G) to raise it");
+    }
+    unlink(p);
+    set_limit("1T");  // a raised limit loads what the default would refuse; here: an ordinary file
+    tpath(state, "target.txt", p, sizeof p);
+    write_bytes(p, text, 300);
+    if (chardataset_load(&ds, p, 1.0, 8, err, sizeof err)) fail_msg("%s", err);
+    chardataset_free(&ds);
+    set_limit(NULL);
 }
 
 static void test_encode_errors(void **state) {
@@ -732,6 +1024,11 @@ int main(void) {
         cmocka_unit_test(test_windows_shift_by_one),
         cmocka_unit_test(test_gz_matches_plain),
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_from_text_matches_load),
+        cmocka_unit_test(test_nul_is_a_character),
+        cmocka_unit_test(test_too_little_text),
+        cmocka_unit_test(test_not_a_regular_file),
+        cmocka_unit_test_teardown(test_corpus_limit, unset_limit),
         cmocka_unit_test(test_encode_errors),
         cmocka_unit_test(test_from_vocab),
         cmocka_unit_test(test_tinyshakespeare_facts),
