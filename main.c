@@ -9,6 +9,7 @@
 // expands sweeps into jobs that run one after another in hydra.sweep.dir/<num>.
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,13 +195,24 @@ static void place_paths(Config *cfg, const App *app, const char *dir, bool chdir
     if (run_dir_join(app->cwd, cfg->trainer.snapshot_path, snapshot, len)) snprintf(snapshot, len, "%s", cfg->trainer.snapshot_path);
 }
 
+// Rank 0 writes <dir>/summary.json (s->exit_status RUN_SUMMARY_RUNNING at the start of a job);
+// a failure to write it turns a success into EXIT_RUNTIME.
+static int write_summary(const App *app, const char *dir, const RunSummary *s) {
+    char err[ERRLEN];
+    if (app->comm->rank != 0 || !run_dir_write_summary(dir, s, err, sizeof err)) return s->exit_status;
+    if (s->exit_status == RUN_SUMMARY_RUNNING) log_error("mingpt: error: cannot write in output directory '%s': %s\n", dir, err);
+    else log_error("mingpt: error: %s\n", err);
+    return s->exit_status == EXIT_OK || s->exit_status == RUN_SUMMARY_RUNNING ? EXIT_RUNTIME : s->exit_status;
+}
+
 // Trains in dir (chdir'ed there when hydra.job.chdir) and writes summary.json.
 static int train_in(const App *app, Config *cfg, const char *dir, bool chdir_job) {
-    char snapshot[PATH_MAX], err[ERRLEN];
+    char snapshot[PATH_MAX];
     place_paths(cfg, app, dir, chdir_job, snapshot, sizeof snapshot);
     if (chdir_job && chdir(dir) != 0) {
         log_error("mingpt: error: cannot enter the output directory '%s'\n", dir);
-        return EXIT_RUNTIME;
+        RunSummary s = {.exit_status = EXIT_RUNTIME, .snapshot_path = snapshot, .output_dir = dir, .cwd = app->cwd};
+        return write_summary(app, dir, &s);
     }
     TrainResult res = {.final_train_loss = NAN, .test_loss = NAN, .tokens_per_s = NAN, .wall_s = NAN};
     int rc = trainer_run(cfg, app->comm, &res);
@@ -208,11 +220,7 @@ static int train_in(const App *app, Config *cfg, const char *dir, bool chdir_job
     if (!getcwd(job_cwd, sizeof job_cwd)) snprintf(job_cwd, sizeof job_cwd, "%s", chdir_job ? dir : app->cwd);
     if (chdir_job && chdir(app->cwd) != 0) log_error("mingpt: error: cannot return to '%s'\n", app->cwd);
     RunSummary s = {.exit_status = rc, .result = &res, .snapshot_path = snapshot, .output_dir = dir, .cwd = job_cwd};
-    if (app->comm->rank == 0 && run_dir_write_summary(dir, &s, err, sizeof err)) {
-        log_error("mingpt: error: %s\n", err);
-        if (rc == EXIT_OK) rc = EXIT_RUNTIME;
-    }
-    return rc;
+    return write_summary(app, dir, &s);
 }
 
 // Runs a composed, validated job: output directory, .hydra/, log, training, summary.json.
@@ -227,6 +235,11 @@ static int run_job(const App *app, Job *job, const char *sweep_dir) {
         fprintf(stderr, "mingpt: error: %s\n", err);
         rc = EXIT_RUNTIME;
     }
+    // First thing in the directory: a summary.json that says the job is running replaces an
+    // earlier run's at once, so a job killed from here on never leaves an old result behind;
+    // and it shows now, not after training, that the directory takes files.
+    RunSummary running = {.exit_status = RUN_SUMMARY_RUNNING, .output_dir = dir, .cwd = app->cwd};
+    if (!rc) rc = write_summary(app, dir, &running) == RUN_SUMMARY_RUNNING ? 0 : EXIT_RUNTIME;
     if ((rc = share_from_rank0(app, rc, dir, sizeof dir))) return rc;
     set_runtime(job, dir);
     Config cfg;
@@ -235,7 +248,12 @@ static int run_job(const App *app, Job *job, const char *sweep_dir) {
     if (!rc && chdir_job < 0) rc = EXIT_USAGE;
     if (!rc && app->comm->rank == 0 && record_job(job, dir)) rc = EXIT_RUNTIME;
     rc = share_from_rank0(app, rc, dir, sizeof dir);
-    if (!rc) rc = train_in(app, &cfg, dir, chdir_job == 1);
+    if (!rc) {
+        rc = train_in(app, &cfg, dir, chdir_job == 1);
+    } else {   // failed before training: the summary says so instead of "running"
+        RunSummary failed = {.exit_status = rc, .output_dir = dir, .cwd = app->cwd};
+        write_summary(app, dir, &failed);
+    }
     log_close();
     return rc;
 }
@@ -560,6 +578,9 @@ static int open_comm(App *app, int *argc, char ***argv) {
 }
 
 int main(int argc, char **argv) {
+    // A file size limit (ulimit -f) then fails the write with EFBIG, reported like a full
+    // disk, instead of killing the process in the middle of a save.
+    signal(SIGXFSZ, SIG_IGN);
     if (argc > 1 && strcmp(argv[1], "sample") == 0) {
         SampleOptions o;
         int rc = sample_parse_args(argc - 1, argv + 1, &o);

@@ -14,6 +14,7 @@
 #include "config/cfg_interp.h"
 #include "config/cfg_override.h"
 #include "config/cfg_tree.h"
+#include "model/gpt.h"   // GPT_MAX_*: the model's size limits, checked here at bind time
 
 // ------------------------------------------------------------------------- schema
 
@@ -77,6 +78,8 @@ static const ConfigField SCHEMA[] = {
      .doc = "gradient all-reduce bucket size cap in MiB (data-parallel runs)"},
     {FIELD("trainer_config", "collective_timeout_s", trainer.collective_timeout_s, CONFIG_FLOAT), .def_float = {300.0},
      .doc = "abort a data-parallel job when a collective takes longer; 0 = never"},
+    {FIELD("trainer_config", "skip_spike_zscore", trainer.skip_spike_zscore, CONFIG_FLOAT), .def_float = {0.0},
+     .doc = "skip an update whose gradient norm has a z-score above this against the last 128; 0 = off"},
 
     {FIELD("optimizer_config", "weight_decay", optim.weight_decay, CONFIG_FLOAT), .def_float = {0.1},
      .doc = "AdamW weight decay (Linear weights only)"},
@@ -594,6 +597,51 @@ static int min_int(const CfgNode *t, const char *sec, const char *key, long long
     return invalid(t, sec, key, err, errlen, "%s.%s must be >= %lld, got %lld", sec, key, min, v);
 }
 
+// An upper bound that keeps later sizes from overflowing or running for minutes; `why` names
+// the limit in the message.
+static int max_int(const CfgNode *t, const char *sec, const char *key, long long v, long long max, const char *why,
+                   char *err, size_t errlen) {
+    if (v <= max) return 0;
+    return invalid(t, sec, key, err, errlen, "%s.%s must be <= %lld (%s), got %lld", sec, key, max, why, v);
+}
+
+// Sizes that are valid one by one but whose products the model or the trainer could not
+// hold: checked here, when the config is bound, rather than minutes later. The key named is
+// the one that makes the product big. Every product is taken in double (no overflow); the
+// vocabulary is not known yet, so the counts are lower bounds (vocab_size 1).
+static int check_sizes(const Config *cfg, const CfgNode *t, char *err, size_t errlen) {
+    const GPTConfig *g = &cfg->gpt;
+    const TrainerConfig *tr = &cfg->trainer;
+    const double L = g->n_layer, C = g->n_embd, NH = g->n_head, T = cfg->data.block_size, B = tr->batch_size;
+    // gpt_shape_check's parameter count (model/gpt.c) without the two vocab_size x n_embd tables
+    const double params = T * C + L * (12 * C * C + 13 * C) + 2 * C;
+    if (params > (double)GPT_MAX_PARAMS)
+        return invalid(t, "gpt_config", g->n_layer > 1 ? "n_layer" : "n_embd", err, errlen,
+                       "gpt_config: n_layer %d and n_embd %d make at least %.3g parameters, more than mingpt's limit "
+                       "of %.3g (GPT_MAX_PARAMS)", g->n_layer, g->n_embd, params, (double)GPT_MAX_PARAMS);
+    // The kernels index one micro-batch's B*T rows with an int.
+    if (B * T > INT_MAX)
+        return invalid(t, "trainer_config", "batch_size", err, errlen,
+                       "trainer_config.batch_size x data_config.block_size is %d x %d = %.0f tokens per micro-batch, "
+                       "more than the limit of %d", tr->batch_size, cfg->data.block_size, B * T, INT_MAX);
+    // One iteration's rows (batch_size x grad_accum_steps) are counted with an int too.
+    if (B * tr->grad_accum_steps > INT_MAX)
+        return invalid(t, "trainer_config", "grad_accum_steps", err, errlen,
+                       "trainer_config.batch_size x grad_accum_steps is %d x %d = %.0f sequences per iteration, more "
+                       "than the limit of %d", tr->batch_size, tr->grad_accum_steps, B * tr->grad_accum_steps, INT_MAX);
+    // model/gpt.c's activation layout: per layer at least 12 B*T*C floats and the attention
+    // matrix B*NH*T*T, then 18 B*T*C and the attention gradient once; at most
+    // CONFIG_MAX_ACT_FLOATS (so that no size computed from them overflows a size_t).
+    const double acts = L * (12 * B * T * C + B * NH * T * T) + B * NH * T * T + 18 * B * T * C;
+    if (acts > (double)CONFIG_MAX_ACT_FLOATS)
+        return invalid(t, "trainer_config", "batch_size", err, errlen,
+                       "the activations of one micro-batch (trainer_config.batch_size %d x data_config.block_size %d "
+                       "with gpt_config n_layer %d, n_head %d, n_embd %d) need at least %.0f GiB, more than mingpt's "
+                       "limit of %.0f GiB", tr->batch_size, cfg->data.block_size, g->n_layer, g->n_head, g->n_embd,
+                       acts * 4 / 1073741824.0, (double)CONFIG_MAX_ACT_FLOATS * 4 / 1073741824.0);
+    return 0;
+}
+
 // v must be finite and within lo..hi (open or closed ends; hi = INFINITY for no upper bound).
 static int float_range(const CfgNode *t, const char *sec, const char *key, const CfgNode *node, double v, double lo,
                        bool lo_open, double hi, bool hi_open, char *err, size_t errlen) {
@@ -639,12 +687,24 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
                            f->choices, (const char *)field_cptr(cfg, f));
     }
     if (!d->path[0]) return invalid(t, "data_config", "path", err, errlen, "data_config.path must not be empty");
+    // An empty snapshot path would train to the end and then fail to save.
+    if (!tr->snapshot_path[0])
+        return invalid(t, "trainer_config", "snapshot_path", err, errlen,
+                       "trainer_config.snapshot_path must not be empty (it names the snapshot file)");
+    const size_t sl = strlen(tr->snapshot_path);
+    if (tr->snapshot_path[sl - 1] == '/')
+        return invalid(t, "trainer_config", "snapshot_path", err, errlen,
+                       "trainer_config.snapshot_path must name a file, not a directory: '%s'", tr->snapshot_path);
     if (min_int(t, "data_config", "block_size", d->block_size, 1, err, errlen) ||
+        max_int(t, "data_config", "block_size", d->block_size, GPT_MAX_BLOCK, "GPT_MAX_BLOCK", err, errlen) ||
         float_range(t, "data_config", "train_split", NULL, d->train_split, 0, true, 1, true, err, errlen) ||
         float_range(t, "data_config", "truncate", NULL, d->truncate, 0, true, 1, false, err, errlen) ||
         min_int(t, "gpt_config", "n_layer", g->n_layer, 1, err, errlen) ||
         min_int(t, "gpt_config", "n_head", g->n_head, 1, err, errlen) ||
-        min_int(t, "gpt_config", "n_embd", g->n_embd, 1, err, errlen))
+        min_int(t, "gpt_config", "n_embd", g->n_embd, 1, err, errlen) ||
+        max_int(t, "gpt_config", "n_layer", g->n_layer, GPT_MAX_LAYER, "GPT_MAX_LAYER", err, errlen) ||
+        max_int(t, "gpt_config", "n_head", g->n_head, GPT_MAX_EMBD, "GPT_MAX_EMBD", err, errlen) ||
+        max_int(t, "gpt_config", "n_embd", g->n_embd, GPT_MAX_EMBD, "GPT_MAX_EMBD", err, errlen))
         return -1;
     if (g->n_embd % g->n_head != 0) {
         // Point at n_embd, or at n_head when only n_head was set by the user.
@@ -666,7 +726,13 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
         min_int(t, "trainer_config", "eval_every", tr->eval_every, 0, err, errlen) ||
         min_int(t, "trainer_config", "save_every_iters", tr->save_every_iters, 0, err, errlen) ||
         min_int(t, "trainer_config", "grad_accum_steps", tr->grad_accum_steps, 1, err, errlen) ||
-        float_range(t, "trainer_config", "bucket_cap_mb", NULL, tr->bucket_cap_mb, 0, true, inf, false, err, errlen) ||
+        max_int(t, "trainer_config", "grad_accum_steps", tr->grad_accum_steps, CONFIG_MAX_GRAD_ACCUM,
+                "CONFIG_MAX_GRAD_ACCUM", err, errlen) ||
+        // MiB -> bytes as a size_t: 1 TiB is far beyond any model and far from overflow
+        float_range(t, "trainer_config", "bucket_cap_mb", NULL, tr->bucket_cap_mb, 0, true, 1048576, false, err,
+                    errlen) ||
+        float_range(t, "trainer_config", "skip_spike_zscore", NULL, tr->skip_spike_zscore, 0, false, inf, false, err,
+                    errlen) ||
         float_range(t, "trainer_config", "collective_timeout_s", NULL, tr->collective_timeout_s, 0, false, inf, false,
                     err, errlen))
         return -1;
@@ -688,7 +754,7 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
         min_int(t, "optimizer_config", "lr_decay_iters", o->lr_decay_iters, 0, err, errlen) ||
         float_range(t, "optimizer_config", "min_lr", NULL, o->min_lr, 0, false, inf, false, err, errlen))
         return -1;
-    return 0;
+    return check_sizes(cfg, t, err, errlen);
 }
 
 // True when a section of the tree holds an interpolation or `???` somewhere.

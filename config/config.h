@@ -14,6 +14,11 @@
 
 #define CFG_STR_MAX 1024
 
+// Bounds config_bind puts on values that are valid alone but would overflow or exhaust
+// memory later (besides the model's own limits GPT_MAX_* in model/gpt.h, also checked there):
+#define CONFIG_MAX_GRAD_ACCUM (1 << 20)      // trainer_config.grad_accum_steps
+#define CONFIG_MAX_ACT_FLOATS (1ull << 40)   // activation floats of one micro-batch (4 TiB)
+
 typedef struct {
     char path[CFG_STR_MAX];   // corpus file (UTF-8; a .gz path is read through zlib)
     int block_size;           // T: context length (default 128)
@@ -50,6 +55,11 @@ typedef struct {
     int grad_accum_steps;     // micro-steps per optimizer step, communication on the last (default 1)
     double bucket_cap_mb;     // gradient all-reduce bucket cap in MiB (default 25, as DDP)
     double collective_timeout_s; // abort the job when a collective takes longer (default 300; 0 = never)
+    // llm.c's outlier detector: skip the optimizer update (parameters and AdamW moments
+    // untouched, the iteration still counted and logged) when the gradient norm's z-score
+    // against the norms of the last 128 iterations exceeds this; 0 = off (default). The
+    // norm is taken after the all-reduce, so every rank decides alike (trainer/train_step.h).
+    double skip_spike_zscore;
 } TrainerConfig;
 
 typedef struct {
@@ -152,8 +162,12 @@ CfgNode *config_resolve(const CfgNode *tree, char *err, size_t errlen);
 
 // Binds and validates a composed tree into *cfg; cfg->source is not touched. Interpolations
 // are resolved first (config_resolve). Absent keys take their defaults; `hydra` and other
-// top-level keys outside the four sections are ignored. Returns 0, or non-zero with a message
-// naming the key and where its value came from (file:line:col, or the override) in err.
+// top-level keys outside the four sections are ignored. Validation covers each value's range
+// and the sizes they make together: the model's limits (GPT_MAX_* in model/gpt.h, the
+// parameter count without the vocabulary), tokens and rows per micro-batch (int), the
+// activation floats of one micro-batch (CONFIG_MAX_ACT_FLOATS), so that a run that could
+// only fail minutes later fails here. Returns 0, or non-zero with a message naming the key
+// and where its value came from (file:line:col, or the override) in err.
 int config_bind(Config *cfg, const CfgNode *tree, char *err, size_t errlen);
 
 #endif

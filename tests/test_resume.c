@@ -1,9 +1,12 @@
 // tests/test_resume.c — training resumes exactly: 2 epochs straight equal 1 epoch +
 // restart + 1 epoch, and a restart in the middle of an epoch, with dropout on and a
-// fixed seed. Parameters, AdamW moments and counters are compared bitwise.
+// fixed seed. Parameters, AdamW moments and counters are compared bitwise. A snapshot
+// whose place in the epoch does not fit the data is refused; skipped outlier steps leave
+// no AdamW step behind.
 #include "tests/test_util.h"
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include "config/config.h"
 #include "trainer/snapshot.h"
@@ -33,8 +36,9 @@ static int teardown(void **state) {
     return system(cmd);
 }
 
-// Trains with the small config plus `extra` overrides; snapshot at dir/name.
-static void train(const char *name, const char *extra1, const char *extra2) {
+// Trains with the small config plus `extra` overrides; snapshot at dir/name. Returns
+// trainer_run's exit code.
+static int train_rc(const char *name, const char *extra1, const char *extra2) {
     char path[400], snap[400], err[4096];
     snprintf(path, sizeof path, "data_config.path=%s", corpus);
     snprintf(snap, sizeof snap, "trainer_config.snapshot_path=%s/%s", dir, name);
@@ -52,8 +56,13 @@ static void train(const char *name, const char *extra1, const char *extra2) {
     TrainResult res;
     Comm *comm = comm_single_create();
     assert_non_null(comm);
-    assert_int_equal(trainer_run(&cfg, comm, &res), 0);
+    const int rc = trainer_run(&cfg, comm, &res);
     comm->destroy(comm);
+    return rc;
+}
+
+static void train(const char *name, const char *extra1, const char *extra2) {
+    assert_int_equal(train_rc(name, extra1, extra2), 0);
 }
 
 static Snapshot load(const char *name) {
@@ -125,12 +134,99 @@ static void test_seed_matters(void **state) {
     snapshot_free(&b);
 }
 
+static void save(const char *name, const Snapshot *s) {
+    char path[400], err[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (snapshot_save(path, s, err, sizeof err)) fail_msg("%s", err);
+}
+
+// Rewrites dir/name without its record `tag` and with the CRC recomputed: a file from before
+// that record existed (snapshot_save always writes DIST).
+static void drop_record(const char *name, const char *tag) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char *buf = malloc(1 << 20), *out = malloc(1 << 20);
+    size_t n = fread(buf, 1, 1 << 20, f), o = 12, dropped = 0;
+    fclose(f);
+    assert_true(n > 16 && n < (1 << 20));
+    memcpy(out, buf, 12);   // magic, version
+    for (size_t p = 12; p + 12 <= n - 4;) {
+        uint64_t len;
+        memcpy(&len, buf + p + 4, 8);
+        assert_true(len <= n - 4 - p - 12);
+        if (memcmp(buf + p, tag, 4) != 0) { memcpy(out + o, buf + p, 12 + len); o += 12 + len; }
+        else dropped++;
+        p += 12 + len;
+    }
+    assert_int_equal(dropped, 1);
+    const uint32_t crc = (uint32_t)crc32(0L, out, (uInt)o);
+    memcpy(out + o, &crc, 4);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(out, 1, o + 4, f), o + 4);
+    fclose(f);
+    free(buf);
+    free(out);
+}
+
+// The snapshot's place in the epoch is checked against this data before it is used: past
+// the training windows (plus the writer's padding) it is refused (exit 2) instead of ending
+// the epoch early without a word; a file without DIST with a huge iter_in_epoch (whose
+// product with batch_size would overflow) too; in range, both resume.
+static void test_resume_point_checked(void **state) {
+    train("pt.bin", "trainer_config.max_epochs=1", "trainer_config.max_iters=3");
+    Snapshot s = load("pt.bin");
+    assert_int_equal(s.world_size, 1);
+    assert_int_equal(s.samples_in_epoch, 3 * 32);
+    const long ok_samples = s.samples_in_epoch;
+    s.samples_in_epoch = 1L << 40;
+    save("pt_far.bin", &s);
+    assert_int_equal(train_rc("pt_far.bin", "trainer_config.max_epochs=1", NULL), EXIT_USAGE);
+    s.samples_in_epoch = 5000;   // the split has fewer windows than the 3,000-character corpus
+    save("pt_far.bin", &s);
+    assert_int_equal(train_rc("pt_far.bin", "trainer_config.max_epochs=1", NULL), EXIT_USAGE);
+    s.samples_in_epoch = ok_samples;
+    s.iter_in_epoch = 1L << 62;
+    save("pt_legacy.bin", &s);
+    drop_record("pt_legacy.bin", "DIST");
+    Snapshot l = load("pt_legacy.bin");
+    assert_int_equal(l.world_size, 0);
+    snapshot_free(&l);
+    assert_int_equal(train_rc("pt_legacy.bin", "trainer_config.max_epochs=1", "trainer_config.max_iters=4"),
+                     EXIT_USAGE);
+    s.iter_in_epoch = 3;   // in range: resumes at 3 x batch_size samples, as the DIST file does
+    save("pt_legacy.bin", &s);
+    drop_record("pt_legacy.bin", "DIST");
+    train("pt_legacy.bin", "trainer_config.max_epochs=1", "trainer_config.max_iters=4");
+    train("pt.bin", "trainer_config.max_epochs=1", "trainer_config.max_iters=4");
+    assert_same_state("pt.bin", "pt_legacy.bin");
+    snapshot_free(&s);
+}
+
+// trainer_config.skip_spike_zscore tiny: once the 128-norm window is full, about every other
+// step is an outlier and skipped; the iterations are still counted, AdamW's steps are not.
+static void test_skip_spike(void **state) {
+    train("spike.bin", "trainer_config.max_epochs=3", "trainer_config.skip_spike_zscore=1e-9");
+    Snapshot s = load("spike.bin");
+    if (!(s.iter_num > 160 && s.adam_step >= 128 && s.adam_step < s.iter_num - 10))
+        fail_msg("%ld iterations, %ld AdamW steps", s.iter_num, s.adam_step);
+    snapshot_free(&s);
+    train("nospike.bin", "trainer_config.max_epochs=3", NULL);
+    s = load("nospike.bin");
+    assert_int_equal(s.adam_step, s.iter_num);
+    snapshot_free(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_at_epoch_boundary),
         cmocka_unit_test(test_resume_mid_epoch),
         cmocka_unit_test(test_seed_matters),
         cmocka_unit_test(test_resume_fp16),
+        cmocka_unit_test(test_resume_point_checked),
+        cmocka_unit_test(test_skip_spike),
     };
     return cmocka_run_group_tests_name("resume", tests, setup, teardown);
 }

@@ -51,7 +51,8 @@ float grad_clip(Backend *be, float *grads, size_t n, double norm, double max_nor
 }
 
 double lr_at(const OptimizerConfig *o, long it) {
-    if (it < o->warmup_iters) return o->learning_rate * (double)(it + 1) / (double)(o->warmup_iters + 1);
+    // in double: warmup_iters may be LONG_MAX (+1 would overflow a long)
+    if (it < o->warmup_iters) return o->learning_rate * ((double)it + 1.0) / ((double)o->warmup_iters + 1.0);
     if (o->lr_decay_iters <= 0) return o->learning_rate;
     if (it > o->lr_decay_iters) return o->min_lr;
     double span = (double)(o->lr_decay_iters - o->warmup_iters);

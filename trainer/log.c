@@ -2,14 +2,19 @@
 #include "trainer/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
-// The open job log: process-wide, because the trainer's log calls carry no context.
-static FILE *g_log_file;
+// The open job log: process-wide, because the trainer's log calls carry no context. A file
+// descriptor, not a FILE: each line is one write(), so that a failed write can be undone.
+static int g_log_fd = -1;
+static char g_log_path[4096];
 // This process's rank in a data-parallel job (log_set_rank); 0 in one process.
 static int g_rank;
 
@@ -26,21 +31,56 @@ static void asctime_now(char *buf, size_t len) {
     snprintf(buf, len, "%s,%03d", base, (int)(tv.tv_usec / 1000) % 1000);
 }
 
-// Writes "[time]<tag> <message>" to f, ending the line if the message does not.
-static void write_prefixed(FILE *f, const char *tag, const char *fmt, va_list ap) {
+// "[time]<tag> <message>" into buf, ending the line if the message does not. Returns its length.
+static size_t format_prefixed(char *buf, size_t len, const char *tag, const char *fmt, va_list ap) {
     char when[48], msg[8192];
     asctime_now(when, sizeof when);
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
-    fprintf(f, "[%s]%s%s%s", when, tag, msg, n && msg[n - 1] == '\n' ? "" : "\n");
-    fflush(f);
+    int w = snprintf(buf, len, "[%s]%s%s%s", when, tag, msg, n && msg[n - 1] == '\n' ? "" : "\n");
+    if (w < 0) return 0;
+    if ((size_t)w >= len) {   // cut: still one whole line
+        w = (int)len - 1;
+        buf[w - 1] = '\n';
+    }
+    return (size_t)w;
+}
+
+// A write to the log file failed (disk full, file size limit, I/O error): the partial line is
+// cut off again, the file is closed, and stderr says so once. Training goes on: the console
+// still gets every line, and losing the copy must not lose the run.
+static void log_file_failed(int err, off_t good_size) {
+    if (good_size >= 0 && ftruncate(g_log_fd, good_size) != 0) { /* keep what is there */ }
+    close(g_log_fd);
+    g_log_fd = -1;
+    char line[4200];
+    snprintf(line, sizeof line, "mingpt: error: cannot write the log file '%s': %s; the run goes on and logs to "
+             "the console only\n", g_log_path, strerror(err));
+    fflush(stdout);
+    fputs(line, stderr);
+    fflush(stderr);
+}
+
+// Appends one whole line to the log file, or none of it.
+static void file_line(const char *line, size_t n) {
+    if (g_log_fd < 0) return;
+    const off_t before = lseek(g_log_fd, 0, SEEK_END);
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(g_log_fd, line + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            log_file_failed(w < 0 ? errno : ENOSPC, before);
+            return;
+        }
+        done += (size_t)w;
+    }
 }
 
 static void to_file(const char *level, const char *fmt, va_list ap) {
-    if (!g_log_file) return;
-    char tag[64];
+    if (g_log_fd < 0) return;
+    char tag[64], line[8400];
     snprintf(tag, sizeof tag, "[mingpt][%s] - ", level);
-    write_prefixed(g_log_file, tag, fmt, ap);
+    file_line(line, format_prefixed(line, sizeof line, tag, fmt, ap));
 }
 
 void log_info(const char *fmt, ...) {
@@ -72,26 +112,28 @@ void log_error(const char *fmt, ...) {
 
 void log_hydra(const char *fmt, ...) {
     if (g_rank != 0) return;
-    va_list ap, aq;
+    va_list ap;
     va_start(ap, fmt);
-    va_copy(aq, ap);
-    write_prefixed(stdout, "[HYDRA] ", fmt, ap);
-    if (g_log_file) write_prefixed(g_log_file, "[HYDRA] ", fmt, aq);
-    va_end(aq);
+    char line[8400];
+    size_t n = format_prefixed(line, sizeof line, "[HYDRA] ", fmt, ap);
     va_end(ap);
+    fputs(line, stdout);
+    fflush(stdout);
+    file_line(line, n);
 }
 
 int log_open(const char *path, char *err, size_t errlen) {
     log_close();
-    g_log_file = fopen(path, "a");
-    if (!g_log_file) {
+    g_log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    if (g_log_fd < 0) {
         snprintf(err, errlen, "cannot open log file '%s': %s", path, strerror(errno));
         return -1;
     }
+    snprintf(g_log_path, sizeof g_log_path, "%s", path);
     return 0;
 }
 
 void log_close(void) {
-    if (g_log_file) fclose(g_log_file);
-    g_log_file = NULL;
+    if (g_log_fd >= 0) close(g_log_fd);
+    g_log_fd = -1;
 }

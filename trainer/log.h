@@ -5,6 +5,11 @@
 //   [2026-11-22 01:42:20,647][mingpt][INFO] - <message>
 // so that <run dir>/mingpt.log holds everything the run reported. Not thread-safe: log from
 // the main thread.
+//
+// Each line reaches the file whole or not at all. When a write fails (disk full, a file size
+// limit, an I/O error), the partial line is cut off, the file is closed and one message on
+// stderr names it and the error ("cannot write the log file '...': ..."); the run goes on,
+// logging to the console only (a full disk is then reported again by the snapshot save).
 #ifndef MINGPT_LOG_H
 #define MINGPT_LOG_H
 
@@ -22,6 +27,7 @@ void log_hydra(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Starts copying log lines to `path` (created or appended to, as Hydra does when a run
 // directory is reused). Returns 0, or -1 with the reason in err. Closes any previous file.
+// A later write error closes the file (see above).
 int log_open(const char *path, char *err, size_t errlen);
 
 // Stops copying to the file (no-op when none is open).

@@ -168,7 +168,8 @@ int run_dir_write_summary(const char *dir, const RunSummary *s, char *err, size_
         return -1;
     }
     const TrainResult *r = s->result;
-    fprintf(f, "{\n  \"exit_status\": %d,\n", s->exit_status);
+    if (s->exit_status == RUN_SUMMARY_RUNNING) fputs("{\n  \"exit_status\": null,\n", f);
+    else fprintf(f, "{\n  \"exit_status\": %d,\n", s->exit_status);
     json_number(f, "final_train_loss", r ? r->final_train_loss : NAN, false);
     json_number(f, "test_loss", r ? r->test_loss : NAN, false);
     fprintf(f, "  \"iters\": %ld,\n  \"iters_this_run\": %ld,\n", r ? r->iters : 0L, r ? r->iters_this_run : 0L);

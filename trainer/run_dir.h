@@ -28,9 +28,15 @@ int run_dir_write_file(const char *path, const char *text, char *err, size_t err
 int run_dir_write_hydra(const char *dir, const char *subdir, const CfgNode *tree, char *const *task, int n_task,
                         char *err, size_t errlen);
 
-// What a run leaves for scripts in <dir>/summary.json.
+// exit_status of the summary a job writes first, before it trains: "exit_status": null.
+#define RUN_SUMMARY_RUNNING (-1)
+
+// What a run leaves for scripts in <dir>/summary.json. A job writes it twice: when its
+// directory is made (exit_status null: running, or killed) and when it ends, each time
+// replacing the file whole (temporary file + rename), so that an earlier run's summary is
+// never read as this run's.
 typedef struct {
-    int exit_status;            // the process exit status of the run (0, 1, 2 or 75)
+    int exit_status;            // the process exit status of the run (0, 1, 2 or 75), or RUN_SUMMARY_RUNNING
     const TrainResult *result;  // NULL when training never started
     const char *snapshot_path;  // absolute snapshot file (may not exist when the run failed early)
     const char *output_dir;     // the run directory itself
@@ -38,7 +44,8 @@ typedef struct {
 } RunSummary;
 
 // Writes <dir>/summary.json: exit_status, final_train_loss, test_loss, iters, iters_this_run,
-// tokens_per_s, wall_s (numbers; null when unknown), snapshot_path, output_dir, cwd.
+// tokens_per_s, wall_s (numbers; null when unknown), snapshot_path, output_dir, cwd. Returns
+// 0, or -1 with the reason in err (no file, no temporary file left).
 int run_dir_write_summary(const char *dir, const RunSummary *s, char *err, size_t errlen);
 
 #endif

@@ -3,6 +3,32 @@
 
 #include <math.h>
 
+void spike_init(SpikeDetector *d, int window) {
+    d->window = window < 2 ? 2 : window > SPIKE_WINDOW_MAX ? SPIKE_WINDOW_MAX : window;
+    d->count = 0;
+    d->next = 0;
+}
+
+double spike_observe(SpikeDetector *d, double x) {
+    if (!isfinite(x)) return NAN;
+    double z = NAN;
+    if (d->count == d->window) {
+        // Two passes over deviations from a value of the window (exact differences of
+        // nearby doubles), so that a large mean costs no digits of the spread.
+        const double k = d->buf[0];
+        double dev = 0.0, var = 0.0;
+        for (int i = 0; i < d->count; i++) dev += d->buf[i] - k;
+        const double mean = k + dev / d->count;
+        for (int i = 0; i < d->count; i++) var += (d->buf[i] - mean) * (d->buf[i] - mean);
+        const double sd = sqrt(var / d->count);
+        z = sd > 0 ? (x - mean) / sd : 0.0;
+    }
+    d->buf[d->next] = x;
+    d->next = (d->next + 1) % d->window;
+    if (d->count < d->window) d->count++;
+    return z;
+}
+
 int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, uint64_t seed, uint64_t step,
                int stop_local, StepResult *out) {
     GPT *m = ts->model;
@@ -53,6 +79,19 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     out->norm = 0.0;
     out->applied = loss_scaler_unscale_clip(ts->scaler, m->be, m->grads_memory, m->num_params, ts->grad_clip,
                                             &out->norm);
+    // A NaN or inf that reaches AdamW poisons the parameters and the moments for good: without
+    // a loss scaler (fp32, bf16) nothing else catches it.
+    out->nonfinite = !isfinite(out->loss) || (out->applied > 0 && !isfinite(out->norm));
+    if (out->nonfinite && out->applied > 0) out->applied = 0;
+    out->spike = 0;
+    out->zscore = NAN;
+    if (out->applied > 0 && ts->spike) {
+        out->zscore = spike_observe(ts->spike, out->norm);
+        if (ts->skip_zscore > 0 && out->zscore > ts->skip_zscore) {
+            out->spike = 1;
+            out->applied = 0;
+        }
+    }
     if (out->applied > 0)
         adamw_step(ts->opt, m->params_memory, m->grads_memory, m->tensors, m->n_tensors, ts->lr, ts->beta1,
                    ts->beta2, ts->eps, ts->weight_decay);

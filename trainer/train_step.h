@@ -6,7 +6,9 @@
 //       backward; on the last micro-step each gradient bucket's all-reduce starts as soon
 //       as the backward pass has finished it (trainer/buckets.h)
 //   wait for every bucket; one host all-reduce of (loss sum, tokens, stop flag)
-//   unscale (fp16 loss scaling) + overflow check, global-norm clip, AdamW
+//   unscale (fp16 loss scaling) + overflow check, global-norm clip
+//   no AdamW step when the loss or the norm is not finite, or the norm is an outlier
+//   (SpikeDetector, trainer_config.skip_spike_zscore); else AdamW
 //
 // Averaging happens once, in the loss gradient: micro-batch m's d(loss) is scaled by
 // tokens_m / tokens_rank / W, so the summed all-reduce leaves the mean over every token of
@@ -22,6 +24,37 @@
 #include "trainer/adamw.h"
 #include "trainer/buckets.h"
 
+// llm.c's outlier detector for the gradient norm: the z-score of a value against the mean
+// and standard deviation of the values seen before it, over a sliding window (128 in the
+// trainer). Three choices differ from llm.c (llm.c/outlier_detector.h):
+//   * mean and variance are recomputed from the window in two passes over deviations from one
+//     of its values (a few hundred flops per step; Welford's update gives the same stability
+//     but a sliding window needs its removal step too) instead of running sums of x and x^2:
+//     no cancellation in E[x^2] - E[x]^2, which loses every digit when the spread is small
+//     against the mean, and no drift from adding and removing values for millions of steps;
+//   * the value is scored BEFORE it joins the window, so a spike does not widen its own
+//     baseline (with llm.c's inclusive score one outlier among n values can never score above
+//     (n-1)/sqrt(n), 11.2 for 128, whatever its size);
+//   * like llm.c, every scored value then joins the window, skipped ones included: a lasting
+//     change of the norm's level is absorbed within one window instead of skipping forever.
+// No score (NaN) until the window is full; a window with zero spread scores 0. The state is
+// not saved in snapshots: after a resume the window fills again.
+#define SPIKE_WINDOW_MAX 128
+typedef struct {
+    double buf[SPIKE_WINDOW_MAX];
+    int window;             // values scored against (1..SPIKE_WINDOW_MAX)
+    int count;              // values held (<= window)
+    int next;               // ring position the next value goes to
+} SpikeDetector;
+
+// An empty detector over the last `window` values (clamped to [2, SPIKE_WINDOW_MAX]).
+void spike_init(SpikeDetector *d, int window);
+
+// The z-score (x - mean) / std of x against the values held (population std), or NaN while
+// fewer than `window` are held; then x joins the window (the oldest leaves). A non-finite x
+// is neither scored (NaN) nor held.
+double spike_observe(SpikeDetector *d, double x);
+
 typedef struct {
     GPT *model;
     AdamW *opt;
@@ -30,6 +63,8 @@ typedef struct {
     Buckets *buckets;       // the gradient buckets when comm->world_size > 1, else NULL
     double grad_clip;       // global-norm clip (<= 0: off)
     float lr, beta1, beta2, eps, weight_decay;   // this step's AdamW hyper-parameters
+    SpikeDetector *spike;   // NULL: no outlier detection; else scores every applicable norm
+    double skip_zscore;     // > 0: skip the update when the norm's z-score exceeds this
 } TrainStep;
 
 // One micro-batch: rows windows of T tokens, host memory.
@@ -42,14 +77,20 @@ typedef struct {
     double loss;            // mean token loss over every micro-batch of every rank
     double norm;            // global gradient norm before clipping (after unscaling)
     long tokens;            // tokens of the step, all ranks
-    int applied;            // 1: AdamW step taken; 0: skipped (fp16 overflow); -1: too many skips in a row
+    int applied;            // 1: AdamW step taken; 0: skipped (fp16 overflow, nonfinite or spike below);
+                            // -1: too many fp16 overflows in a row
+    int nonfinite;          // 1: the loss, or the norm of gradients about to be applied, is NaN or
+                            // inf; no AdamW step (parameters and moments untouched)
+    int spike;              // 1: the norm's z-score exceeded skip_zscore; no AdamW step
+    double zscore;          // the norm's z-score (NaN when not scored)
     int stop;               // 1 when any rank passed stop_local != 0 (a collective decision)
 } StepResult;
 
 // Runs one optimizer step over n_micro micro-batches of at most B rows each (B = the
 // configured batch_size: it places the rows in the global batch). seed/step key the dropout
 // masks. stop_local is this rank's wish to stop (a signal); out->stop is the job's decision.
-// Returns 0, or non-zero after a communicator error (message in the communicator's err).
+// Every decision depends only on all-reduced values (loss, gradients), so every rank takes the
+// same one. Returns 0, or non-zero after a communicator error (message in the communicator's err).
 int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, uint64_t seed, uint64_t step,
                int stop_local, StepResult *out);
 

@@ -16,6 +16,9 @@
 // dropout masks are keyed by the global row (model/gpt.h, batch_row0).
 #include "trainer/trainer.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "data/char_dataset.h"
 #include "data/sampler.h"
@@ -80,6 +84,8 @@ typedef struct {
     long *eval_order;        // the evaluation windows (global order) and their count
     long n_eval;
     int32_t *x, *y;          // (A*B, T) this iteration's rows
+    MicroBatch *mb;          // (A) this iteration's micro-batches
+    SpikeDetector spike;     // gradient-norm outliers (trainer_config.skip_spike_zscore)
     TrainResult r;
     double tokens, train_time;
     CommStats comm_total;    // all-reduce statistics summed over the run
@@ -107,6 +113,49 @@ static void on_fatal(const char *msg, void *ctx) {
 static bool file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+// x for a message: %g, but "nan" whatever its sign bit (printf writes "-nan" for some).
+static const char *fmt_num(double x, char *buf, size_t len) {
+    if (isnan(x)) snprintf(buf, len, "nan");
+    else snprintf(buf, len, "%g", x);
+    return buf;
+}
+
+// a + b for b >= 0, saturating at LONG_MAX (iteration counts from a snapshot may be huge).
+static long add_sat(long a, long b) { return a > LONG_MAX - b ? LONG_MAX : a + b; }
+
+// The snapshot is written as <path>.tmp.<pid>, then renamed: check now, not at the first
+// save (hours later), that its directory exists and takes that file, by creating and
+// removing it (a stale file of that name, left by a killed run with the same pid, would be
+// overwritten by the save anyway). Returns 0, or EXIT_RUNTIME after reporting (as an output
+// directory that cannot be created).
+static int check_snapshot_dir(const char *path) {
+    char dir[CFG_STR_MAX], tmp[CFG_STR_MAX + 32];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        log_error("mingpt: error: trainer_config.snapshot_path '%s' is a directory; it must name a file\n", path);
+        return EXIT_RUNTIME;
+    }
+    const int st_rc = stat(dir, &st);
+    if (st_rc != 0 || !S_ISDIR(st.st_mode)) {
+        log_error("mingpt: error: cannot write snapshot '%s': directory '%s': %s\n", path, dir,
+                  st_rc == 0 ? "not a directory" : strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    const int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        log_error("mingpt: error: cannot write snapshot '%s' in directory '%s': %s\n", path, dir, strerror(errno));
+        return EXIT_RUNTIME;
+    }
+    close(fd);
+    unlink(tmp);
+    return 0;
 }
 
 // A host-readable view of n floats of backend memory: the buffer itself when the
@@ -264,16 +313,47 @@ static int _load_snapshot(Trainer *t, Snapshot *snap, bool *resumed) {
     pr->epochs_run = snap->epochs_run;
     pr->iter_num = snap->iter_num;
     pr->seed = snap->seed;
-    // Files from before DIST: one process, no accumulation, the same batch size.
-    pr->samples_in_epoch = snap->world_size > 0 ? snap->samples_in_epoch : snap->iter_in_epoch * t->B;
     loss_scaler_restore(&pr->scaler, snap->loss_scale, snap->scaler_good_steps);
     if (snap->seed != t->cfg->trainer.seed)
         log_info("note: resuming with the snapshot's seed %llu (the config says %llu)\n",
                  (unsigned long long)snap->seed, (unsigned long long)t->cfg->trainer.seed);
+    return 0;
+}
+
+// The snapshot's place in the epoch against this data (the loader cannot know the split): at
+// most the training windows, plus the padding of the ranks that wrote it (fewer than its
+// world size). Sets the samples consumed in the epoch; EXIT_USAGE after reporting.
+static int resume_point(Trainer *t, const Snapshot *snap, const char *path) {
+    const long n = t->split.n_train;
+    long samples;
+    if (snap->world_size > 0) {
+        samples = snap->samples_in_epoch;
+        if (samples < 0 || samples > n + snap->world_size - 1) {
+            log_error("mingpt: error: snapshot '%s' does not match the data: it resumes its epoch after %ld samples, "
+                      "but the training split has %ld windows (data_config changed, or the snapshot is damaged)\n",
+                      path, samples, n);
+            return EXIT_USAGE;
+        }
+    } else {
+        // Files from before DIST: one process, no accumulation, the same batch size.
+        const long max_iter = (n + t->B - 1) / t->B;
+        if (snap->iter_in_epoch < 0 || snap->iter_in_epoch > max_iter) {
+            log_error("mingpt: error: snapshot '%s' does not match the data: it resumes its epoch at iteration %ld, "
+                      "but an epoch of the training split has %ld iterations of %d (data_config changed, or the "
+                      "snapshot is damaged)\n", path, snap->iter_in_epoch, max_iter, t->B);
+            return EXIT_USAGE;
+        }
+        samples = snap->iter_in_epoch * t->B;
+    }
+    if (snap->epochs_run < 0 || snap->iter_num < 0) {
+        log_error("mingpt: error: snapshot '%s' is damaged: %ld epochs and %ld iterations run\n", path,
+                  snap->epochs_run, snap->iter_num);
+        return EXIT_RUNTIME;
+    }
+    t->pr.samples_in_epoch = samples;
     if (snap->world_size > 0 && snap->world_size != t->world)
         log_info("note: the snapshot was written by %d rank%s, this run has %d: the epoch continues from "
-                 "sample %ld of its order\n", snap->world_size, snap->world_size == 1 ? "" : "s", t->world,
-                 pr->samples_in_epoch);
+                 "sample %ld of its order\n", snap->world_size, snap->world_size == 1 ? "" : "s", t->world, samples);
     return 0;
 }
 
@@ -289,6 +369,12 @@ static int setup_local(Trainer *t) {
     const DataConfig *dc = &cfg->data;
     const TrainerConfig *tc = &cfg->trainer;
     char err[ERRLEN];
+
+    // ---- where snapshots go (rank 0 writes them)
+    if (t->rank == 0) {
+        const int rc = check_snapshot_dir(tc->snapshot_path);
+        if (rc) return rc;
+    }
 
     // ---- backend. use_amp: matmul inputs in amp_dtype (fp16 with a dynamic loss scaler),
     // fp32 master weights, as torch.autocast + GradScaler. One GPU per rank: the local rank's.
@@ -331,6 +417,23 @@ static int setup_model(Trainer *t) {
     if (rc) { snapshot_free(&snap); return rc; }
     log_info("Split (%s): %ld train windows, %ld test windows of %d characters\n", dc->split, t->split.n_train,
              t->split.n_test, dc->block_size);
+    // torch's DistributedSampler would give the ranks beyond the windows copies of others
+    // (its padding), weighing those windows twice in every step: refuse instead.
+    if (t->split.n_train < t->world) {
+        log_error("mingpt: error: the training split has %ld window%s, fewer than the %d ranks of this job: every "
+                  "rank needs at least one (run fewer ranks, or raise data_config.truncate or train_split)\n",
+                  t->split.n_train, t->split.n_train == 1 ? "" : "s", t->world);
+        rc = EXIT_USAGE;
+    }
+    // data/sampler.h: torch's randperm algorithm is exact below this many windows
+    const long perm_max = 4294967295L / 20;
+    if (!rc && (t->split.n_train >= perm_max || t->split.n_test >= perm_max)) {
+        log_error("mingpt: error: %ld training and %ld test windows: the sampler handles fewer than %ld per split "
+                  "(lower data_config.truncate)\n", t->split.n_train, t->split.n_test, perm_max);
+        rc = EXIT_USAGE;
+    }
+    if (!rc && resumed) rc = resume_point(t, &snap, tc->snapshot_path);
+    if (rc) { snapshot_free(&snap); return rc; }
 
     // ---- model and optimizer
     GPTShape shape = {
@@ -383,14 +486,19 @@ static int setup_model(Trainer *t) {
     t->eval_order = malloc(sizeof(long) * (test_sampler.total_size + 1));
     t->x = malloc(sizeof(int32_t) * (size_t)t->A * t->B * t->T);
     t->y = malloc(sizeof(int32_t) * (size_t)t->A * t->B * t->T);
-    if (!t->order || !t->scratch || !t->eval_order || !t->x || !t->y) {
+    t->mb = malloc(sizeof(MicroBatch) * (size_t)t->A);
+    spike_init(&t->spike, SPIKE_WINDOW_MAX);
+    if (!t->order || !t->scratch || !t->eval_order || !t->x || !t->y || !t->mb) {
         log_error("mingpt: error: out of memory\n");
         return EXIT_RUNTIME;
     }
     const long n_test = dsampler_indices(&test_sampler, t->eval_order, t->scratch);
-    // eval_iters counts global batches (B x world_size windows), as eval_iters batches per rank
-    const long eval_windows = (long)tc->eval_iters * t->B * t->world;
-    t->n_eval = tc->eval_iters > 0 && eval_windows < n_test ? eval_windows : n_test;
+    // eval_iters counts global batches (B x world_size windows), as eval_iters batches per rank;
+    // compared as a batch count, so that a huge eval_iters cannot overflow
+    const long per_batch = (long)t->B * t->world;
+    t->n_eval = n_test;
+    if (tc->eval_iters > 0 && tc->eval_iters < (n_test + per_batch - 1) / per_batch)
+        t->n_eval = tc->eval_iters * per_batch;
     return 0;
 }
 
@@ -432,7 +540,8 @@ static long iters_from(const Trainer *t, long start) {
 // One iteration on this rank's rows [first, first + n): micro-batches of B, one train_step.
 static void _run_batch(Trainer *t, long first, int n, StepResult *res) {
     const OptimizerConfig *oc = &t->cfg->optim;
-    MicroBatch mb[t->A];
+    const TrainerConfig *tc = &t->cfg->trainer;
+    MicroBatch *mb = t->mb;
     int n_micro = 0;
     for (int done = 0; done < n; n_micro++) {
         const int rows = n - done < t->B ? n - done : t->B;
@@ -446,6 +555,7 @@ static void _run_batch(Trainer *t, long first, int n, StepResult *res) {
         .buckets = t->world > 1 ? &t->buckets : NULL, .grad_clip = t->cfg->trainer.grad_norm_clip,
         .lr = (float)lr_at(oc, t->pr.iter_num), .beta1 = (float)oc->betas[0], .beta2 = (float)oc->betas[1],
         .eps = (float)oc->eps, .weight_decay = (float)oc->weight_decay,
+        .spike = tc->skip_spike_zscore > 0 ? &t->spike : NULL, .skip_zscore = tc->skip_spike_zscore,
     };
     if (t->grad_comm) comm_stats_reset(t->grad_comm);
     if (train_step(&ts, mb, n_micro, t->B, t->T, t->pr.seed, (uint64_t)t->pr.iter_num, g_stop_signal != 0, res))
@@ -481,7 +591,18 @@ static int _run_epoch(Trainer *t, long epoch, long total_iters) {
         const int n = (int)(n_order - first < rows_per_iter ? n_order - first : rows_per_iter);
         StepResult res;
         _run_batch(t, first, n, &res);
-        if (res.applied == 0) {
+        if (res.nonfinite) {   // the update was not applied: parameters and snapshot stay good
+            char loss[32], norm[32];
+            log_error("mingpt: error: the training loss is %s (gradient norm %s) at iteration %ld: the update is "
+                      "not applied; stopping (the last snapshot is intact; a lower optimizer_config.learning_rate "
+                      "may help)\n", fmt_num(res.loss, loss, sizeof loss), fmt_num(res.norm, norm, sizeof norm),
+                      t->pr.iter_num + 1);
+            return EXIT_RUNTIME;
+        }
+        if (res.spike) {
+            log_info("iter %ld: gradient norm %.4g is an outlier (z-score %.2f > trainer_config.skip_spike_zscore "
+                     "%g): update skipped\n", t->pr.iter_num + 1, res.norm, res.zscore, tc->skip_spike_zscore);
+        } else if (res.applied == 0) {
             log_info("iter %ld: gradient overflow, step skipped; loss scale now %g\n", t->pr.iter_num + 1,
                      (double)t->pr.scaler.scale);
         } else if (res.applied < 0) {
@@ -497,12 +618,6 @@ static int _run_epoch(Trainer *t, long epoch, long total_iters) {
         tokens_since_log += (double)res.tokens;
         iters_since_log++;
         t->train_time += now_s() - t0;
-
-        if (!isfinite(res.loss)) {
-            log_error("mingpt: error: the training loss is %f at iteration %ld; stopping "
-                      "(the last snapshot is intact)\n", res.loss, t->pr.iter_num);
-            return EXIT_RUNTIME;
-        }
         const bool last = t->pr.iter_num == total_iters;
         if (t->pr.iter_num % tc->log_every == 0 || t->pr.iter_num == 1 || last) {
             const double dt = now_s() - t_log;
@@ -542,14 +657,15 @@ static int train(Trainer *t) {
     const long per_epoch = iters_from(t, 0);
     // Iterations this run will reach: the rest of the current epoch, then whole epochs.
     long total_iters = t->pr.iter_num;
-    if (t->pr.epochs_run < tc->max_epochs)
-        total_iters += iters_from(t, t->pr.samples_in_epoch) + per_epoch * (tc->max_epochs - t->pr.epochs_run - 1);
+    if (t->pr.epochs_run < tc->max_epochs)   // per_epoch < 2^28 (the sampler's limit), epochs < 2^31
+        total_iters = add_sat(total_iters, iters_from(t, t->pr.samples_in_epoch) +
+                                               per_epoch * (tc->max_epochs - t->pr.epochs_run - 1));
     if (tc->max_iters > 0 && tc->max_iters < total_iters) total_iters = tc->max_iters;
     if (total_iters < t->pr.iter_num) total_iters = t->pr.iter_num;
     log_info("Training: %ld iterations per epoch, %d epochs, %ld iterations in all, batch %d x %d tokens\n",
              per_epoch, tc->max_epochs, total_iters, t->B, t->T);
-    log_info("Global batch: %d sequences = batch_size %d x grad_accum_steps %d x world_size %d\n",
-             t->B * t->A * t->world, t->B, t->A, t->world);
+    log_info("Global batch: %ld sequences = batch_size %d x grad_accum_steps %d x world_size %d\n",
+             (long)t->B * t->A * t->world, t->B, t->A, t->world);
     fflush(stdout);
 
     bool done = t->pr.iter_num >= total_iters || t->pr.epochs_run >= tc->max_epochs;
@@ -577,7 +693,7 @@ static int train(Trainer *t) {
 }
 
 static void teardown(Trainer *t) {
-    free(t->x); free(t->y);
+    free(t->x); free(t->y); free(t->mb);
     free(t->order); free(t->scratch); free(t->eval_order);
     buckets_free(&t->buckets);
     if (t->grad_comm && t->grad_comm != t->comm) t->grad_comm->destroy(t->grad_comm);
