@@ -1,6 +1,7 @@
 // model/gpt.c — minGPT's GPT: parameter layout, init, forward and backward on the CPU.
 #include "model/gpt.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +199,16 @@ int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err
     if (gpt_shape_check(s, NULL, err, errlen)) return 1;
     if (B < 1 || T < 1 || T > s->block_size) {
         snprintf(err, errlen, "model: batch (%d, %d) must have 1 <= T <= block_size (%d)", B, T, s->block_size);
+        return 1;
+    }
+    // Every size below is counted in size_t, but B*T indexes rows as an int in the kernels,
+    // and the activation count must not wrap: bound both before layout_acts (an upper
+    // estimate in double: (B,T,C)-sized buffers, attention (B,NH,T,T) twice, logits twice).
+    const double BT = (double)B * T, L = s->n_layer;
+    const double acts = BT * s->n_embd * (24.0 * L + 16.0) + 2.0 * BT * T * s->n_head * L + 2.0 * BT * s->vocab_size;
+    if (BT > INT_MAX || acts > 0x1p40) {
+        snprintf(err, errlen, "model: a batch of (%d, %d) needs %.3g activation floats; the limits are B*T <= %d "
+                 "and 2^40 floats", B, T, acts, INT_MAX);
         return 1;
     }
     float p[3] = { s->embd_pdrop, s->resid_pdrop, s->attn_pdrop };

@@ -156,6 +156,11 @@ static void test_shape_check(void **state) {
     assert_non_null(strstr(err, "parameters"));
     s = shapes[0]; s.block_size = -1;
     assert_int_not_equal(gpt_shape_check(&s, NULL, err, sizeof err), 0);
+    // A batch whose activation count would wrap is refused before anything is allocated.
+    GPT m;
+    s = (GPTShape){ 65, 1 << 20, 4, 64, 64, 0, 0, 0 };
+    assert_int_not_equal(gpt_build(&m, &s, 1 << 20, 1 << 20, err, sizeof err), 0);
+    assert_non_null(strstr(err, "activation"));
 }
 
 static void test_layout_and_init(void **state) {
