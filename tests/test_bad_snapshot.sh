@@ -65,7 +65,8 @@ cmp -s $WORK/iterneg.bin <("$EDIT" $G /dev/stdout set STAT 2 -1) && ok "refused 
   || bad "refused snapshot left untouched"
 no_partial_files $WORK "no partial files after the refusals"
 
-# sample's own arguments: values that wrapped silently.
+# sample's own arguments: a prompt the vocabulary cannot encode, values that wrapped silently.
+bad_input sample-prompt-vocab 2 '(U+005A) at character 2 (byte offset 2) is not in the vocabulary' -- $MINGPT sample --snapshot $G --prompt "heZ"
 bad_input sample-top-k-range 2 '--top_k must be an integer in [0, 2147483647]' -- $MINGPT sample --snapshot $G --top_k 4294967297
 bad_input sample-seed-range 2 '--seed must be an integer in [0, 4294967295]' -- $MINGPT sample --snapshot $G --seed 4294967296
 # --max_new_tokens near LONG_MAX was a heap overflow (n_total + 1 wrapped): now it streams.

@@ -226,6 +226,8 @@ static void test_crafted_records_refused(void **state) {
     cp = 0xD800;
     memcpy(rec(b, good_len, "VOCB") + 16, &cp, 4); fix_crc(b, good_len);
     expect_refused(b, good_len, "not a Unicode scalar value");
+    // Found by fuzzing: fewer than 8 bytes that are not a prefix of the magic (read past them).
+    expect_refused((const unsigned char *)"MINGPX", 6, "bad magic");
     // A record whose length runs past the end; a version from the future.
     memcpy(b, good, good_len);
     uint64_t huge = UINT64_MAX - 3;

@@ -189,7 +189,7 @@ int snapshot_parse(const unsigned char *buf, size_t len, const char *name, Snaps
         snprintf(err, errlen, "snapshot '%s' is corrupt or truncated (%zu bytes)", name, len);
         return 1;
     }
-    if (memcmp(buf, SNAP_MAGIC, 8) != 0) {
+    if (len < 8 || memcmp(buf, SNAP_MAGIC, 8) != 0) {
         snprintf(err, errlen, "'%s' is not a mingpt snapshot (bad magic)", name);
         return 1;
     }
