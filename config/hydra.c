@@ -395,21 +395,32 @@ char *hydra_override_dirname(const CfgNode *tree, char *const *task, int n_task)
         if (!skip) lines[n++] = task[i];
     }
     qsort(lines, (size_t)n, sizeof *lines, cmp_str);
-    // Joined with item_sep, then every '=' replaced by kv_sep (Hydra's re.sub).
-    size_t cap = 1;
-    for (int i = 0; i < n; i++) cap += strlen(lines[i]) * (strlen(kv) + 1) + strlen(item);
-    char *out = malloc(cap), *w = out;
+    // Joined with item_sep, then every '=' replaced by kv_sep (Hydra's re.sub). Both separators
+    // come from the config and can be long: the text is cut at CFG_MAX_SCALAR_BYTES (a directory
+    // name that long fails anyway) rather than sized as the product of two long strings.
+    size_t kv_len = strlen(kv), item_len = strlen(item), cap = CFG_MAX_SCALAR_BYTES, o = 0;
+    char *out = malloc(cap + 1);
     if (!out) abort();
-    for (int i = 0; i < n; i++) {
-        if (i) w += sprintf(w, "%s", item);
-        for (const char *c = lines[i]; *c; c++) {
-            if (*c == '=') w += sprintf(w, "%s", kv);
-            else *w++ = *c;
+    for (int i = 0; i < n && o < cap; i++) {
+        if (i) {
+            size_t k = item_len < cap - o ? item_len : cap - o;
+            memcpy(out + o, item, k);
+            o += k;
+        }
+        for (const char *c = lines[i]; *c && o < cap; c++) {
+            if (*c == '=') {
+                size_t k = kv_len < cap - o ? kv_len : cap - o;
+                memcpy(out + o, kv, k);
+                o += k;
+            } else {
+                out[o++] = *c;
+            }
         }
     }
-    *w = 0;
+    out[o] = 0;
     free(lines);
-    return out;
+    char *fit = realloc(out, o + 1);
+    return fit ? fit : out;
 }
 
 char *hydra_get_string(const CfgNode *tree, const char *path, bool *failed, char *err, size_t errlen) {
@@ -631,9 +642,19 @@ int hydra_print_cfg(FILE *out, const CfgNode *tree, HydraCfgWhat what, const cha
     return rc;
 }
 
-// Fills Python string.Template placeholders ($NAME) of tmpl from names/values.
-static void fill_template(FILE *out, const char *tmpl, const char *const *names, const char *const *values, int n) {
+// Help texts longer than this come from a crafted template ($CONFIG thousands of times).
+#define MAX_HELP_BYTES (16u << 20)
+
+// Fills Python string.Template placeholders ($NAME) of tmpl from names/values. Returns -1 (with
+// the message in err) when the text would pass MAX_HELP_BYTES.
+static int fill_template(FILE *out, const char *tmpl, const char *const *names, const char *const *values, int n,
+                         char *err, size_t errlen) {
+    size_t written = 0;
     for (const char *p = tmpl; *p; p++) {
+        if (written > MAX_HELP_BYTES)
+            return cfg_errf(err, errlen, "the help text is longer than %u MiB, the limit (check the help template)",
+                            MAX_HELP_BYTES >> 20);
+        written++;
         if (p[0] == '$' && p[1] == '$') { fputc('$', out); p++; continue; }
         int hit = -1;
         for (int i = 0; p[0] == '$' && i < n && hit < 0; i++) {
@@ -645,8 +666,10 @@ static void fill_template(FILE *out, const char *tmpl, const char *const *names,
         }
         if (hit < 0) { fputc(*p, out); continue; }
         fputs(values[hit], out);
+        written += strlen(values[hit]);
         p += strlen(names[hit]);
     }
+    return 0;
 }
 
 int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, char *err, size_t errlen) {
@@ -661,11 +684,11 @@ int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, char *err, si
         return view ? cfg_errf(err, errlen, "the config cannot be written as YAML") : -1;
     }
     const char *names[] = {"APP_CONFIG_GROUPS", "CONFIG"}, *values[] = {"", yaml};
-    fill_template(out, tmpl ? tmpl : "", names, values, 2);
-    fputc('\n', out);  // Python's print()
+    int rc = fill_template(out, tmpl ? tmpl : "", names, values, 2, err, errlen);
+    if (!rc) fputc('\n', out);  // Python's print()
     free(yaml);
     free(tmpl);
-    return 0;
+    return rc;
 }
 
 static const char FLAGS_HELP[] =
@@ -697,10 +720,10 @@ int hydra_print_hydra_help(FILE *out, const CfgNode *tree, char *err, size_t err
     if (failed) return -1;
     const char *names[] = {"FLAGS_HELP", "HYDRA_CONFIG_GROUPS"};
     const char *values[] = {FLAGS_HELP, "hydra/hydra_logging: default, disabled\nhydra/job_logging: default, disabled"};
-    fill_template(out, tmpl ? tmpl : "", names, values, 2);
-    fputc('\n', out);
+    int rc = fill_template(out, tmpl ? tmpl : "", names, values, 2, err, errlen);
+    if (!rc) fputc('\n', out);
     free(tmpl);
-    return 0;
+    return rc;
 }
 
 // Every leaf key of n as "a.b=" (lists are leaves), space-separated, into *buf.

@@ -81,7 +81,8 @@ typedef struct {
 void hydra_set_runtime(CfgNode *tree, const HydraRuntime *rt);
 
 // Hydra's override_dirname of `task` with the settings of hydra.job.config.override_dirname
-// (kv_sep, item_sep, exclude_keys) in tree: sorted, joined. Returns a malloc'd string.
+// (kv_sep, item_sep, exclude_keys) in tree: sorted, joined, cut at CFG_MAX_SCALAR_BYTES. Returns a
+// malloc'd string.
 char *hydra_override_dirname(const CfgNode *tree, char *const *task, int n_task);
 
 // True for an override of Hydra's own settings (hydra.*, hydra/*, with any +/++/~ prefix).
