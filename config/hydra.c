@@ -541,12 +541,12 @@ char **hydra_sweeper_params(const CfgNode *tree, int *n) {
     char **out = calloc(p->n + 1, sizeof *out);
     if (!out) abort();
     for (size_t i = 0; i < p->n; i++) {
-        char v[2048];
-        cfg_repr(p->kids[i], v, sizeof v);
+        char *v = cfg_repr_alloc(p->kids[i], NULL);  // whole: a long sweep must not be cut
         size_t len = strlen(p->kids[i]->key) + strlen(v) + 2;
         out[*n] = malloc(len);
         if (!out[*n]) abort();
         snprintf(out[(*n)++], len, "%s=%s", p->kids[i]->key, v);
+        free(v);
     }
     return out;
 }
@@ -633,9 +633,9 @@ int hydra_print_cfg(FILE *out, const CfgNode *tree, HydraCfgWhat what, const cha
         // A leaf: OmegaConf.select resolves it; printed as Python's str().
         CfgNode *r = cfg_resolve(tree, package, false, err, errlen);
         if (!r) { cfg_free(v); return -1; }
-        char buf[4096];
-        cfg_repr(r, buf, sizeof buf);
-        fprintf(out, "%s\n", buf);
+        char *text = cfg_repr_alloc(r, NULL);
+        fprintf(out, "%s\n", text);
+        free(text);
         cfg_free(r);
     }
     cfg_free(v);

@@ -346,6 +346,34 @@ static void test_hydra_output_bounds(void **state) {
     free(t.p);
 }
 
+// Long values are printed and swept whole (they were cut at 4095 and 2047 bytes).
+static void test_long_values_whole(void **state) {
+    (void)state;
+    Text t = {0};
+    text_add(&t, "hydra:\n  job: {name: ");
+    for (int i = 0; i < 6000; i++) text_add(&t, "n");
+    text_add(&t, "}\n  sweeper:\n    params:\n      k: ");
+    for (int i = 0; i < 3000; i++) text_add(&t, "%sv%d", i ? "," : "", i);
+    text_add(&t, "\n");
+    CfgNode *tree = yaml(t.p);
+    char *buf = NULL, err[ERRLEN];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(hydra_print_cfg(f, tree, HYDRA_CFG_HYDRA, "hydra.job.name", false, err, sizeof err), 0);
+    fclose(f);
+    assert_int_equal(len, 6001);
+    free(buf);
+    int n;
+    char **p = hydra_sweeper_params(tree, &n);
+    assert_int_equal(n, 1);
+    assert_true(strlen(p[0]) > 3000 * 3);
+    assert_non_null(strstr(p[0], ",v2999"));
+    hydra_strings_free(p, n);
+    cfg_free(tree);
+    free(t.p);
+}
+
 // ------------------------------------------------------------------------- sweeps
 
 // The job lines of a sweep, joined "a b | c d".
@@ -635,6 +663,7 @@ int main(void) {
         cmocka_unit_test(test_run_dir),
         cmocka_unit_test(test_interpolation_nesting_limit), cmocka_unit_test(test_interpolation_chain_limit),
         cmocka_unit_test(test_interpolation_cost_limits),   cmocka_unit_test(test_hydra_output_bounds),
+        cmocka_unit_test(test_long_values_whole),
     };
     return cmocka_run_group_tests_name("hydra", tests, NULL, NULL);
 }
