@@ -487,6 +487,7 @@ static int make_axis(const char *text, Axis *ax, char *err, size_t errlen) {
 }
 
 #define MAX_JOBS 100000
+#define MAX_JOBS_BYTES (64u << 20)  // the job list's text: 100k jobs x a 128 KiB override is 12 GB
 
 int hydra_sweep_jobs(char *const *args, int n, HydraJob **jobs, size_t *n_jobs, char *err, size_t errlen) {
     *jobs = NULL;
@@ -508,6 +509,16 @@ int hydra_sweep_jobs(char *const *args, int n, HydraJob **jobs, size_t *n_jobs, 
         total *= (size_t)axes[k].n;
         if (total > MAX_JOBS) rc = cfg_errf(err, errlen, "The sweep has more than %d jobs", MAX_JOBS);
     }
+    // Every job holds one value of each axis: an axis's values appear total / n times each.
+    double bytes = 0;
+    for (int k = 0; k < n_axes && !rc; k++) {
+        double axis = 0;
+        for (int v = 0; v < axes[k].n; v++) axis += (double)strlen(axes[k].values[v]) + 1;
+        bytes += axis * (double)(total / (size_t)axes[k].n);
+    }
+    if (!rc && bytes > MAX_JOBS_BYTES)
+        rc = cfg_errf(err, errlen, "The sweep's %zu jobs would hold %.0f MiB of overrides, more than %u MiB, the limit",
+                      total, bytes / (1 << 20), MAX_JOBS_BYTES >> 20);
     if (!rc) {
         *jobs = calloc(total, sizeof **jobs);
         if (!*jobs) abort();

@@ -346,6 +346,28 @@ static void test_hydra_output_bounds(void **state) {
     free(t.p);
 }
 
+// 100k jobs of a sweep, each holding a 100 kB override: 10 GB before; refused by its size.
+static void test_sweep_bytes_limit(void **state) {
+    (void)state;
+    const char *key = "trainer_config.snapshot_path=";
+    size_t k = strlen(key);
+    char *big = malloc(k + 100001);
+    assert_non_null(big);
+    memcpy(big, key, k);
+    memset(big + k, 'x', 100000);
+    big[k + 100000] = 0;
+    char *const args[] = {"trainer_config.seed=range(0,100000)", big};
+    HydraJob *jobs;
+    size_t n_jobs;
+    char err[ERRLEN];
+    assert_int_not_equal(hydra_sweep_jobs(args, 2, &jobs, &n_jobs, err, sizeof err), 0);
+    assert_string_equal(err, "The sweep's 100000 jobs would hold 9542 MiB of overrides, more than 64 MiB, the limit");
+    assert_int_equal(hydra_sweep_jobs(args, 1, &jobs, &n_jobs, err, sizeof err), 0);  // the range alone is fine
+    assert_int_equal(n_jobs, 100000);
+    hydra_jobs_free(jobs, n_jobs);
+    free(big);
+}
+
 // Long values are printed and swept whole (they were cut at 4095 and 2047 bytes).
 static void test_long_values_whole(void **state) {
     (void)state;
@@ -663,7 +685,7 @@ int main(void) {
         cmocka_unit_test(test_run_dir),
         cmocka_unit_test(test_interpolation_nesting_limit), cmocka_unit_test(test_interpolation_chain_limit),
         cmocka_unit_test(test_interpolation_cost_limits),   cmocka_unit_test(test_hydra_output_bounds),
-        cmocka_unit_test(test_long_values_whole),
+        cmocka_unit_test(test_long_values_whole),           cmocka_unit_test(test_sweep_bytes_limit),
     };
     return cmocka_run_group_tests_name("hydra", tests, NULL, NULL);
 }
