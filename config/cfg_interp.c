@@ -484,7 +484,10 @@ static CfgNode *resolve_string(Resolver *r, Chain *c) {
 // Deep copy of the chain's last node with its interpolations resolved.
 static CfgNode *resolve_node(Resolver *r, Chain *c) {
     const CfgNode *n = c->node[c->n - 1];
-    if (!work(r, c, 1)) return NULL;  // every node copied counts: ${a} twice per level doubles trees too
+    // What an interpolation copies counts (['${s0}', '${s0}'] per level doubles trees); the tree's
+    // own nodes, read at depth 0, are bounded by the file's budgets already.
+    bool counted = r->depth > 0;
+    if (counted && !work(r, c, 1)) return NULL;
     CfgNode *out;
     if (n->type == CFG_MAP || n->type == CFG_LIST) {
         out = cfg_new(n->type);
@@ -512,7 +515,7 @@ static CfgNode *resolve_node(Resolver *r, Chain *c) {
     } else if (cfg_is_interpolation(n)) {
         out = resolve_string(r, c);
     } else {
-        if (n->s && !work(r, c, strlen(n->s))) return NULL;
+        if (counted && n->s && !work(r, c, strlen(n->s))) return NULL;
         out = cfg_copy(n);
     }
     if (out) {

@@ -290,6 +290,27 @@ static void test_interpolation_cost_limits(void **state) {
     text_add(&t, "s0: [ab]\n");
     for (int i = 1; i <= 30; i++) text_add(&t, "s%d: ['${s%d}', '${s%d}']\n", i, i - 1, i - 1);
     resolve_error_starts(t.p, "s30", "Interpolation too costly: resolving s30", "s");
+    // ... also with a large leaf (each copy 200 kB: 2^20 copies were 200 GB).
+    t.n = 0;
+    text_add(&t, "s0: [");
+    for (int i = 0; i < 200000; i++) text_add(&t, "x");
+    text_add(&t, "]\n");
+    for (int i = 1; i <= 30; i++) text_add(&t, "s%d: ['${s%d}', '${s%d}']\n", i, i - 1, i - 1);
+    resolve_error_starts(t.p, "s30", "Interpolation too costly: resolving s30", "s");
+    // A large config without interpolations is not work: 3 MB of plain values resolve.
+    t.n = 0;
+    for (int k = 0; k < 30; k++) {
+        text_add(&t, "v%d: ", k);
+        for (int i = 0; i < 100000; i++) text_add(&t, "y");
+        text_add(&t, "\n");
+    }
+    CfgNode *plain = yaml(t.p);
+    char perr[ERRLEN];
+    CfgNode *all = cfg_resolve(plain, "", true, perr, sizeof perr);
+    if (!all) fail_msg("%s", perr);
+    assert_int_equal(all->n, 30);
+    cfg_free(all);
+    cfg_free(plain);
     // A long result: three pastes of a 100 kB value.
     t.n = 0;
     text_add(&t, "big: ");
