@@ -111,7 +111,9 @@ typedef struct {
     Frame stack[CFG_INTERP_MAX_CHAIN];
     size_t depth;
     int nest;             // ${ nested inside the value being read (CFG_INTERP_MAX_NEST)
-    size_t work;          // steps so far (CFG_INTERP_MAX_WORK)
+    size_t work;          // steps of the interpolation being read at the top (CFG_INTERP_MAX_WORK)
+    size_t total;         // steps of this cfg_resolve call (CFG_INTERP_MAX_TOTAL_WORK)
+    const char *path;     // what cfg_resolve was asked for, for the message
     bool over;            // a budget was exceeded: the message is in err, stop everywhere
     char *err;
     size_t errlen;
@@ -144,17 +146,24 @@ static CfgNode *resolve_node(Resolver *r, Chain *c);
 // Counts n steps of work; false (with the message) past CFG_INTERP_MAX_WORK. Values that paste
 // another value twice (s1: ${s0}${s0}, s2: ${s1}${s1}, ...) take 2^depth steps: this is what
 // stops them, in a fraction of a second, where OmegaConf would run for hours.
+// Many interpolations, each within the limit, are bounded in all by CFG_INTERP_MAX_TOTAL_WORK.
 static bool work(Resolver *r, const Chain *c, size_t n) {
     if (r->over) return false;
-    if (n <= CFG_INTERP_MAX_WORK - r->work) {
+    if (n <= CFG_INTERP_MAX_WORK - r->work && n <= CFG_INTERP_MAX_TOTAL_WORK - r->total) {
         r->work += n;
+        r->total += n;
         return true;
     }
-    char start[512];
-    if (r->depth) snprintf(start, sizeof start, "%s", r->stack[0].full_key);
-    else chain_full_key(c, start, sizeof start);
-    fail(r, c, "Interpolation too costly: resolving %s takes more than %u steps, the limit (does a value paste "
-               "another one several times, level after level?)", start, CFG_INTERP_MAX_WORK);
+    if (n > CFG_INTERP_MAX_WORK - r->work) {
+        char start[512];
+        if (r->depth) snprintf(start, sizeof start, "%s", r->stack[0].full_key);
+        else chain_full_key(c, start, sizeof start);
+        fail(r, c, "Interpolation too costly: resolving %s takes more than %u steps, the limit (does a value paste "
+                   "another one several times, level after level?)", start, CFG_INTERP_MAX_WORK);
+    } else {
+        fail(r, c, "Interpolation too costly: resolving %s takes more than %u steps in all, the limit",
+             *r->path ? r->path : "the config", CFG_INTERP_MAX_TOTAL_WORK);
+    }
     r->over = true;  // the first message stands
     return false;
 }
@@ -420,6 +429,7 @@ static CfgNode *resolve_string(Resolver *r, Chain *c) {
     const CfgNode *n = c->node[c->n - 1];
     for (size_t i = 0; i < r->depth; i++)
         if (r->stack[i].node == n) return fail(r, c, "Recursive interpolation detected");
+    if (r->depth == 0) r->work = 0;  // a new interpolation read from the tree: its own budget
     if (!work(r, c, 64)) return NULL;  // a frame costs far more than a pasted byte
     if (r->depth >= CFG_INTERP_MAX_CHAIN) {
         // Not a cycle (that is caught above, however long): a chain of keys, each an
@@ -532,7 +542,7 @@ bool cfg_is_missing(const CfgNode *n) { return n && n->type == CFG_STRING && str
 bool cfg_is_interpolation(const CfgNode *n) { return n && n->type == CFG_STRING && strstr(n->s, "${") != NULL; }
 
 CfgNode *cfg_resolve(const CfgNode *root, const char *path, bool throw_on_missing, char *err, size_t errlen) {
-    Resolver r = {.root = root, .throw_missing = throw_on_missing, .err = err, .errlen = errlen};
+    Resolver r = {.root = root, .throw_missing = throw_on_missing, .path = path, .err = err, .errlen = errlen};
     Chain c;  // not zero-filled: only node[0..n) is read
     c.n = 0;
     chain_push(&c, root);

@@ -27,6 +27,8 @@
 //   Interpolation result too long: more than 262144 bytes, the limit for a config value
 //   Interpolation too costly: resolving <key> takes more than 1048576 steps, the limit (...)
 //     (values that paste another value twice per level grow as 2^levels)
+//   Interpolation too costly: resolving <path> takes more than 16777216 steps in all, the limit
+//     (many interpolations, each within the limit, in one cfg_resolve)
 #ifndef MINGPT_CFG_INTERP_H
 #define MINGPT_CFG_INTERP_H
 
@@ -38,7 +40,8 @@
 
 #define CFG_INTERP_MAX_NEST 32          // ${ nested inside one value: ${a.${b.${c}}}
 #define CFG_INTERP_MAX_CHAIN 64         // interpolations being resolved at once (a -> b -> c ...)
-#define CFG_INTERP_MAX_WORK (1u << 20)  // steps (nodes copied, keys looked up, bytes pasted) of one cfg_resolve
+#define CFG_INTERP_MAX_WORK (1u << 20)  // steps (nodes copied, keys looked up, bytes pasted) of one interpolation
+#define CFG_INTERP_MAX_TOTAL_WORK (1u << 24)  // steps of one cfg_resolve call
 
 // n is the missing-value marker `???`.
 bool cfg_is_missing(const CfgNode *n);

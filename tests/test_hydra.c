@@ -297,6 +297,14 @@ static void test_interpolation_cost_limits(void **state) {
     text_add(&t, "]\n");
     for (int i = 1; i <= 30; i++) text_add(&t, "s%d: ['${s%d}', '${s%d}']\n", i, i - 1, i - 1);
     resolve_error_starts(t.p, "s30", "Interpolation too costly: resolving s30", "s");
+    // Many interpolations, each cheap enough, are bounded in all: 20000 keys in chains of 49.
+    t.n = 0;
+    for (int i = 0; i < 20000; i++) {
+        if (i % 50) text_add(&t, "k%d: ${k%d}\n", i, i + 1);
+        else text_add(&t, "k%d: end\n", i);
+    }
+    resolve_error_starts(t.p, "", "Interpolation too costly: resolving the config takes more than 16777216 steps in all",
+                         "k");
     // A large config without interpolations is not work: 3 MB of plain values resolve.
     t.n = 0;
     for (int k = 0; k < 30; k++) {
