@@ -9,8 +9,9 @@
 
 #include "config/cfg_override.h"
 
-#define MAX_CHAIN 128  // nesting depth of a config this code can point into
-#define MAX_NEST 64    // interpolations being resolved at once (a chain a -> b -> c ...)
+// Nodes from the root down to any node of a composed config: a file nests at most CFG_MAX_DEPTH,
+// an override adds at most CFG_MAX_DEPTH key parts and as many levels of value below them.
+#define MAX_CHAIN (3 * CFG_MAX_DEPTH + 8)
 
 // ------------------------------------------------------------------------- the process timestamp
 
@@ -64,9 +65,14 @@ static const char *chain_object_type(const Chain *c) {
 // Child `seg` (a map key or a decimal list index) of node, or NULL.
 static const CfgNode *child(const CfgNode *node, const char *seg, size_t len) {
     if (node->type == CFG_MAP) {
-        for (size_t i = 0; i < node->n; i++)
-            if (strlen(node->kids[i]->key) == len && strncmp(node->kids[i]->key, seg, len) == 0) return node->kids[i];
-        return NULL;
+        char small[128];
+        char *key = len < sizeof small ? small : malloc(len + 1);
+        if (!key) abort();
+        memcpy(key, seg, len);
+        key[len] = 0;
+        const CfgNode *c = cfg_map_get(node, key);  // hashed: a map may hold 100k keys
+        if (key != small) free(key);
+        return c;
     }
     if (node->type != CFG_LIST || len == 0 || len > 9) return NULL;
     size_t idx = 0;
@@ -96,20 +102,28 @@ typedef struct {
     const CfgNode *node;  // an interpolation being resolved
     char full_key[512];   // its key, for the error trailer
     const char *object_type;
+    int nest;             // the resolver's nesting when this frame began (restored at its end)
 } Frame;
 
 typedef struct {
     const CfgNode *root;
     bool throw_missing;
-    Frame stack[MAX_NEST];
+    Frame stack[CFG_INTERP_MAX_CHAIN];
     size_t depth;
+    int nest;             // ${ nested inside the value being read (CFG_INTERP_MAX_NEST)
+    size_t work;          // steps of the interpolation being read at the top (CFG_INTERP_MAX_WORK)
+    size_t total;         // steps of this cfg_resolve call (CFG_INTERP_MAX_TOTAL_WORK)
+    const char *path;     // what cfg_resolve was asked for, for the message
+    bool over;            // a budget was exceeded: the message is in err, stop everywhere
     char *err;
     size_t errlen;
 } Resolver;
 
-// OmegaConf message + the trailer naming the key being read (the innermost interpolation).
+// OmegaConf message + the trailer naming the key being read (the innermost interpolation). Once
+// a budget was exceeded its message stands.
 static CfgNode *fail(Resolver *r, const Chain *at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static CfgNode *fail(Resolver *r, const Chain *at, const char *fmt, ...) {
+    if (r->over) return NULL;
     char msg[1024], fk[512];
     va_list ap;
     va_start(ap, fmt);
@@ -129,23 +143,74 @@ static CfgNode *fail(Resolver *r, const Chain *at, const char *fmt, ...) {
 
 static CfgNode *resolve_node(Resolver *r, Chain *c);
 
-// Python str() of a resolved value, appended to a growing buffer.
-static void append_str(char **buf, size_t *len, const CfgNode *v) {
-    char tmp[4096];
-    cfg_repr(v, tmp, sizeof tmp);
-    size_t add = strlen(tmp);
-    *buf = realloc(*buf, *len + add + 1);
-    if (!*buf) abort();
-    memcpy(*buf + *len, tmp, add + 1);
-    *len += add;
+// Counts n steps of work; false (with the message) past CFG_INTERP_MAX_WORK. Values that paste
+// another value twice (s1: ${s0}${s0}, s2: ${s1}${s1}, ...) take 2^depth steps: this is what
+// stops them, in a fraction of a second, where OmegaConf would run for hours.
+// Many interpolations, each within the limit, are bounded in all by CFG_INTERP_MAX_TOTAL_WORK.
+static bool work(Resolver *r, const Chain *c, size_t n) {
+    if (r->over) return false;
+    if (n <= CFG_INTERP_MAX_WORK - r->work && n <= CFG_INTERP_MAX_TOTAL_WORK - r->total) {
+        r->work += n;
+        r->total += n;
+        return true;
+    }
+    if (n > CFG_INTERP_MAX_WORK - r->work) {
+        char start[512];
+        if (r->depth) snprintf(start, sizeof start, "%s", r->stack[0].full_key);
+        else chain_full_key(c, start, sizeof start);
+        fail(r, c, "Interpolation too costly: resolving %s takes more than %u steps, the limit (does a value paste "
+                   "another one several times, level after level?)", start, CFG_INTERP_MAX_WORK);
+    } else {
+        fail(r, c, "Interpolation too costly: resolving %s takes more than %u steps in all, the limit",
+             *r->path ? r->path : "the config", CFG_INTERP_MAX_TOTAL_WORK);
+    }
+    r->over = true;  // the first message stands
+    return false;
 }
 
-static void append_chars(char **buf, size_t *len, const char *s, size_t n) {
-    *buf = realloc(*buf, *len + n + 1);
-    if (!*buf) abort();
-    memcpy(*buf + *len, s, n);
-    *len += n;
-    (*buf)[*len] = 0;
+// A growing string of resolved text (always NUL-terminated).
+typedef struct {
+    char *p;
+    size_t n, cap;
+} Buf;
+
+static void buf_init(Buf *b) {
+    b->cap = 32;
+    b->n = 0;
+    b->p = malloc(b->cap);
+    if (!b->p) abort();
+    b->p[0] = 0;
+}
+
+// Appends n bytes; false (with the message) when the text would pass CFG_MAX_SCALAR_BYTES or
+// the work budget.
+static bool buf_add(Resolver *r, const Chain *c, Buf *b, const char *s, size_t n) {
+    if (!work(r, c, n + 1)) return false;
+    if (n > CFG_MAX_SCALAR_BYTES - b->n) {
+        fail(r, c, "Interpolation result too long: more than %u bytes, the limit for a config value",
+             CFG_MAX_SCALAR_BYTES);
+        r->over = true;
+        return false;
+    }
+    if (b->n + n + 1 > b->cap) {
+        while (b->n + n + 1 > b->cap) b->cap *= 2;
+        b->p = realloc(b->p, b->cap);
+        if (!b->p) abort();
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return true;
+}
+
+// Python str() of a resolved value, appended like buf_add.
+static bool buf_add_str(Resolver *r, const Chain *c, Buf *b, const CfgNode *v) {
+    if (v->type == CFG_STRING) return buf_add(r, c, b, v->s, strlen(v->s));
+    size_t n;
+    char *tmp = cfg_repr_alloc(v, &n);
+    bool ok = buf_add(r, c, b, tmp, n);
+    free(tmp);
+    return ok;
 }
 
 // ------------------------------------------------------------------------- ${...}
@@ -155,13 +220,15 @@ static CfgNode *eval_interp(Resolver *r, Chain *c, const char *s, size_t *pos);
 // The value at `key` (as written inside ${}), relative to the chain c of the node reading it.
 static CfgNode *lookup(Resolver *r, Chain *c, const char *key) {
     size_t dots = strspn(key, ".");
-    Chain t = {.n = 0};
+    Chain t;  // not zero-filled: only node[0..n) is read
+    t.n = 0;
     if (dots == 0) {
         chain_push(&t, r->root);
     } else {
         if (dots >= c->n) return fail(r, c, "Interpolation key '%s' not found", key);
         for (size_t i = 0; i < c->n - dots; i++) chain_push(&t, c->node[i]);
     }
+    if (!work(r, c, t.n + strlen(key))) return NULL;
     if (!chain_walk(&t, key + dots)) return fail(r, c, "Interpolation key '%s' not found", key);
     const CfgNode *target = t.node[t.n - 1];
     for (size_t i = 0; i + 1 < c->n; i++)
@@ -180,47 +247,43 @@ static CfgNode *lookup(Resolver *r, Chain *c, const char *key) {
 static CfgNode *parse_arg(Resolver *r, Chain *c, const char *s, size_t *pos) {
     while (s[*pos] == ' ' || s[*pos] == '\t') (*pos)++;
     char q = s[*pos];
+    Buf b;
+    buf_init(&b);
     if (q == '\'' || q == '"') {
-        char *buf = NULL;
-        size_t len = 0;
-        append_chars(&buf, &len, "", 0);
         for ((*pos)++; s[*pos] && s[*pos] != q; (*pos)++) {
             if (s[*pos] == '\\' && s[*pos + 1] == q) (*pos)++;
-            append_chars(&buf, &len, s + *pos, 1);
+            if (!buf_add(r, c, &b, s + *pos, 1)) { free(b.p); return NULL; }
         }
-        if (!s[*pos]) { free(buf); return fail(r, c, "Unterminated quoted string in '%s'", s); }
+        if (!s[*pos]) { free(b.p); return fail(r, c, "Unterminated quoted string in '%s'", s); }
         (*pos)++;
         while (s[*pos] == ' ' || s[*pos] == '\t') (*pos)++;
-        CfgNode *n = cfg_new_str(buf);
-        free(buf);
+        CfgNode *n = cfg_new_str(b.p);
+        free(b.p);
         return n;
     }
-    char *buf = NULL;
-    size_t len = 0, pieces = 0;
+    size_t pieces = 0;
     CfgNode *only = NULL;  // a lone ${...}: keeps its type
-    append_chars(&buf, &len, "", 0);
     while (s[*pos] && s[*pos] != ',' && s[*pos] != '}') {
         if (s[*pos] == '$' && s[*pos + 1] == '{') {
             CfgNode *v = eval_interp(r, c, s, pos);
-            if (!v) { free(buf); cfg_free(only); return NULL; }
-            append_str(&buf, &len, v);
+            if (!v || !buf_add_str(r, c, &b, v)) { free(b.p); cfg_free(only); cfg_free(v); return NULL; }
             cfg_free(only);
             only = v;
         } else {
             if (s[*pos] != ' ' && s[*pos] != '\t') pieces++;
-            append_chars(&buf, &len, s + (*pos)++, 1);
+            if (!buf_add(r, c, &b, s + (*pos)++, 1)) { free(b.p); cfg_free(only); return NULL; }
         }
     }
-    while (len && (buf[len - 1] == ' ' || buf[len - 1] == '\t')) buf[--len] = 0;
+    while (b.n && (b.p[b.n - 1] == ' ' || b.p[b.n - 1] == '\t')) b.p[--b.n] = 0;
     CfgNode *n;
     if (only && pieces == 0) {
         n = only;
         only = NULL;
     } else {
-        n = cfg_override_type_token(buf);
+        n = cfg_override_type_token(b.p);
     }
     cfg_free(only);
-    free(buf);
+    free(b.p);
     return n;
 }
 
@@ -249,9 +312,10 @@ static CfgNode *resolver_env(Resolver *r, Chain *c, CfgNode **args, size_t n) {
         return fail(r, c, "KeyError raised while resolving interpolation: \"Environment variable '%s' not found\"",
                     args[0]->s);
     if (args[1]->type == CFG_NULL) return cfg_new_null();
-    char tmp[4096];
-    cfg_repr(args[1], tmp, sizeof tmp);  // the default is str()-converted
-    return cfg_new_str(tmp);
+    char *text = cfg_repr_alloc(args[1], NULL);  // the default is str()-converted
+    CfgNode *out = cfg_new_str(text);
+    free(text);
+    return out;
 }
 
 static CfgNode *resolver_now(Resolver *r, Chain *c, CfgNode **args, size_t n) {
@@ -271,7 +335,8 @@ static CfgNode *resolver_hydra(Resolver *r, Chain *c, CfgNode **args, size_t n) 
     char key[512], tmp[480] = "";
     if (n >= 1) cfg_repr(args[0], tmp, sizeof tmp);
     snprintf(key, sizeof key, "hydra%s%s", tmp[0] ? "." : "", tmp);
-    Chain t = {.n = 0};
+    Chain t;  // not zero-filled: only node[0..n) is read
+    t.n = 0;
     chain_push(&t, r->root);
     if (!chain_walk(&t, key)) return cfg_new_null();
     const CfgNode *target = t.node[t.n - 1];
@@ -282,8 +347,24 @@ static CfgNode *resolver_hydra(Resolver *r, Chain *c, CfgNode **args, size_t n) 
     return resolve_node(r, &t);
 }
 
-// Evaluates the ${...} starting at s[*pos]; *pos ends past its '}'.
+static CfgNode *eval_interp_at(Resolver *r, Chain *c, const char *s, size_t *pos);
+
+// Evaluates the ${...} starting at s[*pos]; *pos ends past its '}'. Nested ${} recurse: their
+// depth inside one value is capped so that a crafted value cannot overflow the stack.
 static CfgNode *eval_interp(Resolver *r, Chain *c, const char *s, size_t *pos) {
+    if (r->nest >= CFG_INTERP_MAX_NEST) {
+        fail(r, c, "Interpolation nested too deeply: more than %d levels of ${...} in one value, the limit",
+             CFG_INTERP_MAX_NEST);
+        r->over = true;
+        return NULL;
+    }
+    r->nest++;
+    CfgNode *v = eval_interp_at(r, c, s, pos);
+    r->nest--;
+    return v;
+}
+
+static CfgNode *eval_interp_at(Resolver *r, Chain *c, const char *s, size_t *pos) {
     *pos += 2;
     while (s[*pos] == ' ') (*pos)++;
     size_t start = *pos, i = *pos;
@@ -307,28 +388,28 @@ static CfgNode *eval_interp(Resolver *r, Chain *c, const char *s, size_t *pos) {
         return v;
     }
     // A key: nested ${} pieces are pasted in as text, [i] becomes .i
-    char *key = NULL;
-    size_t len = 0;
-    append_chars(&key, &len, "", 0);
-    while (s[*pos] && s[*pos] != '}') {
+    Buf key;
+    buf_init(&key);
+    bool ok = true;
+    while (ok && s[*pos] && s[*pos] != '}') {
         if (s[*pos] == '$' && s[*pos + 1] == '{') {
             CfgNode *v = eval_interp(r, c, s, pos);
-            if (!v) { free(key); return NULL; }
-            append_str(&key, &len, v);
+            ok = v && buf_add_str(r, c, &key, v);
             cfg_free(v);
         } else if (s[*pos] == '[') {
-            append_chars(&key, &len, ".", 1);
+            ok = buf_add(r, c, &key, ".", 1);
             (*pos)++;
         } else if (s[*pos] == ']' || s[*pos] == ' ') {
             (*pos)++;
         } else {
-            append_chars(&key, &len, s + (*pos)++, 1);
+            ok = buf_add(r, c, &key, s + (*pos)++, 1);
         }
     }
-    if (s[*pos] != '}') { free(key); return fail(r, c, "Unterminated interpolation in '%s'", s); }
+    if (!ok) { free(key.p); return NULL; }
+    if (s[*pos] != '}') { free(key.p); return fail(r, c, "Unterminated interpolation in '%s'", s); }
     (*pos)++;
-    CfgNode *v = len ? lookup(r, c, key) : fail(r, c, "Empty interpolation in '%s'", s);
-    free(key);
+    CfgNode *v = key.n ? lookup(r, c, key.p) : fail(r, c, "Empty interpolation in '%s'", s);
+    free(key.p);
     return v;
 }
 
@@ -348,9 +429,21 @@ static CfgNode *resolve_string(Resolver *r, Chain *c) {
     const CfgNode *n = c->node[c->n - 1];
     for (size_t i = 0; i < r->depth; i++)
         if (r->stack[i].node == n) return fail(r, c, "Recursive interpolation detected");
-    if (r->depth >= MAX_NEST) return fail(r, c, "Recursive interpolation detected");
+    if (r->depth == 0) r->work = 0;  // a new interpolation read from the tree: its own budget
+    if (!work(r, c, 64)) return NULL;  // a frame costs far more than a pasted byte
+    if (r->depth >= CFG_INTERP_MAX_CHAIN) {
+        // Not a cycle (that is caught above, however long): a chain of keys, each an
+        // interpolation of the next, longer than the stack this resolver keeps.
+        fail(r, c, "Interpolation chain too deep: more than %d interpolations, each reading the next, the limit "
+                   "(the chain starts at %s)",
+             CFG_INTERP_MAX_CHAIN, r->stack[0].full_key);
+        r->over = true;
+        return NULL;
+    }
     Frame *f = &r->stack[r->depth++];
     f->node = n;
+    f->nest = r->nest;
+    r->nest = 0;  // the nesting limit is per value
     chain_full_key(c, f->full_key, sizeof f->full_key);
     f->object_type = chain_object_type(c);
 
@@ -360,31 +453,31 @@ static CfgNode *resolve_string(Resolver *r, Chain *c) {
         size_t pos = 0;
         result = eval_interp(r, c, s, &pos);
     } else {
-        char *buf = NULL;
-        size_t len = 0, pos = 0;
-        append_chars(&buf, &len, "", 0);
+        Buf b;
+        buf_init(&b);
+        size_t pos = 0;
         bool ok = true, throw_missing = r->throw_missing;
         r->throw_missing = true;  // a missing value cannot be pasted into a string
         while (ok && s[pos]) {
             if (s[pos] == '\\' && s[pos + 1] == '$' && s[pos + 2] == '{') {  // \${ : a literal ${
-                append_chars(&buf, &len, "${", 2);
+                ok = buf_add(r, c, &b, "${", 2);
                 pos += 3;
             } else if (s[pos] == '\\' && s[pos + 1] == '\\' && s[pos + 2] == '$' && s[pos + 3] == '{') {
-                append_chars(&buf, &len, "\\", 1);
+                ok = buf_add(r, c, &b, "\\", 1);
                 pos += 2;
             } else if (s[pos] == '$' && s[pos + 1] == '{') {
                 CfgNode *v = eval_interp(r, c, s, &pos);
-                ok = v != NULL;
-                if (v) append_str(&buf, &len, v);
+                ok = v && buf_add_str(r, c, &b, v);
                 cfg_free(v);
             } else {
-                append_chars(&buf, &len, s + pos++, 1);
+                ok = buf_add(r, c, &b, s + pos++, 1);
             }
         }
         r->throw_missing = throw_missing;
-        result = ok ? cfg_new_str(buf) : NULL;
-        free(buf);
+        result = ok ? cfg_new_str(b.p) : NULL;
+        free(b.p);
     }
+    r->nest = f->nest;
     r->depth--;
     if (result && result->type != CFG_MAP && result->type != CFG_LIST) {
         // The value is where the interpolation was written, for later messages.
@@ -401,12 +494,21 @@ static CfgNode *resolve_string(Resolver *r, Chain *c) {
 // Deep copy of the chain's last node with its interpolations resolved.
 static CfgNode *resolve_node(Resolver *r, Chain *c) {
     const CfgNode *n = c->node[c->n - 1];
+    // What an interpolation copies counts (['${s0}', '${s0}'] per level doubles trees); the tree's
+    // own nodes, read at depth 0, are bounded by the file's budgets already.
+    bool counted = r->depth > 0;
+    if (counted && !work(r, c, 1)) return NULL;
     CfgNode *out;
     if (n->type == CFG_MAP || n->type == CFG_LIST) {
         out = cfg_new(n->type);
         cfg_set_loc(out, n->loc.file, n->loc.line, n->loc.col);
         for (size_t i = 0; i < n->n; i++) {
-            if (!chain_push(c, n->kids[i])) { cfg_free(out); return fail(r, c, "config nested too deeply"); }
+            if (!chain_push(c, n->kids[i])) {
+                cfg_free(out);
+                fail(r, c, "config nested too deeply: more than %d levels below the root, the limit", MAX_CHAIN - 1);
+                r->over = true;
+                return NULL;
+            }
             CfgNode *k = resolve_node(r, c);
             c->n--;
             if (!k) { cfg_free(out); return NULL; }
@@ -423,6 +525,7 @@ static CfgNode *resolve_node(Resolver *r, Chain *c) {
     } else if (cfg_is_interpolation(n)) {
         out = resolve_string(r, c);
     } else {
+        if (counted && n->s && !work(r, c, strlen(n->s))) return NULL;
         out = cfg_copy(n);
     }
     if (out) {
@@ -439,8 +542,9 @@ bool cfg_is_missing(const CfgNode *n) { return n && n->type == CFG_STRING && str
 bool cfg_is_interpolation(const CfgNode *n) { return n && n->type == CFG_STRING && strstr(n->s, "${") != NULL; }
 
 CfgNode *cfg_resolve(const CfgNode *root, const char *path, bool throw_on_missing, char *err, size_t errlen) {
-    Resolver r = {.root = root, .throw_missing = throw_on_missing, .err = err, .errlen = errlen};
-    Chain c = {.n = 0};
+    Resolver r = {.root = root, .throw_missing = throw_on_missing, .path = path, .err = err, .errlen = errlen};
+    Chain c;  // not zero-filled: only node[0..n) is read
+    c.n = 0;
     chain_push(&c, root);
     if (!chain_walk(&c, path)) {
         cfg_errf(err, errlen, "Key '%s' not found", path);
@@ -450,7 +554,8 @@ CfgNode *cfg_resolve(const CfgNode *root, const char *path, bool throw_on_missin
 }
 
 void cfg_error_trailer(const CfgNode *root, const char *path, char *buf, size_t len) {
-    Chain c = {.n = 0};
+    Chain c;  // not zero-filled: only node[0..n) is read
+    c.n = 0;
     chain_push(&c, root);
     char fk[512];
     if (chain_walk(&c, path)) chain_full_key(&c, fk, sizeof fk);

@@ -18,6 +18,17 @@
 // MissingMandatoryValue while resolving interpolation: Missing mandatory value: tag;
 // KeyError raised while resolving interpolation: "Environment variable 'V' not found";
 // Unsupported interpolation type foo; Missing mandatory value: tag).
+//
+// Budgets (a crafted value must neither overflow the stack nor run for minutes), each an error
+// with the same trailer naming the key:
+//   Interpolation nested too deeply: more than 32 levels of ${...} in one value, the limit
+//   Interpolation chain too deep: more than 64 interpolations, each reading the next, the limit (the chain starts at <key>)
+//     (a chain that is not a cycle; a cycle of any length is "Recursive interpolation detected")
+//   Interpolation result too long: more than 262144 bytes, the limit for a config value
+//   Interpolation too costly: resolving <key> takes more than 1048576 steps, the limit (...)
+//     (values that paste another value twice per level grow as 2^levels)
+//   Interpolation too costly: resolving <path> takes more than 16777216 steps in all, the limit
+//     (many interpolations, each within the limit, in one cfg_resolve)
 #ifndef MINGPT_CFG_INTERP_H
 #define MINGPT_CFG_INTERP_H
 
@@ -26,6 +37,11 @@
 #include <time.h>
 
 #include "config/cfg_tree.h"
+
+#define CFG_INTERP_MAX_NEST 32          // ${ nested inside one value: ${a.${b.${c}}}
+#define CFG_INTERP_MAX_CHAIN 64         // interpolations being resolved at once (a -> b -> c ...)
+#define CFG_INTERP_MAX_WORK (1u << 20)  // steps (nodes copied, keys looked up, bytes pasted) of one interpolation
+#define CFG_INTERP_MAX_TOTAL_WORK (1u << 24)  // steps of one cfg_resolve call
 
 // n is the missing-value marker `???`.
 bool cfg_is_missing(const CfgNode *n);

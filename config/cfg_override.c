@@ -22,8 +22,11 @@ typedef struct {
 // ------------------------------------------------------------------------- errors
 
 // Parser errors Hydra reports with its "Error parsing override" prefix.
+// A very long override is cut in the message, so that the reason after it is not lost.
 static CfgNode *err_parse(Parser *P, const char *msg) {
-    cfg_errf(P->err, P->errlen, "Error parsing override '%s'\n%s\n" SEE_GRAMMAR, P->text, msg);
+    int n = (int)strlen(P->text);
+    cfg_errf(P->err, P->errlen, "Error parsing override '%.*s%s'\n%s\n" SEE_GRAMMAR, n > 240 ? 200 : n, P->text,
+             n > 240 ? "..." : "", msg);
     return NULL;
 }
 
@@ -334,7 +337,11 @@ static CfgNode *parse_dict(Parser *P, int depth) {
 }
 
 static CfgNode *parse_element(Parser *P, int depth) {
-    if (depth > 64) return err_parse(P, "value nested too deeply");
+    if (depth > CFG_MAX_DEPTH) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "value nested deeper than %d levels, the limit", CFG_MAX_DEPTH);
+        return err_parse(P, msg);
+    }
     skip_ws(P);
     CfgNode *n;
     switch (*P->p) {
@@ -674,6 +681,12 @@ int cfg_override_parse(const char *text, CfgOverride *ov, char *err, size_t errl
 
 int cfg_override_parse_ex(const char *text, bool multirun, CfgOverride *ov, char *err, size_t errlen) {
     memset(ov, 0, sizeof *ov);
+    size_t text_len = strlen(text);
+    if (text_len > CFG_MAX_SCALAR_BYTES) {
+        cfg_errf(err, errlen, "Error parsing override '%.60s...'\nthe override is %zu bytes long, more than %u bytes, the limit",
+                 text, text_len, CFG_MAX_SCALAR_BYTES);
+        return -1;
+    }
     Parser P = {.text = text, .p = text, .err = err, .errlen = errlen};
     if (strncmp(P.p, "++", 2) == 0) { ov->kind = CFG_OV_FORCE_ADD; P.p += 2; }
     else if (*P.p == '+') { ov->kind = CFG_OV_ADD; P.p++; }
@@ -707,7 +720,13 @@ int cfg_override_parse_ex(const char *text, bool multirun, CfgOverride *ov, char
         bool digits = len > 0 && strspn(part, "0123456789") >= len;
         bool id = len > 0 && is_id_start((unsigned char)part[0]);
         for (size_t i = 1; id && i < len; i++) id = is_id_char((unsigned char)part[i]);
-        nparts++;
+        if (++nparts > CFG_MAX_DEPTH) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "the key has more than %d parts, the limit", CFG_MAX_DEPTH);
+            free(key);
+            err_parse(&P, msg);
+            return -1;
+        }
         size_t nd = strspn(part, "0123456789");
         if (nparts > 1 && nd > 0 && nd < len) {
             // k.1a=2: the lexer reads the path k.1, then 'a' is a token the parser does not expect.

@@ -11,6 +11,8 @@
 // (true/false, any case), null (any case), quoted strings ('a b', "x,y"), lists [1,a],
 // dicts {k: v}; anything else is a string (surrounding whitespace trimmed, `\,` etc.
 // unescaped, `${...}` kept verbatim). Error messages copy Hydra's texts.
+// Limits: an override of at most CFG_MAX_SCALAR_BYTES, a key of at most CFG_MAX_DEPTH parts, a
+// value nested at most CFG_MAX_DEPTH levels ("Error parsing override '...'\n<which limit>").
 #ifndef MINGPT_CFG_OVERRIDE_H
 #define MINGPT_CFG_OVERRIDE_H
 

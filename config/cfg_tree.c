@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 // ------------------------------------------------------------------------- helpers
@@ -112,8 +115,69 @@ static void loc_copy(CfgLoc *d, const CfgLoc *s) {
     d->col = s->col;
 }
 
+// ------------------------------------------------------------------------- key index
+
+// Maps with many keys (a crafted file can hold 100k) get an open-addressing hash of their
+// keys, so that loading, merging and looking up stay linear instead of quadratic. It is kept
+// up to date by push_kid / cfg_list_del / cfg_copy, the only places that add or remove entries.
+#define INDEX_MIN 16  // below this many keys a linear scan is as fast
+
+typedef struct {
+    size_t pos;   // position + 1 of an entry in kids, 0 for an empty slot
+    size_t hash;  // its key's hash (compared first: no trip to the key's memory on a mismatch)
+} IndexSlot;
+
+struct CfgIndex {
+    size_t cap;       // power of two, at least twice the number of keys
+    IndexSlot *slot;
+};
+
+static size_t key_hash(const char *k) {
+    size_t h = 1469598103934665603ull;  // FNV-1a
+    for (; *k; k++) h = (h ^ (unsigned char)*k) * 1099511628211ull;
+    h ^= h >> 32;  // FNV's low bits depend only on the characters' low bits: mix the high ones in
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 29);
+}
+
+static void index_free(CfgNode *m) {
+    if (!m->index) return;
+    free(m->index->slot);
+    free(m->index);
+    m->index = NULL;
+}
+
+static void index_insert(struct CfgIndex *x, const CfgNode *m, size_t pos) {
+    if (!m->kids[pos]->key) return;
+    size_t h = key_hash(m->kids[pos]->key), i = h & (x->cap - 1);
+    while (x->slot[i].pos) i = (i + 1) & (x->cap - 1);
+    x->slot[i] = (IndexSlot){pos + 1, h};
+}
+
+// (Re)builds m's index from its entries (maps of INDEX_MIN keys or more).
+static void index_build(CfgNode *m) {
+    index_free(m);
+    if (m->type != CFG_MAP || m->n < INDEX_MIN) return;
+    struct CfgIndex *x = calloc(1, sizeof *x);
+    if (!x) abort();
+    x->cap = 64;
+    while (x->cap < 2 * m->n) x->cap *= 2;
+    x->slot = calloc(x->cap, sizeof *x->slot);
+    if (!x->slot) abort();
+    for (size_t i = 0; i < m->n; i++) index_insert(x, m, i);
+    m->index = x;
+}
+
+// Keeps the index after kids[n - 1] was appended.
+static void index_appended(CfgNode *m) {
+    if (m->type != CFG_MAP || m->n < INDEX_MIN) return;
+    if (!m->index || 2 * m->n > m->index->cap) index_build(m);
+    else index_insert(m->index, m, m->n - 1);
+}
+
 void cfg_free(CfgNode *n) {
     if (!n) return;
+    index_free(n);
     for (size_t i = 0; i < n->n; i++) cfg_free(n->kids[i]);
     free(n->kids);
     free(n->s);
@@ -140,6 +204,7 @@ CfgNode *cfg_copy(const CfgNode *n) {
         c->kids = xrealloc(NULL, n->n * sizeof *c->kids);
         c->cap = c->n = n->n;
         for (size_t i = 0; i < n->n; i++) c->kids[i] = cfg_copy(n->kids[i]);
+        index_build(c);
     }
     return c;
 }
@@ -167,10 +232,21 @@ static void push_kid(CfgNode *p, CfgNode *v) {
         p->kids = xrealloc(p->kids, p->cap * sizeof *p->kids);
     }
     p->kids[p->n++] = v;
+    index_appended(p);
 }
 
 long cfg_map_find(const CfgNode *m, const char *key) {
     if (!m || m->type != CFG_MAP) return -1;
+    if (m->index) {
+        const struct CfgIndex *x = m->index;
+        size_t h = key_hash(key);
+        for (size_t i = h & (x->cap - 1); x->slot[i].pos; i = (i + 1) & (x->cap - 1)) {
+            if (x->slot[i].hash != h) continue;
+            const CfgNode *k = m->kids[x->slot[i].pos - 1];
+            if (k->key && strcmp(k->key, key) == 0) return (long)(x->slot[i].pos - 1);
+        }
+        return -1;
+    }
     for (size_t i = 0; i < m->n; i++)
         if (strcmp(m->kids[i]->key, key) == 0) return (long)i;
     return -1;
@@ -216,6 +292,7 @@ void cfg_list_del(CfgNode *l, size_t i) {
     cfg_free(l->kids[i]);
     memmove(l->kids + i, l->kids + i + 1, (l->n - i - 1) * sizeof *l->kids);
     l->n--;
+    if (l->index) index_build(l);  // positions moved
 }
 
 // Parses a list index: decimal digits only.
@@ -414,6 +491,21 @@ void cfg_repr(const CfgNode *n, char *buf, size_t len) {
     repr_rec(&b, n, false);
     snprintf(buf, len, "%s", b.p ? b.p : "");
     free(b.p);
+}
+
+char *cfg_repr_alloc(const CfgNode *n, size_t *len) {
+    Sb b = {0};
+    repr_rec(&b, n, false);
+    if (!b.p) sb_str(&b, "");
+    if (len) *len = b.n;
+    return b.p;
+}
+
+size_t cfg_count(const CfgNode *n) {
+    if (!n) return 0;
+    size_t c = 1;
+    for (size_t i = 0; i < n->n; i++) c += cfg_count(n->kids[i]);
+    return c;
 }
 
 // ------------------------------------------------------------------------- YAML 1.1 typing
@@ -757,23 +849,24 @@ char *cfg_to_yaml(const CfgNode *root) {
 
 // ------------------------------------------------------------------------- YAML input
 
-#define MAX_DEPTH 512  // bounds recursion on hostile input
-
 typedef struct {
     char *name;
     CfgNode *node;
+    size_t count;  // nodes in node: what each use of the alias adds to the budget
 } Anchor;
 
 typedef struct {
     yaml_parser_t parser;
     const char *origin;  // file name or origin used in messages and locations
-    const char *text;    // the input when parsing a string (for reader-error positions)
-    FILE *file;          // the input when parsing a file
+    const char *text;    // the input (for reader-error positions)
+    size_t len;
     char *err;
     size_t errlen;
     Anchor *anchors;
     size_t n_anchors, cap_anchors;
     int depth;
+    size_t nodes;        // nodes made so far, aliases expanded (CFG_MAX_NODES)
+    size_t alias_nodes;  // of which copies made for aliases (CFG_MAX_ALIAS_NODES)
 } Loader;
 
 static void parser_error(Loader *L) {
@@ -786,16 +879,8 @@ static void parser_error(Loader *L) {
     if (p->error == YAML_READER_ERROR) {
         // The reader (encoding) errors carry only a byte offset: turn it into line:col.
         size_t line = 1, col = 1;
-        if (L->text) {
-            for (size_t i = 0; i < p->problem_offset && L->text[i]; i++, col++)
-                if (L->text[i] == '\n') { line++; col = 0; }
-        } else if (L->file && fseek(L->file, 0, SEEK_SET) == 0) {
-            for (size_t i = 0; i < p->problem_offset; i++, col++) {
-                int c = fgetc(L->file);
-                if (c == EOF) break;
-                if (c == '\n') { line++; col = 0; }
-            }
-        }
+        for (size_t i = 0; i < p->problem_offset && i < L->len; i++, col++)
+            if (L->text[i] == '\n') { line++; col = 0; }
         cfg_errf(L->err, L->errlen, "%s:%zu:%zu: YAML syntax error: %s (byte offset %zu)", L->origin, line, col,
                  problem, p->problem_offset);
     } else if (p->context) {
@@ -814,11 +899,13 @@ static bool next_event(Loader *L, yaml_event_t *ev) {
     return false;
 }
 
+// The anchors' own copies are not counted: each is no larger than the node it copies, which was.
 static void add_anchor(Loader *L, const char *name, const CfgNode *n) {
     for (size_t i = 0; i < L->n_anchors; i++)
         if (strcmp(L->anchors[i].name, name) == 0) {  // YAML lets a later anchor shadow an earlier one
             cfg_free(L->anchors[i].node);
             L->anchors[i].node = cfg_copy(n);
+            L->anchors[i].count = cfg_count(n);
             return;
         }
     if (L->n_anchors == L->cap_anchors) {
@@ -827,7 +914,29 @@ static void add_anchor(Loader *L, const char *name, const CfgNode *n) {
     }
     L->anchors[L->n_anchors].name = cfg_strdup(name);
     L->anchors[L->n_anchors].node = cfg_copy(n);
+    L->anchors[L->n_anchors].count = cfg_count(n);
     L->n_anchors++;
+}
+
+// Counts `add` more nodes against CFG_MAX_NODES; false (with the message) when over budget.
+static bool budget_nodes(Loader *L, size_t add, int line, int col) {
+    if (add <= CFG_MAX_NODES - L->nodes) {
+        L->nodes += add;
+        return true;
+    }
+    cfg_errf(L->err, L->errlen,
+             "%s:%d:%d: the YAML document expands to more than %u nodes (each use of an alias counts all of "
+             "its nodes), the limit for a config",
+             L->origin, line, col, CFG_MAX_NODES);
+    return false;
+}
+
+// A scalar or key longer than CFG_MAX_SCALAR_BYTES: false with the message.
+static bool scalar_fits(Loader *L, size_t len, int line, int col, const char *path) {
+    if (len <= CFG_MAX_SCALAR_BYTES) return true;
+    cfg_errf(L->err, L->errlen, "%s:%d:%d: %s: a scalar of %zu bytes is longer than %u bytes, the limit for a config value",
+             L->origin, line, col, *path ? path : "(root)", len, CFG_MAX_SCALAR_BYTES);
+    return false;
 }
 
 static char *child_path(const char *path, const char *key) {
@@ -847,6 +956,7 @@ static CfgNode *load_node(Loader *L, yaml_event_t *ev, const char *path);
 // Builds a scalar node from its event (typing plain scalars; honouring explicit tags).
 static CfgNode *load_scalar(Loader *L, yaml_event_t *ev, const char *path) {
     int line = (int)ev->start_mark.line + 1, col = (int)ev->start_mark.column + 1;
+    if (!scalar_fits(L, ev->data.scalar.length, line, col, path)) return NULL;
     CfgNode *n = cfg_new(CFG_STRING);
     n->s = strndup_x((const char *)ev->data.scalar.value, ev->data.scalar.length);
     cfg_set_loc(n, L->origin, line, col);
@@ -920,6 +1030,10 @@ static CfgNode *load_mapping(Loader *L, CfgNode *m, const char *path) {
                      *path ? path : "(root)");
             return NULL;
         }
+        if (!scalar_fits(L, kev.data.scalar.length, kl, kc, path)) {
+            yaml_event_delete(&kev);
+            return NULL;
+        }
         char *key = strndup_x((const char *)kev.data.scalar.value, kev.data.scalar.length);
         bool merge_key = kev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && strcmp(key, "<<") == 0;
         yaml_event_delete(&kev);
@@ -982,8 +1096,15 @@ static CfgNode *load_node(Loader *L, yaml_event_t *ev, const char *path) {
     int line = (int)ev->start_mark.line + 1, col = (int)ev->start_mark.column + 1;
     char *anchor = NULL;
     CfgNode *n = NULL;
-    if (++L->depth > MAX_DEPTH) {
-        cfg_errf(L->err, L->errlen, "%s:%d:%d: YAML nested deeper than %d levels", L->origin, line, col, MAX_DEPTH);
+    bool ok = true;
+    if (++L->depth > CFG_MAX_DEPTH) {
+        cfg_errf(L->err, L->errlen, "%s:%d:%d: YAML nested deeper than %d levels, the limit for a config", L->origin,
+                 line, col, CFG_MAX_DEPTH);
+        ok = false;
+    } else if (ev->type != YAML_ALIAS_EVENT) {
+        ok = budget_nodes(L, 1, line, col);
+    }
+    if (!ok) {
         yaml_event_delete(ev);
         L->depth--;
         return NULL;
@@ -991,9 +1112,20 @@ static CfgNode *load_node(Loader *L, yaml_event_t *ev, const char *path) {
     switch (ev->type) {
     case YAML_ALIAS_EVENT: {
         const char *name = (const char *)ev->data.alias.anchor;
-        for (size_t i = 0; i < L->n_anchors && !n; i++)
-            if (strcmp(L->anchors[i].name, name) == 0) n = cfg_copy(L->anchors[i].node);
-        if (!n) cfg_errf(L->err, L->errlen, "%s:%d:%d: found undefined alias '*%s'", L->origin, line, col, name);
+        const Anchor *a = NULL;
+        for (size_t i = 0; i < L->n_anchors && !a; i++)
+            if (strcmp(L->anchors[i].name, name) == 0) a = &L->anchors[i];
+        if (!a) {
+            cfg_errf(L->err, L->errlen, "%s:%d:%d: found undefined alias '*%s'", L->origin, line, col, name);
+        } else if (a->count > CFG_MAX_ALIAS_NODES - L->alias_nodes) {
+            // Checked before copying: x1: [*x0 x10], x2: [*x1 x10] ... grows tenfold per line.
+            cfg_errf(L->err, L->errlen,
+                     "%s:%d:%d: aliases expand to more than %u nodes in all (an alias bomb?), the limit for a config",
+                     L->origin, line, col, CFG_MAX_ALIAS_NODES);
+        } else if (budget_nodes(L, a->count, line, col)) {
+            L->alias_nodes += a->count;
+            n = cfg_copy(a->node);
+        }
         yaml_event_delete(ev);
         break;
     }
@@ -1067,37 +1199,82 @@ static void loader_done(Loader *L) {
     yaml_parser_delete(&L->parser);
 }
 
-CfgNode *cfg_parse_file(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
+// The whole file, read only up to one byte past the limit; NULL with the message in err. Only
+// a regular file is read: a FIFO would block the open, a device (/dev/zero) never ends.
+static char *read_config_file(const char *path, size_t *len, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        cfg_errf(err, errlen, "cannot open config file '%s': %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        cfg_errf(err, errlen, "cannot read config file '%s': %s", path,
+                 S_ISDIR(st.st_mode) ? "it is a directory" : "not a regular file");
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
         cfg_errf(err, errlen, "cannot open config file '%s': %s", path, strerror(errno));
+        close(fd);
         return NULL;
     }
-    Loader L = {.origin = path, .file = f, .err = err, .errlen = errlen};
-    if (!yaml_parser_initialize(&L.parser)) {
-        fclose(f);
-        cfg_errf(err, errlen, "%s: cannot initialise the YAML parser", path);
-        return NULL;
+    size_t cap = 64 << 10, n = 0;
+    char *buf = xrealloc(NULL, cap);
+    for (;;) {
+        if (n == cap) {
+            cap = cap * 2 > CFG_MAX_FILE_BYTES + 1 ? CFG_MAX_FILE_BYTES + 1 : cap * 2;
+            buf = xrealloc(buf, cap);
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n > CFG_MAX_FILE_BYTES) {
+            cfg_errf(err, errlen, "config file '%s' is larger than %u MiB, the limit for a config file", path,
+                     CFG_MAX_FILE_BYTES >> 20);
+            break;
+        }
+        if (got == 0) {
+            if (!ferror(f)) {
+                fclose(f);
+                *len = n;
+                return buf;
+            }
+            cfg_errf(err, errlen, "cannot read config file '%s': %s", path, strerror(errno));
+            break;
+        }
     }
-    yaml_parser_set_input_file(&L.parser, f);
-    CfgNode *root = load_stream(&L);
-    if (root && ferror(f)) {
-        cfg_errf(err, errlen, "cannot read config file '%s': %s", path, strerror(errno));
-        cfg_free(root);
-        root = NULL;
-    }
-    loader_done(&L);
+    free(buf);
     fclose(f);
+    return NULL;
+}
+
+CfgNode *cfg_parse_file(const char *path, char *err, size_t errlen) {
+    size_t len;
+    char *text = read_config_file(path, &len, err, errlen);
+    if (!text) return NULL;
+    CfgNode *root = cfg_parse_bytes(text, len, path, err, errlen);
+    free(text);
     return root;
 }
 
 CfgNode *cfg_parse_string(const char *text, const char *origin, char *err, size_t errlen) {
-    Loader L = {.origin = origin ? origin : "<string>", .text = text, .err = err, .errlen = errlen};
+    return cfg_parse_bytes(text, strlen(text), origin, err, errlen);
+}
+
+CfgNode *cfg_parse_bytes(const char *text, size_t len, const char *origin, char *err, size_t errlen) {
+    Loader L = {.origin = origin ? origin : "<string>", .text = text, .len = len, .err = err, .errlen = errlen};
+    if (len > CFG_MAX_FILE_BYTES) {
+        cfg_errf(err, errlen, "%s: the config text is larger than %u MiB, the limit for a config", L.origin,
+                 CFG_MAX_FILE_BYTES >> 20);
+        return NULL;
+    }
     if (!yaml_parser_initialize(&L.parser)) {
         cfg_errf(err, errlen, "%s: cannot initialise the YAML parser", L.origin);
         return NULL;
     }
-    yaml_parser_set_input_string(&L.parser, (const unsigned char *)text, strlen(text));
+    yaml_parser_set_input_string(&L.parser, (const unsigned char *)text, len);
     CfgNode *root = load_stream(&L);
     loader_done(&L);
     return root;

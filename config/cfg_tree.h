@@ -11,11 +11,21 @@
 //
 // Allocation failure aborts (there is nothing sensible to recover); every other error is
 // reported through an (err, errlen) buffer and a NULL / non-zero return.
+//
+// Budgets: a config is text people edit, and text that may be crafted. What one file or one
+// override can make us allocate is bounded by the limits below (fixed: a real config is a few
+// KiB, some hundred nodes, nested a few levels); each is an error naming the file and the limit.
 #ifndef MINGPT_CFG_TREE_H
 #define MINGPT_CFG_TREE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#define CFG_MAX_FILE_BYTES (4u << 20)     // a config file or text: 4 MiB
+#define CFG_MAX_SCALAR_BYTES (256u << 10) // one YAML scalar or key, one override, one resolved string
+#define CFG_MAX_DEPTH 64                  // maps and lists nested in a file, parts of an override key
+#define CFG_MAX_NODES (1u << 17)          // nodes of one YAML document, every alias counted at each use
+#define CFG_MAX_ALIAS_NODES (1u << 14)    // of which copies made by aliases (a "billion laughs" bomb)
 
 typedef enum { CFG_NULL, CFG_BOOL, CFG_INT, CFG_FLOAT, CFG_STRING, CFG_LIST, CFG_MAP } CfgType;
 
@@ -41,6 +51,8 @@ struct CfgNode {
     CfgLoc loc;       // where the value was written
     CfgLoc key_loc;   // where the key was written (map entries only)
     bool merged;      // entry came from a YAML merge key (`<<`); explicit keys may replace it
+    struct CfgIndex *index; // private to cfg_tree.c: key hash of a large map (kept by the functions
+                            // below; change a map's entries only through them)
 };
 
 // ---- small helpers shared by the config/ sources ---------------------------------------
@@ -125,6 +137,12 @@ int cfg_format_float(double x, char *buf, size_t n, bool yaml_style);
 // Writes Python's str() of the node into buf (None, True, 0.001, abc, [1, 'a'], {'k': 1}).
 void cfg_repr(const CfgNode *n, char *buf, size_t len);
 
+// The same, whole, as a malloc'd string; *len (may be NULL) gets its length.
+char *cfg_repr_alloc(const CfgNode *n, size_t *len);
+
+// Number of nodes in the tree below and including n (0 for NULL).
+size_t cfg_count(const CfgNode *n);
+
 // Renders the tree as block-style YAML (2-space indent, insertion order, strings quoted
 // when they would otherwise be read back as another type). Returns a malloc'd string, or
 // NULL when libyaml refuses the data (e.g. a string that is not valid UTF-8).
@@ -143,10 +161,17 @@ void cfg_resolve_plain(CfgNode *n, const char *text);
 // gives a CFG_NULL root. On error returns NULL with a message in err: an unreadable file
 // ("cannot open config file '<path>': <strerror>"), a syntax error
 // ("<path>:<line>:<col>: YAML syntax error: ..."), a duplicate key, more than one
-// document, an unknown alias or an unsupported tag.
+// document, an unknown alias or an unsupported tag, and the budgets: a file larger than
+// CFG_MAX_FILE_BYTES ("config file '<path>' is larger than 4 MiB, the limit"), nesting deeper
+// than CFG_MAX_DEPTH, a scalar or key longer than CFG_MAX_SCALAR_BYTES, more than
+// CFG_MAX_NODES nodes once aliases are expanded, aliases that expand to more than
+// CFG_MAX_ALIAS_NODES nodes in all (a "billion laughs" alias bomb).
 CfgNode *cfg_parse_file(const char *path, char *err, size_t errlen);
 
-// Same for YAML text in memory; `origin` names it in locations and messages.
+// Same for YAML text in memory (NUL-terminated); `origin` names it in locations and messages.
 CfgNode *cfg_parse_string(const char *text, const char *origin, char *err, size_t errlen);
+
+// Same for the first len bytes at text (no NUL needed; a NUL byte inside is a YAML error).
+CfgNode *cfg_parse_bytes(const char *text, size_t len, const char *origin, char *err, size_t errlen);
 
 #endif

@@ -928,6 +928,28 @@ CfgNode *config_compose_hydra(const char *path, const CfgNode *hydra_defaults, i
     return tree;
 }
 
+CfgNode *config_compose_text(const char *text, size_t len, const char *origin, const CfgNode *hydra_defaults,
+                             int n_overrides, char *const *overrides, bool *from_override, char *err, size_t errlen) {
+    if (from_override) *from_override = false;
+    CfgNode *file = cfg_parse_bytes(text, len, origin ? origin : "<config>", err, errlen);
+    if (!file) return NULL;
+    CfgNode *tree = compose_from(file, hydra_defaults, n_overrides, overrides, from_override, err, errlen);
+    cfg_free(file);
+    return tree;
+}
+
+int config_load_text(Config *cfg, const char *text, size_t len, const char *origin, int n_overrides,
+                     char *const *overrides, char *err, size_t errlen) {
+    if (!origin) origin = "<config>";
+    CfgNode *tree = config_compose_text(text, len, origin, NULL, n_overrides, overrides, NULL, err, errlen);
+    if (!tree) return -1;
+    int rc = config_bind(cfg, tree, err, errlen);
+    cfg_free(tree);
+    if (rc) return rc;
+    snprintf(cfg->source, sizeof cfg->source, "%s", origin);
+    return 0;
+}
+
 int config_load(Config *cfg, const char *config_dir, const char *config_name, int n_overrides,
                 char *const *overrides, char *err, size_t errlen) {
     if (!config_name || !*config_name) return cfg_errf(err, errlen, "no config name given");

@@ -155,6 +155,17 @@ CfgNode *config_compose(const char *path, int n_overrides, char *const *override
 CfgNode *config_compose_hydra(const char *path, const CfgNode *hydra_defaults, int n_overrides,
                               char *const *overrides, bool *from_override, char *err, size_t errlen);
 
+// config_compose_hydra for config text in memory: len bytes at text (no NUL needed), `origin`
+// naming it in locations and messages ("<config>" when NULL). Reads no file.
+CfgNode *config_compose_text(const char *text, size_t len, const char *origin, const CfgNode *hydra_defaults,
+                             int n_overrides, char *const *overrides, bool *from_override, char *err,
+                             size_t errlen);
+
+// config_load for config text in memory: compose (without a `hydra` node) and bind into *cfg
+// (cfg->source = origin). Returns 0, or non-zero with the message in err.
+int config_load_text(Config *cfg, const char *text, size_t len, const char *origin, int n_overrides,
+                     char *const *overrides, char *err, size_t errlen);
+
 // The four sections of a composed tree with their interpolations resolved (against the whole
 // tree, so ${hydra:...} reads its `hydra` node) into a new tree; a `???` there is an error.
 // Returns NULL with OmegaConf's message (config/cfg_interp.h) in err.

@@ -395,21 +395,32 @@ char *hydra_override_dirname(const CfgNode *tree, char *const *task, int n_task)
         if (!skip) lines[n++] = task[i];
     }
     qsort(lines, (size_t)n, sizeof *lines, cmp_str);
-    // Joined with item_sep, then every '=' replaced by kv_sep (Hydra's re.sub).
-    size_t cap = 1;
-    for (int i = 0; i < n; i++) cap += strlen(lines[i]) * (strlen(kv) + 1) + strlen(item);
-    char *out = malloc(cap), *w = out;
+    // Joined with item_sep, then every '=' replaced by kv_sep (Hydra's re.sub). Both separators
+    // come from the config and can be long: the text is cut at CFG_MAX_SCALAR_BYTES (a directory
+    // name that long fails anyway) rather than sized as the product of two long strings.
+    size_t kv_len = strlen(kv), item_len = strlen(item), cap = CFG_MAX_SCALAR_BYTES, o = 0;
+    char *out = malloc(cap + 1);
     if (!out) abort();
-    for (int i = 0; i < n; i++) {
-        if (i) w += sprintf(w, "%s", item);
-        for (const char *c = lines[i]; *c; c++) {
-            if (*c == '=') w += sprintf(w, "%s", kv);
-            else *w++ = *c;
+    for (int i = 0; i < n && o < cap; i++) {
+        if (i) {
+            size_t k = item_len < cap - o ? item_len : cap - o;
+            memcpy(out + o, item, k);
+            o += k;
+        }
+        for (const char *c = lines[i]; *c && o < cap; c++) {
+            if (*c == '=') {
+                size_t k = kv_len < cap - o ? kv_len : cap - o;
+                memcpy(out + o, kv, k);
+                o += k;
+            } else {
+                out[o++] = *c;
+            }
         }
     }
-    *w = 0;
+    out[o] = 0;
     free(lines);
-    return out;
+    char *fit = realloc(out, o + 1);
+    return fit ? fit : out;
 }
 
 char *hydra_get_string(const CfgNode *tree, const char *path, bool *failed, char *err, size_t errlen) {
@@ -476,6 +487,7 @@ static int make_axis(const char *text, Axis *ax, char *err, size_t errlen) {
 }
 
 #define MAX_JOBS 100000
+#define MAX_JOBS_BYTES (64u << 20)  // the job list's text: 100k jobs x a 128 KiB override is 12 GB
 
 int hydra_sweep_jobs(char *const *args, int n, HydraJob **jobs, size_t *n_jobs, char *err, size_t errlen) {
     *jobs = NULL;
@@ -497,6 +509,16 @@ int hydra_sweep_jobs(char *const *args, int n, HydraJob **jobs, size_t *n_jobs, 
         total *= (size_t)axes[k].n;
         if (total > MAX_JOBS) rc = cfg_errf(err, errlen, "The sweep has more than %d jobs", MAX_JOBS);
     }
+    // Every job holds one value of each axis: an axis's values appear total / n times each.
+    double bytes = 0;
+    for (int k = 0; k < n_axes && !rc; k++) {
+        double axis = 0;
+        for (int v = 0; v < axes[k].n; v++) axis += (double)strlen(axes[k].values[v]) + 1;
+        bytes += axis * (double)(total / (size_t)axes[k].n);
+    }
+    if (!rc && bytes > MAX_JOBS_BYTES)
+        rc = cfg_errf(err, errlen, "The sweep's %zu jobs would hold %.0f MiB of overrides, more than %u MiB, the limit",
+                      total, bytes / (1 << 20), MAX_JOBS_BYTES >> 20);
     if (!rc) {
         *jobs = calloc(total, sizeof **jobs);
         if (!*jobs) abort();
@@ -530,12 +552,12 @@ char **hydra_sweeper_params(const CfgNode *tree, int *n) {
     char **out = calloc(p->n + 1, sizeof *out);
     if (!out) abort();
     for (size_t i = 0; i < p->n; i++) {
-        char v[2048];
-        cfg_repr(p->kids[i], v, sizeof v);
+        char *v = cfg_repr_alloc(p->kids[i], NULL);  // whole: a long sweep must not be cut
         size_t len = strlen(p->kids[i]->key) + strlen(v) + 2;
         out[*n] = malloc(len);
         if (!out[*n]) abort();
         snprintf(out[(*n)++], len, "%s=%s", p->kids[i]->key, v);
+        free(v);
     }
     return out;
 }
@@ -622,18 +644,28 @@ int hydra_print_cfg(FILE *out, const CfgNode *tree, HydraCfgWhat what, const cha
         // A leaf: OmegaConf.select resolves it; printed as Python's str().
         CfgNode *r = cfg_resolve(tree, package, false, err, errlen);
         if (!r) { cfg_free(v); return -1; }
-        char buf[4096];
-        cfg_repr(r, buf, sizeof buf);
-        fprintf(out, "%s\n", buf);
+        char *text = cfg_repr_alloc(r, NULL);
+        fprintf(out, "%s\n", text);
+        free(text);
         cfg_free(r);
     }
     cfg_free(v);
     return rc;
 }
 
-// Fills Python string.Template placeholders ($NAME) of tmpl from names/values.
-static void fill_template(FILE *out, const char *tmpl, const char *const *names, const char *const *values, int n) {
+// Help texts longer than this come from a crafted template ($CONFIG thousands of times).
+#define MAX_HELP_BYTES (16u << 20)
+
+// Fills Python string.Template placeholders ($NAME) of tmpl from names/values. Returns -1 (with
+// the message in err) when the text would pass MAX_HELP_BYTES.
+static int fill_template(FILE *out, const char *tmpl, const char *const *names, const char *const *values, int n,
+                         char *err, size_t errlen) {
+    size_t written = 0;
     for (const char *p = tmpl; *p; p++) {
+        if (written > MAX_HELP_BYTES)
+            return cfg_errf(err, errlen, "the help text is longer than %u MiB, the limit (check the help template)",
+                            MAX_HELP_BYTES >> 20);
+        written++;
         if (p[0] == '$' && p[1] == '$') { fputc('$', out); p++; continue; }
         int hit = -1;
         for (int i = 0; p[0] == '$' && i < n && hit < 0; i++) {
@@ -645,8 +677,10 @@ static void fill_template(FILE *out, const char *tmpl, const char *const *names,
         }
         if (hit < 0) { fputc(*p, out); continue; }
         fputs(values[hit], out);
+        written += strlen(values[hit]);
         p += strlen(names[hit]);
     }
+    return 0;
 }
 
 int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, char *err, size_t errlen) {
@@ -661,11 +695,11 @@ int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, char *err, si
         return view ? cfg_errf(err, errlen, "the config cannot be written as YAML") : -1;
     }
     const char *names[] = {"APP_CONFIG_GROUPS", "CONFIG"}, *values[] = {"", yaml};
-    fill_template(out, tmpl ? tmpl : "", names, values, 2);
-    fputc('\n', out);  // Python's print()
+    int rc = fill_template(out, tmpl ? tmpl : "", names, values, 2, err, errlen);
+    if (!rc) fputc('\n', out);  // Python's print()
     free(yaml);
     free(tmpl);
-    return 0;
+    return rc;
 }
 
 static const char FLAGS_HELP[] =
@@ -697,10 +731,10 @@ int hydra_print_hydra_help(FILE *out, const CfgNode *tree, char *err, size_t err
     if (failed) return -1;
     const char *names[] = {"FLAGS_HELP", "HYDRA_CONFIG_GROUPS"};
     const char *values[] = {FLAGS_HELP, "hydra/hydra_logging: default, disabled\nhydra/job_logging: default, disabled"};
-    fill_template(out, tmpl ? tmpl : "", names, values, 2);
-    fputc('\n', out);
+    int rc = fill_template(out, tmpl ? tmpl : "", names, values, 2, err, errlen);
+    if (!rc) fputc('\n', out);
     free(tmpl);
-    return 0;
+    return rc;
 }
 
 // Every leaf key of n as "a.b=" (lists are leaves), space-separated, into *buf.

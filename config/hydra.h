@@ -81,7 +81,8 @@ typedef struct {
 void hydra_set_runtime(CfgNode *tree, const HydraRuntime *rt);
 
 // Hydra's override_dirname of `task` with the settings of hydra.job.config.override_dirname
-// (kv_sep, item_sep, exclude_keys) in tree: sorted, joined. Returns a malloc'd string.
+// (kv_sep, item_sep, exclude_keys) in tree: sorted, joined, cut at CFG_MAX_SCALAR_BYTES. Returns a
+// malloc'd string.
 char *hydra_override_dirname(const CfgNode *tree, char *const *task, int n_task);
 
 // True for an override of Hydra's own settings (hydra.*, hydra/*, with any +/++/~ prefix).
@@ -102,7 +103,8 @@ typedef struct {
 // Expands overrides with sweeps (a,b / choice() / range()) into jobs like Hydra's
 // BasicSweeper: a repeated key keeps its first position and its last value; cartesian
 // product in command-line order, the first key varying slowest; swept values re-rendered
-// (1e-3 -> 0.001), the others kept as typed. Returns 0, or -1 with the parse error in err.
+// (1e-3 -> 0.001), the others kept as typed. Returns 0, or -1 with the parse error in err, or
+// when the sweep has more than 100000 jobs or their overrides would take more than 64 MiB.
 int hydra_sweep_jobs(char *const *args, int n, HydraJob **jobs, size_t *n_jobs, char *err, size_t errlen);
 void hydra_jobs_free(HydraJob *jobs, size_t n);
 

@@ -850,6 +850,209 @@ static void test_float_format(void **state) {
     assert_string_equal(buf, ".nan");
 }
 
+// ------------------------------------------------------------------------- budgets (issue 10)
+
+// A growable text for the generated inputs below.
+typedef struct { char *p; size_t n, cap; } Text;
+static void text_add(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_add(Text *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (t->n + (size_t)w + 1 > t->cap) {
+        t->cap = (t->n + (size_t)w + 1) * 2;
+        t->p = realloc(t->p, t->cap);
+        assert_non_null(t->p);
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->p + t->n, (size_t)w + 1, fmt, ap);
+    va_end(ap);
+    t->n += (size_t)w;
+}
+static void text_rep(Text *t, const char *s, size_t times) {
+    for (size_t i = 0; i < times; i++) text_add(t, "%s", s);
+}
+
+// The parse of text must fail with a message containing want.
+static void parse_fails(const char *text, const char *want) {
+    char err[ERRLEN] = "";
+    CfgNode *n = cfg_parse_string(text, "b.yaml", err, sizeof err);
+    if (n) fail_msg("parsed, expected: %s", want);
+    assert_contains(err, want);
+}
+
+// Billion laughs: x0 holds 10 scalars, each next line 10 aliases of the one before. Without a
+// budget 10 levels are 10^10 nodes (5 GB at 7 levels); the copies stop at 16384 alias nodes.
+static void test_yaml_alias_bomb(void **state) {
+    (void)state;
+    Text t = {0};
+    text_add(&t, "x0: &x0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+    for (int i = 1; i < 10; i++) {
+        text_add(&t, "x%d: &x%d [", i, i);
+        for (int j = 0; j < 10; j++) text_add(&t, "%s*x%d", j ? ", " : "", i - 1);
+        text_add(&t, "]\n");
+    }
+    parse_fails(t.p, "b.yaml:5:10: aliases expand to more than 16384 nodes in all (an alias bomb?), the limit for a config");
+    // Ordinary use of anchors stays well inside: a base mapping merged into 100 others.
+    t.n = 0;
+    text_add(&t, "base: &b {a: 1, b: 2, c: [1, 2, 3]}\n");
+    for (int i = 0; i < 100; i++) text_add(&t, "m%d: {<<: *b, d: %d}\n", i, i);
+    char err[ERRLEN];
+    CfgNode *n = cfg_parse_string(t.p, "ok.yaml", err, sizeof err);
+    if (!n) fail_msg("%s", err);
+    assert_int_equal(cfg_select(n, "m99.c.2")->i, 3);
+    cfg_free(n);
+    free(t.p);
+}
+
+static void test_yaml_size_limits(void **state) {
+    Text t = {0};
+    // More nodes than CFG_MAX_NODES without any alias.
+    text_add(&t, "l: [");
+    text_rep(&t, "1,", CFG_MAX_NODES);
+    text_add(&t, "1]\n");
+    parse_fails(t.p, "b.yaml:1:");
+    parse_fails(t.p, "the YAML document expands to more than 131072 nodes");
+    // Nesting: flow and block style, 64 levels are fine, deeper is refused.
+    t.n = 0;
+    text_rep(&t, "[", CFG_MAX_DEPTH - 1);
+    text_rep(&t, "]", CFG_MAX_DEPTH - 1);
+    char err[ERRLEN];
+    CfgNode *n = cfg_parse_string(t.p, "ok.yaml", err, sizeof err);
+    if (!n) fail_msg("%s", err);
+    cfg_free(n);
+    t.n = 0;
+    text_rep(&t, "[", 100000);
+    text_rep(&t, "]", 100000);
+    parse_fails(t.p, "b.yaml:1:65: YAML nested deeper than 64 levels, the limit for a config");
+    t.n = 0;
+    for (int i = 0; i < 70; i++) text_add(&t, "%*sk:\n", 2 * i, "");
+    parse_fails(t.p, "YAML nested deeper than 64 levels");
+    // A scalar (or key) longer than CFG_MAX_SCALAR_BYTES.
+    t.n = 0;
+    text_add(&t, "a:\n  b: ");
+    text_rep(&t, "x", CFG_MAX_SCALAR_BYTES + 1);
+    text_add(&t, "\n");
+    parse_fails(t.p, "b.yaml:2:6: a.b: a scalar of 262145 bytes is longer than 262144 bytes, the limit for a config value");
+    t.n = 0;
+    text_rep(&t, "k", CFG_MAX_SCALAR_BYTES + 1);
+    text_add(&t, ": 1\n");
+    parse_fails(t.p, "a scalar of 262145 bytes is longer than 262144 bytes");
+    free(t.p);
+
+    // A file over CFG_MAX_FILE_BYTES is refused before it is parsed; a text too.
+    char path[512];
+    snprintf(path, sizeof path, "%s/big.yaml", (char *)*state);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (size_t i = 0; i <= CFG_MAX_FILE_BYTES / 64; i++) fputs("# a comment line that pads the file to more than four MiB .....\n", f);
+    fclose(f);
+    Config c;
+    assert_int_not_equal(config_load(&c, *state, "big", 0, NULL, err, sizeof err), 0);
+    char want[ERRLEN];
+    snprintf(want, sizeof want, "config file '%s' is larger than 4 MiB, the limit for a config file", path);
+    assert_string_equal(err, want);
+    char *huge = calloc(CFG_MAX_FILE_BYTES + 1, 1);
+    assert_non_null(huge);
+    assert_null(cfg_parse_bytes(huge, CFG_MAX_FILE_BYTES + 1, "mem", err, sizeof err));
+    assert_string_equal(err, "mem: the config text is larger than 4 MiB, the limit for a config");
+    free(huge);
+    // Not a regular file: a directory (a FIFO would block, a device never end).
+    assert_null(cfg_parse_file(*state, err, sizeof err));
+    assert_contains(err, "it is a directory");
+}
+
+// cfg_parse_bytes reads exactly len bytes: the buffer has no NUL (ASan sees any over-read).
+static void test_parse_bytes(void **state) {
+    (void)state;
+    const char text[] = "gpt_config: {n_layer: 3}\n";
+    char *buf = malloc(sizeof text - 1);
+    assert_non_null(buf);
+    memcpy(buf, text, sizeof text - 1);
+    char err[ERRLEN];
+    CfgNode *n = cfg_parse_bytes(buf, sizeof text - 1, "m", err, sizeof err);
+    if (!n) fail_msg("%s", err);
+    assert_int_equal(cfg_select(n, "gpt_config.n_layer")->i, 3);
+    cfg_free(n);
+    assert_null(cfg_parse_bytes("a: 1\0b: 2\n", 10, "nul", err, sizeof err));  // a NUL byte is not YAML
+    assert_contains(err, "nul:1:5: YAML syntax error");
+    free(buf);
+}
+
+// config_load_text: text in memory + overrides -> bound Config, or the message.
+static void test_load_text(void **state) {
+    (void)state;
+    const char *text = "gpt_config:\n  n_layer: 3\ntrainer_config:\n  snapshot_path: run_${gpt_config.n_layer}.bin\n";
+    const char *ov[] = {"gpt_config.n_layer=5", "trainer_config.seed=7"};
+    Config c;
+    char err[ERRLEN];
+    if (config_load_text(&c, text, strlen(text), "mem.yaml", 2, (char *const *)ov, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(c.gpt.n_layer, 5);
+    assert_string_equal(c.trainer.snapshot_path, "run_5.bin");
+    assert_true(c.trainer.seed == 7);
+    assert_string_equal(c.source, "mem.yaml");
+    assert_int_not_equal(config_load_text(&c, "gpt_config:\n  n_layr: 3\n", 24, "mem.yaml", 0, NULL, err, sizeof err), 0);
+    assert_contains(err, "mem.yaml:2:3: unknown key 'gpt_config.n_layr'");
+}
+
+// Overrides: the text, the parts of the key and the nesting of the value are bounded.
+static void test_override_limits(void **state) {
+    (void)state;
+    CfgOverride ov;
+    char err[ERRLEN];
+    Text t = {0};
+    text_add(&t, "trainer_config.snapshot_path=");
+    text_rep(&t, "x", CFG_MAX_SCALAR_BYTES);
+    assert_int_not_equal(cfg_override_parse(t.p, &ov, err, sizeof err), 0);
+    assert_contains(err, "Error parsing override 'trainer_config.snapshot_path=xxxx");
+    assert_contains(err, "...'\nthe override is 262173 bytes long, more than 262144 bytes, the limit");
+    t.n = 0;
+    text_add(&t, "++a");
+    text_rep(&t, ".a", CFG_MAX_DEPTH);
+    text_add(&t, "=1");
+    assert_int_not_equal(cfg_override_parse(t.p, &ov, err, sizeof err), 0);
+    assert_contains(err, "the key has more than 64 parts, the limit");
+    t.n = 0;
+    text_add(&t, "+a=");
+    text_rep(&t, "[", 100000);
+    assert_int_not_equal(cfg_override_parse(t.p, &ov, err, sizeof err), 0);
+    assert_contains(err, "...'\nvalue nested deeper than 64 levels, the limit");
+    free(t.p);
+}
+
+// Maps with many keys are hashed: lookups, replacement, deletion and copies stay right.
+static void test_large_map(void **state) {
+    (void)state;
+    CfgNode *m = cfg_new_map();
+    char k[32];
+    for (int i = 0; i < 5000; i++) {
+        snprintf(k, sizeof k, "k%d", i);
+        cfg_map_put(m, k, cfg_new_int(i));
+    }
+    cfg_map_put(m, "k17", cfg_new_int(-17));  // replaced in place
+    assert_int_equal(m->n, 5000);
+    for (int i = 0; i < 5000; i += 7) assert_true(cfg_map_del(m, (snprintf(k, sizeof k, "k%d", i), k)));
+    CfgNode *c = cfg_copy(m);
+    for (int i = 0; i < 5000; i++) {
+        snprintf(k, sizeof k, "k%d", i);
+        const CfgNode *a = cfg_map_get(m, k), *b = cfg_map_get(c, k);
+        if (i % 7 == 0) {
+            assert_null(a);
+            assert_null(b);
+        } else {
+            assert_non_null(a);
+            assert_non_null(b);
+            assert_int_equal(a->i, i == 17 ? -17 : i);
+            assert_int_equal(b->i, a->i);
+            assert_string_equal(m->kids[cfg_map_find(m, k)]->key, k);
+        }
+    }
+    assert_null(cfg_map_get(m, "nope"));
+    cfg_free(c);
+    cfg_free(m);
+}
+
 static void test_config_path(void **state) {
     (void)state;
     char p[64];
@@ -889,6 +1092,12 @@ int main(void) {
         cmocka_unit_test(test_override_value_typing),
         cmocka_unit_test(test_float_format),
         cmocka_unit_test(test_config_path),
+        cmocka_unit_test(test_yaml_alias_bomb),
+        cmocka_unit_test_setup_teardown(test_yaml_size_limits, tmp_setup, tmp_teardown),
+        cmocka_unit_test(test_parse_bytes),
+        cmocka_unit_test(test_load_text),
+        cmocka_unit_test(test_override_limits),
+        cmocka_unit_test(test_large_map),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

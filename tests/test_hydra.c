@@ -171,6 +171,260 @@ static void test_interpolation_errors(void **state) {
     cfg_free(t);
 }
 
+// ------------------------------------------------------------------------- budgets (issue 10)
+
+typedef struct { char *p; size_t n, cap; } Text;
+static void text_add(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_add(Text *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (t->n + (size_t)w + 1 > t->cap) {
+        t->cap = (t->n + (size_t)w + 1) * 2;
+        t->p = realloc(t->p, t->cap);
+        assert_non_null(t->p);
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->p + t->n, (size_t)w + 1, fmt, ap);
+    va_end(ap);
+    t->n += (size_t)w;
+}
+
+// The error resolving path in text must start with want_start (the trailer follows).
+static void resolve_error_starts(const char *text, const char *path, const char *want_start, const char *want_key) {
+    CfgNode *t = yaml(text);
+    char err[ERRLEN] = "";
+    CfgNode *v = cfg_resolve(t, path, true, err, sizeof err);
+    if (v) fail_msg("%s resolved, expected: %s", path, want_start);
+    if (strncmp(err, want_start, strlen(want_start)) != 0) fail_msg("got: %s\nwant: %s...", err, want_start);
+    char trailer[600];
+    snprintf(trailer, sizeof trailer, "\n    full_key: %s", want_key);
+    if (!strstr(err, trailer)) fail_msg("no '%s' in: %s", want_key, err);
+    cfg_free(t);
+}
+
+// ${oc.env:X,${oc.env:X,...a}} nested `depth` deep in the value of k.
+static void nested_env(Text *t, int depth) {
+    t->n = 0;
+    text_add(t, "k: ");
+    for (int i = 0; i < depth; i++) text_add(t, "${oc.env:MINGPT_NOPE_VAR,");
+    text_add(t, "a");
+    for (int i = 0; i < depth; i++) text_add(t, "}");
+    text_add(t, "\n");
+}
+
+// Nesting inside one value: 9000 levels overflowed the stack; 32 resolve, 33 are refused.
+static void test_interpolation_nesting_limit(void **state) {
+    (void)state;
+    unsetenv("MINGPT_NOPE_VAR");
+    Text t = {0};
+    char s[64];
+    nested_env(&t, CFG_INTERP_MAX_NEST);
+    resolved_str(t.p, "k", s, sizeof s);
+    assert_string_equal(s, "a");
+    const char *want = "Interpolation nested too deeply: more than 32 levels of ${...} in one value, the limit";
+    nested_env(&t, CFG_INTERP_MAX_NEST + 1);
+    resolve_error_starts(t.p, "k", want, "k");
+    nested_env(&t, 9000);
+    resolve_error_starts(t.p, "k", want, "k");
+    // Nested keys count too: ${a.${b.${c...}}}.
+    t.n = 0;
+    text_add(&t, "k: ");
+    for (int i = 0; i < 100; i++) text_add(&t, "${x.");
+    for (int i = 0; i < 100; i++) text_add(&t, "}");
+    resolve_error_starts(t.p, "k", want, "k");
+    free(t.p);
+}
+
+// `n` keys, each an interpolation of the next: k0 -> k1 -> ... -> k<n-1> -> end.
+static void chain(Text *t, int n) {
+    t->n = 0;
+    for (int i = 0; i < n; i++) text_add(t, "k%d: ${k%d}\n", i, i + 1);
+    text_add(t, "k%d: end\n", n);
+}
+
+// A chain that is not a cycle is "too deep", never "Recursive"; 100k keys fail at once
+// (they took > 60 s: a linear key search per step, and every chain walked to depth 64).
+static void test_interpolation_chain_limit(void **state) {
+    (void)state;
+    Text t = {0};
+    char s[64];
+    chain(&t, CFG_INTERP_MAX_CHAIN);
+    resolved_str(t.p, "k0", s, sizeof s);
+    assert_string_equal(s, "end");
+    const char *want = "Interpolation chain too deep: more than 64 interpolations, each reading the next, the limit "
+                       "(the chain starts at k0)";
+    chain(&t, CFG_INTERP_MAX_CHAIN + 1);
+    resolve_error_starts(t.p, "k0", want, "k63");
+    chain(&t, 100000);
+    CfgNode *tree = yaml(t.p);
+    char err[ERRLEN];
+    assert_null(cfg_resolve(tree, "", true, err, sizeof err));  // every key of the map
+    assert_true(strncmp(err, want, strlen(want)) == 0);
+    CfgNode *v = cfg_resolve(tree, "k99990", true, err, sizeof err);  // a short chain near the end
+    if (!v) fail_msg("%s", err);
+    assert_string_equal(v->s, "end");
+    cfg_free(v);
+    cfg_free(tree);
+    // A cycle keeps OmegaConf's text, however long.
+    resolve_error("k1: ${k2}\nk2: ${k3}\nk3: ${k1}\n", "k1", true,
+                  "Recursive interpolation detected\n    full_key: k3\n    object_type=dict");
+    free(t.p);
+}
+
+// Values that paste another value twice per level: 2^30 pastes took minutes. The work and
+// the length of the result are bounded.
+static void test_interpolation_cost_limits(void **state) {
+    (void)state;
+    Text t = {0};
+    text_add(&t, "s0: ab\n");
+    for (int i = 1; i <= 30; i++) text_add(&t, "s%d: ${s%d}${s%d}\n", i, i - 1, i - 1);
+    const char *want = "Interpolation too costly: resolving s30 takes more than 1048576 steps, the limit";
+    resolve_error_starts(t.p, "s30", want, "s");  // the trailer names the innermost key (s1, s2 ...)
+    char s[64];
+    resolved_str(t.p, "s4", s, sizeof s);  // small levels still resolve
+    assert_string_equal(s, "abababababababababababababababab");
+    // Trees double as well: s1: ['${s0}', '${s0}'] ...
+    t.n = 0;
+    text_add(&t, "s0: [ab]\n");
+    for (int i = 1; i <= 30; i++) text_add(&t, "s%d: ['${s%d}', '${s%d}']\n", i, i - 1, i - 1);
+    resolve_error_starts(t.p, "s30", "Interpolation too costly: resolving s30", "s");
+    // ... also with a large leaf (each copy 200 kB: 2^20 copies were 200 GB).
+    t.n = 0;
+    text_add(&t, "s0: [");
+    for (int i = 0; i < 200000; i++) text_add(&t, "x");
+    text_add(&t, "]\n");
+    for (int i = 1; i <= 30; i++) text_add(&t, "s%d: ['${s%d}', '${s%d}']\n", i, i - 1, i - 1);
+    resolve_error_starts(t.p, "s30", "Interpolation too costly: resolving s30", "s");
+    // Many interpolations, each cheap enough, are bounded in all: 20000 keys in chains of 49.
+    t.n = 0;
+    for (int i = 0; i < 20000; i++) {
+        if (i % 50) text_add(&t, "k%d: ${k%d}\n", i, i + 1);
+        else text_add(&t, "k%d: end\n", i);
+    }
+    resolve_error_starts(t.p, "", "Interpolation too costly: resolving the config takes more than 16777216 steps in all",
+                         "k");
+    // A large config without interpolations is not work: 3 MB of plain values resolve.
+    t.n = 0;
+    for (int k = 0; k < 30; k++) {
+        text_add(&t, "v%d: ", k);
+        for (int i = 0; i < 100000; i++) text_add(&t, "y");
+        text_add(&t, "\n");
+    }
+    CfgNode *plain = yaml(t.p);
+    char perr[ERRLEN];
+    CfgNode *all = cfg_resolve(plain, "", true, perr, sizeof perr);
+    if (!all) fail_msg("%s", perr);
+    assert_int_equal(all->n, 30);
+    cfg_free(all);
+    cfg_free(plain);
+    // A long result: three pastes of a 100 kB value.
+    t.n = 0;
+    text_add(&t, "big: ");
+    for (int i = 0; i < 100000; i++) text_add(&t, "x");
+    text_add(&t, "\nk: ${big}${big}${big}\nok: ${big}${big}\n");
+    resolve_error_starts(t.p, "k", "Interpolation result too long: more than 262144 bytes, the limit for a config value",
+                         "k");
+    CfgNode *tree = yaml(t.p);
+    char err[ERRLEN];
+    CfgNode *v = cfg_resolve(tree, "ok", true, err, sizeof err);  // was cut at 4095 bytes when pasted
+    if (!v) fail_msg("%s", err);
+    assert_int_equal(strlen(v->s), 200000);
+    cfg_free(v);
+    cfg_free(tree);
+    free(t.p);
+}
+
+// --help with a template that repeats $CONFIG, and override_dirname with long separators:
+// bounded output instead of gigabytes.
+static void test_hydra_output_bounds(void **state) {
+    (void)state;
+    Text t = {0};
+    text_add(&t, "trainer_config: {snapshot_path: ");
+    for (int i = 0; i < 1000; i++) text_add(&t, "x");
+    text_add(&t, "}\nhydra:\n  help:\n    template: '");
+    for (int i = 0; i < 30000; i++) text_add(&t, "$CONFIG");
+    text_add(&t, "'\n");
+    CfgNode *tree = yaml(t.p);
+    FILE *f = fopen("/dev/null", "w");
+    assert_non_null(f);
+    char err[ERRLEN];
+    assert_int_not_equal(hydra_print_help(f, tree, false, err, sizeof err), 0);
+    assert_string_equal(err, "the help text is longer than 16 MiB, the limit (check the help template)");
+    fclose(f);
+    cfg_free(tree);
+    t.n = 0;
+    text_add(&t, "hydra: {job: {config: {override_dirname: {kv_sep: ");
+    for (int i = 0; i < 200000; i++) text_add(&t, "=");
+    text_add(&t, ", item_sep: ',', exclude_keys: []}}}}\n");
+    tree = yaml(t.p);
+    char *eq = malloc(100001);
+    assert_non_null(eq);
+    memset(eq, '=', 100000);
+    eq[100000] = 0;
+    memcpy(eq, "a='", 3);
+    eq[99999] = '\'';
+    char *const ov[] = {eq};
+    char *d = hydra_override_dirname(tree, ov, 1);  // would be 100k x 200k bytes
+    assert_int_equal(strlen(d), CFG_MAX_SCALAR_BYTES);
+    assert_true(d[0] == 'a' && d[1] == '=');
+    free(d);
+    free(eq);
+    cfg_free(tree);
+    free(t.p);
+}
+
+// 100k jobs of a sweep, each holding a 100 kB override: 10 GB before; refused by its size.
+static void test_sweep_bytes_limit(void **state) {
+    (void)state;
+    const char *key = "trainer_config.snapshot_path=";
+    size_t k = strlen(key);
+    char *big = malloc(k + 100001);
+    assert_non_null(big);
+    memcpy(big, key, k);
+    memset(big + k, 'x', 100000);
+    big[k + 100000] = 0;
+    char *const args[] = {"trainer_config.seed=range(0,100000)", big};
+    HydraJob *jobs;
+    size_t n_jobs;
+    char err[ERRLEN];
+    assert_int_not_equal(hydra_sweep_jobs(args, 2, &jobs, &n_jobs, err, sizeof err), 0);
+    assert_string_equal(err, "The sweep's 100000 jobs would hold 9542 MiB of overrides, more than 64 MiB, the limit");
+    assert_int_equal(hydra_sweep_jobs(args, 1, &jobs, &n_jobs, err, sizeof err), 0);  // the range alone is fine
+    assert_int_equal(n_jobs, 100000);
+    hydra_jobs_free(jobs, n_jobs);
+    free(big);
+}
+
+// Long values are printed and swept whole (they were cut at 4095 and 2047 bytes).
+static void test_long_values_whole(void **state) {
+    (void)state;
+    Text t = {0};
+    text_add(&t, "hydra:\n  job: {name: ");
+    for (int i = 0; i < 6000; i++) text_add(&t, "n");
+    text_add(&t, "}\n  sweeper:\n    params:\n      k: ");
+    for (int i = 0; i < 3000; i++) text_add(&t, "%sv%d", i ? "," : "", i);
+    text_add(&t, "\n");
+    CfgNode *tree = yaml(t.p);
+    char *buf = NULL, err[ERRLEN];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(hydra_print_cfg(f, tree, HYDRA_CFG_HYDRA, "hydra.job.name", false, err, sizeof err), 0);
+    fclose(f);
+    assert_int_equal(len, 6001);
+    free(buf);
+    int n;
+    char **p = hydra_sweeper_params(tree, &n);
+    assert_int_equal(n, 1);
+    assert_true(strlen(p[0]) > 3000 * 3);
+    assert_non_null(strstr(p[0], ",v2999"));
+    hydra_strings_free(p, n);
+    cfg_free(tree);
+    free(t.p);
+}
+
 // ------------------------------------------------------------------------- sweeps
 
 // The job lines of a sweep, joined "a b | c d".
@@ -458,6 +712,9 @@ int main(void) {
         cmocka_unit_test(test_override_render),      cmocka_unit_test(test_dump_quoting),
         cmocka_unit_test(test_override_dirname),     cmocka_unit_test(test_argparse),
         cmocka_unit_test(test_run_dir),
+        cmocka_unit_test(test_interpolation_nesting_limit), cmocka_unit_test(test_interpolation_chain_limit),
+        cmocka_unit_test(test_interpolation_cost_limits),   cmocka_unit_test(test_hydra_output_bounds),
+        cmocka_unit_test(test_long_values_whole),           cmocka_unit_test(test_sweep_bytes_limit),
     };
     return cmocka_run_group_tests_name("hydra", tests, NULL, NULL);
 }
