@@ -4,7 +4,9 @@
 #   make deps     install the Debian packages the build needs (root: apt-get; else prints the command)
 #   make data     put tiny-shakespeare at data/input.txt
 #   make run      deps + build + data + train the small CPU preset (char_cpu.yaml) + print a sample
-#   make test     deps + build + every test
+#   make test     deps + build + every test (+ make fuzz and make valgrind)
+#   make test SAN=1   the same, every object built with AddressSanitizer + UBSan (in build/san)
+#   make fuzz     libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each; make valgrind: see mk/hardening.mk
 #
 # Layout: config/ data/ model/ kernels/cpu/ trainer/ are compiled into build/libmingpt.a;
 # main.c links it into ./mingpt; each tests/test_*.c is a cmocka program linked with it.
@@ -19,9 +21,21 @@ OPENBLAS_LIB ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp -I. \
            -I$(OPENBLAS_INC)
 LDLIBS  += -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -lyaml -lz -lm -fopenmp
+# SAN=1: AddressSanitizer + UBSan on every object, in their own build directory (mk/hardening.mk)
+SAN     ?= 0
+ifeq ($(SAN),1)
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# gcc's warnings that the sanitizers' null checks make misfire (the plain build keeps them)
+CFLAGS  += $(SAN_FLAGS) -Wno-format-truncation
+LDLIBS  += $(SAN_FLAGS)
+B       ?= build/san
+endif
 B       ?= build
+# the shell tests find helper programs and libraries under ${B:-build}
+export B
 
-DEB_PKGS := libyaml-dev zlib1g-dev libopenblas-openmp-dev libcmocka-dev curl libopenmpi-dev openmpi-bin
+DEB_PKGS := libyaml-dev zlib1g-dev libopenblas-openmp-dev libcmocka-dev curl libopenmpi-dev openmpi-bin \
+            clang libclang-rt-14-dev libomp-14-dev valgrind
 
 LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c trainer/*.c) dist/comm.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
@@ -37,7 +51,7 @@ EXTRA_TESTS :=
 EXTRA_BUILD :=
 BENCH_TARGETS :=
 
-.PHONY: all deps data run test unit e2e bench clean
+.PHONY: all deps data run test unit e2e bench clean FORCE
 .DELETE_ON_ERROR:
 
 all: mingpt
@@ -68,8 +82,17 @@ $(B)/libmingpt.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-mingpt: $(B)/main.o $(B)/libmingpt.a
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+# ./mingpt is linked from whichever build directory and flags this make uses (SAN=1: build/san);
+# build/.mingpt-flavour records them, so that switching flavours relinks it.
+MINGPT_FLAVOUR = $(B) | $(CC) $(CFLAGS) | $(LDLIBS)
+streq = $(and $(findstring x$(1)x,x$(2)x),$(findstring x$(2)x,x$(1)x))
+build/.mingpt-flavour: FORCE
+	@mkdir -p $(dir $@)
+	$(if $(call streq,$(file <$@),$(MINGPT_FLAVOUR)),@:,$(file >$@,$(MINGPT_FLAVOUR))@echo "mingpt: linking from $(B)")
+FORCE:
+
+mingpt: $(B)/main.o $(B)/libmingpt.a build/.mingpt-flavour
+	$(CC) $(CFLAGS) -o $@ $(B)/main.o $(B)/libmingpt.a $(LDLIBS)
 
 $(B)/tests/%: tests/%.c $(B)/libmingpt.a tests/test_util.h
 	@mkdir -p $(dir $@)
@@ -95,18 +118,21 @@ run: deps
 	./mingpt sample --snapshot char_cpu_snapshot.bin --max_new_tokens 500 --seed 1337
 
 # ---------------------------------------------------------------- tests
+# SAN=1: sanitizer reports of any process fail the test that caused them (SAN_CLEAN), and any
+# left at the end fail `make test` (san-check); both in mk/hardening.mk
 test: deps
 	$(MAKE) mingpt $(TEST_BIN) data $(EXTRA_BUILD)
-	$(MAKE) unit e2e $(EXTRA_TESTS)
+	@$(SAN_RESET)
+	$(MAKE) unit e2e $(EXTRA_TESTS) san-check || { $(SAN_CLEAN) || true; exit 1; }
 
 unit: $(TEST_BIN)
 	@pass=0; fail=0; for t in $(TEST_BIN); do \
-	  echo "== $$t"; if $$t; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
+	  echo "== $$t"; if $$t && $(SAN_CLEAN); then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
 	done; echo "unit: $$pass passed, $$fail failed"; [ $$fail -eq 0 ]
 
 e2e: mingpt data
 	@pass=0; fail=0; for t in $(TEST_SH); do \
-	  echo "== $$t"; if bash $$t; then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
+	  echo "== $$t"; if bash $$t && $(SAN_CLEAN); then pass=$$((pass+1)); else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
 	done; echo "e2e: $$pass passed, $$fail failed"; [ $$fail -eq 0 ]
 
 bench: deps
@@ -114,6 +140,6 @@ bench: deps
 	$(MAKE) $(BENCH_TARGETS)
 
 clean:
-	rm -rf $(B) mingpt
+	rm -rf $(B) build mingpt
 
 include $(sort $(wildcard mk/*.mk))

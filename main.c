@@ -434,7 +434,7 @@ static int run_sweep(const App *app, char *const *ov, int n) {
         char **params = hydra_sweeper_params(base, &n_params);
         char **args = calloc((size_t)(n_params + n_task) + 1, sizeof *args);
         if (!args) abort();
-        memcpy(args, params, sizeof *args * (size_t)n_params);
+        if (n_params) memcpy(args, params, sizeof *args * (size_t)n_params);
         memcpy(args + n_params, task, sizeof *args * (size_t)n_task);
         if (hydra_sweep_jobs(args, n_params + n_task, &hjobs, &n_jobs, err, sizeof err)) {
             hydra_report(stderr, err);

@@ -16,6 +16,7 @@
 #     the real one when MINGPT_CUDA_LIB names it ($(B)/emu/libmingpt_cuda.so), and the NCCL path
 #     of data-parallel training on it: tests/cuda/test_nccl_emu.sh runs MPI ranks (processes)
 #     whose emulated NCCL (kernels/cuda/emu/nccl_emu.h) all-reduces over MPI.
+comma := ,
 CUDA ?= $(if $(shell command -v nvcc 2>/dev/null),1,0)
 
 ifeq ($(CUDA),1)
@@ -28,6 +29,10 @@ NVCCFLAGS ?= -O3 -g -lineinfo
 NVCC_ALL  := -std=c++17 -I. $(CUDA_ARCH) $(NVCCFLAGS) --threads 2 --resource-usage \
              -Werror all-warnings -Xptxas -warn-spills,-warn-lmem-usage,-Werror \
              -Xcompiler -Wall,-Wextra,-Werror,-fPIC
+# SAN=1 (Makefile): the host side of the nvcc objects is sanitized too (one flag per -Xcompiler:
+# nvcc splits its argument at commas)
+NVCC_ALL  += $(foreach f,$(subst $(comma), ,$(subst -fsanitize=,,$(filter -fsanitize=%,$(SAN_FLAGS)))),-Xcompiler -fsanitize=$(f)) \
+             $(foreach f,$(filter-out -fsanitize=%,$(SAN_FLAGS)),-Xcompiler $(f))
 CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lnccl -lstdc++
 
 CUDA_SRC  := $(sort $(wildcard kernels/cuda/*.cu))
@@ -51,7 +56,7 @@ $(CUDA_RU): $(CUDA_OBJ) tests/cuda/check_spills.sh
 # (--cfg job, --help, sample) must not pay. Path: MINGPT_CUDA_LIB in the Makefile.
 CUDA_SO := $(B)/libmingpt_cuda.so
 $(CUDA_SO): $(CUDA_OBJ) | $(CUDA_RU)
-	$(CC) -shared -o $@ $(CUDA_OBJ) $(CUDA_LDLIBS) -lm
+	$(CC) -shared -o $@ $(CUDA_OBJ) $(CUDA_LDLIBS) -lm $(SAN_FLAGS)
 mingpt: | $(CUDA_SO)
 
 # ---------------------------------------------------------------- emulated build
@@ -63,7 +68,7 @@ EMU_MPI_LIBS   := $(shell mpicc -showme:link 2>/dev/null)
 EMU_H      := kernels/cuda/emu/cuda_emu.h
 EMU_DEPS   := $(EMU_H) kernels/cuda/emu/nccl_emu.h
 EMU_FLAGS  := -x c++ -std=c++17 -O2 -g -I. -I$(CUDA_HOME)/include -I$(OPENBLAS_INC) $(EMU_MPI_CFLAGS) -DEMU_USE_CBLAS \
-              -include $(EMU_H) -Wall -Wextra -Werror
+              -include $(EMU_H) -Wall -Wextra -Werror $(SAN_FLAGS)
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 EMU_OBJ    := $(CUDA_SRC:%.cu=$(B)/emu/%.o)
 ASAN_OBJ   := $(CUDA_SRC:%.cu=$(B)/emu-asan/%.o)
@@ -90,7 +95,7 @@ $(B)/emu-pic/%.o: %.cu $(CUDA_HDR) $(EMU_DEPS)
 	$(CXX) $(EMU_FLAGS) -fPIC -c $< -o $@
 $(EMU_SO): $(EMU_PIC_OBJ)
 	$(CXX) -shared -Wl,-z,defs -o $@ $(EMU_PIC_OBJ) -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas \
-	    $(EMU_MPI_LIBS) -lpthread -lm
+	    $(EMU_MPI_LIBS) -lpthread -lm $(SAN_FLAGS)
 
 # The cuBLAS shim's own loops instead of OpenBLAS (only matmul.cu calls cuBLAS): a GEMM
 # summation order unlike the CPU backend's, as on a real GPU, for the fp32 comparisons.
@@ -104,7 +109,14 @@ LOSS_SCALER_OBJ := $(filter-out $(LIB_OBJ),$(B)/kernels/loss_scaler.o)
 
 CUDA_TESTS := test_cuda_ops test_cuda_train test_loss_scaler
 CUDA_EMU_BIN  := $(CUDA_TESTS:%=$(B)/cuda-tests/%)
+ifeq ($(SAN),1)
+# every emulated suite is sanitized already: the ASan run is the plain binaries with its schedule
+CUDA_ASAN_BIN := $(CUDA_EMU_BIN)
+CUDA_ASAN_ENV := EMU_SCHEDULE=rand EMU_DEFER=1
+else
 CUDA_ASAN_BIN := $(CUDA_TESTS:%=$(B)/cuda-tests/%.asan)
+CUDA_ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 EMU_SCHEDULE=rand EMU_DEFER=1
+endif
 CUDA_NOBLAS_BIN := $(B)/cuda-tests/test_cuda_ops.noblas $(B)/cuda-tests/test_cuda_train.noblas
 EMU_SELF_BIN  := $(B)/cuda-tests/emu/test_emu_features $(B)/cuda-tests/emu/test_emu_cublas \
                  $(B)/cuda-tests/emu/emu_bugs $(B)/cuda-tests/emu/emu_bugs.asan
@@ -130,7 +142,10 @@ $(NCCL_EMU_BIN): tests/cuda/test_nccl_emu.c $(B)/libmingpt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(B)/libmingpt.a $(LDLIBS)
 
-# the emulator's own tests (dialect semantics, cuBLAS shim, diagnosed bugs)
+# the emulator's own tests (dialect semantics, cuBLAS shim, diagnosed bugs); emu_bugs is never
+# built with SAN=1's sanitizers: its cases are deliberate bugs that the emulator must report
+# (it leaks on purpose; emu_bugs.asan is its ASan case)
+$(B)/cuda-tests/emu/emu_bugs: EMU_FLAGS := $(filter-out $(SAN_FLAGS),$(EMU_FLAGS))
 $(B)/cuda-tests/emu/%: tests/cuda/emu/%.cu $(EMU_DEPS) kernels/cuda/emu/launch.cuh
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) -Wno-unused-parameter $< -o $@ -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -lpthread
@@ -195,7 +210,7 @@ cuda-emu-defer: $(CUDA_EMU_BIN)
 cuda-emu-noblas: $(CUDA_NOBLAS_BIN)
 	$(call run_cuda_suites,EMU_SCHEDULE=fwd,$(CUDA_NOBLAS_BIN),noblas)
 cuda-emu-asan: $(CUDA_ASAN_BIN)
-	$(call run_cuda_suites,ASAN_OPTIONS=detect_leaks=1 EMU_SCHEDULE=rand EMU_DEFER=1,$(CUDA_ASAN_BIN),asan)
+	$(call run_cuda_suites,$(CUDA_ASAN_ENV),$(CUDA_ASAN_BIN),asan)
 cuda-negative: mingpt $(B)/cuda-tests/cuda_probe
 	@bash tests/cuda/test_cuda_negative.sh $(B)/cuda-tests/cuda_probe
 # 2 and 3 MPI ranks (processes) on the emulated backend, its NCCL over MPI

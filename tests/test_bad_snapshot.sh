@@ -4,7 +4,7 @@
 # crash, never a partial file. Crafted files keep a valid CRC (tests/tools/snapedit), so they
 # reach the record checks behind the checksum.
 cd "$(dirname "$0")/.." && source tests/lib.sh
-EDIT=${SNAPEDIT:-$PWD/build/tests/tools/snapedit}
+EDIT=${SNAPEDIT:-$PWD/${B:-build}/tests/tools/snapedit}
 
 DATA=$WORK/tiny.txt
 printf 'hello world, this is a small corpus for mingpt snapshot tests.\n%.0s' {1..20} > "$DATA"

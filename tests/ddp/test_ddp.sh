@@ -15,9 +15,10 @@
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
 ROOT=$PWD
-CHECK=$ROOT/build/tests/ddp_check
+B=${B:-build}   # the build directory (make passes it: build/san under SAN=1)
+CHECK=$ROOT/$B/tests/ddp_check
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export MINGPT_MPI_LIB=$ROOT/build/libmingpt_mpi.so   # ddp_check lives in build/tests/
+export MINGPT_MPI_LIB=$ROOT/$B/libmingpt_mpi.so   # ddp_check lives in $B/tests/
 # containers: vader's single-copy (CMA) may be refused; one OpenMP thread per rank on 2 cores
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1
 MPIRUN="mpirun --oversubscribe --bind-to none"
@@ -68,7 +69,7 @@ if run sampler3 $MPIRUN -np 3 "$CHECK" sampler --n 100; then ok "-np 3, 100 wind
 
 # The NCCL path: 2 ranks on the emulated CUDA backend (mk/cuda.mk builds it with CUDA=1), whose
 # emulated NCCL all-reduces over MPI between the processes, against the 2-rank CPU run.
-EMU_SO=$ROOT/build/emu/libmingpt_cuda.so
+EMU_SO=$ROOT/$B/emu/libmingpt_cuda.so
 if [ -f "$EMU_SO" ]; then
   export MINGPT_CUDA_LIB=$EMU_SO
   run nccl $MPIRUN -np 2 "$CHECK" step --B 4 --device cuda --out nccl &&

@@ -102,8 +102,10 @@ int main() {
         printf("%-62s %s\n", "lda < K with op(A)=T rejected (CUBLAS_STATUS_INVALID_VALUE)", s1 == CUBLAS_STATUS_INVALID_VALUE ? "PASS" : "FAIL");
         printf("%-62s %s\n", "operand B one row past its allocation rejected", s2 == CUBLAS_STATUS_INVALID_VALUE ? "PASS" : "FAIL");
         fails += (s1 != CUBLAS_STATUS_INVALID_VALUE) + (s2 != CUBLAS_STATUS_INVALID_VALUE);
+        cudaFree(din); cudaFree(dw); cudaFree(dout); cudaFree(doutf); cudaFree(dq); cudaFree(dk); cudaFree(ds);
     }
     CB(cublasDestroy(h));
+    CK(cudaStreamDestroy(st));
     printf(fails ? "SOME TESTS FAILED\n" : "ALL PASSED\n");
     return fails != 0;
 }

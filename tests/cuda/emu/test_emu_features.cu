@@ -86,6 +86,7 @@ int main() {
     cudaMemcpy(hi, di, 32 * 4, cudaMemcpyDeviceToHost);
     EXPECT(hi[5] == 5 && hi[25] == 20, "by-value kernel parameters are per thread: %d %d", hi[5], hi[25]);
 
+    cudaFree(di); cudaFree(df); cudaFree(din);
     printf(fails ? "SOME TESTS FAILED\n" : "ALL PASSED\n");
     return fails != 0;
 }
