@@ -113,7 +113,7 @@ rm -rf $WORK/run $WORK/s.bin
 if ! command -v mpirun > /dev/null; then bad "mpirun is installed (make deps installs openmpi-bin)"; finish; exit; fi
 echo "-- data parallel: a world size the data cannot feed; outlier skips on every rank alike"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-MPIRUN="timeout 120 mpirun --oversubscribe --bind-to none"
+MPIRUN="timeout 120 env ASAN_OPTIONS=$MPI_ASAN_OPTIONS mpirun --oversubscribe --bind-to none"
 # 50 characters, block 4, contiguous 90%: 41 train windows and 1 test window.
 head -c 50 $DATA > $WORK/fifty.txt
 # 12 characters at block 4: train_split 0.55 gives 6 train characters (2 windows), 0.42 gives 5 (1)

@@ -12,6 +12,8 @@ emu_so=$(realpath "${2:?}") && mpi_so=$(realpath "${3:?}") || exit 1
 export MINGPT_CUDA_LIB=$emu_so MINGPT_MPI_LIB=$mpi_so
 [ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none   # containers without ptrace rights
+# under `make test SAN=1`: no leak detection under mpirun (Open MPI's own; see tests/lib.sh)
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 pass=0; fail=0
 ok() { pass=$((pass+1)); echo "ok   $1"; }
 ko() { fail=$((fail+1)); echo "FAIL $1"; [ -n "$2" ] && printf '%s\n' "$2" | tail -40 | sed 's/^/     /'; }

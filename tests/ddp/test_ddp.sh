@@ -18,6 +18,7 @@ ROOT=$PWD
 B=${B:-build}   # the build directory (make passes it: build/san under SAN=1)
 CHECK=$ROOT/$B/tests/ddp_check
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS=$MPI_ASAN_OPTIONS   # every process here runs under mpirun (tests/lib.sh)
 export MINGPT_MPI_LIB=$ROOT/$B/libmingpt_mpi.so   # ddp_check lives in $B/tests/
 # containers: vader's single-copy (CMA) may be refused; one OpenMP thread per rank on 2 cores
 export OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1

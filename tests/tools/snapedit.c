@@ -103,6 +103,7 @@ int main(int argc, char **argv) {
     memcpy(out + o, &crc, 4); o += 4;
     if (flip >= 0 && (size_t)flip < o) out[flip] ^= 1;
     if (trunc >= 0 && (size_t)trunc < o) o = (size_t)trunc;
+    for (int k = 0; k < nr; k++) free(r[k].p);
     f = fopen(argv[2], "wb");
     if (!f || fwrite(out, 1, o, f) != o || fclose(f)) die("cannot write OUT");
     return 0;
