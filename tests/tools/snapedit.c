@@ -79,6 +79,7 @@ int main(int argc, char **argv) {
             i += 1;
         } else if (!strcmp(op, "drop")) {
             Rec *x = find(r, nr, argv[i + 1]);
+            free(x->p);
             memmove(x, x + 1, (size_t)(r + nr - x - 1) * sizeof *x);
             nr--;
             i += 1;
