@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "config/hydra.h"
 #include "dist/comm.h"
+#include "kernels/backend.h"
 #include "trainer/log.h"
 #include "trainer/run_dir.h"
 #include "trainer/sample.h"
@@ -588,6 +589,11 @@ int main(int argc, char **argv) {
     }
     HydraArgs a;
     int rc = hydra_parse_args(argc, argv, &a, stdout, stderr);
+    if (!rc && a.version) {   // after Hydra's line: what mingpt computes with
+        char desc[4096];
+        backend_cpu_describe(desc, sizeof desc);
+        fputs(desc, stdout);
+    }
     if (!rc && !a.version) rc = check_flags(&a);
     App app = {0};
     if (!rc && !a.version) rc = app_init(&app, &a);

@@ -24,7 +24,6 @@
 //   6 * N_linear + 12 * L * C * T,  N_linear = L * 12 C^2 + V C  (Linear weights incl. lm_head)
 // where 6 N counts forward + backward multiply-adds of the weights (2 + 4 FLOPs per weight)
 // and 12 L C T the attention scores and weighted sum (q k^T and att v, forward + backward).
-#include <cblas.h>
 #include <math.h>
 #include <mcheck.h>
 #include <omp.h>
@@ -34,6 +33,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "model/gpt.h"
 #include "model/gpt_infer.h"
@@ -69,10 +69,11 @@ typedef struct {
     long seed;
     const char *out;
     int keep_gelu;   // 1: the backend without gelu_forward, so the model keeps GELU outputs
+    const char *amp; // "fp32" (default), "bf16" or "fp16": the backend's matmul dtype
 } Args;
 
 static int parse(int argc, char **argv, Args *a) {
-    *a = (Args){ 4, 4, 128, 64, 12, 65, 3, 20, 4096, 3, 2000, 0.0, 1337, NULL, 0 };
+    *a = (Args){ 4, 4, 128, 64, 12, 65, 3, 20, 4096, 3, 2000, 0.0, 1337, NULL, 0, "fp32" };
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--n_layer")) a->n_layer = atoi(v);
@@ -90,6 +91,7 @@ static int parse(int argc, char **argv, Args *a) {
         else if (!strcmp(k, "--seed")) a->seed = atol(v);
         else if (!strcmp(k, "--out")) a->out = v;
         else if (!strcmp(k, "--keep_gelu")) a->keep_gelu = atoi(v);
+        else if (!strcmp(k, "--amp")) a->amp = v;
         else { fprintf(stderr, "bench_train: unknown option %s\n", k); return 2; }
     }
     return 0;
@@ -101,12 +103,26 @@ static GPTShape shape_of(const Args *a) {
     return s;
 }
 
+// One line per GEMM shape class the run calibrated or found in the cache (kernels/cpu/gemm.h).
+static void print_gemm_classes(void) {
+    GemmClass c[128];
+    const int n = cpu_gemm_classes(c, 128);
+    for (int i = 0; i < n && i < 128; i++) {
+        printf("GEMMCLASS op=%c%c class=2^%d:2^%d:2^%d timed=%dx%dx%d threads=%d impl=%s", c[i].ta ? 'T' : 'N',
+               c[i].tb ? 'T' : 'N', c[i].m_log2, c[i].n_log2, c[i].k_log2, c[i].m, c[i].n, c[i].k, c[i].threads,
+               cpu_gemm_impl_name(c[i].impl));
+        for (int k = 0; k < GEMM_N_IMPL; k++) printf(" %s=%.1f", cpu_gemm_impl_name(k), c[i].gflops[k]);
+        printf("\n");
+    }
+}
+
 static int bench_train(const Args *a) {
     char err[512];
     GPTShape s = shape_of(a);
     const int B = a->batch, T = a->block, C = a->n_embd, L = a->n_layer, V = a->vocab;
     GPT m;
-    Backend *be = backend_cpu_create(DTYPE_FP32);
+    const ComputeDtype dt = !strcmp(a->amp, "bf16") ? DTYPE_BF16 : !strcmp(a->amp, "fp16") ? DTYPE_FP16 : DTYPE_FP32;
+    Backend *be = backend_cpu_create(dt);
     if (!be) { fprintf(stderr, "bench_train: out of memory\n"); return 1; }
     if (a->keep_gelu) be->gelu_forward = NULL;
     if (gpt_build_on(&m, &s, B, T, be, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
@@ -158,10 +174,12 @@ static int bench_train(const Args *a) {
     const double need_bytes = 4.0 * (4.0 * (double)m.num_params + (double)m.num_acts);
     printf("RESULT train L=%d H=%d C=%d T=%d B=%d V=%d dropout=%g threads=%d params=%zu "
            "ms_median=%.3f ms_min=%.3f ms_max=%.3f tok_s=%.1f flops_iter=%.6e gflops=%.2f "
-           "rss_kib=%ld need_kib=%.0f acts_floats=%zu loss=%.4f\n",
+           "rss_kib=%ld need_kib=%.0f acts_floats=%zu loss=%.4f amp=%s lowp_fast=%d\n",
            L, a->n_head, C, T, B, V, a->dropout, omp_get_max_threads(), m.num_params, med, ms[0],
            ms[a->iters - 1], B * T / (med * 1e-3), flops_iter, flops_iter / (med * 1e-3) / 1e9,
-           peak_rss_kib(), need_bytes / 1024.0, m.num_acts, loss);
+           peak_rss_kib(), need_bytes / 1024.0, m.num_acts, loss, a->amp,
+           dt != DTYPE_FP32 && backend_cpu_low_precision_is_fast(be));
+    print_gemm_classes();
     free(ms); free(x); free(y);
     comm->destroy(comm);
     adamw_free(&opt);
@@ -170,25 +188,38 @@ static int bench_train(const Args *a) {
     return 0;
 }
 
+// Best GFLOP/s of n x n x n on every GEMM implementation available here (kernels/cpu/gemm.h),
+// all OpenMP threads; "best" is the MFU peak.
 static int bench_sgemm(const Args *a) {
     const int n = a->n;
     float *A = malloc(sizeof(float) * n * n), *Bm = malloc(sizeof(float) * n * n),
           *Cm = malloc(sizeof(float) * n * n);
     for (long i = 0; i < (long)n * n; i++) { A[i] = (float)(i % 7) * 0.1f; Bm[i] = (float)(i % 5) * 0.1f; Cm[i] = 0; }
-    cpu_sgemm(0, 0, n, n, n, A, n, Bm, n, 0.0f, Cm, n);
-    double best = 1e30;
-    for (int r = 0; r < a->reps; r++) {
-        const double t0 = now_s();
-        cpu_sgemm(0, 0, n, n, n, A, n, Bm, n, 0.0f, Cm, n);
-        const double dt = now_s() - t0;
-        if (dt < best) best = dt;
+    double g[GEMM_N_IMPL] = {0}, best_g = 0;
+    int best = GEMM_OPENBLAS;
+    for (int impl = 0; impl < GEMM_N_IMPL; impl++) {
+        if (cpu_sgemm_with(impl, 0, 0, n, n, n, A, n, Bm, n, 0.0f, Cm, n)) continue;   // unavailable
+        double t = 1e30;
+        for (int r = 0; r < a->reps; r++) {
+            const double t0 = now_s();
+            cpu_sgemm_with(impl, 0, 0, n, n, n, A, n, Bm, n, 0.0f, Cm, n);
+            const double dt = now_s() - t0;
+            if (dt < t) t = dt;
+        }
+        g[impl] = 2.0 * n * (double)n * n / t / 1e9;
+        if (g[impl] > best_g) { best_g = g[impl]; best = impl; }
     }
-    printf("RESULT sgemm library=%s openblas_core=%s n=%d threads=%d gflops=%.1f\n",
-           cpu_sgemm_library(), openblas_get_corename(), n, omp_get_max_threads(),
-           2.0 * n * (double)n * n / best / 1e9);
+    char desc[512];
+    cpu_gemm_describe(desc, sizeof desc);
+    printf("GEMM %s\n", desc);
+    printf("RESULT sgemm library=%s openblas_core=%s n=%d threads=%d gflops=%.1f", cpu_gemm_impl_name(best),
+           openblas_core(), n, omp_get_max_threads(), best_g);
+    for (int impl = 0; impl < GEMM_N_IMPL; impl++) printf(" %s=%.1f", cpu_gemm_impl_name(impl), g[impl]);
+    printf("\n");
     free(A); free(Bm); free(Cm);
     return 0;
 }
+
 
 // chars/s of sampling: gpt_infer_next on a growing context (what `mingpt sample` does per
 // character), the next token drawn from softmax(logits) with a fixed xorshift stream.

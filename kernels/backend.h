@@ -46,6 +46,10 @@ struct Backend {
     void (*download)(Backend *be, void *dst, const void *src, size_t bytes);  // backend -> host
     void (*synchronize)(Backend *be);
     void (*destroy)(Backend *be);                              // frees ctx and be itself
+    // Optional: one or more lines (each ending in '\n') for the start-up header: the libraries
+    // the ops run on and anything the user should know about them (CPU: the GEMM libraries, the
+    // kernels OpenBLAS chose, how low precision runs).
+    void (*describe)(Backend *be, char *buf, size_t len);
 
     // ---- model ops (kernels/cpu/ops.h has each one's shapes)
     void (*encoder_forward)(Backend *be, float *out, const int32_t *inp, const float *wte,
@@ -125,8 +129,18 @@ struct Backend {
     Comm *(*grad_comm_create)(Backend *be, Comm *host, char *err, size_t errlen);
 };
 
-// The CPU backend (always available). Never NULL except when out of memory.
+// The CPU backend (always available). Never NULL except when out of memory. With BF16 its
+// matmuls are bf16 GEMMs on CPUs with AVX512-BF16 or AMX (kernels/cpu/gemm.h), faster than fp32;
+// elsewhere, and always with FP16, the low precision is emulated: operands rounded to the type
+// and fp32 GEMMs, the same numbers (every product of two such values is exact in fp32), slower.
 Backend *backend_cpu_create(ComputeDtype matmul_dtype);
+// The CPU's GEMM libraries and SIMD, for --version (the CPU backend's describe without a backend).
+void backend_cpu_describe(char *buf, size_t len);
+// CPU backend only: 1 when its low-precision matmuls run on bf16 hardware (not emulated).
+int backend_cpu_low_precision_is_fast(const Backend *be);
+// CPU backend only: emulate the low precision even where bf16 hardware exists (tests compare
+// the two paths).
+void backend_cpu_emulate_low_precision(Backend *be);
 
 // The CUDA backend, when mingpt is built with it (kernels/cuda/backend_cuda.cu); a weak
 // symbol, NULL otherwise. Returns NULL with a message naming the missing driver or

@@ -5,8 +5,7 @@
 #   make bench            all of the below (about 11 minutes on 2 cores)
 #   make bench-speed      S/M/T training speed, MFU, peak RSS, sgemm peak, sampling chars/s, then
 #                         the same models in PyTorch; ratios. BENCH_ARGS="--configs S --quick"
-#                         narrows it. Where oneDNN is installed (libdnnl-dev), the sgemm peak and
-#                         mingpt's runs are repeated with oneDNN's sgemm for comparison.
+#                         narrows it.
 #   make bench-quality    char_cpu.yaml for 2000 iterations in mingpt and in PyTorch
 #   make bench-ddp        the M model (6/6/384, block 256, global batch 16) as 1 rank x 2 threads
 #                         and as 2 ranks x 1 thread (mpirun, --bind-to core and none), interleaved:
@@ -25,25 +24,12 @@ $(BENCH_BIN): bench/bench_train.c $(B)/libmingpt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(B)/libmingpt.a $(LDLIBS)
 
-# The same bench with oneDNN's sgemm: matmul.c rebuilt with -DMINGPT_GEMM_DNNL, linked ahead of
-# the library (its symbols replace matmul.o's).
-ifneq ($(wildcard /usr/include/oneapi/dnnl/dnnl.h),)
-BENCH_DNNL_BIN := $(B)/bench-dnnl/bench_train
-$(B)/bench-dnnl/matmul.o: kernels/cpu/matmul.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -DMINGPT_GEMM_DNNL -MMD -MP -c $< -o $@
-$(BENCH_DNNL_BIN): bench/bench_train.c $(B)/bench-dnnl/matmul.o $(B)/libmingpt.a
-	$(CC) $(CFLAGS) -o $@ $< $(B)/bench-dnnl/matmul.o $(B)/libmingpt.a $(LDLIBS) -ldnnl
-BENCH_SPEED_EXTRA := --bin-dnnl $(BENCH_DNNL_BIN)
--include $(B)/bench-dnnl/matmul.d
-endif
-
 -include $(BENCH_BIN:=.d)
 
-bench-build: $(BENCH_BIN) $(BENCH_DNNL_BIN)
+bench-build: $(BENCH_BIN)
 
-bench-speed: $(BENCH_BIN) $(BENCH_DNNL_BIN)
-	$(TORCH_PY) bench/run_bench.py --bin $(BENCH_BIN) $(BENCH_SPEED_EXTRA) $(BENCH_ARGS)
+bench-speed: $(BENCH_BIN)
+	$(TORCH_PY) bench/run_bench.py --bin $(BENCH_BIN) $(BENCH_ARGS)
 
 bench-quality: mingpt data $(BENCH_BIN)
 	$(TORCH_PY) bench/bench_quality.py --mingpt ./mingpt --bench $(BENCH_BIN) --config char_cpu.yaml

@@ -381,10 +381,28 @@ static int setup_local(Trainer *t) {
     t->dtype = !tc->use_amp ? DTYPE_FP32 : strcmp(tc->amp_dtype, "bfloat16") == 0 ? DTYPE_BF16 : DTYPE_FP16;
     t->be = backend_create(tc->device, t->comm->local_rank, t->dtype, err, sizeof err);
     if (!t->be) { log_error("mingpt: error: %s\n", err); return EXIT_USAGE; }
+    // bfloat16 on a CPU without AVX512-BF16 or AMX could only be emulated, slower than fp32: say
+    // so and train in fp32 (float16 stays emulated: its loss scaling is part of what it means).
+    if (t->dtype == DTYPE_BF16 && strcmp(t->be->name, "cpu") == 0 && !backend_cpu_low_precision_is_fast(t->be)) {
+        log_info("note: use_amp with bfloat16: this CPU has no AVX512-BF16 or AMX, where bfloat16 would only be "
+                 "emulated (slower than fp32); training in fp32 instead\n");
+        t->be->destroy(t->be);
+        t->dtype = DTYPE_FP32;
+        t->be = backend_create(tc->device, t->comm->local_rank, t->dtype, err, sizeof err);
+        if (!t->be) { log_error("mingpt: error: %s\n", err); return EXIT_USAGE; }
+    }
     log_info("Backend: %s, %s\n", t->be->name,
              t->dtype == DTYPE_FP32 ? "fp32"
              : t->dtype == DTYPE_BF16 ? "mixed precision (bfloat16 matmul inputs, fp32 master weights)"
              : "mixed precision (float16 matmul inputs, fp32 master weights, dynamic loss scaling)");
+    if (t->be->describe) {   // the libraries under the ops, one log line each
+        char desc[4096];
+        t->be->describe(t->be, desc, sizeof desc);
+        for (char *line = desc, *nl; *line; line = nl + 1) {
+            if (!(nl = strchr(line, '\n'))) break;
+            log_info("%.*s\n", (int)(nl - line), line);
+        }
+    }
 
     // ---- data
     if (chardataset_load(&t->ds, dc->path, dc->truncate, dc->block_size, err, sizeof err)) {

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/dropout_rng.h"
@@ -250,6 +251,11 @@ static void softmax_row(float *row, int n, int T) {
 // dropout(att) @ v with heads concatenated.
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
                        float attn_p, DropoutKey drop) {
+    attention_forward_lp(out, att, qkv, B, T, C, NH, attn_p, drop, LP_ROUND_NONE);
+}
+
+void attention_forward_lp(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                          float attn_p, DropoutKey drop, int lp) {
     const int hs = C / NH;
     const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -273,10 +279,17 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
                 const int R = T - t0 < ROWS ? T - t0 : ROWS, n = t0 + R;
                 const float *W = att_bh + (long)t0 * T;
                 long ldw = T;
-                if (use_drop) {
+                if (use_drop || lp) {   // the rows of drop(att) as the product's operand
                     for (int r = 0; r < R; r++) {
-                        drop_row(pd + (long)r * n, n, key, idx_bh + (uint64_t)(t0 + r) * T, thr, keep_scale);
-                        for (int j = 0; j < n; j++) pd[(long)r * n + j] *= W[(long)r * T + j];
+                        float *p = pd + (long)r * n;
+                        if (use_drop) {
+                            drop_row(p, n, key, idx_bh + (uint64_t)(t0 + r) * T, thr, keep_scale);
+                            for (int j = 0; j < n; j++) p[j] *= W[(long)r * T + j];
+                        } else {
+                            for (int j = 0; j < n; j++) p[j] = W[(long)r * T + j];
+                        }
+                        if (lp)
+                            for (int j = 0; j < n; j++) p[j] = lp_round(p[j], lp);
                     }
                     W = pd;
                     ldw = n;
@@ -294,6 +307,12 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH, float attn_p,
                         DropoutKey drop) {
+    attention_backward_lp(dqkv, scratch, dout, qkv, att, B, T, C, NH, attn_p, drop, LP_ROUND_NONE);
+}
+
+void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                           const float *att, int B, int T, int C, int NH, float attn_p,
+                           DropoutKey drop, int lp) {
     const int hs = C / NH;
     const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
@@ -312,10 +331,24 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
             float *ds = scratch + ((long)b * NH + h) * T * T;
             const uint64_t idx_bh = dropout_global_index(drop, b, (int64_t)NH * T * T, (int64_t)h * T * T);
 
-            // dv[j] += sum_t drop(att)[t][j] dout[t].
+            // dv[j] += sum_t drop(att)[t][j] dout[t]. In low precision drop(att) is first written,
+            // rounded, into this plane's scratch (free until dS below), as the forward rounded it.
+            const float *pw = att_bh;
+            int pdrop = use_drop;
+            if (lp) {
+                for (int t = 0; t < T; t++) {
+                    float *row = ds + (long)t * T;
+                    if (use_drop) drop_row(row, t + 1, key, idx_bh + (uint64_t)t * T, thr, keep_scale);
+                    for (int j = 0; j <= t; j++)
+                        row[j] = lp_round(use_drop ? row[j] * att_bh[(long)t * T + j] : att_bh[(long)t * T + j], lp);
+                    for (int j = t + 1; j < T; j++) row[j] = 0.0f;
+                }
+                pw = ds;
+                pdrop = 0;
+            }
             for (int j0 = 0; j0 < T; j0 += ROWS) {
                 const int R = T - j0 < ROWS ? T - j0 : ROWS;
-                colmix(R, use_drop, dv, C3, att_bh, T, dy, C, j0, T, hs, key, idx_bh, thr, keep_scale);
+                colmix(R, pdrop, dv, C3, pw, T, dy, C, j0, T, hs, key, idx_bh, thr, keep_scale);
             }
             // dPd = dout v^T (lower triangle), then per row: dP = dPd * mask;
             // dS = att * (dP - sum(att * dP)) * scale; zero the rest of the row's 4-block.
@@ -337,6 +370,8 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
                 const VF vsv = vset1(s);
                 for (j = 0; j + VL <= n; j += VL) vstore(row + j, vload(a + j) * (vload(row + j) - vsv) * scale);
                 for (; j < n; j++) row[j] = a[j] * (row[j] - s) * scale;
+                if (lp)   // dS is the operand of the two products below
+                    for (j = 0; j < n; j++) row[j] = lp_round(row[j], lp);
                 const int end = (t / ROWS + 1) * ROWS < T ? (t / ROWS + 1) * ROWS : T;
                 for (j = n; j < end; j++) row[j] = 0.0f;
             }

@@ -2,71 +2,88 @@
 // plus backend selection for trainer_config.device.
 //
 // Mixed precision on the CPU: with matmul_dtype BF16 or FP16 the inputs of every matmul
-// (and the attention's q, k, v and its incoming gradient) are rounded to that type before
-// the fp32 kernels run, the points where torch.autocast computes in low precision. This
-// reproduces the numerics of the CUDA backend's mixed precision; it is not faster.
+// (and the attention's q, k, v and its incoming gradient) are in that type, the points where
+// torch.autocast computes in low precision, as on the CUDA backend: bf16 GEMMs on CPUs with
+// AVX512-BF16 or AMX (faster than fp32), otherwise emulated (see "Low-precision matmul operands").
 #include "kernels/backend.h"
 
 #include <dlfcn.h>
 #include <libgen.h>
 #include <math.h>
+#include <omp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/cpu/bf16.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/fatal.h"
 
 // ============================================================================
-// Rounding to the low-precision types (round to nearest even)
+// Low-precision matmul operands
 // ============================================================================
-static float round_bf16(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) == 0x7f800000u) return x;   // inf / NaN pass through
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    memcpy(&x, &u, 4);
-    return x;
-}
+// Three ways to run a matmul:
+//   LP_NONE      fp32 (DTYPE_FP32);
+//   LP_BF16      bf16 GEMMs on bf16 hardware (kernels/cpu/gemm.h, oneDNN on AMX / AVX512-BF16):
+//                operands converted to bf16 arrays, products accumulated in fp32;
+//   LP_EMULATE   operands rounded to bf16 / fp16 values kept in fp32, then fp32 GEMMs: the same
+//                numbers as LP_BF16 and the CUDA backend (every product of two bf16 or fp16 values
+//                is exact in fp32; only the summation order differs), slower than fp32. fp16 always
+//                runs this way on the CPU; bf16 where the CPU lacks the instructions.
+// The attention products use the fp32 kernels on operands rounded to the type in both
+// low-precision modes: q, k, v, dropout(att), the output gradient and the softmax gradient (the
+// CUDA backend's placement).
+enum { LP_NONE, LP_BF16, LP_EMULATE };
 
-#if defined(__clang__) && __clang_major__ < 15
-// clang 14 (the `make fuzz` build) has no _Float16 on x86; F16C's conversions round the same way
-#include <immintrin.h>
-static float round_fp16(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)); }
-#else
-static float round_fp16(float x) { return (float)(_Float16)x; }
-#endif
-
-// Scratch buffers for rounded copies; they grow during the first iteration and are
-// then reused, so steady-state steps do not allocate.
+// Scratch buffers for converted copies; they grow during the first iteration and are then
+// reused, so steady-state steps do not allocate.
 enum { SLOT_A, SLOT_B, SLOT_C, N_SLOTS };
 typedef struct {
-    float *buf[N_SLOTS];
-    size_t cap[N_SLOTS];
+    int lp;                     // LP_*
+    void *buf[N_SLOTS];
+    size_t cap[N_SLOTS];        // bytes
 } CpuCtx;
 
-static const float *rounded(Backend *be, int slot, const float *src, size_t n) {
-    if (be->matmul_dtype == DTYPE_FP32 || src == NULL) return src;
+static void *slot(CpuCtx *c, int k, size_t bytes) {
+    if (c->cap[k] < bytes) {
+        void *p = realloc(c->buf[k], bytes);
+        if (!p) fatal_error("out of memory (mixed-precision scratch of %zu bytes)", bytes);
+        c->buf[k] = p;
+        c->cap[k] = bytes;
+    }
+    return c->buf[k];
+}
+
+// The rounding of the attention products' operands (kernels/cpu/bf16.h).
+static int lp_mode(const Backend *be) {
+    return be->matmul_dtype == DTYPE_BF16 ? LP_ROUND_BF16 : be->matmul_dtype == DTYPE_FP16 ? LP_ROUND_FP16 : LP_ROUND_NONE;
+}
+
+// src (n,) rounded to the matmul dtype, as fp32 values (LP_EMULATE), in scratch slot k.
+static const float *rounded(Backend *be, int k, const float *src, size_t n) {
     CpuCtx *c = be->ctx;
-    if (c->cap[slot] < n) {
-        float *p = realloc(c->buf[slot], n * sizeof(float));
-        if (!p) fatal_error("out of memory (mixed-precision scratch of %zu floats)", n);
-        c->buf[slot] = p;
-        c->cap[slot] = n;
-    }
-    float *dst = c->buf[slot];
-    if (be->matmul_dtype == DTYPE_BF16) {
-        #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) dst[i] = round_bf16(src[i]);
-    } else {
-        #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) dst[i] = round_fp16(src[i]);
-    }
+    if (c->lp == LP_NONE || src == NULL) return src;
+    float *dst = slot(c, k, n * sizeof(float));
+    const int mode = lp_mode(be);
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) dst[i] = lp_round(src[i], mode);
     return dst;
+}
+
+// A matmul operand in the backend's GEMM type: src itself (fp32), a bf16 copy (LP_BF16) or a
+// rounded fp32 copy (LP_EMULATE), in scratch slot k.
+typedef struct { GemmType t; const void *p; } Operand;
+static Operand operand(Backend *be, int k, const float *src, size_t n) {
+    CpuCtx *c = be->ctx;
+    if (c->lp != LP_BF16) return (Operand){ GEMM_F32, rounded(be, k, src, n) };
+    uint16_t *dst = slot(c, k, n * sizeof(uint16_t));
+    bf16_from_floats(dst, src, n);
+    return (Operand){ GEMM_BF16, dst };
 }
 
 // ============================================================================
@@ -112,32 +129,34 @@ static void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, flo
 }
 static void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
                                const float *bias, int N, int C, int OC) {
-    matmul_forward(out, rounded(be, SLOT_A, inp, (size_t)N * C),
-                   rounded(be, SLOT_B, weight, (size_t)OC * C), bias, N, C, OC);
+    const Operand x = operand(be, SLOT_A, inp, (size_t)N * C), w = operand(be, SLOT_B, weight, (size_t)OC * C);
+    matmul_forward_t(x.t, out, x.p, w.p, bias, N, C, OC);
 }
 static void cpu_matmul_gelu_forward(Backend *be, float *pre, float *out, const float *inp,
                                     const float *weight, const float *bias, int N, int C, int OC) {
-    matmul_gelu_forward(pre, out, rounded(be, SLOT_A, inp, (size_t)N * C),
-                        rounded(be, SLOT_B, weight, (size_t)OC * C), bias, N, C, OC);
+    const Operand x = operand(be, SLOT_A, inp, (size_t)N * C), w = operand(be, SLOT_B, weight, (size_t)OC * C);
+    matmul_gelu_forward_t(x.t, pre, out, x.p, w.p, bias, N, C, OC);
 }
 static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                                 const float *dout, const float *inp, const float *weight,
                                 int N, int C, int OC) {
     // dbias is a plain fp32 reduction (autocast sums bias gradients in fp32).
-    if (dbias) matmul_backward(NULL, NULL, dbias, dout, inp, weight, N, C, OC);
-    matmul_backward(dinp, dweight, NULL, rounded(be, SLOT_C, dout, (size_t)N * OC),
-                    rounded(be, SLOT_A, inp, (size_t)N * C), rounded(be, SLOT_B, weight, (size_t)OC * C),
-                    N, C, OC);
+    if (dbias) bias_backward(dbias, dout, N, OC);
+    const Operand d = operand(be, SLOT_C, dout, (size_t)N * OC);
+    const Operand x = dweight ? operand(be, SLOT_A, inp, (size_t)N * C) : (Operand){ d.t, NULL };
+    const Operand w = dinp ? operand(be, SLOT_B, weight, (size_t)OC * C) : (Operand){ d.t, NULL };
+    matmul_backward_t(d.t, dinp, dweight, d.p, x.p, w.p, N, C, OC);
 }
 static void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
                                   int B, int T, int C, int NH, float attn_p, DropoutKey key) {
-    attention_forward(out, att, rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), B, T, C, NH, attn_p, key);
+    attention_forward_lp(out, att, rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), B, T, C, NH, attn_p, key,
+                         lp_mode(be));
 }
 static void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                    const float *qkv, const float *att, int B, int T, int C, int NH,
                                    float attn_p, DropoutKey key) {
-    attention_backward(dqkv, scratch, rounded(be, SLOT_C, dout, (size_t)B * T * C),
-                       rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), att, B, T, C, NH, attn_p, key);
+    attention_backward_lp(dqkv, scratch, rounded(be, SLOT_C, dout, (size_t)B * T * C),
+                          rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), att, B, T, C, NH, attn_p, key, lp_mode(be));
 }
 static void cpu_gelu_forward(Backend *be, float *out, const float *inp, long N) {
     gelu_forward(out, inp, N);
@@ -243,16 +262,46 @@ static int cpu_all_finite(Backend *be, const float *x, size_t n) {
 }
 
 // ============================================================================
+// Description
+// ============================================================================
+void backend_cpu_describe(char *buf, size_t len) {
+    char gemm[512], flags[160];
+    const CpuFeatures *f = cpu_features();
+    cpu_gemm_describe(gemm, sizeof gemm);
+    cpu_features_describe(f, flags, sizeof flags);
+    const char *notes = cpu_gemm_notes();
+    snprintf(buf, len, "CPU: %s (%s), %d OpenMP threads\nGEMM: %s\n%s%s%s", f->brand[0] ? f->brand : "unknown model",
+             flags, omp_get_max_threads(), gemm, notes[0] ? "GEMM note: " : "", notes, notes[0] ? "\n" : "");
+}
+
+static void cpu_describe(Backend *be, char *buf, size_t len) {
+    const CpuCtx *c = be->ctx;
+    char base[3072];
+    backend_cpu_describe(base, sizeof base);
+    const char *lp = c->lp == LP_BF16 ? "Low precision: bf16 GEMMs on oneDNN (bf16 hardware), fp32 accumulation\n"
+                   : c->lp != LP_EMULATE ? ""
+                   : be->matmul_dtype == DTYPE_FP16
+                       ? "Low precision: float16 on the CPU is emulated (the CUDA backend's numerics: operands rounded "
+                         "to fp16, fp32 GEMMs); it is slower than fp32, not faster\n"
+                       : "Low precision: bfloat16 is emulated on this CPU (no AVX512-BF16 or AMX): operands rounded "
+                         "to bf16, fp32 GEMMs; slower than fp32\n";
+    snprintf(buf, len, "%s%s", base, lp);
+}
+
+// ============================================================================
 // Construction and selection
 // ============================================================================
 Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
     Backend *be = calloc(1, sizeof *be);
     CpuCtx *c = calloc(1, sizeof *c);
     if (!be || !c) { free(be); free(c); return NULL; }
+    c->lp = matmul_dtype == DTYPE_FP32 ? LP_NONE
+          : matmul_dtype == DTYPE_BF16 && cpu_gemm_bf16_fast() ? LP_BF16 : LP_EMULATE;
     *be = (Backend){
         .name = "cpu", .matmul_dtype = matmul_dtype, .host_memory = 1, .ctx = c,
         .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .upload = cpu_copy,
         .download = cpu_copy, .synchronize = cpu_synchronize, .destroy = cpu_destroy,
+        .describe = cpu_describe,
         .encoder_forward = cpu_encoder_forward, .encoder_backward = cpu_encoder_backward,
         .layernorm_forward = cpu_layernorm_forward,
         .residual_layernorm_forward = cpu_residual_layernorm_forward,
@@ -330,4 +379,14 @@ Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_
     Backend *be = backend_cpu_create(matmul_dtype);
     if (!be) snprintf(err, errlen, "out of memory");
     return be;
+}
+
+void backend_cpu_emulate_low_precision(Backend *be) {
+    CpuCtx *c = be->ctx;
+    if (c->lp == LP_BF16) c->lp = LP_EMULATE;
+}
+
+int backend_cpu_low_precision_is_fast(const Backend *be) {
+    const CpuCtx *c = be->ctx;
+    return c->lp == LP_BF16;
 }

@@ -16,7 +16,12 @@
 // and applies GELU while the row is in cache.
 void matmul_gelu_forward(float *pre, float *out, const float *inp, const float *weight,
                          const float *bias, int N, int C, int OC) {
-    cpu_sgemm(0, 1, N, OC, C, inp, C, weight, C, 0.0f, pre, OC);
+    matmul_gelu_forward_t(GEMM_F32, pre, out, inp, weight, bias, N, C, OC);
+}
+
+void matmul_gelu_forward_t(GemmType t, float *pre, float *out, const void *inp, const void *weight,
+                           const float *bias, int N, int C, int OC) {
+    cpu_gemm(t, 0, 1, N, OC, C, inp, C, weight, C, 0.0f, pre, OC);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         float *p = pre + (size_t)n * OC, *o = out + (size_t)n * OC;

@@ -1,17 +1,78 @@
-// kernels/cpu/gemm.h — the one sgemm every CPU op calls (kernels/cpu/matmul.c).
+// kernels/cpu/gemm.h — the one GEMM every CPU op calls (kernels/cpu/matmul.c, fused.c, the
+// sampler), on whichever library is faster for the shape, as measured on this machine.
 //
-// OpenBLAS (cblas_sgemm, OpenMP build) by default; built with -DMINGPT_GEMM_DNNL (and linked
-// with -ldnnl) it is oneDNN's dnnl_sgemm instead. `make bench` measures both where oneDNN is
-// installed; see README "Performance" for the numbers behind the default.
+// Two well-kept libraries, each good where the other is not:
+//   * OpenBLAS (cblas_sgemm, OpenMP build): picks its kernels by the CPU's model number, so a
+//     CPU it does not know (a newer model, or one a hypervisor disguises) gets its SSE3 kernels;
+//   * oneDNN (dnnl_sgemm and the matmul primitive): JIT-compiles for the ISA cpuid reports
+//     (AVX2, AVX-512, AVX512-BF16, AMX), and is the only one with bf16 GEMMs.
+// fp32 products are dispatched per shape class (transposes, and each of M, N, K rounded up to
+// a power of two; per OpenMP thread count) to the fastest of: OpenBLAS threaded by itself,
+// OpenBLAS split across our OpenMP threads (one single-threaded call per block of rows or
+// columns: no per-call job allocation or hand-off spin), dnnl_sgemm, and oneDNN's fp32 matmul
+// primitive. The first product of a class times every candidate on scratch operands of its shape
+// (scaled down to at most ~1 GFLOP; a few milliseconds) and keeps the fastest; the table is cached
+// in a file per machine (CPU model and flags, library versions), so later runs never calibrate
+// again and every run on the machine makes the same choices (resume is bitwise exact).
+// The real product is then computed by the chosen library alone: the calibration never touches
+// the caller's memory. Each output element is computed by one thread (K is never split across
+// threads by our split), so results are deterministic for a given machine and thread count.
+//
+// Cache: $MINGPT_CACHE_DIR, else $XDG_CACHE_HOME/mingpt, else $HOME/.cache/mingpt;
+// gemm-<fingerprint>.txt, written atomically. A file that does not parse is ignored (and
+// rewritten); an unwritable directory means calibrating once per process (said in the status).
+// MINGPT_GEMM=openblas|onednn forces one library for every fp32 class (for comparisons).
 #ifndef MINGPT_CPU_GEMM_H
 #define MINGPT_CPU_GEMM_H
 
-// Row-major C (M,N) = op(A) op(B) + beta C; op transposes when ta / tb is non-zero;
-// lda, ldb, ldc are the row strides of A, B and C as stored.
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { GEMM_F32 = 0, GEMM_BF16 = 1 } GemmType;
+
+// Row-major C (M,N) = op(A) op(B) + beta C; op transposes when ta / tb is non-zero; lda, ldb,
+// ldc are the row strides of A, B and C as stored. fp32 in, fp32 out. Must not be called from
+// inside an OpenMP parallel region with other threads calling it (the class table is locked,
+// the libraries' threading then runs serially).
 void cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                int ldb, float beta, float *C, int ldc);
 
-// "openblas" or "onednn".
-const char *cpu_sgemm_library(void);
+// The same with A and B in bf16 (kernels/cpu/bf16.h), products accumulated in fp32, C fp32:
+// oneDNN's matmul primitive (AMX tiles or AVX512-BF16 where the CPU has them). Only valid when
+// cpu_gemm_bf16_fast() (else the process stops with a message through kernels/fatal.h).
+void cpu_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                   int ldb, float beta, float *C, int ldc);
+
+// cpu_sgemm or cpu_gemm_bf16 by type; A and B point to fp32 or bf16 elements accordingly.
+void cpu_gemm(GemmType t, int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B,
+              int ldb, float beta, float *C, int ldc);
+
+// 1 when bf16 GEMMs run on bf16 hardware (AVX512-BF16 or AMX) through oneDNN, so a bf16 product
+// is faster than an fp32 one; 0 when the CPU lacks it (bf16 would then be emulated).
+int cpu_gemm_bf16_fast(void);
+
+// One line for the start-up header and --version, e.g.
+// "OpenBLAS 0.3.21 (SkylakeX kernels: AVX-512) + oneDNN 2.6.3 (avx512_core_amx), per shape class".
+void cpu_gemm_describe(char *buf, size_t len);
+
+// Notes worth a log line (an OpenBLAS core weaker than the CPU, a cache that could not be read or
+// written, MINGPT_GEMM); "" when none. Stable until the next GEMM call.
+const char *cpu_gemm_notes(void);
+
+// The classes calibrated or loaded so far, for summaries and the benchmark.
+enum { GEMM_OPENBLAS, GEMM_OPENBLAS_SPLIT, GEMM_ONEDNN_SGEMM, GEMM_ONEDNN_MATMUL, GEMM_N_IMPL };
+typedef struct {
+    int ta, tb, m_log2, n_log2, k_log2, threads;   // the class: ceil(log2) of M, N, K
+    int m, n, k;                                   // the shape it was timed at
+    int impl;                                      // GEMM_* chosen
+    double gflops[GEMM_N_IMPL];                    // measured; 0 = not a candidate here
+} GemmClass;
+const char *cpu_gemm_impl_name(int impl);         // "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul"
+int cpu_gemm_classes(GemmClass *out, int max);    // returns the count (fills at most max)
+const char *cpu_gemm_cache_path(void);            // "" when there is no cache file
+// cpu_sgemm on one given implementation (GEMM_*), bypassing the dispatch: for tests and the
+// benchmark. Returns non-zero (computing nothing) when that implementation is unavailable here.
+int cpu_sgemm_with(int impl, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                   int ldb, float beta, float *C, int ldc);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "kernels/cpu/gemm.h"
 #include "kernels/dropout_rng.h"
 
 // ---------------------------------------------------------------- encoder
@@ -38,13 +39,23 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
 
 // ---------------------------------------------------------------- matmul (nn.Linear)
 // out (N,OC) = inp (N,C) @ weight^T + bias;  weight (OC,C) as torch stores it, bias (OC,)
-// or NULL. cblas_sgemm.
+// or NULL. The GEMM is kernels/cpu/gemm.h's.
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                     int N, int C, int OC);
 // dinp (N,C) += dout @ weight;  dweight (OC,C) += dout^T @ inp;  dbias (OC,) += sum_n dout.
 // dinp or dbias may be NULL (skipped).
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                      const float *inp, const float *weight, int N, int C, int OC);
+
+// The same on typed operands (kernels/cpu/gemm.h): inp, weight and dout are fp32 or bf16
+// arrays as t says (bf16: the products of the bf16 values accumulate in fp32); outputs fp32.
+// matmul_backward_t computes no bias gradient: bias_backward does, from the fp32 dout.
+void matmul_forward_t(GemmType t, float *out, const void *inp, const void *weight, const float *bias,
+                      int N, int C, int OC);
+void matmul_backward_t(GemmType t, float *dinp, float *dweight, const void *dout, const void *inp,
+                       const void *weight, int N, int C, int OC);
+// dbias (OC,) += sum over the N rows of dout (N,OC).
+void bias_backward(float *dbias, const float *dout, int N, int OC);
 
 // ---------------------------------------------------------------- causal self-attention
 // qkv (B,T,3C): q, k, v are the thirds of the last dimension (minGPT's c_attn split),
@@ -61,6 +72,16 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH, float attn_p,
                         DropoutKey dk);
+
+// The same with the products' other operands rounded as the low-precision matmuls round theirs
+// (lp: LP_ROUND_NONE / BF16 / FP16 of kernels/cpu/bf16.h): dropout(att) in att @ v and in the
+// backward's att^T dout, and the softmax gradient dS in dS k and dS^T q. The caller rounds qkv and
+// dout. LP_ROUND_NONE is attention_forward / attention_backward.
+void attention_forward_lp(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                          float attn_p, DropoutKey dk, int lp);
+void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                           const float *att, int B, int T, int C, int NH, float attn_p,
+                           DropoutKey dk, int lp);
 
 // ---------------------------------------------------------------- GELU (tanh approximation)
 // out (N,) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (minGPT NewGELU,
@@ -104,6 +125,8 @@ void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd
 // pre (N,OC) = inp (N,C) @ weight^T + bias; out (N,OC) = gelu(pre) (tanh approximation).
 void matmul_gelu_forward(float *pre, float *out, const float *inp, const float *weight,
                          const float *bias, int N, int C, int OC);
+void matmul_gelu_forward_t(GemmType t, float *pre, float *out, const void *inp, const void *weight,
+                           const float *bias, int N, int C, int OC);
 // Training loss and its gradient in one pass (softmax + cross-entropy + gradient): losses (N,)
 // as crossentropy_forward, and dlogits (N,V) = dloss * (softmax(logits) - onehot(targets)),
 // 0 in rows whose target is -1 — crossentropy_forward then crossentropy_softmax_backward

@@ -1,0 +1,466 @@
+// kernels/cpu/gemm.c — GEMM dispatch by shape class, calibrated on this machine and cached
+// (see kernels/cpu/gemm.h for the rules).
+#include "kernels/cpu/gemm.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/cpu/bf16.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm_dnnl.h"
+#include "kernels/fatal.h"
+
+char *openblas_get_config(void);   // OpenBLAS (not in cblas.h)
+
+#define CACHE_FORMAT 1            // bump when the class key or the candidates change
+#define MAX_CLASSES 512
+#define CACHE_MAX_BYTES (256 * 1024)
+#define CALIB_MAX_FLOP 1e9        // calibration shapes are scaled down to this
+#define CALIB_BUDGET_S 0.03       // timed rounds per class: about this long in all
+#define SPLIT_ALIGN 16            // blocks of the split are multiples of 16 rows / columns
+
+static const char *const IMPL_NAMES[GEMM_N_IMPL] = { "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul" };
+
+static struct {
+    pthread_mutex_t lock;
+    int have_onednn;
+    int allowed[GEMM_N_IMPL];          // MINGPT_GEMM narrows this
+    GemmClass classes[MAX_CLASSES];
+    int n;
+    char fingerprint[1024];
+    char path[4096];                   // "" = no cache
+    char notes[2048];
+    int cache_failed;                  // a write failed once (said in notes)
+} G = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+const char *cpu_gemm_impl_name(int impl) { return impl >= 0 && impl < GEMM_N_IMPL ? IMPL_NAMES[impl] : "?"; }
+
+static void note(const char *fmt, const char *a, const char *b) {
+    const size_t n = strlen(G.notes);
+    if (n + 2 >= sizeof G.notes) return;
+    if (n) G.notes[n] = ' ';
+    snprintf(G.notes + n + (n ? 1 : 0), sizeof G.notes - n - 1, fmt, a, b);
+}
+
+static int ceil_log2(int x) {
+    int l = 0;
+    while ((1L << l) < x) l++;
+    return l;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// ============================================================================
+// The candidates
+// ============================================================================
+static void openblas1(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                      float beta, float *C, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A,
+                lda, B, ldb, beta, C, ldc);
+}
+
+// The output split into one block of rows (or columns, whichever dimension is larger) per OpenMP
+// thread, a single-threaded OpenBLAS call each (OpenBLAS runs serially inside a parallel region).
+static void openblas_split(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                           int ldb, float beta, float *C, int ldc) {
+    const int split_m = M >= N, D = split_m ? M : N;
+    const int nb = (D + SPLIT_ALIGN - 1) / SPLIT_ALIGN;
+    #pragma omp parallel
+    {
+        const int t = omp_get_thread_num(), T = omp_get_num_threads();
+        const int d0 = (int)((long)nb * t / T) * SPLIT_ALIGN;
+        int d1 = (int)((long)nb * (t + 1) / T) * SPLIT_ALIGN;
+        if (d1 > D) d1 = D;
+        if (d1 > d0) {
+            if (split_m)   // rows d0..d1 of C and of op(A)
+                openblas1(ta, tb, d1 - d0, N, K, ta ? A + d0 : A + (size_t)d0 * lda, lda, B, ldb, beta,
+                          C + (size_t)d0 * ldc, ldc);
+            else           // columns d0..d1 of C and of op(B)
+                openblas1(ta, tb, M, d1 - d0, K, A, lda, tb ? B + (size_t)d0 * ldb : B + d0, ldb, beta, C + d0, ldc);
+        }
+    }
+}
+
+static void run_impl(int impl, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc) {
+    int s = 0;
+    switch (impl) {
+    case GEMM_OPENBLAS_SPLIT: openblas_split(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); return;
+    case GEMM_ONEDNN_SGEMM: s = onednn_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); break;
+    case GEMM_ONEDNN_MATMUL: s = onednn_matmul(GEMM_F32, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); break;
+    default: openblas1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); return;
+    }
+    if (s) fatal_error("oneDNN %s failed (status %d) on a %dx%dx%d product", IMPL_NAMES[impl], s, M, N, K);
+}
+
+// ============================================================================
+// The cache file: one validated loader, atomic writes
+// ============================================================================
+//   mingpt-gemm-cache <CACHE_FORMAT>
+//   fingerprint <text up to the end of the line>
+//   class <ta> <tb> <m_log2> <n_log2> <k_log2> <threads> <m> <n> <k> <impl> <gflops x GEMM_N_IMPL>
+static int parse_class(const char *line, GemmClass *c) {
+    int used = 0;
+    const int k = sscanf(line, "class %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf%n", &c->ta, &c->tb, &c->m_log2,
+                         &c->n_log2, &c->k_log2, &c->threads, &c->m, &c->n, &c->k, &c->impl, &c->gflops[0],
+                         &c->gflops[1], &c->gflops[2], &c->gflops[3], &used);
+    if (k != 10 + GEMM_N_IMPL || line[used] != 0) return 1;
+    if ((c->ta | c->tb) & ~1 || c->impl < 0 || c->impl >= GEMM_N_IMPL || c->threads < 1 || c->threads > 4096)
+        return 1;
+    const int logs[3] = { c->m_log2, c->n_log2, c->k_log2 }, dims[3] = { c->m, c->n, c->k };
+    for (int i = 0; i < 3; i++)
+        if (logs[i] < 0 || logs[i] > 31 || dims[i] < 1 || ceil_log2(dims[i]) > logs[i]) return 1;
+    for (int i = 0; i < GEMM_N_IMPL; i++)
+        if (!(c->gflops[i] >= 0 && c->gflops[i] < 1e7)) return 1;   // NaN fails too
+    return c->gflops[c->impl] > 0 ? 0 : 1;
+}
+
+// Reads the cache at G.path into out (at most max); returns the count, or -1 when the file is
+// absent, unreadable or malformed (*why says which line).
+static int load_cache(GemmClass *out, int max, char *why, size_t whylen) {
+    why[0] = 0;
+    const int fd = open(G.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    char *buf = NULL;
+    int n = -1;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > CACHE_MAX_BYTES) {
+        snprintf(why, whylen, "not a regular file of at most %d bytes", CACHE_MAX_BYTES);
+        goto out;
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    ssize_t got = buf ? read(fd, buf, (size_t)st.st_size) : -1;
+    if (got != st.st_size) { snprintf(why, whylen, "read failed"); goto out; }
+    buf[got] = 0;
+    if (memchr(buf, 0, (size_t)got)) { snprintf(why, whylen, "a NUL byte"); goto out; }
+    int line_no = 0, count = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        line_no++;
+        int bad = 0;
+        if (line_no == 1) {
+            int fmt = 0, used = 0;
+            bad = sscanf(line, "mingpt-gemm-cache %d%n", &fmt, &used) != 1 || line[used] != 0 || fmt != CACHE_FORMAT;
+        } else if (line_no == 2) {
+            bad = strncmp(line, "fingerprint ", 12) != 0 || strcmp(line + 12, G.fingerprint) != 0;
+        } else if (count < max) {
+            bad = parse_class(line, &out[count]);
+            count += !bad;
+        }
+        if (bad) { snprintf(why, whylen, "line %d", line_no); goto out; }
+    }
+    if (line_no < 2) { snprintf(why, whylen, "no header"); goto out; }
+    n = count;
+out:
+    free(buf);
+    close(fd);
+    return n;
+}
+
+static int same_class(const GemmClass *a, const GemmClass *b) {
+    return a->ta == b->ta && a->tb == b->tb && a->m_log2 == b->m_log2 && a->n_log2 == b->n_log2 &&
+           a->k_log2 == b->k_log2 && a->threads == b->threads;
+}
+
+static int mkdir_p(const char *dir) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0755) && errno != EEXIST) return -1;
+            *s = '/';
+        }
+    return mkdir(p, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+// Merges what another process may have written since, then replaces the file atomically.
+static void save_cache(void) {
+    if (!G.path[0] || G.cache_failed) return;
+    static GemmClass merged[MAX_CLASSES];
+    char why[64];
+    int n = load_cache(merged, MAX_CLASSES, why, sizeof why);
+    if (n < 0) n = 0;
+    for (int i = 0; i < G.n; i++) {
+        int j = 0;
+        while (j < n && !same_class(&merged[j], &G.classes[i])) j++;
+        if (j < MAX_CLASSES) merged[j] = G.classes[i];
+        if (j == n && n < MAX_CLASSES) n++;
+    }
+    char dir[4096], tmp[4200];
+    snprintf(dir, sizeof dir, "%s", G.path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", G.path, (long)getpid());
+    FILE *f = mkdir_p(dir) ? NULL : fopen(tmp, "w");
+    int ok = f != NULL;
+    if (f) {
+        fprintf(f, "mingpt-gemm-cache %d\nfingerprint %s\n", CACHE_FORMAT, G.fingerprint);
+        for (int i = 0; i < n; i++) {
+            const GemmClass *c = &merged[i];
+            fprintf(f, "class %d %d %d %d %d %d %d %d %d %d", c->ta, c->tb, c->m_log2, c->n_log2, c->k_log2, c->threads,
+                    c->m, c->n, c->k, c->impl);
+            for (int k = 0; k < GEMM_N_IMPL; k++) fprintf(f, " %.1f", c->gflops[k]);
+            fputc('\n', f);
+        }
+        ok = fflush(f) == 0 && !ferror(f);
+        ok = fclose(f) == 0 && ok;
+        ok = ok && rename(tmp, G.path) == 0;
+        if (!ok) unlink(tmp);
+    }
+    if (!ok) {
+        G.cache_failed = 1;
+        note("cannot write the GEMM calibration cache %.1000s (%.200s): every run calibrates again.", G.path, strerror(errno));
+    }
+}
+
+// ============================================================================
+// Set-up: libraries, fingerprint, cache
+// ============================================================================
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static void init_once(void) {
+    const CpuFeatures *f = cpu_features();
+    G.have_onednn = onednn_init() == 0;
+    for (int i = 0; i < GEMM_N_IMPL; i++) G.allowed[i] = i < GEMM_ONEDNN_SGEMM || G.have_onednn;
+    const char *force = getenv("MINGPT_GEMM");
+    if (force && *force && strcmp(force, "auto") != 0) {
+        const int blas = strcmp(force, "openblas") == 0, dnnl = strcmp(force, "onednn") == 0;
+        if (blas || (dnnl && G.have_onednn)) {
+            for (int i = 0; i < GEMM_N_IMPL; i++) G.allowed[i] = blas ? i < GEMM_ONEDNN_SGEMM : i >= GEMM_ONEDNN_SGEMM;
+            note("MINGPT_GEMM=%s: fp32 GEMMs use %s only.", force, blas ? "OpenBLAS" : "oneDNN");
+        } else {
+            note("MINGPT_GEMM=%s is not openblas, onednn or auto%s: ignored.", force,
+                 dnnl ? " available here (oneDNN did not start)" : "");
+        }
+    }
+    const char *core = openblas_core();
+    if (openblas_core_is_weaker(f, core)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "OpenBLAS runs its %s kernels (%s) on this %s CPU", core, openblas_core_isa(core),
+                 cpu_isa_name(f));
+        note("%s%s", msg, G.have_onednn ? "; oneDNN takes every shape class where it is faster." : ".");
+    }
+    const char *ct = getenv("OPENBLAS_CORETYPE");
+    if (ct && *ct) note("OPENBLAS_CORETYPE=%s is set: OpenBLAS uses the %s kernels (respected).", ct, core);
+
+    char flags[160], dnnl[32] = "none";
+    cpu_features_describe(f, flags, sizeof flags);
+    if (G.have_onednn) onednn_version(dnnl, sizeof dnnl);
+    const char *cfg = openblas_get_config();
+    snprintf(G.fingerprint, sizeof G.fingerprint, "cpu=%s; flags=%s; openblas=%s; core=%s; onednn=%s %s; gemm=%d",
+             f->brand[0] ? f->brand : "?", flags, cfg ? cfg : "?", core, dnnl, G.have_onednn ? onednn_isa() : "-",
+             CACHE_FORMAT);
+    for (char *p = G.fingerprint; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
+
+    const char *dir = getenv("MINGPT_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char base[3072] = "";
+    if (dir && *dir) snprintf(base, sizeof base, "%s", dir);
+    else if (xdg && *xdg) snprintf(base, sizeof base, "%s/mingpt", xdg);
+    else if (home && *home) snprintf(base, sizeof base, "%s/.cache/mingpt", home);
+    if (base[0]) {
+        snprintf(G.path, sizeof G.path, "%s/gemm-%016llx.txt", base, (unsigned long long)fnv1a(G.fingerprint));
+        char why[64];
+        const int n = load_cache(G.classes, MAX_CLASSES, why, sizeof why);
+        if (n >= 0) G.n = n;
+        else if (why[0]) note("ignoring the malformed GEMM calibration cache %.1000s (%.200s); calibrating again.", G.path, why);
+    } else {
+        note("%s%s", "no cache directory (HOME unset): every run calibrates its GEMMs again.", "");
+    }
+}
+
+// ============================================================================
+// Calibration
+// ============================================================================
+// Times every available candidate on operands of (a scaled-down copy of) this shape, interleaved
+// round by round; keeps each one's best time.
+static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
+    while (2.0 * M * N * K > CALIB_MAX_FLOP) {   // halve the largest dimension
+        if (M >= N && M >= K) M = (M + 1) / 2;
+        else if (N >= K) N = (N + 1) / 2;
+        else K = (K + 1) / 2;
+    }
+    const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    float *A = malloc(na * sizeof(float)), *B = malloc(nb * sizeof(float)), *C = calloc(nc, sizeof(float));
+    if (!A || !B || !C) fatal_error("out of memory calibrating a %dx%dx%d GEMM", M, N, K);
+    for (size_t i = 0; i < na; i++) A[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+    for (size_t i = 0; i < nb; i++) B[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    int cand[GEMM_N_IMPL], nc_ = 0;
+    for (int i = 0; i < GEMM_N_IMPL; i++)
+        if ((i < GEMM_ONEDNN_SGEMM || G.have_onednn) && (i != GEMM_OPENBLAS_SPLIT || c->threads > 1)) cand[nc_++] = i;
+    double best[GEMM_N_IMPL], warm = 1e30;
+    for (int j = 0; j < nc_; j++) {   // warm-up: JIT, primitive creation, first touch
+        const double t0 = now_s();
+        run_impl(cand[j], ta, tb, M, N, K, A, lda, B, ldb, 1.0f, C, N);
+        best[cand[j]] = 1e30;
+        warm = fmin(warm, now_s() - t0);
+    }
+    int rounds = (int)(CALIB_BUDGET_S / (nc_ * fmax(warm, 1e-6)));
+    rounds = rounds < 3 ? 3 : rounds > 20 ? 20 : rounds;
+    for (int r = 0; r < rounds; r++)
+        for (int j = 0; j < nc_; j++) {
+            const double t0 = now_s();
+            run_impl(cand[j], ta, tb, M, N, K, A, lda, B, ldb, 1.0f, C, N);
+            best[cand[j]] = fmin(best[cand[j]], now_s() - t0);
+        }
+    c->m = M; c->n = N; c->k = K;
+    for (int i = 0; i < GEMM_N_IMPL; i++) c->gflops[i] = 0;
+    for (int j = 0; j < nc_; j++) c->gflops[cand[j]] = 2.0 * M * N * K / fmax(best[cand[j]], 1e-9) / 1e9;
+    free(A); free(B); free(C);
+}
+
+// The implementation for a class: the fastest measured one among those allowed.
+static int choose(const GemmClass *c) {
+    int impl = GEMM_OPENBLAS;
+    for (int i = 0; i < GEMM_N_IMPL; i++)
+        if (G.allowed[i] && c->gflops[i] > 0 && (!G.allowed[impl] || c->gflops[i] > c->gflops[impl])) impl = i;
+    return G.allowed[impl] ? impl : GEMM_OPENBLAS;
+}
+
+static int impl_for(int ta, int tb, int M, int N, int K, int threads) {
+    const GemmClass key = { .ta = ta, .tb = tb, .m_log2 = ceil_log2(M), .n_log2 = ceil_log2(N),
+                            .k_log2 = ceil_log2(K), .threads = threads };
+    pthread_mutex_lock(&G.lock);
+    int i = 0;
+    while (i < G.n && !same_class(&G.classes[i], &key)) i++;
+    if (i == G.n) {
+        if (G.n == MAX_CLASSES) G.n = 0;   // hundreds of classes: forget them rather than grow
+        i = G.n;
+        G.classes[i] = key;
+        calibrate(&G.classes[i], ta, tb, M, N, K);
+        G.classes[i].impl = choose(&G.classes[i]);
+        G.n++;
+        save_cache();
+    }
+    const int impl = choose(&G.classes[i]);
+    pthread_mutex_unlock(&G.lock);
+    return impl;
+}
+
+// ============================================================================
+// The API
+// ============================================================================
+void cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+               float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0 || omp_in_parallel()) {   // degenerate, or already on one thread of a parallel region
+        openblas1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    pthread_once(&g_once, init_once);
+    run_impl(impl_for(ta, tb, M, N, K, omp_get_max_threads()), ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+int cpu_sgemm_with(int impl, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                   int ldb, float beta, float *C, int ldc) {
+    pthread_once(&g_once, init_once);
+    if (impl < 0 || impl >= GEMM_N_IMPL || (impl >= GEMM_ONEDNN_SGEMM && !G.have_onednn)) return 1;
+    if (M > 0 && N > 0) run_impl(impl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return 0;
+}
+
+static int g_bf16_fast = -1;
+static pthread_once_t g_bf16_once = PTHREAD_ONCE_INIT;
+
+// bf16 hardware, and oneDNN computes a small bf16 product exactly (every product of bf16 values
+// is exact in fp32 and the sums here are small integers).
+static void probe_bf16(void) {
+    const CpuFeatures *f = cpu_features();
+    g_bf16_fast = 0;
+    if (!(f->amx_bf16 || f->avx512_bf16) || onednn_init()) return;
+    enum { P = 32 };
+    uint16_t a[P * P], b[P * P];
+    float c[P * P];
+    for (int i = 0; i < P * P; i++) {
+        a[i] = bf16_from_float((float)(i % 5 - 2));
+        b[i] = bf16_from_float((float)(i % 3 - 1));
+    }
+    if (onednn_matmul(GEMM_BF16, 0, 0, P, P, P, a, P, b, P, 0.0f, c, P)) return;
+    for (int i = 0; i < P; i++)
+        for (int j = 0; j < P; j++) {
+            float s = 0;
+            for (int k = 0; k < P; k++) s += (float)((i * P + k) % 5 - 2) * (float)((k * P + j) % 3 - 1);
+            if (c[i * P + j] != s) return;
+        }
+    g_bf16_fast = 1;
+}
+
+int cpu_gemm_bf16_fast(void) {
+    pthread_once(&g_bf16_once, probe_bf16);
+    return g_bf16_fast;
+}
+
+void cpu_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                   float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (!cpu_gemm_bf16_fast()) fatal_error("bf16 GEMM asked for on a CPU without AVX512-BF16 or AMX");
+    if (K <= 0) {   // C = beta C
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] *= beta;
+        return;
+    }
+    const int s = onednn_matmul(GEMM_BF16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    if (s) fatal_error("oneDNN bf16 matmul failed (status %d) on a %dx%dx%d product", s, M, N, K);
+}
+
+void cpu_gemm(GemmType t, int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
+              float beta, float *C, int ldc) {
+    if (t == GEMM_BF16) cpu_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    else cpu_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+void cpu_gemm_describe(char *buf, size_t len) {
+    pthread_once(&g_once, init_once);
+    const char *cfg = openblas_get_config(), *core = openblas_core();
+    char ver[64] = "OpenBLAS", dnnl[32] = "";
+    if (cfg && sscanf(cfg, "OpenBLAS %31s", ver + 9) == 1) ver[8] = ' ';
+    if (G.have_onednn) onednn_version(dnnl, sizeof dnnl);
+    if (G.have_onednn)
+        snprintf(buf, len, "%s (%s kernels: %s) + oneDNN %s (%s), fp32 per shape class by measurement%s", ver, core,
+                 openblas_core_isa(core), dnnl, onednn_isa(), cpu_gemm_bf16_fast() ? "; bf16 on oneDNN" : "");
+    else
+        snprintf(buf, len, "%s (%s kernels: %s); oneDNN unavailable", ver, core, openblas_core_isa(core));
+}
+
+const char *cpu_gemm_notes(void) {
+    pthread_once(&g_once, init_once);
+    return G.notes;
+}
+
+int cpu_gemm_classes(GemmClass *out, int max) {
+    pthread_once(&g_once, init_once);
+    pthread_mutex_lock(&G.lock);
+    const int n = G.n;
+    for (int i = 0; i < n && i < max; i++) {
+        out[i] = G.classes[i];
+        out[i].impl = choose(&G.classes[i]);
+    }
+    pthread_mutex_unlock(&G.lock);
+    return n;
+}
+
+const char *cpu_gemm_cache_path(void) {
+    pthread_once(&g_once, init_once);
+    return G.path;
+}
