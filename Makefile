@@ -120,6 +120,8 @@ run: deps
 # ---------------------------------------------------------------- tests
 # SAN=1: sanitizer reports of any process fail the test that caused them (SAN_CLEAN), and any
 # left at the end fail `make test` (san-check); both in mk/hardening.mk
+# The tests' GEMM calibration cache (kernels/cpu/gemm.h) lives in the build, not in $HOME.
+test: export MINGPT_CACHE_DIR = $(abspath $(B))/gemm-cache
 test: deps
 	$(MAKE) mingpt $(TEST_BIN) data $(EXTRA_BUILD)
 	@$(SAN_RESET)

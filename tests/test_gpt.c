@@ -4,50 +4,7 @@
 
 #include "model/gpt.h"
 
-// ---------------------------------------------------------------- PyTorch fixture
-// tests/fixtures/gpt_tiny.bin, written by tests/gen_gpt_fixture.py (format in
-// tests/fixtures/README.md): header {V,T,L,NH,C,B}, idx, targets, params, logits, loss, grads.
-typedef struct {
-    int V, T, L, NH, C, B;
-    int32_t *idx, *targets;
-    float *params, *logits, loss, *grads;
-    size_t P;
-} Fixture;
-
-static void read_exact(FILE *f, void *p, size_t n) {
-    if (fread(p, 1, n, f) != n) fail_msg("fixture truncated");
-}
-
-static Fixture load_fixture(void) {
-    Fixture fx;
-    FILE *f = fopen("tests/fixtures/gpt_tiny.bin", "rb");
-    if (!f) fail_msg("cannot open tests/fixtures/gpt_tiny.bin (run tests from the repo root)");
-    int32_t h[6];
-    read_exact(f, h, sizeof h);
-    fx.V = h[0]; fx.T = h[1]; fx.L = h[2]; fx.NH = h[3]; fx.C = h[4]; fx.B = h[5];
-    GPTShape s = { fx.V, fx.T, fx.L, fx.NH, fx.C, 0, 0, 0 };
-    int n = gpt_param_table(&s, NULL);
-    ParamTensor *t = calloc(n, sizeof *t);
-    gpt_param_table(&s, t);
-    fx.P = t[n - 1].offset + t[n - 1].numel;
-    free(t);
-    size_t BT = (size_t)fx.B * fx.T;
-    fx.idx = malloc(BT * 4); fx.targets = malloc(BT * 4);
-    fx.params = malloc(fx.P * 4); fx.logits = malloc(BT * fx.V * 4); fx.grads = malloc(fx.P * 4);
-    read_exact(f, fx.idx, BT * 4);
-    read_exact(f, fx.targets, BT * 4);
-    read_exact(f, fx.params, fx.P * 4);
-    read_exact(f, fx.logits, BT * fx.V * 4);
-    read_exact(f, &fx.loss, 4);
-    read_exact(f, fx.grads, fx.P * 4);
-    assert_int_equal(fgetc(f), EOF);   // nothing left: the layout agrees with the script's
-    fclose(f);
-    return fx;
-}
-
-static void free_fixture(Fixture *fx) {
-    free(fx->idx); free(fx->targets); free(fx->params); free(fx->logits); free(fx->grads);
-}
+#include "tests/gpt_fixture.h"
 
 static void build(GPT *m, const GPTShape *s, int B, int T) {
     char err[256];

@@ -44,7 +44,7 @@ static void detect(void) {
         __cpuid_count(7, 1, a1, b1, c1, d1);
         f->avx512_bf16 = f->avx512 && (a1 & (1u << 5));
     }
-    if (__get_cpuid_max(0x80000000, NULL) >= 0x80000004) {
+    if ((unsigned)__get_cpuid_max(0x80000000, NULL) >= 0x80000004u) {
         unsigned r[12];
         for (unsigned i = 0; i < 3; i++) __cpuid(0x80000002 + i, r[4 * i], r[4 * i + 1], r[4 * i + 2], r[4 * i + 3]);
         char s[49];

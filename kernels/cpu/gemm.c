@@ -41,6 +41,7 @@ static struct {
     char path[4096];                   // "" = no cache
     char notes[2048];
     int cache_failed;                  // a write failed once (said in notes)
+    int calibrations;                  // classes timed by this process
 } G = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
@@ -130,8 +131,45 @@ static int parse_class(const char *line, GemmClass *c) {
     return c->gflops[c->impl] > 0 ? 0 : 1;
 }
 
+int cpu_gemm_cache_parse(const char *buf, size_t len, const char *fingerprint, GemmClass *out, int max, char *why,
+                         size_t whylen) {
+    why[0] = 0;
+    int line_no = 0, count = 0;
+    for (size_t pos = 0; pos < len;) {
+        const char *nl = memchr(buf + pos, '\n', len - pos);
+        const size_t n = nl ? (size_t)(nl - (buf + pos)) : len - pos;
+        char line[1024 + 16];
+        line_no++;
+        int bad = n >= 1024 || memchr(buf + pos, 0, n) != NULL;
+        if (!bad) {
+            memcpy(line, buf + pos, n);
+            line[n] = 0;
+        }
+        if (bad) {
+        } else if (line_no == 1) {
+            int fmt = 0, used = 0;
+            bad = sscanf(line, "mingpt-gemm-cache %d%n", &fmt, &used) != 1 || line[used] != 0 || fmt != CACHE_FORMAT;
+        } else if (line_no == 2) {
+            bad = strncmp(line, "fingerprint ", 12) != 0 || strcmp(line + 12, fingerprint) != 0;
+        } else if (count < max) {
+            bad = parse_class(line, &out[count]);
+            count += !bad;
+        }
+        if (bad) {
+            snprintf(why, whylen, "line %d", line_no);
+            return -1;
+        }
+        pos += n + 1;
+    }
+    if (line_no < 2) {
+        snprintf(why, whylen, "no header");
+        return -1;
+    }
+    return count;
+}
+
 // Reads the cache at G.path into out (at most max); returns the count, or -1 when the file is
-// absent, unreadable or malformed (*why says which line).
+// absent (*why empty), unreadable or malformed (*why says which line).
 static int load_cache(GemmClass *out, int max, char *why, size_t whylen) {
     why[0] = 0;
     const int fd = open(G.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -141,32 +179,11 @@ static int load_cache(GemmClass *out, int max, char *why, size_t whylen) {
     int n = -1;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size > CACHE_MAX_BYTES) {
         snprintf(why, whylen, "not a regular file of at most %d bytes", CACHE_MAX_BYTES);
-        goto out;
+    } else if (!(buf = malloc((size_t)st.st_size + 1)) || read(fd, buf, (size_t)st.st_size) != st.st_size) {
+        snprintf(why, whylen, "read failed");
+    } else {
+        n = cpu_gemm_cache_parse(buf, (size_t)st.st_size, G.fingerprint, out, max, why, whylen);
     }
-    buf = malloc((size_t)st.st_size + 1);
-    ssize_t got = buf ? read(fd, buf, (size_t)st.st_size) : -1;
-    if (got != st.st_size) { snprintf(why, whylen, "read failed"); goto out; }
-    buf[got] = 0;
-    if (memchr(buf, 0, (size_t)got)) { snprintf(why, whylen, "a NUL byte"); goto out; }
-    int line_no = 0, count = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        line_no++;
-        int bad = 0;
-        if (line_no == 1) {
-            int fmt = 0, used = 0;
-            bad = sscanf(line, "mingpt-gemm-cache %d%n", &fmt, &used) != 1 || line[used] != 0 || fmt != CACHE_FORMAT;
-        } else if (line_no == 2) {
-            bad = strncmp(line, "fingerprint ", 12) != 0 || strcmp(line + 12, G.fingerprint) != 0;
-        } else if (count < max) {
-            bad = parse_class(line, &out[count]);
-            count += !bad;
-        }
-        if (bad) { snprintf(why, whylen, "line %d", line_no); goto out; }
-    }
-    if (line_no < 2) { snprintf(why, whylen, "no header"); goto out; }
-    n = count;
-out:
     free(buf);
     close(fd);
     return n;
@@ -349,6 +366,7 @@ static int impl_for(int ta, int tb, int M, int N, int K, int threads) {
         i = G.n;
         G.classes[i] = key;
         calibrate(&G.classes[i], ta, tb, M, N, K);
+        G.calibrations++;
         G.classes[i].impl = choose(&G.classes[i]);
         G.n++;
         save_cache();
@@ -463,4 +481,16 @@ int cpu_gemm_classes(GemmClass *out, int max) {
 const char *cpu_gemm_cache_path(void) {
     pthread_once(&g_once, init_once);
     return G.path;
+}
+
+int cpu_gemm_calibrations(void) {
+    pthread_mutex_lock(&G.lock);
+    const int n = G.calibrations;
+    pthread_mutex_unlock(&G.lock);
+    return n;
+}
+
+const char *cpu_gemm_fingerprint(void) {
+    pthread_once(&g_once, init_once);
+    return G.fingerprint;
 }

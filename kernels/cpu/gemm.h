@@ -75,4 +75,16 @@ const char *cpu_gemm_cache_path(void);            // "" when there is no cache f
 int cpu_sgemm_with(int impl, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                    int ldb, float beta, float *C, int ldc);
 
+// How many shape classes this process has calibrated (0 when every one came from the cache).
+int cpu_gemm_calibrations(void);
+
+// The cache file's parser, the one reader of that file (exposed for tests and the fuzzer):
+// buf holds len bytes (not NUL-terminated) written for `fingerprint` (cpu_gemm_fingerprint()).
+// Returns the classes stored into out (at most max), or -1 with *why naming the first bad line:
+// any malformed line, unknown implementation, out-of-range value, NUL byte or a line over
+// 1023 bytes makes the whole file count as absent.
+int cpu_gemm_cache_parse(const char *buf, size_t len, const char *fingerprint, GemmClass *out, int max, char *why,
+                         size_t whylen);
+const char *cpu_gemm_fingerprint(void);
+
 #endif

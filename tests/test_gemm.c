@@ -1,0 +1,260 @@
+// tests/test_gemm.c — kernels/cpu/gemm.h, bf16.h and cpu_features.h: every GEMM implementation
+// (OpenBLAS threaded and split, dnnl_sgemm, oneDNN's matmul) against a naive double loop on
+// odd shapes, strides, transposes and beta; the dispatch computes exactly what the implementation
+// it chose computes; bf16 GEMMs against the exact sum of the bf16 products; fp32 -> bf16 rounding
+// against a bit-level reference; the calibration cache's parser on good and malformed files.
+// (tests/test_gemm_cache.sh covers the cache file itself: reuse, rewriting, unwritable places.)
+#include "tests/test_util.h"
+
+#include "kernels/cpu/bf16.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/gemm.h"
+
+// C (M,N) = op(A) op(B) + beta C in double, row-major with the given strides.
+static void naive_gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                       float beta, const float *C0, double *C, int ldc) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) {
+                const double a = ta ? A[(long)k * lda + i] : A[(long)i * lda + k];
+                const double b = tb ? B[(long)j * ldb + k] : B[(long)k * ldb + j];
+                s += a * b;
+            }
+            C[(long)i * ldc + j] = s + (double)beta * C0[(long)i * ldc + j];
+        }
+}
+
+// max |got - ref| over the M x N block, relative to max |ref|.
+static double block_err(const float *got, const double *ref, int M, int N, int ldc) {
+    double num = 0, den = 1e-30;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            const double d = fabs(got[(long)i * ldc + j] - ref[(long)i * ldc + j]);
+            num = d > num || d != d ? d : num;
+            den = fmax(den, fabs(ref[(long)i * ldc + j]));
+        }
+    return num / den;
+}
+
+typedef struct { int M, N, K; } Shape;
+static const Shape SHAPES[] = { {1, 1, 1}, {17, 33, 5}, {64, 48, 96}, {130, 7, 257}, {5, 200, 31}, {96, 96, 1} };
+
+// Operands with row strides 3 more than needed, so a kernel that ignores lda/ldb/ldc fails.
+typedef struct { float *A, *B, *C0, *C; double *R; int lda, ldb, ldc; } Ops;
+static Ops make_ops(TestRng *r, int ta, int tb, int M, int N, int K) {
+    Ops o;
+    o.lda = (ta ? M : K) + 3; o.ldb = (tb ? K : N) + 3; o.ldc = N + 3;
+    const long na = (long)(ta ? K : M) * o.lda, nb = (long)(tb ? N : K) * o.ldb, nc = (long)M * o.ldc;
+    o.A = malloc(sizeof(float) * na); o.B = malloc(sizeof(float) * nb);
+    o.C0 = malloc(sizeof(float) * nc); o.C = malloc(sizeof(float) * nc); o.R = malloc(sizeof(double) * nc);
+    test_fill(r, o.A, na, -1, 1); test_fill(r, o.B, nb, -1, 1); test_fill(r, o.C0, nc, -1, 1);
+    return o;
+}
+static void free_ops(Ops *o) { free(o->A); free(o->B); free(o->C0); free(o->C); free(o->R); }
+
+static void test_every_impl_matches_naive(void **state) {
+    TestRng r = test_rng(11);
+    int tested = 0;
+    for (int impl = 0; impl < GEMM_N_IMPL; impl++)
+        for (size_t s = 0; s < sizeof SHAPES / sizeof *SHAPES; s++)
+            for (int ta = 0; ta < 2; ta++)
+                for (int tb = 0; tb < 2; tb++)
+                    for (int bi = 0; bi < 2; bi++) {
+                        const int M = SHAPES[s].M, N = SHAPES[s].N, K = SHAPES[s].K;
+                        const float beta = bi ? 1.0f : 0.0f;
+                        Ops o = make_ops(&r, ta, tb, M, N, K);
+                        memcpy(o.C, o.C0, sizeof(float) * (size_t)M * o.ldc);
+                        if (cpu_sgemm_with(impl, ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, beta, o.C, o.ldc)) {
+                            free_ops(&o);
+                            continue;   // not available on this machine (oneDNN missing)
+                        }
+                        naive_gemm(ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, beta, o.C0, o.R, o.ldc);
+                        const double e = block_err(o.C, o.R, M, N, o.ldc);
+                        if (!(e <= 1e-5))
+                            fail_msg("%s %c%c %dx%dx%d beta %g: rel err %.3e", cpu_gemm_impl_name(impl), ta ? 'T' : 'N',
+                                     tb ? 'T' : 'N', M, N, K, beta, e);
+                        // the padding between rows is never written
+                        for (int i = 0; i < M; i++)
+                            for (int j = N; j < o.ldc; j++) assert_true(o.C[(long)i * o.ldc + j] == o.C0[(long)i * o.ldc + j]);
+                        free_ops(&o);
+                        tested++;
+                    }
+    assert_true(tested >= 2 * 6 * 8);   // OpenBLAS's two at least
+}
+
+// The dispatched product is bitwise the one of the implementation the class table names.
+static void test_dispatch_uses_the_chosen_impl(void **state) {
+    TestRng r = test_rng(12);
+    const int M = 300, N = 200, K = 150;
+    Ops o = make_ops(&r, 0, 1, M, N, K);
+    memcpy(o.C, o.C0, sizeof(float) * (size_t)M * o.ldc);
+    cpu_sgemm(0, 1, M, N, K, o.A, o.lda, o.B, o.ldb, 1.0f, o.C, o.ldc);
+    GemmClass c[512];
+    const int n = cpu_gemm_classes(c, 512);
+    int impl = -1;
+    for (int i = 0; i < n && i < 512; i++)
+        if (c[i].ta == 0 && c[i].tb == 1 && c[i].m_log2 == 9 && c[i].n_log2 == 8 && c[i].k_log2 == 8) impl = c[i].impl;
+    assert_true(impl >= 0);
+    float *C2 = malloc(sizeof(float) * (size_t)M * o.ldc);
+    memcpy(C2, o.C0, sizeof(float) * (size_t)M * o.ldc);
+    assert_int_equal(cpu_sgemm_with(impl, 0, 1, M, N, K, o.A, o.lda, o.B, o.ldb, 1.0f, C2, o.ldc), 0);
+    assert_memory_equal(o.C, C2, sizeof(float) * (size_t)M * o.ldc);
+    // and the same again (the table does not change under a second call)
+    memcpy(C2, o.C0, sizeof(float) * (size_t)M * o.ldc);
+    cpu_sgemm(0, 1, M, N, K, o.A, o.lda, o.B, o.ldb, 1.0f, C2, o.ldc);
+    assert_memory_equal(o.C, C2, sizeof(float) * (size_t)M * o.ldc);
+    free(C2);
+    free_ops(&o);
+}
+
+// ---------------------------------------------------------------- bf16
+static float bits_to_float(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
+
+// Reference rounding on the bit pattern: keep the upper 16 bits, round half to even.
+static uint16_t ref_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return (uint16_t)(u >> 16) | ((u & 0xffffu) ? 0x40 : 0);
+    const uint32_t hi = u >> 16, lo = u & 0xffffu;
+    return (uint16_t)(lo > 0x8000u || (lo == 0x8000u && (hi & 1)) ? hi + 1 : hi);
+}
+
+static void test_bf16_rounding(void **state) {
+    enum { N = 4099 };   // not a multiple of any vector width
+    float *x = malloc(sizeof(float) * N);
+    uint16_t *got = malloc(sizeof(uint16_t) * N);
+    TestRng r = test_rng(13);
+    const float special[] = { 0.0f, -0.0f, 1.0f, INFINITY, -INFINITY, NAN, bits_to_float(0x3f808000u) /* tie, even */,
+                              bits_to_float(0x3f818000u) /* tie, odd: up */, bits_to_float(0x7f7fffffu) /* -> inf */,
+                              bits_to_float(0x00000001u) /* denormal */, bits_to_float(0x7f800001u) /* sNaN */ };
+    for (int i = 0; i < N; i++) x[i] = i < 11 ? special[i] : bits_to_float((uint32_t)test_next(&r));
+    bf16_from_floats(got, x, N);
+    for (int i = 0; i < N; i++) {
+        const uint16_t want = ref_bf16(x[i]);
+        if (isnan(x[i])) {
+            assert_true(isnan(bf16_to_float(got[i])));
+            assert_true(isnan(bf16_round(x[i])));
+        } else {
+            if (got[i] != want) fail_msg("element %d (0x%08x): got 0x%04x want 0x%04x", i, (unsigned)(*(uint32_t *)&x[i]), got[i], want);
+            assert_int_equal(bf16_from_float(x[i]), want);
+        }
+    }
+    assert_true(bf16_round(bits_to_float(0x7f7fffffu)) == INFINITY);
+    free(x); free(got);
+}
+
+static void test_bf16_gemm_matches_exact_products(void **state) {
+    if (!cpu_gemm_bf16_fast()) skip();   // no AVX512-BF16 / AMX here: the path is never used
+    TestRng r = test_rng(14);
+    for (size_t s = 0; s < sizeof SHAPES / sizeof *SHAPES; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int bi = 0; bi < 2; bi++) {
+                    const int M = SHAPES[s].M, N = SHAPES[s].N, K = SHAPES[s].K;
+                    Ops o = make_ops(&r, ta, tb, M, N, K);
+                    const long na = (long)(ta ? K : M) * o.lda, nb = (long)(tb ? N : K) * o.ldb;
+                    uint16_t *a = malloc(2 * na), *b = malloc(2 * nb);
+                    for (long i = 0; i < na; i++) { a[i] = bf16_from_float(o.A[i]); o.A[i] = bf16_to_float(a[i]); }
+                    for (long i = 0; i < nb; i++) { b[i] = bf16_from_float(o.B[i]); o.B[i] = bf16_to_float(b[i]); }
+                    const float beta = bi ? 1.0f : 0.0f;
+                    memcpy(o.C, o.C0, sizeof(float) * (size_t)M * o.ldc);
+                    cpu_gemm(GEMM_BF16, ta, tb, M, N, K, a, o.lda, b, o.ldb, beta, o.C, o.ldc);
+                    // The products of bf16 values are exact in fp32: only the fp32 summation of K
+                    // terms may differ from the exact sum.
+                    naive_gemm(ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, beta, o.C0, o.R, o.ldc);
+                    const double e = block_err(o.C, o.R, M, N, o.ldc);
+                    if (!(e <= 1e-5)) fail_msg("bf16 %c%c %dx%dx%d: rel err %.3e", ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, e);
+                    free(a); free(b);
+                    free_ops(&o);
+                }
+}
+
+// ---------------------------------------------------------------- cache parser
+static const char *FP = "cpu=test; flags=x";
+
+static void test_cache_parser(void **state) {
+    GemmClass c[4];
+    char why[64];
+    const char *good = "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\n"
+                       "class 0 1 10 9 7 2 768 384 128 2 299.8 309.8 371.6 343.7\n"
+                       "class 1 0 7 9 10 2 128 512 768 0 267.3 0.0 0.0 0.0\n";
+    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good), FP, c, 4, why, sizeof why), 2);
+    assert_int_equal(c[0].ta, 0); assert_int_equal(c[0].tb, 1); assert_int_equal(c[0].m_log2, 10);
+    assert_int_equal(c[0].n, 384); assert_int_equal(c[0].impl, GEMM_ONEDNN_SGEMM);
+    assert_true(fabs(c[0].gflops[GEMM_ONEDNN_MATMUL] - 343.7) < 1e-9);
+    assert_int_equal(c[1].impl, GEMM_OPENBLAS);
+    // the same without the final newline
+    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good) - 1, FP, c, 4, why, sizeof why), 2);
+    // header only: no classes
+    const char *empty = "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\n";
+    assert_int_equal(cpu_gemm_cache_parse(empty, strlen(empty), FP, c, 4, why, sizeof why), 0);
+
+    const struct { const char *text, *why; } bad[] = {
+        { "", "no header" },
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\n", "line 1" },            // another format
+        { "mingpt-gemm-cache 1x\nfingerprint cpu=test; flags=x\n", "line 1" },
+        { "mingpt-gemm-cache 1\nfingerprint cpu=other\n", "line 2" },                   // another machine
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 7 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 2 1 10 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 1 1 1 1 5\n", "line 3" },
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 9 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },  // 768 > 2^9
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 0 768 384 128 0 1 1 1 1\n", "line 3" }, // 0 threads
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 nan 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 -1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 2 1 1 0 1\n", "line 3" }, // chosen one unmeasured
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 40 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\ngarbage\n", "line 3" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const int n = cpu_gemm_cache_parse(bad[i].text, strlen(bad[i].text), FP, c, 4, why, sizeof why);
+        if (n != -1 || strcmp(why, bad[i].why) != 0)
+            fail_msg("bad cache %zu: got %d '%s', want -1 '%s'", i, n, why, bad[i].why);
+    }
+    // a NUL byte inside, and an over-long line
+    const char nul[] = "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0\0 1\n";
+    assert_int_equal(cpu_gemm_cache_parse(nul, sizeof nul - 1, FP, c, 4, why, sizeof why), -1);
+    char *longl = malloc(5000);
+    snprintf(longl, 5000, "mingpt-gemm-cache 1\nfingerprint %s", FP);
+    memset(longl + strlen(longl), 'x', 2000);
+    longl[4000] = 0;
+    assert_int_equal(cpu_gemm_cache_parse(longl, strlen(longl), FP, c, 4, why, sizeof why), -1);
+    free(longl);
+    // at most max classes are stored
+    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good), FP, c, 1, why, sizeof why), 1);
+}
+
+// ---------------------------------------------------------------- CPU features
+static void test_cpu_features(void **state) {
+    const CpuFeatures *f = cpu_features();
+    if (f->amx_bf16 || f->avx512_bf16) assert_true(f->avx512);
+    if (f->avx512) assert_true(f->avx2);
+    assert_string_equal(openblas_core_isa("SkylakeX"), "avx512");
+    assert_string_equal(openblas_core_isa("Haswell"), "avx2");
+    assert_string_equal(openblas_core_isa("Prescott"), "sse");
+    assert_string_equal(openblas_core_isa("NoSuchCore"), "sse");
+    const CpuFeatures amx = { .avx2 = true, .fma = true, .avx512 = true, .avx512_bf16 = true, .amx_bf16 = true };
+    const CpuFeatures av2 = { .avx2 = true, .fma = true };
+    assert_int_equal(openblas_core_is_weaker(&amx, "Prescott"), 1);
+    assert_int_equal(openblas_core_is_weaker(&amx, "Haswell"), 1);
+    assert_int_equal(openblas_core_is_weaker(&amx, "SkylakeX"), 0);
+    assert_int_equal(openblas_core_is_weaker(&av2, "Haswell"), 0);
+    assert_int_equal(openblas_core_is_weaker(&av2, "Prescott"), 1);
+    char desc[512];
+    cpu_gemm_describe(desc, sizeof desc);
+    assert_non_null(strstr(desc, "OpenBLAS"));
+    assert_non_null(strstr(desc, openblas_core()));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_impl_matches_naive),
+        cmocka_unit_test(test_dispatch_uses_the_chosen_impl),
+        cmocka_unit_test(test_bf16_rounding),
+        cmocka_unit_test(test_bf16_gemm_matches_exact_products),
+        cmocka_unit_test(test_cache_parser),
+        cmocka_unit_test(test_cpu_features),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

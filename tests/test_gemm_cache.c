@@ -1,0 +1,217 @@
+// tests/test_gemm_cache.c — the GEMM calibration cache file (kernels/cpu/gemm.h): created on
+// first use, reused without calibrating again, its numbers are what decides, a malformed file is
+// ignored and rewritten, an unwritable place is said and still computes, MINGPT_GEMM narrows the
+// choice, XDG_CACHE_HOME is honoured.
+//
+// The GEMM module reads its environment and cache once per process, so every case runs in a
+// child process (fork before this process touches OpenMP or oneDNN) that reports one line.
+#include "tests/test_util.h"
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kernels/cpu/gemm.h"
+
+typedef struct {
+    char impl[32];
+    int calibrations, correct;
+    char notes[2048], path[4096];
+} Report;
+
+// In a child: env (NAME=VALUE pairs, NULL-terminated; VALUE "" unsets), then one 96 x 80 x 72
+// product checked against a naive loop; the report comes back through a pipe.
+static Report run_child(const char *const *env) {
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        for (int i = 0; env && env[i]; i += 2) {
+            if (env[i + 1][0]) setenv(env[i], env[i + 1], 1);
+            else unsetenv(env[i]);
+        }
+        enum { M = 96, N = 80, K = 72 };
+        static float A[M * K], B[N * K], C[M * N];
+        for (int i = 0; i < M * K; i++) A[i] = (float)(i % 13) - 6.0f;
+        for (int i = 0; i < N * K; i++) B[i] = (float)(i % 7) - 3.0f;
+        cpu_sgemm(0, 1, M, N, K, A, K, B, K, 0.0f, C, N);
+        int correct = 1;
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double s = 0;
+                for (int k = 0; k < K; k++) s += (double)A[i * K + k] * B[j * K + k];
+                correct &= C[i * N + j] == (float)s;   // small integers: exact in any order
+            }
+        GemmClass c[64];
+        const int n = cpu_gemm_classes(c, 64);
+        const char *impl = "none";
+        for (int i = 0; i < n && i < 64; i++)
+            if (c[i].ta == 0 && c[i].tb == 1 && c[i].m_log2 == 7 && c[i].n_log2 == 7 && c[i].k_log2 == 7)
+                impl = cpu_gemm_impl_name(c[i].impl);
+        dprintf(fd[1], "%s\n%d\n%d\n%s\n%s\n", impl, cpu_gemm_calibrations(), correct, cpu_gemm_notes(),
+                cpu_gemm_cache_path());
+        _exit(0);
+    }
+    close(fd[1]);
+    static char buf[16384];
+    size_t len = 0;
+    ssize_t k;
+    while ((k = read(fd[0], buf + len, sizeof buf - 1 - len)) > 0) len += (size_t)k;
+    buf[len] = 0;
+    close(fd[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    Report r = {0};
+    char *save, *line = strtok_r(buf, "\n", &save);
+    assert_non_null(line); snprintf(r.impl, sizeof r.impl, "%s", line);
+    line = strtok_r(NULL, "\n", &save); assert_non_null(line); r.calibrations = atoi(line);
+    line = strtok_r(NULL, "\n", &save); assert_non_null(line); r.correct = atoi(line);
+    line = strtok_r(NULL, "\n", &save); assert_non_null(line);
+    // notes may be empty: then this line is the path
+    if (line[0] == '/') { snprintf(r.path, sizeof r.path, "%s", line); }
+    else {
+        snprintf(r.notes, sizeof r.notes, "%s", line);
+        line = strtok_r(NULL, "\n", &save);
+        if (line) snprintf(r.path, sizeof r.path, "%s", line);
+    }
+    return r;
+}
+
+static char g_dir[256];
+
+static int setup(void **state) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/mingpt-gemm-cache-XXXXXX");
+    return mkdtemp(g_dir) ? 0 : -1;
+}
+static int teardown(void **state) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char buf[1 << 16];
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static void test_created_then_reused(void **state) {
+    const char *env[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "", NULL };
+    const Report a = run_child(env);
+    assert_true(a.correct);
+    assert_int_equal(a.calibrations, 1);
+    assert_non_null(strstr(a.path, g_dir));
+    const char *text = slurp(a.path);
+    assert_non_null(text);
+    assert_true(strncmp(text, "mingpt-gemm-cache ", 18) == 0);
+    assert_non_null(strstr(text, "\nclass 0 1 7 7 7 "));
+    const Report b = run_child(env);   // the second process finds it and times nothing
+    assert_true(b.correct);
+    assert_int_equal(b.calibrations, 0);
+    assert_string_equal(b.impl, a.impl);
+}
+
+// The cache's numbers decide: make OpenBLAS (threaded) the fastest on paper and it is chosen.
+static void test_cache_numbers_decide(void **state) {
+    const char *env[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "", NULL };
+    const Report a = run_child(env);   // exists from the previous test or is made now
+    char *text = slurp(a.path);
+    assert_non_null(text);
+    char *cls = strstr(text, "\nclass 0 1 7 7 7 ");
+    assert_non_null(cls);
+    int ta, tb, ml, nl, kl, th, m, n, k, impl;
+    double g[4];
+    assert_int_equal(sscanf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf", &ta, &tb, &ml, &nl, &kl,
+                            &th, &m, &n, &k, &impl, &g[0], &g[1], &g[2], &g[3]), 14);
+    char *end = strchr(cls + 1, '\n');
+    char rest[1 << 15];
+    snprintf(rest, sizeof rest, "%s", end ? end : "");
+    sprintf(cls + 1, "class %d %d %d %d %d %d %d %d %d 0 99999.0 %.1f %.1f %.1f%s", ta, tb, ml, nl, kl, th, m, n, k,
+            g[1], g[2], g[3], rest);
+    FILE *f = fopen(a.path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    const Report b = run_child(env);
+    assert_int_equal(b.calibrations, 0);
+    assert_string_equal(b.impl, "openblas");
+    assert_true(b.correct);
+}
+
+static void test_malformed_cache_is_ignored_and_rewritten(void **state) {
+    const char *env[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "", NULL };
+    const Report a = run_child(env);
+    FILE *f = fopen(a.path, "w");
+    assert_non_null(f);
+    fputs("mingpt-gemm-cache 1\nfingerprint somewhere else\nclass 1 2 3\n", f);
+    fclose(f);
+    const Report b = run_child(env);
+    assert_true(b.correct);
+    assert_int_equal(b.calibrations, 1);
+    assert_non_null(strstr(b.notes, "ignoring the malformed GEMM calibration cache"));
+    assert_non_null(strstr(b.notes, "(line 2)"));
+    const Report c = run_child(env);   // rewritten: valid again
+    assert_int_equal(c.calibrations, 0);
+    assert_string_equal(c.notes, "");
+}
+
+static void test_unwritable_cache_dir(void **state) {
+    char file[512], dir[600];
+    snprintf(file, sizeof file, "%s/a-file", g_dir);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(dir, sizeof dir, "%s/sub", file);   // under a regular file: cannot exist
+    const char *env[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", NULL };
+    const Report r = run_child(env);
+    assert_true(r.correct);
+    assert_int_equal(r.calibrations, 1);
+    assert_non_null(strstr(r.notes, "cannot write the GEMM calibration cache"));
+}
+
+static void test_forced_library(void **state) {
+    const char *blas[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "openblas", NULL };
+    const Report a = run_child(blas);
+    assert_true(a.correct);
+    assert_true(strncmp(a.impl, "openblas", 8) == 0);
+    assert_non_null(strstr(a.notes, "MINGPT_GEMM=openblas"));
+    const char *dnnl[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "onednn", NULL };
+    const Report b = run_child(dnnl);
+    assert_true(b.correct);
+    assert_true(strncmp(b.impl, "onednn", 6) == 0);
+    const char *bogus[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", NULL };
+    const Report c = run_child(bogus);
+    assert_true(c.correct);
+    assert_non_null(strstr(c.notes, "MINGPT_GEMM=mkl is not openblas, onednn or auto"));
+}
+
+static void test_xdg_cache_home(void **state) {
+    char xdg[512];
+    snprintf(xdg, sizeof xdg, "%s/xdg", g_dir);
+    const char *env[] = { "MINGPT_CACHE_DIR", "", "XDG_CACHE_HOME", xdg, "MINGPT_GEMM", "", NULL };
+    const Report r = run_child(env);
+    char want[600];
+    snprintf(want, sizeof want, "%s/mingpt/gemm-", xdg);
+    assert_true(strncmp(r.path, want, strlen(want)) == 0);
+    struct stat st;
+    assert_int_equal(stat(r.path, &st), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_created_then_reused),
+        cmocka_unit_test(test_cache_numbers_decide),
+        cmocka_unit_test(test_malformed_cache_is_ignored_and_rewritten),
+        cmocka_unit_test(test_unwritable_cache_dir),
+        cmocka_unit_test(test_forced_library),
+        cmocka_unit_test(test_xdg_cache_home),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
