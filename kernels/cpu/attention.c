@@ -10,7 +10,7 @@
 //   scores : S[t][j] = a[t] . b[j] over a key chunk, with b transposed into a stack tile
 //            (q k^T in the forward, dout v^T in the backward);
 //   rowmix : Y[t] (+)= sum_j W[t][j] X[j]   (att v, dS k);
-//   colmix : Y[j] += sum_t W[t][j] X[t]     (att^T dout, dS^T q).
+//   colmix : Y[j] += sum_t W[t][j] X[t]     (drop(att)^T dout, dS^T q).
 #pragma GCC optimize("fp-contract=fast")
 #include <math.h>
 #include <stddef.h>
@@ -155,12 +155,10 @@ static void rowmix(int R, float *Y, long ldy, const float *W, long ldw, const fl
 }
 
 // ---------------------------------------------------------------- colmix
-// Y[(j0+r)*ldy + c] += sum_{t in [j0, T)} Wd[t][j0+r] X[t*ldx + c], r < R, c < hs, where
-// Wd[t][j] = W[t*ldw + j] * (dropout multiplier of element idx0 + t*T + j when drop).
+// Y[(j0+r)*ldy + c] += sum_{t in [j0, T)} W[t*ldw + j0+r] X[t*ldx + c], r < R, c < hs.
 // W must be 0 above the diagonal within the block (t < j0 + r).
-ALWAYS_INLINE void colmix_chunk(int R, int nv, int drop, float *Y, long ldy, const float *W,
-                                long ldw, const float *X, long ldx, int j0, int T, uint64_t key,
-                                uint64_t idx0, uint32_t thr, float keep_scale) {
+ALWAYS_INLINE void colmix_chunk(int R, int nv, float *Y, long ldy, const float *W, long ldw, const float *X,
+                                long ldx, int j0, int T) {
     VF acc[ROWS][NV];
     for (int r = 0; r < R; r++)
         for (int v = 0; v < nv; v++) acc[r][v] = vset1(0.0f);
@@ -168,8 +166,7 @@ ALWAYS_INLINE void colmix_chunk(int R, int nv, int drop, float *Y, long ldy, con
         VF x[NV];
         for (int v = 0; v < nv; v++) x[v] = vload(X + (long)t * ldx + v * VL);
         for (int r = 0; r < R; r++) {
-            float w = W[(long)t * ldw + j0 + r];
-            if (drop) w = dropout_keep(key, idx0 + (uint64_t)t * T + j0 + r, thr) ? w * keep_scale : 0.0f;
+            const float w = W[(long)t * ldw + j0 + r];
             for (int v = 0; v < nv; v++) acc[r][v] += w * x[v];
         }
     }
@@ -179,42 +176,25 @@ ALWAYS_INLINE void colmix_chunk(int R, int nv, int drop, float *Y, long ldy, con
             vstore(y, vload(y) + acc[r][v]);
         }
 }
-ALWAYS_INLINE void colmix_r(int R, int drop, float *Y, long ldy, const float *W, long ldw,
-                            const float *X, long ldx, int j0, int T, int hs, uint64_t key,
-                            uint64_t idx0, uint32_t thr, float keep_scale) {
+ALWAYS_INLINE void colmix_r(int R, float *Y, long ldy, const float *W, long ldw, const float *X, long ldx,
+                            int j0, int T, int hs) {
     int c = 0;
-    for (; c + NV * VL <= hs; c += NV * VL)
-        colmix_chunk(R, NV, drop, Y + c, ldy, W, ldw, X + c, ldx, j0, T, key, idx0, thr, keep_scale);
-    for (; c + VL <= hs; c += VL)
-        colmix_chunk(R, 1, drop, Y + c, ldy, W, ldw, X + c, ldx, j0, T, key, idx0, thr, keep_scale);
+    for (; c + NV * VL <= hs; c += NV * VL) colmix_chunk(R, NV, Y + c, ldy, W, ldw, X + c, ldx, j0, T);
+    for (; c + VL <= hs; c += VL) colmix_chunk(R, 1, Y + c, ldy, W, ldw, X + c, ldx, j0, T);
     for (; c < hs; c++)
         for (int r = 0; r < R; r++) {
             float s = 0.0f;
-            for (int t = j0; t < T; t++) {
-                float w = W[(long)t * ldw + j0 + r];
-                if (drop) w = dropout_keep(key, idx0 + (uint64_t)t * T + j0 + r, thr) ? w * keep_scale : 0.0f;
-                s += w * X[(long)t * ldx + c];
-            }
+            for (int t = j0; t < T; t++) s += W[(long)t * ldw + j0 + r] * X[(long)t * ldx + c];
             Y[(long)(j0 + r) * ldy + c] += s;
         }
 }
-static void colmix(int R, int drop, float *Y, long ldy, const float *W, long ldw, const float *X,
-                   long ldx, int j0, int T, int hs, uint64_t key, uint64_t idx0, uint32_t thr,
-                   float keep_scale) {
-    if (drop) {
-        switch (R) {
-        case 4: colmix_r(4, 1, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
-        case 3: colmix_r(3, 1, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
-        case 2: colmix_r(2, 1, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
-        default: colmix_r(1, 1, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
-        }
-    } else {
-        switch (R) {
-        case 4: colmix_r(4, 0, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
-        case 3: colmix_r(3, 0, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
-        case 2: colmix_r(2, 0, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
-        default: colmix_r(1, 0, Y, ldy, W, ldw, X, ldx, j0, T, hs, key, idx0, thr, keep_scale); break;
-        }
+static void colmix(int R, float *Y, long ldy, const float *W, long ldw, const float *X, long ldx, int j0, int T,
+                   int hs) {
+    switch (R) {
+    case 4: colmix_r(4, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
+    case 3: colmix_r(3, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
+    case 2: colmix_r(2, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
+    default: colmix_r(1, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
     }
 }
 
@@ -331,24 +311,30 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
             float *ds = scratch + ((long)b * NH + h) * T * T;
             const uint64_t idx_bh = dropout_global_index(drop, b, (int64_t)NH * T * T, (int64_t)h * T * T);
 
-            // dv[j] += sum_t drop(att)[t][j] dout[t]. In low precision drop(att) is first written,
-            // rounded, into this plane's scratch (free until dS below), as the forward rounded it.
+            // dv[j] += sum_t drop(att)[t][j] dout[t]. With dropout (or low precision) drop(att) is
+            // first written, as the forward used it (rounded in low precision), into this plane's
+            // scratch, free until dS below: the masks are hashed a row at a time (vectorised),
+            // not once per product term.
             const float *pw = att_bh;
-            int pdrop = use_drop;
-            if (lp) {
+            if (use_drop || lp) {
                 for (int t = 0; t < T; t++) {
                     float *row = ds + (long)t * T;
-                    if (use_drop) drop_row(row, t + 1, key, idx_bh + (uint64_t)t * T, thr, keep_scale);
-                    for (int j = 0; j <= t; j++)
-                        row[j] = lp_round(use_drop ? row[j] * att_bh[(long)t * T + j] : att_bh[(long)t * T + j], lp);
+                    const float *a = att_bh + (long)t * T;
+                    if (use_drop) {
+                        drop_row(row, t + 1, key, idx_bh + (uint64_t)t * T, thr, keep_scale);
+                        for (int j = 0; j <= t; j++) row[j] *= a[j];
+                    } else {
+                        for (int j = 0; j <= t; j++) row[j] = a[j];
+                    }
+                    if (lp)
+                        for (int j = 0; j <= t; j++) row[j] = lp_round(row[j], lp);
                     for (int j = t + 1; j < T; j++) row[j] = 0.0f;
                 }
                 pw = ds;
-                pdrop = 0;
             }
             for (int j0 = 0; j0 < T; j0 += ROWS) {
                 const int R = T - j0 < ROWS ? T - j0 : ROWS;
-                colmix(R, pdrop, dv, C3, pw, T, dy, C, j0, T, hs, key, idx_bh, thr, keep_scale);
+                colmix(R, dv, C3, pw, T, dy, C, j0, T, hs);
             }
             // dPd = dout v^T (lower triangle), then per row: dP = dPd * mask;
             // dS = att * (dP - sum(att * dP)) * scale; zero the rest of the row's 4-block.
@@ -379,7 +365,7 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
             for (int t0 = 0; t0 < T; t0 += ROWS) {
                 const int R = T - t0 < ROWS ? T - t0 : ROWS;
                 rowmix(R, dq + (long)t0 * C3, C3, ds + (long)t0 * T, T, k, C3, t0 + R, hs, 1);
-                colmix(R, 0, dk, C3, ds, T, q, C3, t0, T, hs, 0, 0, 0, 1.0f);
+                colmix(R, dk, C3, ds, T, q, C3, t0, T, hs);
             }
         }
     }

@@ -18,12 +18,15 @@ void dropout_forward(float *out, const float *inp, long N, long row_len, float p
     const uint32_t thr = dropout_threshold(p);
     const float scale = 1.0f / (1.0f - p);  // never used when p = 1 (every element dropped)
     const long rows = N / row_len;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (long j = 0; j < rows; j++)
-        for (long e = 0; e < row_len; e++) {
-            const long i = j * row_len + e;
-            out[i] = dropout_keep(dk.key, dropout_global_index(dk, j, row_len, e), thr) ? inp[i] * scale : 0.0f;
-        }
+    // One row per task: the inner loop is the hash of consecutive indices, which the compiler
+    // vectorises (64-bit multiplies: AVX-512DQ), instead of a division per element.
+    #pragma omp parallel for schedule(static)
+    for (long j = 0; j < rows; j++) {
+        const uint64_t base = dropout_global_index(dk, j, row_len, 0);
+        const float *x = inp + j * row_len;
+        float *y = out + j * row_len;
+        for (long e = 0; e < row_len; e++) y[e] = dropout_keep(dk.key, base + (uint64_t)e, thr) ? x[e] * scale : 0.0f;
+    }
 }
 
 // dinp (N,) += dout * keep(idx) / (1 - p); the mask is recomputed from (key, idx).
@@ -36,10 +39,11 @@ void dropout_backward(float *dinp, const float *dout, long N, long row_len, floa
     const uint32_t thr = dropout_threshold(p);
     const float scale = 1.0f / (1.0f - p);
     const long rows = N / row_len;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (long j = 0; j < rows; j++)
-        for (long e = 0; e < row_len; e++) {
-            const long i = j * row_len + e;
-            if (dropout_keep(dk.key, dropout_global_index(dk, j, row_len, e), thr)) dinp[i] += dout[i] * scale;
-        }
+    #pragma omp parallel for schedule(static)
+    for (long j = 0; j < rows; j++) {
+        const uint64_t base = dropout_global_index(dk, j, row_len, 0);
+        const float *g = dout + j * row_len;
+        float *d = dinp + j * row_len;
+        for (long e = 0; e < row_len; e++) d[e] += dropout_keep(dk.key, base + (uint64_t)e, thr) ? g[e] * scale : 0.0f;
+    }
 }
