@@ -1,7 +1,7 @@
 // model/gpt_infer.c — GPT inference with a key/value cache (see model/gpt_infer.h).
 //
-// Host memory only. Linear layers are cblas_sgemv for one new token and cblas_sgemm for
-// several; LayerNorm, GELU, residual adds and attention over the cache are serial loops
+// Host memory only. Linear layers are cblas_sgemv for one new token and the CPU GEMM
+// (kernels/cpu/gemm.h) for several; LayerNorm, GELU, residual adds and attention over the cache are serial loops
 // on short vectors (a single token is too little work to split across threads).
 #pragma GCC optimize("fp-contract=fast")
 #include "model/gpt_infer.h"
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 
@@ -146,7 +147,7 @@ static void linear(float *y, const float *x, const float *W, const float *bias, 
     if (n == 1)
         cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, C, 1.0f, W, C, x, 1, beta, y, 1);
     else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, OC, C, 1.0f, x, C, W, C, beta, y, OC);
+        cpu_sgemm(0, 1, n, OC, C, x, C, W, C, beta, y, OC);
 }
 
 static void gelu_rows(float *x, long n) {
