@@ -212,8 +212,6 @@ static void test_bf16_fast_vs_emulated(void **state) {
     run_ops(&a, &in, 0.1f);
     run_ops(&b, &in, 0.1f);
     compare_runs("bf16 hardware vs emulated", &a, &b, 1e-5);
-    // the attention does not use the GEMM: identical
-    assert_memory_equal(a.att, b.att, sizeof(float) * B * NH * T * T);
     free_run(&a); free_run(&b);
     a.be->destroy(a.be); b.be->destroy(b.be);
     free_inputs(&in);

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
@@ -34,10 +35,6 @@
 // Rows of a dropout-masked attention block on the stack (4 rows x T).
 #define ROWS 4
 
-// m[j] = dropout multiplier of element idx0 + j: 0 or keep_scale.
-static void drop_row(float *m, int n, uint64_t key, uint64_t idx0, uint32_t thr, float keep_scale) {
-    for (int j = 0; j < n; j++) m[j] = dropout_keep(key, idx0 + (uint64_t)j, thr) ? keep_scale : 0.0f;
-}
 
 // ---------------------------------------------------------------- scores
 // S[r*lds + j] = scale * sum_i A[r*lda + i] * kT[i*ldk + j], r < R, j < nk. kT is (hs, ldk).
@@ -198,33 +195,6 @@ static void colmix(int R, float *Y, long ldy, const float *W, long ldw, const fl
     }
 }
 
-// ---------------------------------------------------------------- softmax row
-// row[0..n) = softmax(row[0..n)) (max-subtracted), row[n..T) = 0.
-static void softmax_row(float *row, int n, int T) {
-    int j = 0;
-    VF vm = vset1(-INFINITY);
-    for (; j + VL <= n; j += VL) vm = vmax(vm, vload(row + j));
-    float maxv = vhmax(vm);
-    for (; j < n; j++) maxv = row[j] > maxv ? row[j] : maxv;
-    VF vs = vset1(0.0f);
-    const VF vmx = vset1(maxv);
-    for (j = 0; j + VL <= n; j += VL) {
-        const VF e = vexp(vload(row + j) - vmx);
-        vstore(row + j, e);
-        vs += e;
-    }
-    float sum = vsum(vs);
-    for (; j < n; j++) {
-        const float e = expf_fast(row[j] - maxv);
-        row[j] = e;
-        sum += e;
-    }
-    const float inv = 1.0f / sum;
-    const VF vinv = vset1(inv);
-    for (j = 0; j + VL <= n; j += VL) vstore(row + j, vload(row + j) * vinv);
-    for (; j < n; j++) row[j] *= inv;
-    for (j = n; j < T; j++) row[j] = 0.0f;
-}
 
 // ---------------------------------------------------------------- forward
 // qkv (B,T,3C) -> att (B,NH,T,T) causal softmax (zeros above the diagonal), out (B,T,C) =

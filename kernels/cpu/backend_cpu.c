@@ -35,14 +35,15 @@
 //                numbers as LP_BF16 and the CUDA backend (every product of two bf16 or fp16 values
 //                is exact in fp32; only the summation order differs), slower than fp32. fp16 always
 //                runs this way on the CPU; bf16 where the CPU lacks the instructions.
-// The attention products use the fp32 kernels on operands rounded to the type in both
-// low-precision modes: q, k, v, dropout(att), the output gradient and the softmax gradient (the
-// CUDA backend's placement).
+// The attention products' operands are rounded to the type in both low-precision modes: q, k,
+// v, dropout(att), the output gradient and the softmax gradient (the CUDA backend's placement);
+// LP_BF16 computes those products as batched bf16 GEMMs (attention_bf16.c), LP_EMULATE with the
+// fp32 kernels.
 enum { LP_NONE, LP_BF16, LP_EMULATE };
 
 // Scratch buffers for converted copies; they grow during the first iteration and are then
 // reused, so steady-state steps do not allocate.
-enum { SLOT_A, SLOT_B, SLOT_C, N_SLOTS };
+enum { SLOT_A, SLOT_B, SLOT_C, SLOT_ATTN, N_SLOTS };
 typedef struct {
     int lp;                     // LP_*
     void *buf[N_SLOTS];
@@ -149,12 +150,24 @@ static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float 
 }
 static void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
                                   int B, int T, int C, int NH, float attn_p, DropoutKey key) {
+    CpuCtx *c = be->ctx;
+    if (c->lp == LP_BF16) {
+        attention_forward_bf16(out, att, qkv, B, T, C, NH, attn_p, key,
+                               slot(c, SLOT_ATTN, attention_bf16_scratch_bytes(B, T, C, NH)));
+        return;
+    }
     attention_forward_lp(out, att, rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), B, T, C, NH, attn_p, key,
                          lp_mode(be));
 }
 static void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                    const float *qkv, const float *att, int B, int T, int C, int NH,
                                    float attn_p, DropoutKey key) {
+    CpuCtx *c = be->ctx;
+    if (c->lp == LP_BF16) {
+        attention_backward_bf16(dqkv, scratch, dout, qkv, att, B, T, C, NH, attn_p, key,
+                                slot(c, SLOT_ATTN, attention_bf16_scratch_bytes(B, T, C, NH)));
+        return;
+    }
     attention_backward_lp(dqkv, scratch, rounded(be, SLOT_C, dout, (size_t)B * T * C),
                           rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), att, B, T, C, NH, attn_p, key, lp_mode(be));
 }

@@ -442,6 +442,14 @@ void cpu_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int l
     if (s) fatal_error("oneDNN bf16 matmul failed (status %d) on a %dx%dx%d product", s, M, N, K);
 }
 
+void cpu_gemm_bf16_batched(int batch, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, long sa,
+                           const uint16_t *B, int ldb, long sb, float beta, float *C, int ldc, long sc) {
+    if (batch <= 0 || M <= 0 || N <= 0 || K <= 0) return;
+    if (!cpu_gemm_bf16_fast()) fatal_error("bf16 GEMM asked for on a CPU without AVX512-BF16 or AMX");
+    const int s = onednn_matmul_batched(GEMM_BF16, batch, ta, tb, M, N, K, A, lda, sa, B, ldb, sb, beta, C, ldc, sc);
+    if (s) fatal_error("oneDNN bf16 batched matmul failed (status %d) on %d %dx%dx%d products", s, batch, M, N, K);
+}
+
 void cpu_gemm(GemmType t, int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B, int ldb,
               float beta, float *C, int ldc) {
     if (t == GEMM_BF16) cpu_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);

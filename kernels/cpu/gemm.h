@@ -43,6 +43,11 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, con
 void cpu_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                    int ldb, float beta, float *C, int ldc);
 
+// batch bf16 products at once (oneDNN's batched matmul): product i reads A + i*sa, B + i*sb and
+// writes C + i*sc (strides in elements). Only valid when cpu_gemm_bf16_fast().
+void cpu_gemm_bf16_batched(int batch, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, long sa,
+                           const uint16_t *B, int ldb, long sb, float beta, float *C, int ldc, long sc);
+
 // cpu_sgemm or cpu_gemm_bf16 by type; A and B point to fp32 or bf16 elements accordingly.
 void cpu_gemm(GemmType t, int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B,
               int ldb, float beta, float *C, int ldc);

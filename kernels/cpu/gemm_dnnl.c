@@ -34,16 +34,23 @@ int onednn_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, c
 }
 
 // ============================================================================
-// Matmul primitives, one per (type, transposes, shape, strides, beta), reused
+// Matmul primitives, one per (type, batch, transposes, shape, strides, beta), reused
 // ============================================================================
 typedef struct {
-    int used, t, ta, tb, M, N, K, lda, ldb, ldc;
+    int t, batch, ta, tb, M, N, K, lda, ldb, ldc;
+    long sa, sb, sc;        // batch strides (elements); unused when batch = 1
     float beta;
+    int pad;                // 0: no padding bytes, as the key is hashed and compared as bytes
+} PrimKey;
+
+typedef struct {
+    int used;
+    PrimKey k;
     dnnl_primitive_t prim;
     dnnl_memory_t a, b, c;
 } Prim;
 
-#define N_PRIMS 256   // a model has ~20 shapes; evaluation and odd last batches add a few
+#define N_PRIMS 256   // a model has ~30 shapes; evaluation and odd last batches add a few
 static Prim g_prims[N_PRIMS];
 
 static void prim_destroy(Prim *p) {
@@ -54,16 +61,25 @@ static void prim_destroy(Prim *p) {
     memset(p, 0, sizeof *p);
 }
 
-static int prim_create(Prim *p, GemmType t, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
-                       float beta) {
-    const dnnl_data_type_t dt = t == GEMM_BF16 ? dnnl_bf16 : dnnl_f32;
-    // Logical A (M,K), B (K,N), C (M,N), row-major storage described by strides.
-    dnnl_dims_t as = { M, K }, bs = { K, N }, cs = { M, N };
-    dnnl_dims_t astr = { ta ? 1 : lda, ta ? lda : 1 }, bstr = { tb ? 1 : ldb, tb ? ldb : 1 }, cstr = { ldc, 1 };
+// A (rows x cols) operand, row-major with row stride ld, read transposed when trans: logical dims
+// (rows', cols') with strides; with a batch dimension in front when batch > 1.
+static dnnl_status_t operand_desc(dnnl_memory_desc_t *d, dnnl_data_type_t dt, int batch, long bstride, int rows,
+                                  int cols, int trans, int ld) {
+    if (batch > 1) {
+        dnnl_dims_t dims = { batch, rows, cols }, str = { bstride, trans ? 1 : ld, trans ? ld : 1 };
+        return dnnl_memory_desc_init_by_strides(d, 3, dims, dt, str);
+    }
+    dnnl_dims_t dims = { rows, cols }, str = { trans ? 1 : ld, trans ? ld : 1 };
+    return dnnl_memory_desc_init_by_strides(d, 2, dims, dt, str);
+}
+
+static int prim_create(Prim *p, const PrimKey *k) {
+    const dnnl_data_type_t dt = k->t == GEMM_BF16 ? dnnl_bf16 : dnnl_f32;
+    // Logical A (M,K), B (K,N), C (M,N), each row-major storage described by strides.
     dnnl_memory_desc_t ad, bd, cd;
-    dnnl_status_t s = dnnl_memory_desc_init_by_strides(&ad, 2, as, dt, astr);
-    if (!s) s = dnnl_memory_desc_init_by_strides(&bd, 2, bs, dt, bstr);
-    if (!s) s = dnnl_memory_desc_init_by_strides(&cd, 2, cs, dnnl_f32, cstr);
+    dnnl_status_t s = operand_desc(&ad, dt, k->batch, k->sa, k->M, k->K, k->ta, k->lda);
+    if (!s) s = operand_desc(&bd, dt, k->batch, k->sb, k->K, k->N, k->tb, k->ldb);
+    if (!s) s = operand_desc(&cd, dnnl_f32, k->batch, k->sc, k->M, k->N, 0, k->ldc);
     if (s) return (int)s;
     dnnl_matmul_desc_t md;
     if ((s = dnnl_matmul_desc_init(&md, &ad, &bd, NULL, &cd))) return (int)s;
@@ -71,9 +87,9 @@ static int prim_create(Prim *p, GemmType t, int ta, int tb, int M, int N, int K,
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
     s = dnnl_primitive_attr_create(&attr);
-    if (!s && beta != 0.0f) {
+    if (!s && k->beta != 0.0f) {
         s = dnnl_post_ops_create(&po);
-        if (!s) s = dnnl_post_ops_append_sum(po, beta);
+        if (!s) s = dnnl_post_ops_append_sum(po, k->beta);
         if (!s) s = dnnl_primitive_attr_set_post_ops(attr, po);
     }
     if (!s) s = dnnl_primitive_desc_create(&pd, &md, attr, g_engine, NULL);
@@ -85,40 +101,39 @@ static int prim_create(Prim *p, GemmType t, int ta, int tb, int M, int N, int K,
     if (po) dnnl_post_ops_destroy(po);
     if (attr) dnnl_primitive_attr_destroy(attr);
     if (s) { prim_destroy(p); return (int)s; }
-    *p = (Prim){ 1, t, ta, tb, M, N, K, lda, ldb, ldc, beta, p->prim, p->a, p->b, p->c };
+    p->used = 1;
+    p->k = *k;
     return 0;
 }
 
-static Prim *prim_get(GemmType t, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc, float beta,
-                      int *status) {
+static Prim *prim_get(const PrimKey *k, int *status) {
     uint64_t h = 1469598103934665603ull;
-    const int key[] = { (int)t, ta, tb, M, N, K, lda, ldb, ldc };
-    for (size_t i = 0; i < sizeof key / sizeof *key; i++) h = (h ^ (uint32_t)key[i]) * 1099511628211ull;
-    uint32_t bb;
-    memcpy(&bb, &beta, 4);
-    h = (h ^ bb) * 1099511628211ull;
+    const unsigned char *b = (const unsigned char *)k;
+    for (size_t i = 0; i < sizeof *k; i++) h = (h ^ b[i]) * 1099511628211ull;
     for (int probe = 0; probe < N_PRIMS; probe++) {
         Prim *p = &g_prims[(h + probe) % N_PRIMS];
         if (!p->used) {
-            *status = prim_create(p, t, ta, tb, M, N, K, lda, ldb, ldc, beta);
+            *status = prim_create(p, k);
             return *status ? NULL : p;
         }
-        if (p->t == (int)t && p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K && p->lda == lda &&
-            p->ldb == ldb && p->ldc == ldc && p->beta == beta)
-            return p;
+        if (memcmp(&p->k, k, sizeof *k) == 0) return p;
     }
     // Full (hundreds of distinct shapes): start over rather than grow without bound.
     for (int i = 0; i < N_PRIMS; i++) prim_destroy(&g_prims[i]);
-    *status = prim_create(&g_prims[h % N_PRIMS], t, ta, tb, M, N, K, lda, ldb, ldc, beta);
+    *status = prim_create(&g_prims[h % N_PRIMS], k);
     return *status ? NULL : &g_prims[h % N_PRIMS];
 }
 
-int onednn_matmul(GemmType t, int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B,
-                  int ldb, float beta, float *C, int ldc) {
+int onednn_matmul_batched(GemmType t, int batch, int ta, int tb, int M, int N, int K, const void *A, int lda,
+                          long sa, const void *B, int ldb, long sb, float beta, float *C, int ldc, long sc) {
     if (onednn_init()) return 1;
+    _Static_assert(sizeof(PrimKey) == 10 * sizeof(int) + 3 * sizeof(long) + sizeof(float) + sizeof(int),
+                   "PrimKey has padding");
+    const PrimKey k = { (int)t, batch, ta, tb, M, N, K, lda, ldb, ldc, batch > 1 ? sa : 0, batch > 1 ? sb : 0,
+                        batch > 1 ? sc : 0, beta, 0 };
     pthread_mutex_lock(&g_lock);
     int s = 0;
-    Prim *p = prim_get(t, ta, tb, M, N, K, lda, ldb, ldc, beta, &s);
+    Prim *p = prim_get(&k, &s);
     if (p) {
         s = dnnl_memory_set_data_handle(p->a, (void *)A);
         if (!s) s = dnnl_memory_set_data_handle(p->b, (void *)B);
@@ -129,6 +144,11 @@ int onednn_matmul(GemmType t, int ta, int tb, int M, int N, int K, const void *A
     }
     pthread_mutex_unlock(&g_lock);
     return s;
+}
+
+int onednn_matmul(GemmType t, int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B,
+                  int ldb, float beta, float *C, int ldc) {
+    return onednn_matmul_batched(t, 1, ta, tb, M, N, K, A, lda, 0, B, ldb, 0, beta, C, ldc, 0);
 }
 
 void onednn_version(char *buf, size_t len) {

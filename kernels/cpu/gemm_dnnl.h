@@ -19,6 +19,10 @@ int onednn_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, c
 int onednn_matmul(GemmType t, int ta, int tb, int M, int N, int K, const void *A, int lda, const void *B,
                   int ldb, float beta, float *C, int ldc);
 
+// batch products at once: operand i of product b starts at A + b*sa, B + b*sb, C + b*sc (elements).
+int onednn_matmul_batched(GemmType t, int batch, int ta, int tb, int M, int N, int K, const void *A, int lda,
+                          long sa, const void *B, int ldb, long sb, float beta, float *C, int ldc, long sc);
+
 // "2.6.3" and the ISA oneDNN dispatches to ("avx512_core_amx", ...).
 void onednn_version(char *buf, size_t len);
 const char *onednn_isa(void);

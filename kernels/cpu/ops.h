@@ -83,6 +83,18 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
                            const float *att, int B, int T, int C, int NH, float attn_p,
                            DropoutKey dk, int lp);
 
+// attention_forward_lp / attention_backward_lp with LP_ROUND_BF16, the products computed as bf16
+// GEMMs on oneDNN (kernels/cpu/gemm.h; only where cpu_gemm_bf16_fast()): the same roundings, the
+// fp32 sums in another order. qkv and dout are fp32 (rounded here). scratch holds
+// attention_bf16_scratch_bytes(B, T, C, NH) bytes (overwritten); ds is the backward's
+// (B,NH,T,T) scratch as in attention_backward.
+size_t attention_bf16_scratch_bytes(int B, int T, int C, int NH);
+void attention_forward_bf16(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                            float attn_p, DropoutKey dk, void *scratch);
+void attention_backward_bf16(float *dqkv, float *ds, const float *dout, const float *qkv,
+                             const float *att, int B, int T, int C, int NH, float attn_p,
+                             DropoutKey dk, void *scratch);
+
 // ---------------------------------------------------------------- GELU (tanh approximation)
 // out (N,) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (minGPT NewGELU,
 // torch.nn.GELU(approximate='tanh')).
