@@ -121,6 +121,22 @@ struct Backend {
     // 1 when every x[i] is finite (the dynamic loss scaler's overflow check).
     int (*all_finite)(Backend *be, const float *x, size_t n);
 
+    // ---- mixed precision: the weight-cast cache (torch.autocast's). Optional: NULL means every
+    // matmul rounds its weight itself, on every call (the CPU backend, for now).
+    // The flat parameter buffer [params, params + n) (backend memory) holds content `version`.
+    // A backend that runs matmuls in low precision (matmul_dtype BF16/FP16) casts it once per
+    // new (params, n, version) (one pass over n elements into a low-precision copy it owns)
+    // and then uses the cast copy for every matmul_forward / matmul_gelu_forward /
+    // matmul_backward whose weight lies wholly inside [params, params + n); weights elsewhere
+    // are rounded per call as before. The cast value of each element is exactly the one
+    // per-call rounding gives, so results do not change, only the work. Same (params, n,
+    // version) again: nothing to do. params NULL or n 0: drop the copy. No-op for FP32.
+    // The caller promises that the buffer's content changes only together with `version`
+    // (model/gpt.h: gpt_params_changed); a backend may also drop its copy when one of its own
+    // ops writes into or frees that range (the CUDA backend does), but must not rely on it.
+    // Called by gpt_forward before its first op. Aborts (like the ops) when out of memory.
+    void (*cast_weights)(Backend *be, const float *params, size_t n, uint64_t version);
+
     // ---- data parallelism (dist/comm.h). Optional: NULL means gradients live in host memory
     // and the trainer all-reduces them with the host communicator itself (the CPU backend).
     // Returns the backend's own gradient communicator over the same ranks as `host` (NCCL on

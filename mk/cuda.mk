@@ -66,7 +66,7 @@ OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
 EMU_MPI_CFLAGS := $(shell mpicc -showme:compile 2>/dev/null)
 EMU_MPI_LIBS   := $(shell mpicc -showme:link 2>/dev/null)
 EMU_H      := kernels/cuda/emu/cuda_emu.h
-EMU_DEPS   := $(EMU_H) kernels/cuda/emu/nccl_emu.h
+EMU_DEPS   := $(EMU_H) kernels/cuda/emu/nccl_emu.h kernels/cuda/emu/emu_counters.h
 EMU_FLAGS  := -x c++ -std=c++17 -O2 -g -I. -I$(CUDA_HOME)/include -I$(OPENBLAS_INC) $(EMU_MPI_CFLAGS) -DEMU_USE_CBLAS \
               -include $(EMU_H) -Wall -Wextra -Werror $(SAN_FLAGS)
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -107,7 +107,7 @@ $(B)/emu-noblas/%.o: %.cu $(CUDA_HDR) $(EMU_DEPS)
 # loss_scaler.c: in libmingpt.a once kernels/*.c is part of LIB_SRC; until then linked here
 LOSS_SCALER_OBJ := $(filter-out $(LIB_OBJ),$(B)/kernels/loss_scaler.o)
 
-CUDA_TESTS := test_cuda_ops test_cuda_train test_loss_scaler
+CUDA_TESTS := test_cuda_ops test_cuda_train test_cuda_cast test_loss_scaler
 CUDA_EMU_BIN  := $(CUDA_TESTS:%=$(B)/cuda-tests/%)
 ifeq ($(SAN),1)
 # every emulated suite is sanitized already: the ASan run is the plain binaries with its schedule

@@ -280,7 +280,10 @@ void gpt_free(GPT *m) {
 
 void gpt_set_params(GPT *m, const float *host) {
     m->be->upload(m->be, m->params_memory, host, m->num_params * sizeof(float));
+    gpt_params_changed(m);
 }
+
+void gpt_params_changed(GPT *m) { m->params_version++; }
 
 void gpt_get_params(const GPT *m, float *host) {
     m->be->download(m->be, host, m->params_memory, m->num_params * sizeof(float));
@@ -314,6 +317,8 @@ int gpt_init_weights(GPT *m, uint64_t seed) {
     if (host != m->params_memory) {
         gpt_set_params(m, host);
         free(host);
+    } else {
+        gpt_params_changed(m);
     }
     return 0;
 }
@@ -357,6 +362,8 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
     const float embd_p = train ? s->embd_pdrop : 0.0f;
     const float resid_p = train ? s->resid_pdrop : 0.0f;
     const float attn_p = train ? s->attn_pdrop : 0.0f;
+    if (be->cast_weights && be->matmul_dtype != DTYPE_FP32)   // once per parameter version
+        be->cast_weights(be, m->params_memory, m->num_params, m->params_version);
     be->upload(be, m->inputs, idx, (size_t)BT * sizeof(int32_t));
 
     be->encoder_forward(be, a->encoded, m->inputs, p->wte, p->wpe, B, T, C);

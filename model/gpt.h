@@ -95,6 +95,10 @@ typedef struct {
 // Every buffer below (parameters, gradients, activations) is backend memory: host memory
 // on the CPU backend, device memory on CUDA. Read or write it from the host only when
 // be->host_memory, else through gpt_get_params / gpt_set_params / be->download.
+// Whoever writes params_memory other than through gpt_set_params / gpt_init_weights (an
+// optimizer step, a broadcast, a memcpy into host memory) must call gpt_params_changed before
+// the next gpt_forward: the backend's cast copy of the weights (Backend.cast_weights) is
+// keyed by params_version.
 typedef struct {
     GPTShape shape;
     Backend *be;              // where the buffers live and the ops run
@@ -104,6 +108,7 @@ typedef struct {
     ParamTensor *tensors;     // (n_tensors) the flat layout
     size_t num_params;
     float *params_memory;     // (num_params)
+    uint64_t params_version;  // bumped by gpt_params_changed: names the content of params_memory
     float *grads_memory;      // (num_params)
     GPTParams params, grads;  // views into the two buffers
     float *acts_memory;
@@ -165,16 +170,24 @@ int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err
 int gpt_build(GPT *m, const GPTShape *s, int B, int T, char *err, size_t errlen);
 void gpt_free(GPT *m);
 
-// Copies the flat parameter buffer (num_params floats) from / to host memory.
+// Copies the flat parameter buffer (num_params floats) from / to host memory
+// (gpt_set_params calls gpt_params_changed).
 void gpt_set_params(GPT *m, const float *host);
 void gpt_get_params(const GPT *m, float *host);
+
+// Declares that params_memory has new content (bumps params_version), so that the next
+// gpt_forward has the backend cast the weights again (Backend.cast_weights). Called by
+// gpt_set_params, gpt_init_weights and trainer/train_step.c after an AdamW step.
+void gpt_params_changed(GPT *m);
 
 // minGPT init: every Linear and Embedding weight N(0, 0.02), both c_proj weights
 // N(0, 0.02/sqrt(2*n_layer)), biases 0, LayerNorm weight 1 / bias 0. Deterministic in seed
 // (stream RNG_DOMAIN_INIT of kernels/dropout_rng.h). Returns non-zero when out of host memory.
 int gpt_init_weights(GPT *m, uint64_t seed);
 
-// Forward pass on idx (B,T) int32 host memory, with B <= m->B, T <= m->T. Logits land in
+// Forward pass on idx (B,T) int32 host memory, with B <= m->B, T <= m->T. With low-precision
+// matmuls and a backend that has cast_weights, first hands it (params_memory, num_params,
+// params_version): the weights are cast at most once per version. Logits land in
 // m->acts.logits (backend memory). targets (B,T) host memory may be NULL (no loss; returns -1).
 // train = true enables dropout, whose masks depend only on (dropout_seed, step, site, global
 // element index; see batch_row0). Returns the mean loss.

@@ -92,8 +92,10 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
             out->applied = 0;
         }
     }
-    if (out->applied > 0)
+    if (out->applied > 0) {
         adamw_step(ts->opt, m->params_memory, m->grads_memory, m->tensors, m->n_tensors, ts->lr, ts->beta1,
                    ts->beta2, ts->eps, ts->weight_decay);
+        gpt_params_changed(m);   // the next forward casts the new weights (Backend.cast_weights)
+    }
     return 0;
 }

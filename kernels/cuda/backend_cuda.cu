@@ -1,6 +1,7 @@
 // kernels/cuda/backend_cuda.cu — the Backend table (kernels/backend.h) on CUDA: memory via
 // cudaMalloc/cudaMemcpy on one stream, one cuBLAS handle, scratch buffers owned by the
-// backend (grown on first use, kept until destroy), ops dispatched to the kernel families.
+// backend (grown on first use, kept until destroy), the weight-cast cache (matmul.cu), ops
+// dispatched to the kernel families.
 // Exports backend_cuda_create (declared weak in kernels/backend.h: a build without CUDA
 // links, and backend_create then reports that CUDA was not built in).
 #include <stdarg.h>
@@ -38,12 +39,20 @@ static void *be_alloc(Backend *be, size_t bytes) {
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, CX(be)->stream));
     return p;
 }
-static void be_free(Backend *be, void *p) { (void)be; if (p) CUDA_CHECK(cudaFree(p)); }
+// Every free drops the weight-cast copy: the size of the freed block is not known here, and a
+// later allocation may reuse the cached buffer's addresses.
+static void be_free(Backend *be, void *p) {
+    if (!p) return;
+    CX(be)->wcast.params = nullptr;
+    CUDA_CHECK(cudaFree(p));
+}
 static void be_zero(Backend *be, void *p, size_t bytes) {
+    cuda_cast_touch(CX(be), p, bytes);
     if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, CX(be)->stream));
 }
 static void be_upload(Backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
+    cuda_cast_touch(CX(be), dst, bytes);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, CX(be)->stream));
     CUDA_CHECK(cudaStreamSynchronize(CX(be)->stream));  // the caller may reuse src at once
 }
@@ -59,6 +68,7 @@ static void be_destroy(Backend *be) {
     if (c) {
         cudaStreamSynchronize(c->stream);
         for (int i = 0; i < SCR_COUNT; i++) if (c->scratch[i]) cudaFree(c->scratch[i]);
+        if (c->wcast.lp) cudaFree(c->wcast.lp);
         if (c->host_tok) cudaFreeHost(c->host_tok);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
@@ -137,10 +147,17 @@ static void be_crossentropy_softmax_backward(Backend *be, float *dlogits, const 
 static void be_adamw_update(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
                             float beta1, float beta2, float eps, float decay_factor,
                             float step_size, float bc2_sqrt) {
+    cuda_cast_touch(CX(be), p, n * sizeof(float));
     cuda_adamw_update(CX(be), p, g, m, v, n, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt);
 }
 static double be_sum_squares(Backend *be, const float *x, size_t n) { return cuda_sum_squares(CX(be), x, n); }
-static void be_scale(Backend *be, float *x, size_t n, float s) { cuda_scale(CX(be), x, n, s); }
+static void be_scale(Backend *be, float *x, size_t n, float s) {
+    cuda_cast_touch(CX(be), x, n * sizeof(float));
+    cuda_scale(CX(be), x, n, s);
+}
+static void be_cast_weights(Backend *be, const float *params, size_t n, uint64_t version) {
+    cuda_cast_weights(CX(be), params, n, version);
+}
 static int be_all_finite(Backend *be, const float *x, size_t n) { return cuda_all_finite(CX(be), x, n); }
 
 static void be_crossentropy_forward_backward(Backend *be, float *losses, float *dlogits,
@@ -234,6 +251,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->sum_squares = be_sum_squares;
     be->scale = be_scale;
     be->all_finite = be_all_finite;
+    be->cast_weights = be_cast_weights;
     be->grad_comm_create = cuda_grad_comm_create;   // comm_nccl.cu
     return be;
 }

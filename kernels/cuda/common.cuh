@@ -48,6 +48,16 @@ enum ScratchSlot {
     SCR_COUNT
 };
 
+// The weight-cast cache (Backend.cast_weights, kernels/backend.h): `lp` is the flat parameter
+// buffer [params, params + n) rounded to the compute dtype, valid for content `version`.
+struct WeightCast {
+    const float *params;         // the cached fp32 buffer; nullptr = no valid copy
+    size_t n;
+    uint64_t version;
+    void *lp;                    // n elements of the compute dtype (capacity cap elements)
+    size_t cap;
+};
+
 struct CudaCtx {
     int device;                  // the CUDA device (cudaSetDevice) every call of this backend uses
     cudaStream_t stream;
@@ -58,6 +68,7 @@ struct CudaCtx {
     size_t scratch_bytes[SCR_COUNT];
     int32_t *host_tok;           // pinned host buffers of the encoder backward bucketing
     size_t host_tok_n;
+    WeightCast wcast;
 };
 
 // Device buffer of at least `bytes` for `slot` (contents undefined). Aborts when the

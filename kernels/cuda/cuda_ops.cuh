@@ -39,6 +39,15 @@ void cuda_gemm(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const 
 // x as a GEMM operand: x itself in fp32 mode, else x rounded into scratch `slot`.
 const void *cuda_gemm_operand(CudaCtx *c, int slot, const float *x, size_t n);
 void cuda_round_to(CudaCtx *c, void *out, const float *in, size_t n);  // fp32 -> compute dtype
+// Backend.cast_weights (kernels/backend.h): rounds [params, params + n) into c->wcast once per
+// new (params, n, version); FP32 mode: nothing. Aborts when the device is out of memory.
+void cuda_cast_weights(CudaCtx *c, const float *params, size_t n, uint64_t version);
+// Drops the cast copy when [p, p + bytes) overlaps the cached buffer: an op of this backend is
+// about to write it (the safety net behind the version contract).
+void cuda_cast_touch(CudaCtx *c, const void *p, size_t bytes);
+// A matmul weight (n elements) as a GEMM operand: its slice of the cast copy when it lies wholly
+// inside the cached buffer, else as cuda_gemm_operand (rounded per call into SCR_W_LP).
+const void *cuda_weight_operand(CudaCtx *c, const float *weight, size_t n);
 void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const float *weight,
                          const float *bias, int N, int C, int OC);
 void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,

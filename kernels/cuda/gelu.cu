@@ -43,7 +43,7 @@ __global__ void gelu_backward_kernel(float *__restrict__ dinp, const float *__re
 void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp,
                               const float *weight, const float *bias, int N, int C, int OC) {
     if (N <= 0 || OC <= 0) return;
-    const void *A = cuda_gemm_operand(c, SCR_W_LP, weight, (size_t)OC * C);
+    const void *A = cuda_weight_operand(c, weight, (size_t)OC * C);
     const void *B = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
     cuda_gemm(c, true, false, OC, N, C, A, C, 0, B, C, 0, 1.0f, 0.0f, pre, OC, 0, 1);
     const size_t total = (size_t)N * OC;

@@ -8,10 +8,23 @@
 // With matmul_dtype BF16/FP16 the operands are first rounded (round to nearest even) into
 // scratch buffers of that type; products accumulate in fp32 (CUBLAS_COMPUTE_32F, tensor
 // cores on sm_80+) and outputs stay fp32. FP32 mode uses plain fp32 GEMMs (no TF32).
+// Weights inside the flat parameter buffer come from the weight-cast cache instead
+// (Backend.cast_weights: the whole buffer rounded once per parameter version, as
+// torch.autocast's cache casts each weight once per optimizer step); activations and
+// gradients, and weights outside that buffer, are rounded per call.
 #include "kernels/cuda/cuda_ops.cuh"
 
+// Per-call rounding of a GEMM operand.
 template <class T>
 __global__ void round_kernel(T *__restrict__ out, const float *__restrict__ in, size_t n) {
+    GRID_STRIDE(i, n) store_as(out + i, in[i]);
+}
+
+// The weight-cast cache's one pass: the same rounding as round_kernel (so a cached weight is
+// bitwise the per-call one), under its own name so that launches can be told apart
+// (tests/cuda/test_cuda_cast.c counts both under emulation).
+template <class T>
+__global__ void cast_weights_kernel(T *__restrict__ out, const float *__restrict__ in, size_t n) {
     GRID_STRIDE(i, n) store_as(out + i, in[i]);
 }
 
@@ -57,10 +70,52 @@ const void *cuda_gemm_operand(CudaCtx *c, int slot, const float *x, size_t n) {
     return lp;
 }
 
+// ---------------------------------------------------------------- the weight-cast cache
+void cuda_cast_weights(CudaCtx *c, const float *params, size_t n, uint64_t version) {
+    WeightCast *w = &c->wcast;
+    if (c->dtype == DTYPE_FP32) return;
+    if (!params || !n) { w->params = nullptr; return; }
+    if (w->params == params && w->n == n && w->version == version) return;
+    w->params = nullptr;   // invalid until the cast below is queued
+    if (n > w->cap) {      // allocated once for a model (again only for a larger buffer)
+        if (w->lp) CUDA_CHECK(cudaFree(w->lp));   // synchronises with pending reads of it
+        w->lp = nullptr;
+        w->cap = 0;
+        CUDA_CHECK(cudaMalloc(&w->lp, n * dtype_size(c->dtype)));
+        w->cap = n;
+    }
+    const unsigned g = grid_for(c, n);
+    if (c->dtype == DTYPE_BF16)
+        LAUNCH((cast_weights_kernel<__nv_bfloat16>), g, BLOCK, 0, c->stream)((__nv_bfloat16 *)w->lp, params, n);
+    else
+        LAUNCH((cast_weights_kernel<__half>), g, BLOCK, 0, c->stream)((__half *)w->lp, params, n);
+    LAUNCH_CHECK();
+    w->params = params;
+    w->n = n;
+    w->version = version;
+}
+
+void cuda_cast_touch(CudaCtx *c, const void *p, size_t bytes) {
+    WeightCast *w = &c->wcast;
+    if (!w->params || !p || !bytes) return;
+    const uintptr_t a = (uintptr_t)p, lo = (uintptr_t)w->params, hi = lo + w->n * sizeof(float);
+    if (a < hi && lo < a + bytes) w->params = nullptr;
+}
+
+const void *cuda_weight_operand(CudaCtx *c, const float *weight, size_t n) {
+    const WeightCast *w = &c->wcast;
+    if (c->dtype != DTYPE_FP32 && w->params) {
+        const uintptr_t a = (uintptr_t)weight, lo = (uintptr_t)w->params, hi = lo + w->n * sizeof(float);
+        if (a >= lo && a + n * sizeof(float) <= hi)   // wholly inside the cached buffer
+            return (const char *)w->lp + (size_t)(weight - w->params) * dtype_size(c->dtype);
+    }
+    return cuda_gemm_operand(c, SCR_W_LP, weight, n);
+}
+
 void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const float *weight,
                          const float *bias, int N, int C, int OC) {
     if (N <= 0 || OC <= 0) return;
-    const void *A = cuda_gemm_operand(c, SCR_W_LP, weight, (size_t)OC * C);
+    const void *A = cuda_weight_operand(c, weight, (size_t)OC * C);
     const void *B = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
     cuda_gemm(c, true, false, OC, N, C, A, C, 0, B, C, 0, 1.0f, 0.0f, out, OC, 0, 1);
     if (bias) {
@@ -76,7 +131,7 @@ void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
     if (N <= 0 || OC <= 0 || C <= 0) return;
     const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
     if (dinp) {
-        const void *W = cuda_gemm_operand(c, SCR_W_LP, weight, (size_t)OC * C);
+        const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
         cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 1.0f, dinp, C, 0, 1);
     }
     if (dweight) {

@@ -7,7 +7,10 @@ and the DRAM bytes (each kernel reads its inputs and writes its outputs once; te
 tens of MB do not stay in the 50 MB L2 between kernels). Prints the table used in
 docs/gpu_performance.md. No GPU was used: these are estimates.
 
-usage: python3 tests/cuda/roofline.py [--fp32]     (default: bf16 matmul inputs, use_amp)
+usage: python3 tests/cuda/roofline.py [--fp32] [--per-call]
+  default: bf16 matmul inputs (use_amp), weights cast once per step (the weight-cast cache,
+  Backend.cast_weights); --per-call: every matmul rounds its weight itself, as before the cache;
+  --fp32: fp32 matmul inputs (nothing rounded)
 """
 import sys
 
@@ -28,6 +31,7 @@ EFF_GEMM_BIG, EFF_GEMM_BATCHED, EFF_BW = 0.70, 0.35, 0.80
 
 lp = 4 if "--fp32" in sys.argv else 2   # bytes of a matmul input element
 fp32_mode = lp == 4
+per_call = "--per-call" in sys.argv     # weights rounded per matmul (no weight-cast cache)
 ops = []   # (phase, name, flops, bytes, kind)
 
 
@@ -40,8 +44,13 @@ def round_(phase, name, n):
         op(phase, "round " + name, 0, n * (4 + lp))
 
 
+def round_weight(phase, name, n):
+    if per_call:
+        round_(phase, name, n)
+
+
 def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False):
-    round_(phase, name + " W", OC * Cin)
+    round_weight(phase, name + " W", OC * Cin)
     round_(phase, name + " x", N * Cin)
     op(phase, name + " GEMM", 2 * N * Cin * OC, lp * (N * Cin + OC * Cin) + 4 * N * OC, "gemm")
     if gelu:
@@ -53,7 +62,7 @@ def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False):
 def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True):
     round_(phase, name + " dout", N * OC)
     if dinp:
-        round_(phase, name + " W", OC * Cin)
+        round_weight(phase, name + " W", OC * Cin)
         op(phase, name + " dinp GEMM", 2 * N * Cin * OC, lp * (N * OC + OC * Cin) + 8 * N * Cin, "gemm")
     round_(phase, name + " x", N * Cin)
     op(phase, name + " dW GEMM", 2 * N * Cin * OC, lp * (N * OC + N * Cin) + 8 * OC * Cin, "gemm")
@@ -80,6 +89,8 @@ def attention_bwd(phase):
 
 
 # ---------------------------------------------------------------- forward
+if not per_call and not fp32_mode:   # the weight-cast cache: the whole flat buffer, once per step
+    op("fwd", "cast weights (all P, once per step)", 0, P * (4 + lp))
 op("fwd", "encoder + dropout", 2 * BTC, 4 * BTC * 2 + 8 * BTC)
 op("fwd", "layernorm ln_1 (layer 0)", 8 * BTC, 8 * BTC)
 for l in range(L):
@@ -162,7 +173,8 @@ gemm_e = sum(g[5] for g in groups.values() if g[3] != "mem")
 mem_e = sum(g[5] for g in groups.values() if g[3] == "mem")
 
 print(f"config: L {L}, NH {NH}, C {C}, T {T}, B {B}, V {V}: {BT} tokens/step, {P/1e6:.2f}M parameters, "
-      f"matmul inputs {'fp32' if fp32_mode else 'bf16'}")
+      f"matmul inputs {'fp32' if fp32_mode else 'bf16'}"
+      f"{'' if fp32_mode else (', weights rounded per matmul' if per_call else ', weights cast once per step')}")
 print(f"{'phase':10} {'op (x count)':46} {'GFLOP':>9} {'MB':>9} {'bound ms':>9} {'exp. ms':>8}")
 for (ph, name), (n, fl, by, kind, tb, te) in groups.items():
     label = f"{name} x{n}" if n > 1 else name

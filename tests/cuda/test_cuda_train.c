@@ -87,9 +87,11 @@ static int step(Run *r, int s, const int32_t *x, const int32_t *y, float *loss, 
     gpt_backward(&r->m);
     const int rc = loss_scaler_unscale_clip(&r->ls, r->m.be, r->m.grads_memory, r->m.num_params, CLIP, norm);
     if (rc < 0) fail_msg("loss scaler: diverged");
-    if (rc > 0)
+    if (rc > 0) {
         adamw_step(&r->opt, r->m.params_memory, r->m.grads_memory, r->m.tensors, r->m.n_tensors, LR, B1, B2,
                    EPS, WD);
+        gpt_params_changed(&r->m);
+    }
     return rc;
 }
 

@@ -14,6 +14,7 @@
 // Environment: EMU_THREADS=n  EMU_STACK_KB=k  EMU_SCHEDULE=fwd|rev|rand  EMU_SEED=s
 //              EMU_DEFER=1 (queue stream work until a sync point)  EMU_LENIENT_EXIT=1
 //              EMU_ALLOW_HOST_PTR=1  EMU_STATS=1
+// Launches are counted per kernel name: emu_launch_count() (emu_counters.h, callable from C).
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H 1
 
@@ -66,6 +67,8 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include "kernels/cuda/emu/emu_counters.h"
 #if !defined(__x86_64__) || defined(EMU_UCONTEXT)
 #  include <ucontext.h>
 #  define EMU_USE_UCONTEXT 1
@@ -624,6 +627,23 @@ inline void submit(std::function<void()> fn) {
   Q.q.push_back(std::move(fn));
 }
 
+// ------------------------------------------------------------------ launch counts (emu_counters.h)
+// LAUNCH's kernel text without parentheses and template arguments: "(round_kernel<__half>)" -> "round_kernel".
+inline std::string kernel_base_name(const char* s) {
+  while (*s == '(' || *s == ' ') s++;
+  size_t n = strcspn(s, "<) ");
+  return std::string(s, n);
+}
+struct LaunchCounts { std::mutex m; std::map<std::string, long> by_name; long total = 0; };
+inline LaunchCounts& launch_counts() { static LaunchCounts c; return c; }
+inline void count_launch(const char* kernel) {
+  std::string k = kernel_base_name(kernel);
+  LaunchCounts& c = launch_counts();
+  std::lock_guard<std::mutex> g(c.m);
+  c.by_name[k]++;
+  c.total++;
+}
+
 // ------------------------------------------------------------------ kernel launch
 inline std::map<const void*, int>& func_max_dyn_smem() { static std::map<const void*, int> m; return m; }
 
@@ -705,6 +725,7 @@ template <class Inv, class Addr> struct Launch {
     }
     std::apply([&](const auto&... x) { int i = 0; (check_arg(L, i++, x), ...); }, cl->args);
     LaunchInfo info = L;
+    count_launch(L.kernel);
     submit([cl, info] { run_grid(info, &invoke_closure<Inv, Tup>, cl.get()); });
   }
 };
@@ -730,6 +751,15 @@ template <class T, class F> inline T atomic_rmw(T* addr, F f) {  // CAS loop on 
   return ov;
 }
 }  // namespace emu
+
+// emitted in every object that includes this header (used), one copy kept by the linker
+extern "C" __attribute__((used)) inline long emu_launch_count(const char* kernel) {
+  emu::LaunchCounts& c = emu::launch_counts();
+  std::lock_guard<std::mutex> g(c.m);
+  if (!kernel) return c.total;
+  auto it = c.by_name.find(kernel);
+  return it == c.by_name.end() ? 0 : it->second;
+}
 
 // ------------------------------------------------------------------ 3. device intrinsics
 #define EMU_LOC const char* _file = __builtin_FILE(), int _line = __builtin_LINE()

@@ -1,0 +1,23 @@
+/* kernels/cuda/emu/emu_counters.h — what the CUDA emulator counts, readable from C tests.
+ *
+ * Only the emulated build has these (cuda_emu.h defines them in every object compiled with it);
+ * a program linked with the real CUDA objects must not call them. */
+#ifndef MINGPT_EMU_COUNTERS_H
+#define MINGPT_EMU_COUNTERS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Kernel launches issued so far in this process (counted at the launch call, also under
+ * EMU_DEFER=1 where the kernel runs later; launches refused for a bad configuration are not
+ * counted) whose kernel is named `kernel`, without template arguments: "round_kernel" counts
+ * round_kernel<__nv_bfloat16> and round_kernel<__half>. kernel NULL: every launch.
+ * Thread-safe; tests take differences around the code they measure. */
+long emu_launch_count(const char *kernel);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,386 @@
+// tests/cuda/test_cuda_cast.c — the weight-cast cache of the CUDA backend (Backend.cast_weights,
+// kernels/backend.h; kernels/cuda/matmul.cu), on the emulator, counted with its per-kernel launch
+// counter (kernels/cuda/emu/emu_counters.h): cast_weights_kernel is the cache's one pass over the
+// flat parameter buffer, round_kernel the per-call rounding of one GEMM operand.
+//
+//   ops (bf16, fp16): a cast costs one cast_weights_kernel launch and happens once per
+//     (buffer, size, version); a matmul / matmul_gelu / matmul_backward whose weight lies wholly
+//     inside the cast buffer rounds only its activations (one round_kernel launch fewer than
+//     with the same weight elsewhere) and gives bitwise the same outputs; a weight straddling
+//     the end of the buffer, a write into the buffer by the backend's own ops (upload, scale),
+//     a free, or params NULL make it fall back to per-call rounding (the safety net), and the
+//     next cast_weights with the same version casts again; writes elsewhere do not. fp32: no
+//     launch at all.
+//   training through trainer/train_step.c (bf16 with 1 and 3 micro-steps, fp16 with the loss
+//     scaler and 2): exactly one cast per new parameter version, i.e. one per applied optimizer
+//     step whatever the number of micro-steps, none for evaluation forwards while the weights
+//     are unchanged, none after a skipped step (fp16: a forced overflow), one after
+//     gpt_set_params; round_kernel launches exactly the activation roundings the matmul calls
+//     need (counted by a wrapper of the backend table, which also checks that every weight
+//     lies in the parameter buffer), so no weight is rounded per matmul; params_version moves
+//     exactly with the applied steps (the contract, beside the CUDA backend's own safety net
+//     that already drops its copy when AdamW writes the buffer); and every loss and the
+//     parameters after every step are bitwise those of the same run on a second CUDA backend
+//     whose table has no cast_weights (today's per-call rounding).
+#include "tests/test_util.h"
+
+#include "dist/comm.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/emu/emu_counters.h"
+#include "kernels/loss_scaler.h"
+#include "model/gpt.h"
+#include "trainer/adamw.h"
+#include "trainer/train_step.h"
+
+static const char *const CAST = "cast_weights_kernel", *const ROUND = "round_kernel";
+
+// launches of the two kernels so far; assert_launched checks the differences since a snapshot
+typedef struct { long cast, round; } Launches;
+static Launches launches(void) { return (Launches){ emu_launch_count(CAST), emu_launch_count(ROUND) }; }
+#define assert_launched(since, n_cast, n_round, what) do {                                       \
+    const Launches now_ = launches();                                                          \
+    if (now_.cast - (since).cast != (n_cast) || now_.round - (since).round != (n_round))         \
+        fail_msg("%s: %ld cast and %ld round launches, expected %ld and %ld", (what),           \
+                 now_.cast - (since).cast, now_.round - (since).round, (long)(n_cast), (long)(n_round)); \
+} while (0)
+
+static Backend *cuda(ComputeDtype dt) {
+    char err[512];
+    Backend *be = backend_cuda_create(dt, 0, err, sizeof err);
+    if (!be) fail_msg("backend_cuda_create: %s", err);
+    assert_non_null(be->cast_weights);
+    return be;
+}
+
+static float *dev_from(Backend *be, const float *host, size_t n) {
+    float *d = be->alloc(be, n * sizeof(float));
+    assert_non_null(d);
+    if (host) be->upload(be, d, host, n * sizeof(float));
+    return d;
+}
+
+static void assert_dev_equal(Backend *be, const float *a, const float *b, size_t n, const char *what) {
+    float *ha = malloc(n * sizeof(float)), *hb = malloc(n * sizeof(float));
+    be->download(be, ha, a, n * sizeof(float));
+    be->download(be, hb, b, n * sizeof(float));
+    if (memcmp(ha, hb, n * sizeof(float)) != 0) fail_msg("%s: cached and per-call results differ", what);
+    free(ha); free(hb);
+}
+
+// ================================================================ ops
+enum { N = 7, C = 16, OC = 24, PAD = 13, TAIL = 5, NW = OC * C, NFLAT = PAD + NW + TAIL };
+
+typedef struct {
+    Backend *be;
+    float *flat, *w_in, *w_out;   // the "parameter buffer", the weight inside it, the same weight alone
+    float *inp, *bias, *dout;
+    float *out1, *out2, *pre1, *pre2, *dinp1, *dinp2, *dw1, *dw2, *db1, *db2;
+} Ops;
+
+// matmul_forward with the weight inside the buffer, then alone: n_round_in and n_round_in + 1
+// round_kernel launches, no cast, the same outputs
+static void forward_pair(Ops *o, int n_round_in, const char *what) {
+    Backend *be = o->be;
+    Launches l0 = launches();
+    be->matmul_forward(be, o->out1, o->inp, o->w_in, o->bias, N, C, OC);
+    assert_launched(l0, 0, n_round_in, what);
+    l0 = launches();
+    be->matmul_forward(be, o->out2, o->inp, o->w_out, o->bias, N, C, OC);
+    assert_launched(l0, 0, 2, what);
+    assert_dev_equal(be, o->out1, o->out2, (size_t)N * OC, what);
+}
+
+static void ops_check(ComputeDtype dt) {
+    TestRng r = test_rng(dt == DTYPE_BF16 ? 5 : 6);
+    float h_flat[NFLAT], h_inp[N * C], h_bias[OC], h_dout[N * OC];
+    test_fill(&r, h_flat, NFLAT, -1.5f, 1.5f);
+    test_fill(&r, h_inp, N * C, -2, 2);
+    test_fill(&r, h_bias, OC, -1, 1);
+    test_fill(&r, h_dout, N * OC, -1, 1);
+    Ops o = { .be = cuda(dt) };
+    Backend *be = o.be;
+    o.flat = dev_from(be, h_flat, NFLAT);
+    o.w_in = o.flat + PAD;
+    o.w_out = dev_from(be, h_flat + PAD, NW);
+    o.inp = dev_from(be, h_inp, N * C);
+    o.bias = dev_from(be, h_bias, OC);
+    o.dout = dev_from(be, h_dout, N * OC);
+    float **outs[] = { &o.out1, &o.out2, &o.pre1, &o.pre2, &o.dinp1, &o.dinp2, &o.dw1, &o.dw2, &o.db1, &o.db2 };
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) *outs[i] = dev_from(be, NULL, (size_t)N * OC + NW);
+
+    // one cast per (buffer, size, version)
+    Launches l0 = launches();
+    be->cast_weights(be, o.flat, NFLAT, 1);
+    assert_launched(l0, 1, 0, "first cast");
+    l0 = launches();
+    be->cast_weights(be, o.flat, NFLAT, 1);
+    assert_launched(l0, 0, 0, "same version again");
+
+    // every matmul op: the cached weight, bitwise the per-call one
+    forward_pair(&o, 1, "matmul_forward");
+    l0 = launches();
+    be->matmul_gelu_forward(be, o.pre1, o.out1, o.inp, o.w_in, o.bias, N, C, OC);
+    assert_launched(l0, 0, 1, "matmul_gelu_forward, cached weight");
+    l0 = launches();
+    be->matmul_gelu_forward(be, o.pre2, o.out2, o.inp, o.w_out, o.bias, N, C, OC);
+    assert_launched(l0, 0, 2, "matmul_gelu_forward, weight alone");
+    assert_dev_equal(be, o.pre1, o.pre2, (size_t)N * OC, "matmul_gelu_forward pre");
+    assert_dev_equal(be, o.out1, o.out2, (size_t)N * OC, "matmul_gelu_forward out");
+    l0 = launches();
+    be->matmul_backward(be, o.dinp1, o.dw1, o.db1, o.dout, o.inp, o.w_in, N, C, OC);
+    assert_launched(l0, 0, 2, "matmul_backward, cached weight");     // dout, inp
+    l0 = launches();
+    be->matmul_backward(be, o.dinp2, o.dw2, o.db2, o.dout, o.inp, o.w_out, N, C, OC);
+    assert_launched(l0, 0, 3, "matmul_backward, weight alone");      // dout, weight, inp
+    assert_dev_equal(be, o.dinp1, o.dinp2, (size_t)N * C, "matmul_backward dinp");
+    assert_dev_equal(be, o.dw1, o.dw2, NW, "matmul_backward dweight");
+
+    // a weight that is not wholly inside the cast range is rounded per call
+    l0 = launches();
+    be->cast_weights(be, o.flat, PAD + NW - 1, 2);
+    assert_launched(l0, 1, 0, "cast of a shorter range");
+    forward_pair(&o, 2, "weight straddling the end of the cast range");
+
+    // a new version without any write casts again
+    l0 = launches();
+    be->cast_weights(be, o.flat, NFLAT, 2);
+    be->cast_weights(be, o.flat, NFLAT, 3);
+    assert_launched(l0, 2, 0, "new size, then new version");
+    forward_pair(&o, 1, "after a recast");
+
+    // writes of this backend's ops outside the buffer keep the copy
+    l0 = launches();
+    be->zero(be, o.out1, sizeof(float));
+    be->upload(be, o.w_out, h_flat + PAD, NW * sizeof(float));
+    be->cast_weights(be, o.flat, NFLAT, 3);
+    assert_launched(l0, 0, 0, "writes outside the buffer");
+
+    // the safety net: an upload into the buffer without a version change drops the copy (the
+    // matmul sees the new weights), and the same version then casts again
+    for (int i = 0; i < NW; i++) h_flat[PAD + i] *= -0.5f;
+    be->upload(be, o.w_in, h_flat + PAD, NW * sizeof(float));
+    be->upload(be, o.w_out, h_flat + PAD, NW * sizeof(float));
+    forward_pair(&o, 2, "after an upload into the buffer");
+    l0 = launches();
+    be->cast_weights(be, o.flat, NFLAT, 3);
+    assert_launched(l0, 1, 0, "same version after an upload");
+    forward_pair(&o, 1, "cast after an upload");
+    be->scale(be, o.flat + PAD + NW, TAIL, 1.0f);   // a write into the buffer's tail
+    l0 = launches();
+    be->cast_weights(be, o.flat, NFLAT, 3);
+    assert_launched(l0, 1, 0, "same version after a scale inside the buffer");
+    be->free(be, o.bias);                            // any free: the addresses may be reused
+    o.bias = NULL;
+    l0 = launches();
+    be->cast_weights(be, o.flat, NFLAT, 3);
+    assert_launched(l0, 1, 0, "same version after a free");
+    be->cast_weights(be, NULL, 0, 0);                // dropped on request
+    forward_pair(&o, 2, "after cast_weights(NULL)");
+
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) be->free(be, *outs[i]);
+    be->free(be, o.flat); be->free(be, o.w_out); be->free(be, o.inp); be->free(be, o.dout);
+    be->destroy(be);
+}
+
+static void test_ops_bf16(void **state) { (void)state; ops_check(DTYPE_BF16); }
+static void test_ops_fp16(void **state) { (void)state; ops_check(DTYPE_FP16); }
+
+static void test_ops_fp32(void **state) {
+    (void)state;
+    Backend *be = cuda(DTYPE_FP32);
+    TestRng r = test_rng(8);
+    float h[NFLAT + N * C];
+    test_fill(&r, h, NFLAT + N * C, -1, 1);
+    float *flat = dev_from(be, h, NFLAT), *inp = dev_from(be, h + NFLAT, N * C), *out = dev_from(be, NULL, N * OC);
+    const long all = emu_launch_count(NULL);
+    be->cast_weights(be, flat, NFLAT, 1);
+    assert_int_equal(emu_launch_count(NULL), all);   // nothing to cast in fp32
+    const Launches l0 = launches();
+    be->matmul_forward(be, out, inp, flat + PAD, NULL, N, C, OC);
+    assert_launched(l0, 0, 0, "fp32 matmul");
+    be->free(be, flat); be->free(be, inp); be->free(be, out);
+    be->destroy(be);
+}
+
+// ================================================================ training
+enum { V = 65, BLK = 16, B = 4, T = 16, STEPS = 4, MAX_MICRO = 3 };
+static const GPTShape SHAPE = { .vocab_size = V, .block_size = BLK, .n_layer = 2, .n_head = 3,
+                                .n_embd = 48, .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+
+// The backend table seen through a wrapper that counts the matmul calls (be is the wrapper:
+// the first member) and the activation roundings they need.
+typedef struct {
+    Backend be;
+    Backend *inner;
+    const GPT *m;          // the model whose parameter buffer the weights must lie in
+    long rounds;           // activation operands: each forward's input, each backward's dout and inp
+    long weights_outside;  // weights not inside m->params_memory
+} Counting;
+
+static void check_weight(Counting *k, const float *w, size_t n) {
+    const uintptr_t a = (uintptr_t)w, lo = (uintptr_t)k->m->params_memory;
+    if (a < lo || a + n * sizeof(float) > lo + k->m->num_params * sizeof(float)) k->weights_outside++;
+}
+static void counted_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
+                                   const float *bias, int n, int c, int oc) {
+    Counting *k = (Counting *)be;
+    k->rounds++;
+    check_weight(k, weight, (size_t)oc * c);
+    k->inner->matmul_forward(k->inner, out, inp, weight, bias, n, c, oc);
+}
+static void counted_matmul_gelu_forward(Backend *be, float *pre, float *out, const float *inp,
+                                        const float *weight, const float *bias, int n, int c, int oc) {
+    Counting *k = (Counting *)be;
+    k->rounds++;
+    check_weight(k, weight, (size_t)oc * c);
+    k->inner->matmul_gelu_forward(k->inner, pre, out, inp, weight, bias, n, c, oc);
+}
+static void counted_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
+                                    const float *inp, const float *weight, int n, int c, int oc) {
+    Counting *k = (Counting *)be;
+    k->rounds += 1 + (dweight != NULL);
+    if (dinp) check_weight(k, weight, (size_t)oc * c);
+    k->inner->matmul_backward(k->inner, dinp, dweight, dbias, dout, inp, weight, n, c, oc);
+}
+
+typedef struct {
+    Backend *cu;
+    Counting k;            // the cached run's table
+    Backend plain;         // the reference's table: no cast_weights (per-call rounding)
+    GPT m;
+    AdamW opt;
+    LossScaler ls;
+    TrainStep ts;
+} Run;
+
+static void run_init(Run *r, ComputeDtype dt, int cached, Comm *comm) {
+    char err[512];
+    r->cu = cuda(dt);
+    Backend *be;
+    if (cached) {
+        r->k = (Counting){ .be = *r->cu, .inner = r->cu, .m = &r->m };
+        r->k.be.matmul_forward = counted_matmul_forward;
+        r->k.be.matmul_gelu_forward = counted_matmul_gelu_forward;
+        r->k.be.matmul_backward = counted_matmul_backward;
+        be = &r->k.be;
+    } else {
+        r->plain = *r->cu;
+        r->plain.cast_weights = NULL;
+        be = &r->plain;
+    }
+    if (gpt_build_on(&r->m, &SHAPE, B, T, be, err, sizeof err)) fail_msg("gpt_build_on: %s", err);
+    gpt_init_weights(&r->m, 1337);
+    if (adamw_init(&r->opt, be, r->m.num_params)) fail_msg("adamw_init");
+    loss_scaler_init(&r->ls, dt == DTYPE_FP16);
+    r->ts = (TrainStep){ .model = &r->m, .opt = &r->opt, .scaler = &r->ls, .comm = comm, .grad_clip = 1.0,
+                         .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f };
+}
+static void run_free(Run *r) { adamw_free(&r->opt); gpt_free(&r->m); r->cu->destroy(r->cu); }
+
+static void assert_params_equal(Run *a, Run *b, const char *what) {
+    float *pa = malloc(a->m.num_params * sizeof(float)), *pb = malloc(a->m.num_params * sizeof(float));
+    gpt_get_params(&a->m, pa);
+    gpt_get_params(&b->m, pb);
+    if (memcmp(pa, pb, a->m.num_params * sizeof(float)) != 0) fail_msg("%s: parameters differ from the per-call run", what);
+    free(pa); free(pb);
+}
+
+// Runs `call` on the cached run and checks its launches: n_cast casts, and exactly the rounds
+// the counted matmul calls need (no weight rounded per call, every weight inside the buffer).
+#define counted(r, n_cast, what, call) do {                                                        \
+    const Launches l_ = launches();                                                              \
+    const long rounds_ = (r)->k.rounds;                                                          \
+    call;                                                                                        \
+    assert_launched(l_, (n_cast), (r)->k.rounds - rounds_, what);                                \
+    assert_true((r)->k.rounds > rounds_);                                                        \
+    assert_int_equal((r)->k.weights_outside, 0);                                                 \
+} while (0)
+
+static int32_t text[4096];
+static void batches(int step, int n_micro, int32_t *x, int32_t *y, MicroBatch *mb) {
+    TestRng r = test_rng(500 + (uint64_t)step);
+    for (int i = 0; i < n_micro * B; i++) {
+        const int off = (int)(test_next(&r) % (4096 - T - 1));
+        for (int t = 0; t < T; t++) { x[i * T + t] = text[off + t]; y[i * T + t] = text[off + t + 1]; }
+    }
+    for (int k = 0; k < n_micro; k++) mb[k] = (MicroBatch){ x + k * B * T, y + k * B * T, B };
+}
+
+// An evaluation forward on both runs (dropout off): the same loss, bitwise.
+static void eval_both(Run *c, Run *p, int n_cast, const char *what) {
+    int32_t x[B * T], y[B * T];
+    MicroBatch mb;
+    batches(1000, 1, x, y, &mb);
+    float lc = 0;
+    counted(c, n_cast, what, lc = gpt_forward(&c->m, x, y, B, T, false, 0, 0));
+    const float lp = gpt_forward(&p->m, x, y, B, T, false, 0, 0);
+    if (memcmp(&lc, &lp, sizeof lc) != 0) fail_msg("%s: loss %.9g vs per-call %.9g", what, lc, lp);
+}
+
+static void train_check(ComputeDtype dt, int n_micro) {
+    TestRng tr = test_rng(99);
+    for (int i = 0; i < 4096; i++) text[i] = (int32_t)(i % 7 == 0 ? test_next(&tr) % V : (uint64_t)(i * 5) % V);
+    Comm *comm = comm_single_create();
+    assert_non_null(comm);
+    Run c, p;
+    run_init(&c, dt, 1, comm);
+    run_init(&p, dt, 0, comm);
+    const int forced = dt == DTYPE_FP16 ? STEPS - 1 : -1;   // fp16: the last step overflows, is skipped
+    int32_t x[MAX_MICRO * B * T], y[MAX_MICRO * B * T];
+    MicroBatch mb[MAX_MICRO];
+    int dirty = 1, skipped = 0;   // new weights since the last cast: init
+    char what[160];
+    for (int s = 0; s < STEPS; s++) {
+        batches(s, n_micro, x, y, mb);
+        if (s == forced) c.ls.scale = p.ls.scale = 16777216.0f;   // 2^24: dlogits overflow fp16
+        StepResult rc, rp;
+        const uint64_t version = c.m.params_version;
+        snprintf(what, sizeof what, "step %d (%d micro-steps)", s, n_micro);
+        counted(&c, dirty, what, assert_int_equal(train_step(&c.ts, mb, n_micro, B, T, 7, (uint64_t)s, 0, &rc), 0));
+        assert_int_equal(train_step(&p.ts, mb, n_micro, B, T, 7, (uint64_t)s, 0, &rp), 0);
+        if (memcmp(&rc.loss, &rp.loss, sizeof rc.loss) != 0 || rc.applied != rp.applied)
+            fail_msg("%s: loss %.9g applied %d vs per-call %.9g applied %d", what, rc.loss, rc.applied, rp.loss, rp.applied);
+        assert_params_equal(&c, &p, what);
+        print_message("    %s: loss %.6f, %s\n", what, rc.loss, rc.applied > 0 ? "applied" : "skipped");
+        if (s == forced) assert_int_equal(rc.applied, 0);
+        else assert_int_equal(rc.applied, 1);
+        // train_step declares new weights exactly when it applied the step (gpt_params_changed)
+        assert_true(rc.applied > 0 ? c.m.params_version > version : c.m.params_version == version);
+        skipped += rc.applied <= 0;
+        dirty = rc.applied > 0;
+        // evaluation between steps: the first forward after a change casts, the next does not
+        snprintf(what, sizeof what, "evaluation after step %d", s);
+        eval_both(&c, &p, dirty, what);
+        dirty = 0;
+        eval_both(&c, &p, 0, what);
+        if (s == 1) {   // new weights from the host: cast again (and never the stale copy)
+            float *h = malloc(c.m.num_params * sizeof(float));
+            gpt_get_params(&c.m, h);
+            for (size_t i = 0; i < c.m.num_params; i++) h[i] *= 1.0f + 0.25f * (float)((i % 5) - 2.0f) / 2.0f;
+            gpt_set_params(&c.m, h);
+            gpt_set_params(&p.m, h);
+            free(h);
+            eval_both(&c, &p, 1, "evaluation after gpt_set_params");
+        }
+    }
+    assert_int_equal(skipped, forced >= 0);
+    run_free(&c);
+    run_free(&p);
+    comm->destroy(comm);
+}
+
+static void test_train_bf16(void **state) { (void)state; train_check(DTYPE_BF16, 1); }
+static void test_train_bf16_accum3(void **state) { (void)state; train_check(DTYPE_BF16, 3); }
+static void test_train_fp16_accum2(void **state) { (void)state; train_check(DTYPE_FP16, 2); }
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ops_bf16),
+        cmocka_unit_test(test_ops_fp16),
+        cmocka_unit_test(test_ops_fp32),
+        cmocka_unit_test(test_train_bf16),
+        cmocka_unit_test(test_train_bf16_accum3),
+        cmocka_unit_test(test_train_fp16_accum2),
+    };
+    return cmocka_run_group_tests_name("cuda weight-cast cache", tests, NULL, NULL);
+}
