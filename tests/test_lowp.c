@@ -7,8 +7,12 @@
 //     the same products, so only the summation order differs.
 #include "tests/gpt_fixture.h"
 
+#include "dist/comm.h"
 #include "kernels/backend.h"
 #include "kernels/dropout_rng.h"
+#include "kernels/loss_scaler.h"
+#include "trainer/adamw.h"
+#include "trainer/train_step.h"
 
 // max |a - b| / max |b| over n, printed for the record.
 static double rel(const float *a, const float *b, long n) { return test_max_rel_err(a, b, n); }
@@ -217,6 +221,68 @@ static void test_bf16_fast_vs_emulated(void **state) {
     free_inputs(&in);
 }
 
+// ---------------------------------------------------------------- the weight-cast cache
+// Training steps with the CPU backend's weight-cast cache (Backend.cast_weights) give bitwise the
+// parameters of the same backend without it: the cast copy always holds the current weights
+// (a stale copy after an AdamW step, a gpt_set_params or a direct write would change them).
+typedef struct { Backend *be; GPT m; AdamW opt; LossScaler scaler; TrainStep ts; } CastRun;
+
+static void cast_run_init(CastRun *r, ComputeDtype dt, int emulate, int cached, Comm *comm, const Fixture *fx) {
+    char err[256];
+    r->be = backend_cpu_create(dt);
+    if (emulate) backend_cpu_emulate_low_precision(r->be);
+    if (!cached) r->be->cast_weights = NULL;
+    GPTShape s = { fx->V, fx->T, fx->L, fx->NH, fx->C, 0.1f, 0.1f, 0.1f };
+    if (gpt_build_on(&r->m, &s, fx->B, fx->T, r->be, err, sizeof err)) fail_msg("gpt_build_on: %s", err);
+    gpt_set_params(&r->m, fx->params);
+    if (adamw_init(&r->opt, r->be, r->m.num_params)) fail_msg("adamw_init");
+    loss_scaler_init(&r->scaler, dt == DTYPE_FP16);
+    r->ts = (TrainStep){ .model = &r->m, .opt = &r->opt, .scaler = &r->scaler, .comm = comm, .grad_clip = 1.0,
+                         .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f };
+}
+
+static void cast_run_free(CastRun *r) {
+    adamw_free(&r->opt);
+    gpt_free(&r->m);
+    r->be->destroy(r->be);
+}
+
+static void cache_matches_uncached(ComputeDtype dt, int emulate) {
+    Fixture fx = load_fixture();
+    Comm *comm = comm_single_create();
+    CastRun a, b;
+    cast_run_init(&a, dt, emulate, 1, comm, &fx);
+    cast_run_init(&b, dt, emulate, 0, comm, &fx);
+    const int half = fx.B / 2 > 0 ? fx.B / 2 : 1;
+    for (int step = 0; step < 4; step++) {
+        // two micro-steps per step (the cache serves both), then an evaluation forward
+        MicroBatch mb[2] = { { fx.idx, fx.targets, half }, { fx.idx + half * fx.T, fx.targets + half * fx.T, fx.B - half } };
+        StepResult ra, rb;
+        assert_int_equal(train_step(&a.ts, mb, 2, half, fx.T, 7, (uint64_t)step, 0, &ra), 0);
+        assert_int_equal(train_step(&b.ts, mb, 2, half, fx.T, 7, (uint64_t)step, 0, &rb), 0);
+        assert_true(ra.loss == rb.loss);
+        const float la = gpt_forward(&a.m, fx.idx, fx.targets, fx.B, fx.T, false, 0, 0);
+        const float lb = gpt_forward(&b.m, fx.idx, fx.targets, fx.B, fx.T, false, 0, 0);
+        assert_true(la == lb);
+        if (step == 1) {   // weights written directly (host memory), as the contract allows with a bump
+            for (size_t i = 0; i < a.m.num_params; i += 7) { a.m.params_memory[i] *= 0.5f; b.m.params_memory[i] *= 0.5f; }
+            gpt_params_changed(&a.m);
+            gpt_params_changed(&b.m);
+        }
+        if (step == 2) { gpt_set_params(&a.m, fx.params); gpt_set_params(&b.m, fx.params); }
+    }
+    assert_memory_equal(a.m.params_memory, b.m.params_memory, a.m.num_params * sizeof(float));
+    cast_run_free(&a); cast_run_free(&b);
+    comm->destroy(comm);
+    free_fixture(&fx);
+}
+
+static void test_weight_cast_cache(void **state) {
+    cache_matches_uncached(DTYPE_BF16, 0);
+    cache_matches_uncached(DTYPE_BF16, 1);
+    cache_matches_uncached(DTYPE_FP16, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_step_matches_pytorch),
@@ -224,6 +290,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_emulated_ops_vs_fp32),
         cmocka_unit_test(test_fp16_ops_vs_fp32),
         cmocka_unit_test(test_bf16_fast_vs_emulated),
+        cmocka_unit_test(test_weight_cast_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

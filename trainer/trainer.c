@@ -292,6 +292,7 @@ static int bcast_params(Trainer *t) {
     if (!p) return 1;
     int rc = t->comm->bcast_host(t->comm, (void *)p, t->model.num_params * sizeof(float), 0);
     if (!rc && tmp) gpt_set_params(&t->model, tmp);
+    else if (!rc) gpt_params_changed(&t->model);   // written in place (host memory)
     free(tmp);
     if (rc) comm_failed(t, t->comm);
     return 0;

@@ -48,6 +48,13 @@ typedef struct {
     int lp;                     // LP_*
     void *buf[N_SLOTS];
     size_t cap[N_SLOTS];        // bytes
+    // The weight-cast cache (Backend.cast_weights): the flat parameters [wparams, wparams + wn)
+    // at content wversion, cast once into wcast (bf16 for LP_BF16, rounded fp32 for LP_EMULATE).
+    const float *wparams;
+    size_t wn, wcap;
+    uint64_t wversion;
+    int wvalid;
+    void *wcast;
 } CpuCtx;
 
 static void *slot(CpuCtx *c, int k, size_t bytes) {
@@ -87,18 +94,72 @@ static Operand operand(Backend *be, int k, const float *src, size_t n) {
     return (Operand){ GEMM_BF16, dst };
 }
 
+static void cpu_cast_weights(Backend *be, const float *params, size_t n, uint64_t version) {
+    CpuCtx *c = be->ctx;
+    if (c->lp == LP_NONE) return;
+    if (!params || !n) { c->wvalid = 0; return; }
+    if (c->wvalid && params == c->wparams && n == c->wn && version == c->wversion) return;
+    const size_t bytes = n * (c->lp == LP_BF16 ? sizeof(uint16_t) : sizeof(float));
+    if (c->wcap < bytes) {
+        void *p = realloc(c->wcast, bytes);
+        if (!p) fatal_error("out of memory (the low-precision copy of %zu weights)", n);
+        c->wcast = p;
+        c->wcap = bytes;
+    }
+    if (c->lp == LP_BF16) {
+        bf16_from_floats(c->wcast, params, n);
+    } else {
+        float *dst = c->wcast;
+        const int mode = lp_mode(be);
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) dst[i] = lp_round(params[i], mode);
+    }
+    c->wparams = params;
+    c->wn = n;
+    c->wversion = version;
+    c->wvalid = 1;
+}
+
+// A weight's operand: from the cast cache when it lies inside the cast buffer, else cast now.
+static Operand weight_operand(Backend *be, int k, const float *w, size_t n) {
+    const CpuCtx *c = be->ctx;
+    if (c->lp != LP_NONE && c->wvalid && w >= c->wparams && w + n <= c->wparams + c->wn) {
+        const size_t off = (size_t)(w - c->wparams);
+        if (c->lp == LP_BF16) return (Operand){ GEMM_BF16, (const uint16_t *)c->wcast + off };
+        return (Operand){ GEMM_F32, (const float *)c->wcast + off };
+    }
+    return operand(be, k, w, n);
+}
+
+// The backend's own writes into (or frees of) the cast range drop the copy: a safety net behind
+// the version contract of Backend.cast_weights, as the CUDA backend has.
+static void touch(Backend *be, const void *p, size_t bytes) {
+    CpuCtx *c = be->ctx;
+    const char *a = p, *lo = (const char *)c->wparams, *hi = (const char *)(c->wparams + c->wn);
+    if (c->wvalid && a < hi && a + bytes > lo) c->wvalid = 0;
+}
+
 // ============================================================================
 // Memory: plain host memory
 // ============================================================================
 static void *cpu_alloc(Backend *be, size_t bytes) { return calloc(1, bytes ? bytes : 1); }
-static void cpu_free(Backend *be, void *p) { free(p); }
-static void cpu_zero(Backend *be, void *p, size_t bytes) { memset(p, 0, bytes); }
-static void cpu_copy(Backend *be, void *dst, const void *src, size_t bytes) { if (dst != src) memcpy(dst, src, bytes); }
+static void cpu_free(Backend *be, void *p) {
+    CpuCtx *c = be->ctx;
+    if (p && p == (void *)c->wparams) c->wvalid = 0;
+    free(p);
+}
+static void cpu_zero(Backend *be, void *p, size_t bytes) { touch(be, p, bytes); memset(p, 0, bytes); }
+static void cpu_upload(Backend *be, void *dst, const void *src, size_t bytes) {
+    touch(be, dst, bytes);
+    if (dst != src) memcpy(dst, src, bytes);
+}
+static void cpu_download(Backend *be, void *dst, const void *src, size_t bytes) { if (dst != src) memcpy(dst, src, bytes); }
 static void cpu_synchronize(Backend *be) {}
 
 static void cpu_destroy(Backend *be) {
     CpuCtx *c = be->ctx;
     for (int i = 0; i < N_SLOTS; i++) free(c->buf[i]);
+    free(c->wcast);
     free(c);
     free(be);
 }
@@ -130,12 +191,12 @@ static void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, flo
 }
 static void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
                                const float *bias, int N, int C, int OC) {
-    const Operand x = operand(be, SLOT_A, inp, (size_t)N * C), w = operand(be, SLOT_B, weight, (size_t)OC * C);
+    const Operand x = operand(be, SLOT_A, inp, (size_t)N * C), w = weight_operand(be, SLOT_B, weight, (size_t)OC * C);
     matmul_forward_t(x.t, out, x.p, w.p, bias, N, C, OC);
 }
 static void cpu_matmul_gelu_forward(Backend *be, float *pre, float *out, const float *inp,
                                     const float *weight, const float *bias, int N, int C, int OC) {
-    const Operand x = operand(be, SLOT_A, inp, (size_t)N * C), w = operand(be, SLOT_B, weight, (size_t)OC * C);
+    const Operand x = operand(be, SLOT_A, inp, (size_t)N * C), w = weight_operand(be, SLOT_B, weight, (size_t)OC * C);
     matmul_gelu_forward_t(x.t, pre, out, x.p, w.p, bias, N, C, OC);
 }
 static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
@@ -145,7 +206,7 @@ static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float 
     if (dbias) bias_backward(dbias, dout, N, OC);
     const Operand d = operand(be, SLOT_C, dout, (size_t)N * OC);
     const Operand x = dweight ? operand(be, SLOT_A, inp, (size_t)N * C) : (Operand){ d.t, NULL };
-    const Operand w = dinp ? operand(be, SLOT_B, weight, (size_t)OC * C) : (Operand){ d.t, NULL };
+    const Operand w = dinp ? weight_operand(be, SLOT_B, weight, (size_t)OC * C) : (Operand){ d.t, NULL };
     matmul_backward_t(d.t, dinp, dweight, d.p, x.p, w.p, N, C, OC);
 }
 static void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
@@ -221,6 +282,7 @@ static inline void adamw_vec(size_t i, float *p, const float *g, float *m, float
 static void cpu_adamw_update(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
                              float beta1, float beta2, float eps, float decay_factor,
                              float step_size, float bc2_sqrt) {
+    touch(be, p, n * sizeof(float));
     const size_t nvec = n / VL;
     // Small tensors run serially, outside any parallel region: libgomp allocates a team for
     // every one-thread region (an if(false) clause included), and this runs once per tensor.
@@ -264,6 +326,7 @@ static double cpu_sum_squares(Backend *be, const float *x, size_t n) {
 }
 
 static void cpu_scale(Backend *be, float *x, size_t n, float s) {
+    touch(be, x, n * sizeof(float));
     #pragma omp parallel for schedule(static) if (n > 16384)
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
@@ -312,8 +375,8 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
           : matmul_dtype == DTYPE_BF16 && cpu_gemm_bf16_fast() ? LP_BF16 : LP_EMULATE;
     *be = (Backend){
         .name = "cpu", .matmul_dtype = matmul_dtype, .host_memory = 1, .ctx = c,
-        .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .upload = cpu_copy,
-        .download = cpu_copy, .synchronize = cpu_synchronize, .destroy = cpu_destroy,
+        .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .upload = cpu_upload,
+        .download = cpu_download, .synchronize = cpu_synchronize, .destroy = cpu_destroy,
         .describe = cpu_describe,
         .encoder_forward = cpu_encoder_forward, .encoder_backward = cpu_encoder_backward,
         .layernorm_forward = cpu_layernorm_forward,
@@ -328,7 +391,7 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
         .crossentropy_softmax_backward = cpu_crossentropy_softmax_backward,
         .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
         .adamw_update = cpu_adamw_update, .sum_squares = cpu_sum_squares, .scale = cpu_scale,
-        .all_finite = cpu_all_finite,
+        .all_finite = cpu_all_finite, .cast_weights = cpu_cast_weights,
     };
     return be;
 }
