@@ -37,8 +37,8 @@
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/buckets.h"
-#include "trainer/log.h"
 #include "trainer/evaluate.h"
+#include "trainer/log.h"
 #include "trainer/snapshot.h"
 #include "trainer/train_step.h"
 
