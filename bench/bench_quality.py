@@ -10,7 +10,9 @@
 #   * batch order: torch.utils.data.DistributedSampler(num_replicas=1, rank=0, shuffle=True,
 #     seed=trainer seed) over the train windows, set_epoch(epoch) with epoch counted from 1,
 #     batches = consecutive batch_size slices, carried across epochs (trainer/trainer.c);
-#   * evaluation: mean token loss over the first eval_iters batches of the test windows in
+#   * evaluation: the evaluation windows of data_config.eval_stride (data/eval_windows.h: every
+#     stride-th test window, default block_size, plus a tail window whose already-predicted
+#     targets are -1), mean token loss over the first eval_iters batches of them in
 #     DistributedSampler(seed) epoch-0 order, dropout off, at every eval_every iterations and
 #     at the end;
 #   * model: minGPT (bench/torch_gpt.py) with the config's sizes and dropouts;
@@ -127,7 +129,16 @@ def main():
     L, NH, C = gc["n_layer"], gc["n_head"], gc["n_embd"]
     max_iters = a.max_iters or tc["max_iters"]
     sampler_train = torch.utils.data.DistributedSampler(range(n_train), num_replicas=1, rank=0, shuffle=True, seed=seed)
-    sampler_test = torch.utils.data.DistributedSampler(range(n_test), num_replicas=1, rank=0, shuffle=True, seed=seed)
+    # evaluation windows (data/eval_windows.c): every stride-th test window, then the last one with
+    # the targets the others already predict ignored
+    stride = dc.get("eval_stride", 0) or T
+    eval_start = test_start[::stride]
+    tail_ignore = 0
+    if (n_test - 1) % stride != 0:
+        tail_ignore = (len(eval_start) - 1) * stride + T - (n_test - 1)
+        eval_start = torch.cat([eval_start, test_start[-1:]])
+    sampler_test = torch.utils.data.DistributedSampler(range(len(eval_start)), num_replicas=1, rank=0, shuffle=True,
+                                                       seed=seed)
     test_order = torch.tensor(list(iter(sampler_test)))   # epoch 0
     iters_per_epoch = (len(sampler_train) + B - 1) // B
     total = min(iters_per_epoch * tc["max_epochs"], max_iters) if max_iters > 0 else iters_per_epoch * tc["max_epochs"]
@@ -168,11 +179,16 @@ def main():
                 nb = eval_iters
             tot, cnt = 0.0, 0
             with torch.no_grad():
-                for k in range(nb):
-                    x, y = batch(test_start[test_order[k * B:(k + 1) * B]])
+                for j in range(nb):
+                    rows = test_order[j * B:(j + 1) * B]
+                    x, y = batch(eval_start[rows])
+                    if tail_ignore:   # y is a view that shares x's memory
+                        y = y.clone()
+                        y[rows == len(eval_start) - 1, :tail_ignore] = -1
                     _, loss = model(x, y)
-                    tot += loss.item() * y.numel()
-                    cnt += y.numel()
+                    valid = int((y != -1).sum())
+                    tot += loss.item() * valid
+                    cnt += valid
             model.train()
             return tot / cnt
 

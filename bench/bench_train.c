@@ -2,7 +2,7 @@
 // (driven by bench/run_bench.py through `make bench`; not part of `make test`).
 //
 //   bench_train train  --n_layer L --n_head H --n_embd C --block T --batch B [--vocab V]
-//                      [--dropout P] [--warmup W] [--iters N] [--keep_gelu 1]
+//                      [--dropout P] [--warmup W] [--iters N] [--keep_gelu 1] [--checkpointing 1]
 //       One training iteration = the trainer's own train_step (trainer/train_step.h): zero_grad,
 //       forward with loss, backward, global-norm clip (1.0), AdamW (minGPT's decay groups). Random
 //       tokens; W untimed warm-up iterations, then N timed ones. Prints one RESULT line:
@@ -10,6 +10,8 @@
 //       memory the config needs (params + grads + AdamW state + activations).
 //       --keep_gelu 1 removes gelu_forward from the backend, so the model keeps every block's
 //       GELU output instead of recomputing it in the backward (the trade-off, measured).
+//       --checkpointing 1 builds the model with activation checkpointing (model/gpt.h:
+//       trainer_config.activation_checkpointing), so time and peak RSS compare with a run without.
 //   bench_train sgemm  [--n N] [--reps R]
 //       Best GFLOP/s of the ops' sgemm (kernels/cpu/gemm.h: OpenBLAS, or oneDNN in the
 //       -DMINGPT_GEMM_DNNL build) on N x N x N with all OpenMP threads: the MFU peak.
@@ -69,11 +71,12 @@ typedef struct {
     long seed;
     const char *out;
     int keep_gelu;   // 1: the backend without gelu_forward, so the model keeps GELU outputs
+    int checkpointing;   // 1: activation checkpointing (recompute each block in the backward)
     const char *amp; // "fp32" (default), "bf16" or "fp16": the backend's matmul dtype
 } Args;
 
 static int parse(int argc, char **argv, Args *a) {
-    *a = (Args){ 4, 4, 128, 64, 12, 65, 3, 20, 4096, 3, 2000, 0.0, 1337, NULL, 0, "fp32" };
+    *a = (Args){ 4, 4, 128, 64, 12, 65, 3, 20, 4096, 3, 2000, 0.0, 1337, NULL, 0, 0, "fp32" };
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--n_layer")) a->n_layer = atoi(v);
@@ -91,6 +94,7 @@ static int parse(int argc, char **argv, Args *a) {
         else if (!strcmp(k, "--seed")) a->seed = atol(v);
         else if (!strcmp(k, "--out")) a->out = v;
         else if (!strcmp(k, "--keep_gelu")) a->keep_gelu = atoi(v);
+        else if (!strcmp(k, "--checkpointing")) a->checkpointing = atoi(v);
         else if (!strcmp(k, "--amp")) a->amp = v;
         else { fprintf(stderr, "bench_train: unknown option %s\n", k); return 2; }
     }
@@ -125,7 +129,8 @@ static int bench_train(const Args *a) {
     Backend *be = backend_cpu_create(dt);
     if (!be) { fprintf(stderr, "bench_train: out of memory\n"); return 1; }
     if (a->keep_gelu) be->gelu_forward = NULL;
-    if (gpt_build_on(&m, &s, B, T, be, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
+    const GPTBuildOptions build = { .activation_checkpointing = a->checkpointing != 0 };
+    if (gpt_build_with(&m, &s, B, T, be, &build, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
     gpt_init_weights(&m, 1337);
     AdamW opt;
     if (adamw_init(&opt, m.be, m.num_params)) { fprintf(stderr, "bench_train: out of memory\n"); return 1; }
@@ -172,10 +177,10 @@ static int bench_train(const Args *a) {
     // Memory the config needs: params, grads, AdamW m and v (4 x num_params floats) and the
     // activation buffer gpt_build carves for (B,T) (forward activations + backward scratch).
     const double need_bytes = 4.0 * (4.0 * (double)m.num_params + (double)m.num_acts);
-    printf("RESULT train L=%d H=%d C=%d T=%d B=%d V=%d dropout=%g threads=%d params=%zu "
+    printf("RESULT train L=%d H=%d C=%d T=%d B=%d V=%d dropout=%g checkpointing=%d threads=%d params=%zu "
            "ms_median=%.3f ms_min=%.3f ms_max=%.3f tok_s=%.1f flops_iter=%.6e gflops=%.2f "
            "rss_kib=%ld need_kib=%.0f acts_floats=%zu loss=%.4f amp=%s lowp_fast=%d\n",
-           L, a->n_head, C, T, B, V, a->dropout, omp_get_max_threads(), m.num_params, med, ms[0],
+           L, a->n_head, C, T, B, V, a->dropout, a->checkpointing, omp_get_max_threads(), m.num_params, med, ms[0],
            ms[a->iters - 1], B * T / (med * 1e-3), flops_iter, flops_iter / (med * 1e-3) / 1e9,
            peak_rss_kib(), need_bytes / 1024.0, m.num_acts, loss, a->amp,
            dt != DTYPE_FP32 && backend_cpu_low_precision_is_fast(be));

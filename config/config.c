@@ -32,6 +32,8 @@ static const ConfigField SCHEMA[] = {
      .doc = "fraction of the corpus characters kept, in (0, 1]"},
     {FIELD("data_config", "split", data.split, CONFIG_STR), .def_str = "contiguous", .choices = "contiguous|random",
      .doc = "train/test split: contiguous (first part trains) or random windows"},
+    {FIELD("data_config", "eval_stride", data.eval_stride, CONFIG_INT), .def_int = 0,
+     .doc = "evaluation windows every N test positions, in [0, block_size]; 0 = block_size (each target once)"},
 
     {FIELD("gpt_config", "n_layer", gpt.n_layer, CONFIG_INT), .def_int = 8, .doc = "transformer blocks"},
     {FIELD("gpt_config", "n_head", gpt.n_head, CONFIG_INT), .def_int = 8, .doc = "attention heads per block"},
@@ -80,6 +82,8 @@ static const ConfigField SCHEMA[] = {
      .doc = "abort a data-parallel job when a collective takes longer; 0 = never"},
     {FIELD("trainer_config", "skip_spike_zscore", trainer.skip_spike_zscore, CONFIG_FLOAT), .def_float = {0.0},
      .doc = "skip an update whose gradient norm has a z-score above this against the last 128; 0 = off"},
+    {FIELD("trainer_config", "activation_checkpointing", trainer.activation_checkpointing, CONFIG_BOOL), .def_int = 0,
+     .doc = "keep only each block's input and recompute its forward in the backward pass"},
 
     {FIELD("optimizer_config", "weight_decay", optim.weight_decay, CONFIG_FLOAT), .def_float = {0.1},
      .doc = "AdamW weight decay (Linear weights only)"},
@@ -699,6 +703,11 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
         max_int(t, "data_config", "block_size", d->block_size, GPT_MAX_BLOCK, "GPT_MAX_BLOCK", err, errlen) ||
         float_range(t, "data_config", "train_split", NULL, d->train_split, 0, true, 1, true, err, errlen) ||
         float_range(t, "data_config", "truncate", NULL, d->truncate, 0, true, 1, false, err, errlen) ||
+        (d->eval_stride < 0 || d->eval_stride > d->block_size
+             ? invalid(t, "data_config", "eval_stride", err, errlen,
+                       "data_config.eval_stride must be in [0, %d] (0 = data_config.block_size), got %d", d->block_size,
+                       d->eval_stride)
+             : 0) ||
         min_int(t, "gpt_config", "n_layer", g->n_layer, 1, err, errlen) ||
         min_int(t, "gpt_config", "n_head", g->n_head, 1, err, errlen) ||
         min_int(t, "gpt_config", "n_embd", g->n_embd, 1, err, errlen) ||

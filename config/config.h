@@ -25,6 +25,8 @@ typedef struct {
     double train_split;       // fraction of the data that trains (default 0.9)
     double truncate;          // fraction of characters kept (default 1.0)
     char split[16];           // "contiguous" (default) | "random"
+    int eval_stride;          // evaluation windows every eval_stride test windows, in [0, block_size];
+                              // 0 (default) = block_size: each test target predicted once (trainer/evaluate.h)
 } DataConfig;
 
 typedef struct {
@@ -60,6 +62,9 @@ typedef struct {
     // against the norms of the last 128 iterations exceeds this; 0 = off (default). The
     // norm is taken after the all-reduce, so every rank decides alike (trainer/train_step.h).
     double skip_spike_zscore;
+    // Activation recomputation: keep each block's input only and recompute the block's forward
+    // in the backward pass (model/gpt.h, GPT.checkpointing); the same gradients, bit for bit.
+    bool activation_checkpointing;
 } TrainerConfig;
 
 typedef struct {

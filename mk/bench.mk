@@ -1,5 +1,6 @@
 # mk/bench.mk — `make bench` (speed and memory against PyTorch), `make bench-quality`
-# (2000-iteration test loss against PyTorch) and `make bench-ddp` (data-parallel training).
+# (2000-iteration test loss against PyTorch), `make bench-ddp` (data-parallel training) and
+# `make bench-eval` (the cost of a full evaluation by eval_stride).
 # Benchmarks are never part of `make test`.
 #
 #   make bench            all of the below (about 11 minutes on 2 cores)
@@ -11,6 +12,9 @@
 #                         and as 2 ranks x 1 thread (mpirun, --bind-to core and none), interleaved:
 #                         tokens/s, all-reduce ms per step, % hidden behind the backward, ratio.
 #                         DDP_REPS (3), DDP_ITERS (10), DDP_WARMUP (2), DDP_BINDS ("core none").
+#   make bench-eval       a full evaluation of char_cpu.yaml's test split after 2000 iterations
+#                         (trained once into build/bench-eval, or EVAL_SNAPSHOT=path): the default
+#                         eval_stride against eval_stride=1, times, losses, speed-up.
 #
 # The PyTorch side uses Debian's python3-torch through /usr/bin/python3 (TORCH_PY).
 
@@ -18,7 +22,7 @@ TORCH_PY    ?= /usr/bin/python3
 BENCH_ARGS  ?=
 BENCH_BIN   := $(B)/bench/bench_train
 
-.PHONY: bench-speed bench-quality bench-ddp bench-build
+.PHONY: bench-speed bench-quality bench-ddp bench-eval bench-build
 
 $(BENCH_BIN): bench/bench_train.c $(B)/libmingpt.a
 	@mkdir -p $(dir $@)
@@ -37,4 +41,8 @@ bench-quality: mingpt data $(BENCH_BIN)
 bench-ddp: mingpt data
 	bash bench/bench_ddp.sh ./mingpt
 
-BENCH_TARGETS += bench-speed bench-quality bench-ddp
+EVAL_SNAPSHOT ?=
+bench-eval: mingpt data
+	bash bench/bench_eval.sh ./mingpt $(EVAL_SNAPSHOT)
+
+BENCH_TARGETS += bench-speed bench-quality bench-ddp bench-eval

@@ -107,7 +107,7 @@ $(B)/emu-noblas/%.o: %.cu $(CUDA_HDR) $(EMU_DEPS)
 # loss_scaler.c: in libmingpt.a once kernels/*.c is part of LIB_SRC; until then linked here
 LOSS_SCALER_OBJ := $(filter-out $(LIB_OBJ),$(B)/kernels/loss_scaler.o)
 
-CUDA_TESTS := test_cuda_ops test_cuda_train test_cuda_cast test_loss_scaler
+CUDA_TESTS := test_cuda_ops test_cuda_train test_cuda_cast test_loss_scaler test_cuda_layouts
 CUDA_EMU_BIN  := $(CUDA_TESTS:%=$(B)/cuda-tests/%)
 ifeq ($(SAN),1)
 # every emulated suite is sanitized already: the ASan run is the plain binaries with its schedule

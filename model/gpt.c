@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/dropout_rng.h"
+#include "kernels/fatal.h"
 
 // ============================================================================
 // Parameter layout
@@ -152,32 +153,53 @@ static float *take(Bump *b, size_t n) {
 // With a backend that has gelu_forward, the GELU outputs are not kept: every block's
 // fch_gelu is the backward scratch dfch (free during the forward pass, and in the backward
 // until gelu_backward of the same block), refilled from fch when the backward needs it.
-static bool gelu_recomputed(const GPT *m) { return m->be && m->be->gelu_forward; }
+static bool gelu_recomputed(const Backend *be) { return be && be->gelu_forward; }
 
-static size_t layout_acts(GPT *m, float *base) {
-    const size_t B = m->B, T = m->T, C = m->shape.n_embd, NH = m->shape.n_head, V = m->shape.vocab_size;
+// What an activation layout keeps (see GPT):
+//   ACTS_TRAIN       every layer's BlockActs, plus the backward's gradient scratch;
+//   ACTS_CHECKPOINT  one working set of BlockActs shared by every layer, res_3 per layer, scratch;
+//   ACTS_INFER       one working set, res_3 included, no scratch (forward only).
+typedef enum { ACTS_TRAIN, ACTS_CHECKPOINT, ACTS_INFER } ActsMode;
+
+// Carves the activations of a (B,T) batch in `mode` from base; returns the floats used. With
+// base == NULL it only counts; a->h (n_layer entries) and g may then be NULL.
+static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, ActsMode mode, float *base,
+                          GPTActs *a, GPTGradScratch *g) {
+    const size_t C = s->n_embd, NH = s->n_head, V = s->vocab_size, L = s->n_layer;
     const size_t BT = B * T, BTC = BT * C;
     Bump b = { base, 0 };
-    GPTActs *a = &m->acts;
+    GPTActs a_count = {0};
+    GPTGradScratch g_count;
+    if (!a) a = &a_count;
+    if (!g) g = &g_count;
     a->encoded = take(&b, BTC);
-    for (int l = 0; l < m->shape.n_layer; l++) {
-        BlockActs *h = &a->h[l];
-        h->ln_1 = take(&b, BTC); h->ln_1_mean = take(&b, BT); h->ln_1_rstd = take(&b, BT);
-        h->qkv = take(&b, 3 * BTC);
-        h->att = take(&b, B * NH * T * T);
-        h->atty = take(&b, BTC);
-        h->res_2 = take(&b, BTC);
-        h->ln_2 = take(&b, BTC); h->ln_2_mean = take(&b, BT); h->ln_2_rstd = take(&b, BT);
-        h->fch = take(&b, 4 * BTC);
-        h->fch_gelu = gelu_recomputed(m) ? NULL : take(&b, 4 * BTC);
-        h->res_3 = take(&b, BTC);
+    // a block's working set: one per layer in ACTS_TRAIN, else one for all
+    const size_t n_sets = mode == ACTS_TRAIN ? L : 1;
+    for (size_t l = 0; l < n_sets; l++) {
+        BlockActs h;
+        h.ln_1 = take(&b, BTC); h.ln_1_mean = take(&b, BT); h.ln_1_rstd = take(&b, BT);
+        h.qkv = take(&b, 3 * BTC);
+        h.att = take(&b, B * NH * T * T);
+        h.atty = take(&b, BTC);
+        h.res_2 = take(&b, BTC);
+        h.ln_2 = take(&b, BTC); h.ln_2_mean = take(&b, BT); h.ln_2_rstd = take(&b, BT);
+        h.fch = take(&b, 4 * BTC);
+        h.fch_gelu = gelu_rec && mode != ACTS_INFER ? NULL : take(&b, 4 * BTC);   // else dfch, below
+        h.res_3 = mode == ACTS_CHECKPOINT ? NULL : take(&b, BTC);                  // else per layer, below
+        if (a->h && mode == ACTS_TRAIN) a->h[l] = h;
+        else if (a->h) for (size_t k = 0; k < L; k++) a->h[k] = h;
     }
+    if (mode == ACTS_CHECKPOINT)
+        for (size_t l = 0; l < L; l++) {
+            float *res_3 = take(&b, BTC);
+            if (a->h) a->h[l].res_3 = res_3;
+        }
     a->ln_f = take(&b, BTC); a->ln_f_mean = take(&b, BT); a->ln_f_rstd = take(&b, BT);
     a->logits = take(&b, BT * V);
     a->probs = take(&b, BT * V);
     a->losses = take(&b, BT);
     a->branch = take(&b, BTC);
-    GPTGradScratch *g = &m->scratch;
+    if (mode == ACTS_INFER) return b.used;
     g->dres = take(&b, BTC);
     g->dbranch = take(&b, BTC);
     g->dln = take(&b, BTC);
@@ -186,15 +208,24 @@ static size_t layout_acts(GPT *m, float *base) {
     g->datt = take(&b, B * NH * T * T);
     g->dfch = take(&b, 4 * BTC);
     g->dfch_gelu = take(&b, 4 * BTC);
-    if (gelu_recomputed(m))
-        for (int l = 0; l < m->shape.n_layer; l++) a->h[l].fch_gelu = g->dfch;
+    if (gelu_rec && a->h)
+        for (size_t l = 0; l < L; l++) a->h[l].fch_gelu = g->dfch;
     return b.used;
+}
+
+static ActsMode train_mode(const GPTBuildOptions *opt) {
+    return opt && opt->activation_checkpointing ? ACTS_CHECKPOINT : ACTS_TRAIN;
+}
+
+size_t gpt_count_acts(const GPTShape *s, int B, int T, const Backend *be, const GPTBuildOptions *opt) {
+    return layout_acts(s, (size_t)B, (size_t)T, gelu_recomputed(be), train_mode(opt), NULL, NULL, NULL);
 }
 
 // ============================================================================
 // Build / free / init
 // ============================================================================
-int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err, size_t errlen) {
+int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const GPTBuildOptions *opt,
+                   char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     if (gpt_shape_check(s, NULL, err, errlen)) return 1;
     if (B < 1 || T < 1 || T > s->block_size) {
@@ -224,32 +255,51 @@ int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err
     m->batch_row_stride = 1;
     m->B = B;
     m->T = T;
+    m->checkpointing = train_mode(opt) == ACTS_CHECKPOINT;
+    const bool gelu_rec = gelu_recomputed(be);
+    m->num_acts = layout_acts(s, (size_t)B, (size_t)T, gelu_rec, train_mode(opt), NULL, NULL, NULL);
+    // The evaluation batch: as many rows as the inference layout fits in the same floats (every
+    // term of a layout is proportional to B; one row of it is smaller than a training row).
+    const size_t infer_row = layout_acts(s, 1, (size_t)T, gelu_rec, ACTS_INFER, NULL, NULL, NULL);
+    const size_t rows = m->num_acts / infer_row, max_rows = (size_t)INT_MAX / (size_t)T;
+    m->B_infer = (int)(rows < max_rows ? rows : max_rows);
+    if (m->B_infer < B) {   // cannot happen: a training layout holds at least a whole working set per row
+        snprintf(err, errlen, "model: internal error: the inference layout fits %d rows, fewer than the batch %d",
+                 m->B_infer, B);
+        return 1;
+    }
+    const size_t io_tokens = (size_t)m->B_infer * T;
     m->n_tensors = gpt_param_table(s, NULL);
     m->tensors = calloc(m->n_tensors, sizeof *m->tensors);
     m->params.h = calloc(s->n_layer, sizeof(BlockParams));
     m->grads.h = calloc(s->n_layer, sizeof(BlockParams));
     m->acts.h = calloc(s->n_layer, sizeof(BlockActs));
-    m->host_losses = calloc((size_t)B * T, sizeof(float));
-    if (!m->tensors || !m->params.h || !m->grads.h || !m->acts.h || !m->host_losses) goto oom;
+    m->infer.h = calloc(s->n_layer, sizeof(BlockActs));
+    m->host_losses = calloc(io_tokens, sizeof(float));
+    if (!m->tensors || !m->params.h || !m->grads.h || !m->acts.h || !m->infer.h || !m->host_losses) goto oom;
     gpt_param_table(s, m->tensors);
     const ParamTensor *last = &m->tensors[m->n_tensors - 1];
     m->num_params = last->offset + last->numel;
     m->params_memory = be->alloc(be, m->num_params * sizeof(float));
     m->grads_memory = be->alloc(be, m->num_params * sizeof(float));
-    m->num_acts = layout_acts(m, NULL);
     m->acts_memory = be->alloc(be, m->num_acts * sizeof(float));
-    m->inputs = be->alloc(be, (size_t)B * T * sizeof(int32_t));
-    m->targets = be->alloc(be, (size_t)B * T * sizeof(int32_t));
+    m->inputs = be->alloc(be, io_tokens * sizeof(int32_t));
+    m->targets = be->alloc(be, io_tokens * sizeof(int32_t));
     if (!m->params_memory || !m->grads_memory || !m->acts_memory || !m->inputs || !m->targets) goto oom;
     bind_params(m, m->params_memory, &m->params);
     bind_params(m, m->grads_memory, &m->grads);
-    layout_acts(m, m->acts_memory);
+    layout_acts(s, (size_t)B, (size_t)T, gelu_rec, train_mode(opt), m->acts_memory, &m->acts, &m->scratch);
+    layout_acts(s, (size_t)m->B_infer, (size_t)T, gelu_rec, ACTS_INFER, m->acts_memory, &m->infer, NULL);
     return 0;
 oom:
     snprintf(err, errlen, "model: out of %s memory (%zu parameters, %zu activation floats)",
              be->name, m->num_params, m->num_acts);
     gpt_free(m);
     return 1;
+}
+
+int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err, size_t errlen) {
+    return gpt_build_with(m, s, B, T, be, NULL, err, errlen);
 }
 
 int gpt_build(GPT *m, const GPTShape *s, int B, int T, char *err, size_t errlen) {
@@ -266,6 +316,7 @@ void gpt_free(GPT *m) {
     free(m->params.h);
     free(m->grads.h);
     free(m->acts.h);
+    free(m->infer.h);
     free(m->host_losses);
     if (be) {
         be->free(be, m->params_memory);
@@ -347,56 +398,67 @@ static void grads_ready(GPT *m, size_t first) {
 static bool fused_loss_grad(const GPT *m) { return m->train && m->be->crossentropy_forward_backward; }
 
 // Input of block l: the embedding for block 0, else the previous block's output.
-static float *block_input(GPT *m, int l) { return l == 0 ? m->acts.encoded : m->acts.h[l - 1].res_3; }
+static float *block_input(const GPTActs *a, int l) { return l == 0 ? a->encoded : a->h[l - 1].res_3; }
 
-float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
-                  bool train, uint64_t dropout_seed, uint64_t step) {
+// One pre-LN block, x (B,T,C) = block_input(a, l) -> a->h[l].res_3 (B,T,C):
+//   res_2 = x + drop(attn.c_proj(attn(ln_1(x))))                 causal self-attention, c_attn C->3C
+//   res_3 = res_2 + drop(mlp.c_proj(gelu(c_fc(ln_2(res_2)))))    MLP C->4C->C
+// ln_1(x) is computed here for block 0 and when recomputing; otherwise the previous block's last
+// op (its residual add fused with this LayerNorm) left it in h->ln_1. Likewise this block ends
+// with the next LayerNorm (ln_1 of block l+1, or ln_f) fused with its last residual add.
+// recompute: activation checkpointing's backward, which needs the block's activations up to
+// c_fc only (not mlp.c_proj, the last residual add or the next LayerNorm). Both uses run the
+// same ops on the same inputs, so the recomputed activations are the forward's bit for bit.
+static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recompute) {
     const GPTShape *s = &m->shape;
-    const int C = s->n_embd, NH = s->n_head, V = s->vocab_size, BT = B * T, L = s->n_layer;
+    const int C = s->n_embd, NH = s->n_head, BT = B * T;
+    const long BTC = (long)BT * C;
+    const float resid_p = m->train ? s->resid_pdrop : 0.0f, attn_p = m->train ? s->attn_pdrop : 0.0f;
+    Backend *be = m->be;
+    const GPTParams *p = &m->params;
+    const BlockParams *w = &p->h[l];
+    BlockActs *h = &a->h[l];
+    const float *x = block_input(a, l);
+    if (l == 0 || recompute)
+        be->layernorm_forward(be, h->ln_1, h->ln_1_mean, h->ln_1_rstd, x, w->ln_1_w, w->ln_1_b, BT, C);
+    be->matmul_forward(be, h->qkv, h->ln_1, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
+    be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
+    be->matmul_forward(be, a->branch, h->atty, w->attn_proj_w, w->attn_proj_b, BT, C, C);
+    be->dropout_forward(be, a->branch, a->branch, BTC, (long)T * C, resid_p, site_key(m, l, SITE_ATTN_RESID));
+    be->residual_layernorm_forward(be, h->res_2, h->ln_2, h->ln_2_mean, h->ln_2_rstd, x, a->branch,
+                                   w->ln_2_w, w->ln_2_b, BT, C);
+    be->matmul_gelu_forward(be, h->fch, h->fch_gelu, h->ln_2, w->c_fc_w, w->c_fc_b, BT, C, 4 * C);
+    if (recompute) return;
+    be->matmul_forward(be, a->branch, h->fch_gelu, w->mlp_proj_w, w->mlp_proj_b, BT, 4 * C, C);
+    be->dropout_forward(be, a->branch, a->branch, BTC, (long)T * C, resid_p, site_key(m, l, SITE_MLP_RESID));
+    const bool last = l == s->n_layer - 1;
+    be->residual_layernorm_forward(be, h->res_3,
+                                   last ? a->ln_f : a->h[l + 1].ln_1,
+                                   last ? a->ln_f_mean : a->h[l + 1].ln_1_mean,
+                                   last ? a->ln_f_rstd : a->h[l + 1].ln_1_rstd,
+                                   h->res_2, a->branch,
+                                   last ? p->ln_f_w : p->h[l + 1].ln_1_w,
+                                   last ? p->ln_f_b : p->h[l + 1].ln_1_b, BT, C);
+}
+
+// The forward pass of gpt_forward and gpt_forward_inference into the activations `a`.
+static float forward(GPT *m, GPTActs *a, const int32_t *idx, const int32_t *targets, int B, int T,
+                     bool train, uint64_t dropout_seed, uint64_t step) {
+    const GPTShape *s = &m->shape;
+    const int C = s->n_embd, V = s->vocab_size, BT = B * T, L = s->n_layer;
     const long BTC = (long)BT * C;
     Backend *be = m->be;
     GPTParams *p = &m->params;
-    GPTActs *a = &m->acts;
     m->cur_B = B; m->cur_T = T;
     m->train = train; m->dropout_seed = dropout_seed; m->step = step;
     const float embd_p = train ? s->embd_pdrop : 0.0f;
-    const float resid_p = train ? s->resid_pdrop : 0.0f;
-    const float attn_p = train ? s->attn_pdrop : 0.0f;
     if (be->cast_weights && be->matmul_dtype != DTYPE_FP32)   // once per parameter version
         be->cast_weights(be, m->params_memory, m->num_params, m->params_version);
     be->upload(be, m->inputs, idx, (size_t)BT * sizeof(int32_t));
 
     be->encoder_forward(be, a->encoded, m->inputs, p->wte, p->wpe, B, T, C);
     be->dropout_forward(be, a->encoded, a->encoded, BTC, (long)T * C, embd_p, site_key(m, 0, SITE_EMBD));
-    // ln_1 of block 0; every later LayerNorm is fused with the residual add before it.
-    be->layernorm_forward(be, a->h[0].ln_1, a->h[0].ln_1_mean, a->h[0].ln_1_rstd, a->encoded,
-                          p->h[0].ln_1_w, p->h[0].ln_1_b, BT, C);
-
-    for (int l = 0; l < L; l++) {
-        const BlockParams *w = &p->h[l];
-        BlockActs *h = &a->h[l];
-        const float *x = block_input(m, l);
-        // res_2 = x + drop(c_proj(attn(ln_1(x)))), ln_2 = layernorm(res_2)
-        be->matmul_forward(be, h->qkv, h->ln_1, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
-        be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
-        be->matmul_forward(be, a->branch, h->atty, w->attn_proj_w, w->attn_proj_b, BT, C, C);
-        be->dropout_forward(be, a->branch, a->branch, BTC, (long)T * C, resid_p, site_key(m, l, SITE_ATTN_RESID));
-        be->residual_layernorm_forward(be, h->res_2, h->ln_2, h->ln_2_mean, h->ln_2_rstd, x, a->branch,
-                                       w->ln_2_w, w->ln_2_b, BT, C);
-        // res_3 = res_2 + drop(c_proj(gelu(c_fc(ln_2)))), then the next LayerNorm
-        // (ln_1 of block l+1, or ln_f after the last block)
-        be->matmul_gelu_forward(be, h->fch, h->fch_gelu, h->ln_2, w->c_fc_w, w->c_fc_b, BT, C, 4 * C);
-        be->matmul_forward(be, a->branch, h->fch_gelu, w->mlp_proj_w, w->mlp_proj_b, BT, 4 * C, C);
-        be->dropout_forward(be, a->branch, a->branch, BTC, (long)T * C, resid_p, site_key(m, l, SITE_MLP_RESID));
-        const bool last = l == L - 1;
-        be->residual_layernorm_forward(be, h->res_3,
-                                       last ? a->ln_f : a->h[l + 1].ln_1,
-                                       last ? a->ln_f_mean : a->h[l + 1].ln_1_mean,
-                                       last ? a->ln_f_rstd : a->h[l + 1].ln_1_rstd,
-                                       h->res_2, a->branch,
-                                       last ? p->ln_f_w : p->h[l + 1].ln_1_w,
-                                       last ? p->ln_f_b : p->h[l + 1].ln_1_b, BT, C);
-    }
+    for (int l = 0; l < L; l++) block_forward(m, a, l, B, T, false);
     be->matmul_forward(be, a->logits, a->ln_f, p->lm_head_w, NULL, BT, C, V);
 
     if (!targets) { m->n_valid = 0; m->mean_loss = -1.0f; return -1.0f; }
@@ -418,6 +480,19 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
     m->n_valid = n_valid;
     m->mean_loss = n_valid > 0 ? (float)(sum / n_valid) : 0.0f;
     return m->mean_loss;
+}
+
+float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
+                  bool train, uint64_t dropout_seed, uint64_t step) {
+    m->acts_overwritten = false;
+    return forward(m, &m->acts, idx, targets, B, T, train, dropout_seed, step);
+}
+
+float gpt_forward_inference(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T) {
+    if (B < 1 || B > m->B_infer || T < 1 || T > m->T)
+        fatal_error("gpt_forward_inference: batch (%d, %d) outside (%d, %d)", B, T, m->B_infer, m->T);
+    m->acts_overwritten = true;
+    return forward(m, &m->infer, idx, targets, B, T, false, 0, 0);
 }
 
 // ============================================================================
@@ -447,6 +522,7 @@ void gpt_backward(GPT *m) {
     GPTActs *a = &m->acts;
     GPTGradScratch *d = &m->scratch;
     Backend *be = m->be;
+    if (m->acts_overwritten) fatal_error("gpt_backward after gpt_forward_inference: no activations to differentiate");
     if (m->n_valid == 0) return;   // every target ignored: the loss has no gradient
 
     // loss -> logits (in place over probs) -> ln_f -> residual stream
@@ -456,7 +532,7 @@ void gpt_backward(GPT *m) {
     zero(be, d->dln, BTC);
     be->matmul_backward(be, d->dln, g->lm_head_w, NULL, dlogits, a->ln_f, p->lm_head_w, BT, C, V);
     zero(be, d->dres, BTC);
-    be->layernorm_backward(be, d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(m, s->n_layer),
+    be->layernorm_backward(be, d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(a, s->n_layer),
                        p->ln_f_w, a->ln_f_mean, a->ln_f_rstd, BT, C);
     grads_ready(m, (size_t)(g->ln_f_w - m->grads_memory));   // ln_f and lm_head
 
@@ -466,9 +542,12 @@ void gpt_backward(GPT *m) {
         const BlockParams *w = &p->h[l];
         BlockParams *gw = &g->h[l];
         BlockActs *h = &a->h[l];
+        // Activation checkpointing: the block's activations, from its saved input, into the shared
+        // working set (which still holds the last block's from the forward pass).
+        if (m->checkpointing && l < s->n_layer - 1) block_forward(m, a, l, B, T, true);
         // MLP branch (without dropout the branch's gradient is dres itself: no copy)
         const float *dbr = branch_grad(m, l, SITE_MLP_RESID, resid_p, BTC);
-        if (gelu_recomputed(m)) be->gelu_forward(be, h->fch_gelu, h->fch, 4 * BTC);   // into d->dfch
+        if (gelu_recomputed(be)) be->gelu_forward(be, h->fch_gelu, h->fch, 4 * BTC);   // into d->dfch
         zero(be, d->dfch_gelu, 4 * BTC);
         be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, h->fch_gelu,
                         w->mlp_proj_w, BT, 4 * C, C);
@@ -488,7 +567,7 @@ void gpt_backward(GPT *m) {
                            site_key(m, l, SITE_ATTN));
         zero(be, d->dln, BTC);
         be->matmul_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, w->c_attn_w, BT, C, 3 * C);
-        be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(m, l), w->ln_1_w,
+        be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(a, l), w->ln_1_w,
                            h->ln_1_mean, h->ln_1_rstd, BT, C);
         grads_ready(m, (size_t)(gw->ln_1_w - m->grads_memory));   // block l and everything after it
     }

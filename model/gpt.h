@@ -58,7 +58,9 @@ typedef struct {
     float *lm_head_w;              // (V,C)
 } GPTParams;
 
-// Activations of one block saved for the backward pass; shapes for (B,T).
+// Activations of one block saved for the backward pass; shapes for (B,T). With activation
+// checkpointing every layer's BlockActs point into one shared working set except res_3 (the
+// residual stream, kept per layer); in the inference layout res_3 is shared too (see GPT).
 typedef struct {
     float *ln_1, *ln_1_mean, *ln_1_rstd;   // (B,T,C), (B,T), (B,T)
     float *qkv;                            // (B,T,3C)
@@ -115,8 +117,18 @@ typedef struct {
     size_t num_acts;
     GPTActs acts;
     GPTGradScratch scratch;
-    int32_t *inputs, *targets;    // (B,T) backend copies of the last batch
-    float *host_losses;           // (B,T) host copy of the per-token losses
+    // Activation checkpointing (torch.utils.checkpoint's trade): acts keeps each block's input
+    // and output (encoded, res_3 of every layer) and ONE working set that every layer's other
+    // activations share; gpt_backward recomputes block l's forward from its input into it.
+    bool checkpointing;
+    // Forward-only evaluation (gpt_forward_inference): every block's activations in one shared
+    // set, carved from the same acts_memory, so a batch holds B_infer >= B rows (the most that
+    // fit in num_acts floats). It overwrites the training activations.
+    int B_infer;
+    GPTActs infer;
+    bool acts_overwritten;        // the last forward was gpt_forward_inference: no gpt_backward
+    int32_t *inputs, *targets;    // (B_infer,T) backend copies of the last batch
+    float *host_losses;           // (B_infer,T) host copy of the per-token losses
     // State of the last forward pass, used by gpt_backward.
     int cur_B, cur_T;
     long n_valid;             // targets != -1 in the last forward
@@ -161,11 +173,24 @@ int gpt_shape_check(const GPTShape *s, size_t *num_params, char *err, size_t err
 // layout of a model of this shape. Returns the number of tensors.
 int gpt_param_table(const GPTShape *s, ParamTensor *out);
 
+// How gpt_build_with lays out the activations.
+typedef struct {
+    bool activation_checkpointing;   // see GPT.checkpointing; false: every activation kept
+} GPTBuildOptions;
+
 // Checks the shape (gpt_shape_check, dropouts in [0,1)), allocates
 // parameters, gradients and activations for batches up to (B,T) (T <= block_size) on
-// backend `be` (not owned: it must outlive the model). Returns non-zero with a message
-// in err on a bad shape or out of memory.
+// backend `be` (not owned: it must outlive the model), laid out as opt says (NULL: the
+// defaults, nothing recomputed). Returns non-zero with a message in err on a bad shape or
+// out of memory.
+int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const GPTBuildOptions *opt,
+                   char *err, size_t errlen);
+// gpt_build_with with the default options.
 int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err, size_t errlen);
+// The activation floats (num_acts) gpt_build_with would allocate for this shape, batch and
+// options on backend `be` (its gelu_forward changes the layout), without allocating anything.
+// The shape and sizes must have passed gpt_build_with's checks.
+size_t gpt_count_acts(const GPTShape *s, int B, int T, const Backend *be, const GPTBuildOptions *opt);
 // gpt_build_on with a CPU backend (fp32) owned by the model.
 int gpt_build(GPT *m, const GPTShape *s, int B, int T, char *err, size_t errlen);
 void gpt_free(GPT *m);
@@ -194,11 +219,23 @@ int gpt_init_weights(GPT *m, uint64_t seed);
 float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
                   bool train, uint64_t dropout_seed, uint64_t step);
 
+// Forward-only pass for evaluation, dropout off: the same ops as gpt_forward(train = false)
+// on the same rows, hence the same logits and loss bit for bit on a given backend, but every
+// block writes into one shared set of activations (m->infer), so B may be up to m->B_infer
+// (>= m->B). idx, targets (B,T) int32 host memory, T <= m->T; targets may be NULL (returns -1).
+// Logits (B,T,V) land in m->infer.logits, per-token losses (B,T) in m->host_losses (0 where the
+// target is -1). Returns the mean loss over targets != -1 (0 when there are none; m->n_valid
+// counts them). The training activations are overwritten: gpt_backward may not follow.
+float gpt_forward_inference(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T);
+
 // Sets every gradient to 0.
 void gpt_zero_grad(GPT *m);
 
 // Backward pass of the last gpt_forward (which must have had targets): accumulates
-// d(mean loss)/d(params) into m->grads_memory.
+// d(mean loss)/d(params) into m->grads_memory. With m->checkpointing each block's forward is
+// first recomputed from its saved input (the dropout masks are a function of the step and the
+// element, kernels/dropout_rng.h, so the recomputation is bit for bit the forward's). A call
+// after gpt_forward_inference is a programming error (fatal_error).
 void gpt_backward(GPT *m);
 
 #endif

@@ -29,6 +29,9 @@ bad_input cfg-rows-huge 2 'sequences per iteration, more than the limit' -- $MIN
 bad_input cfg-activations-huge 2 'the activations of one micro-batch' -- $MINGPT "${small[@]}" data_config.block_size=1048576 trainer_config.batch_size=1024
 bad_input cfg-bucket-cap-huge 2 'trainer_config.bucket_cap_mb must be in (0.0, 1048576.0]' -- $MINGPT "${small[@]}" trainer_config.bucket_cap_mb=1e300
 bad_input cfg-skip-spike-negative 2 'trainer_config.skip_spike_zscore must be >= 0.0' -- $MINGPT "${small[@]}" trainer_config.skip_spike_zscore=-1
+bad_input cfg-eval-stride-range 2 'data_config.eval_stride must be in [0, 8] (0 = data_config.block_size), got 9' -- $MINGPT "${small[@]}" data_config.eval_stride=9
+bad_input cfg-eval-stride-negative 2 'data_config.eval_stride must be in [0, 8] (0 = data_config.block_size), got -1' -- $MINGPT "${small[@]}" data_config.eval_stride=-1
+bad_input cfg-checkpointing-not-bool 2 'Error merging override trainer_config.activation_checkpointing=sometimes' -- $MINGPT "${small[@]}" trainer_config.activation_checkpointing=sometimes
 [ ! -e $WORK/run ] && ok "config errors create no run directory" || bad "config errors create no run directory" "$(ls -R $WORK/run)"
 
 # Huge values that are meaningful are accepted and do not overflow: every test batch, a

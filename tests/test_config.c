@@ -215,6 +215,8 @@ static void test_defaults_fill_absent_keys(void **state) {
     assert_int_equal(d.data.block_size, 128);
     assert_true(d.data.train_split == 0.9 && d.data.truncate == 1.0);
     assert_string_equal(d.data.split, "contiguous");
+    assert_int_equal(d.data.eval_stride, 0);
+    assert_false(d.trainer.activation_checkpointing);
     assert_int_equal(d.gpt.n_layer, 8);
     assert_int_equal(d.gpt.n_embd, 512);
     assert_true(d.gpt.attn_pdrop == 0.1);
@@ -526,6 +528,9 @@ static void test_validation(void **state) {
         {"data_config: {truncate: 0}", "data_config.truncate must be in (0.0, 1.0], got 0.0"},
         {"data_config: {block_size: 0}", "data_config.block_size must be >= 1, got 0"},
         {"data_config: {split: shuffled}", "data_config.split must be one of contiguous|random, got 'shuffled'"},
+        {"data_config: {eval_stride: -1}", "data_config.eval_stride must be in [0, 128] (0 = data_config.block_size), got -1"},
+        {"data_config: {block_size: 16, eval_stride: 17}", "data_config.eval_stride must be in [0, 16]"},
+        {"trainer_config: {activation_checkpointing: sometimes}", "trainer_config.activation_checkpointing: expected a boolean (true/false), got 'sometimes'"},
         {"data_config: {path: ''}", "data_config.path must not be empty"},
         {"gpt_config: {attn_pdrop: 1}", "gpt_config.attn_pdrop must be in [0.0, 1.0), got 1.0"},
         {"gpt_config: {n_layer: 0}", "gpt_config.n_layer must be >= 1, got 0"},
@@ -548,6 +553,10 @@ static void test_validation(void **state) {
         assert_contains(err, cases[i].want);
         assert_contains(err, "cfg.yaml:1:");  // points at the value in the file
     }
+    // eval_stride's bounds are [0, block_size] inclusive
+    Config ok;
+    load_ok(dir, "data_config: {block_size: 16, eval_stride: 16}", 0, NO_OV, &ok);
+    assert_int_equal(ok.data.eval_stride, 16);
     // From an override: the message names it.
     const char *ov2[] = {"data_config.train_split=0"};
     load_fails(dir, "", 1, ov2, err);

@@ -66,7 +66,8 @@ path: /d/input.txt
 block_size: 128
 train_split: 0.9
 truncate: 1.0
-split: ???' "" -- env DATA_DIR=/d $M -cp conf -cn interp --cfg job --resolve -p data_config
+split: ???
+eval_stride: 0' "" -- env DATA_DIR=/d $M -cp conf -cn interp --cfg job --resolve -p data_config
 
 # ---------------------------------------------------------------- C4 -p leaf / missing
 check "C4 -p leaf prints the bare value" 0 "0.0003" "" -- $M "${SHIPPED[@]}" --cfg job -p optimizer_config.learning_rate

@@ -8,7 +8,8 @@
 //     train            epochs until max_epochs / max_iters / a collective stop
 //       _run_epoch     this rank's share of the epoch's permutation, from the resume point
 //         _run_batch   train_step (trainer/train_step.h): micro-steps, bucketed all-reduce, AdamW
-//       evaluate       the test windows split over the ranks, one global mean loss
+//       evaluate       the evaluation windows split over the ranks, one global mean loss
+//                      (trainer/evaluate.h); a signal stops it between batches
 //       _save_snapshot rank 0 writes; replicas are checked to be identical first
 //
 // Results do not depend on the number of ranks: with the DistributedSampler's interleaving the
@@ -36,6 +37,7 @@
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/buckets.h"
+#include "trainer/evaluate.h"
 #include "trainer/log.h"
 #include "trainer/snapshot.h"
 #include "trainer/train_step.h"
@@ -81,9 +83,8 @@ typedef struct {
     int B, T, A;             // batch_size (per rank, per micro-step), block_size, grad_accum_steps
     DistributedSampler train_sampler;
     long *order, *scratch;   // this rank's sample indices for the epoch; sampler scratch
-    long *eval_order;        // the evaluation windows (global order) and their count
-    long n_eval;
-    int32_t *x, *y;          // (A*B, T) this iteration's rows
+    Evaluator eval;          // the evaluation windows and their order
+    int32_t *x, *y;          // (max(A*B, B_infer), T) this iteration's rows, or an evaluation batch
     MicroBatch *mb;          // (A) this iteration's micro-batches
     SpikeDetector spike;     // gradient-norm outliers (trainer_config.skip_spike_zscore)
     TrainResult r;
@@ -178,25 +179,14 @@ static void make_rows(const Trainer *t, const long *windows, const long *order, 
 }
 
 // ============================================================================
-// Evaluation: the mean token loss over the evaluation windows (the first eval_iters*B*W of the
-// test sampler's epoch-0 order, or all), dropout off. Rank r takes windows r, r+W, ...; the
-// sums are all-reduced, so the result is the one-process result whatever the world size and
-// more ranks evaluate faster.
+// Evaluation (trainer/evaluate.h): the test loss, or a stop on a signal (every rank alike)
 // ============================================================================
-static double evaluate(Trainer *t) {
-    double v[2] = { 0.0, 0.0 };   // loss sum, tokens
-    int32_t *x = t->x, *y = t->y;
-    long k = t->rank;
-    while (k < t->n_eval) {
-        int n = 0;
-        for (; n < t->B && k < t->n_eval; n++, k += t->world)
-            chardataset_window(&t->ds, t->split.test[t->eval_order[k]], x + (long)n * t->T, y + (long)n * t->T);
-        const float loss = gpt_forward(&t->model, x, y, n, t->T, false, 0, 0);
-        v[0] += (double)loss * t->model.n_valid;
-        v[1] += (double)t->model.n_valid;
-    }
-    if (t->comm->allreduce_host(t->comm, v, 2, COMM_SUM)) comm_failed(t, t->comm);
-    return v[1] > 0 ? v[0] / v[1] : NAN;
+static int _evaluate(Trainer *t) {
+    double loss;
+    const int rc = evaluate(&t->eval, &t->model, &t->ds, t->comm, &g_stop_signal, t->x, t->y, &loss);
+    if (rc == EVAL_COMM_ERROR) comm_failed(t, t->comm);
+    if (rc == EVAL_DONE) t->r.test_loss = loss;
+    return rc;
 }
 
 // ============================================================================
@@ -257,6 +247,13 @@ out:
                  cfg->trainer.snapshot_path);
     fflush(stdout);
     return rc;
+}
+
+// An evaluation stopped by a signal: the progress so far is saved (the evaluation is redone
+// after resuming, when it is due), exit 75.
+static int eval_interrupted(Trainer *t) {
+    log_info("Interrupted by a signal during the evaluation at iteration %ld: saving a snapshot\n", t->pr.iter_num);
+    return _save_snapshot(t) ? EXIT_RUNTIME : EXIT_INTERRUPTED;
 }
 
 // Checks that a snapshot belongs to this config's model and vocabulary.
@@ -460,12 +457,16 @@ static int setup_model(Trainer *t) {
         .n_head = cfg->gpt.n_head, .n_embd = cfg->gpt.n_embd, .embd_pdrop = (float)cfg->gpt.embd_pdrop,
         .resid_pdrop = (float)cfg->gpt.resid_pdrop, .attn_pdrop = (float)cfg->gpt.attn_pdrop,
     };
-    if (gpt_build_on(&t->model, &shape, t->B, t->T, t->be, err, sizeof err)) {
+    const GPTBuildOptions build = { .activation_checkpointing = tc->activation_checkpointing };
+    if (gpt_build_with(&t->model, &shape, t->B, t->T, t->be, &build, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         snapshot_free(&snap);
         return EXIT_USAGE;
     }
     log_info("number of parameters: %.2fM (%zu)\n", t->model.num_params / 1e6, t->model.num_params);
+    if (t->model.checkpointing)
+        log_info("Activation checkpointing: %.1f MiB of activations (%.1f MiB without)\n",
+                 t->model.num_acts * 4.0 / 1048576.0, gpt_count_acts(&shape, t->B, t->T, t->be, NULL) * 4.0 / 1048576.0);
     if (adamw_init(&t->opt, t->be, t->model.num_params)) {
         log_error("mingpt: error: out of memory\n");
         snapshot_free(&snap);
@@ -495,29 +496,27 @@ static int setup_model(Trainer *t) {
         if (gpt_init_weights(&t->model, t->pr.seed)) { log_error("mingpt: error: out of memory\n"); return EXIT_RUNTIME; }
     }
 
-    // ---- samplers, evaluation windows, batch buffers
+    // ---- samplers, evaluation windows, batch buffers (an evaluation batch may be larger)
     dsampler_init(&t->train_sampler, t->split.n_train, t->world, t->rank, true, t->pr.seed, false);
-    DistributedSampler test_sampler;
-    dsampler_init(&test_sampler, t->split.n_test, 1, 0, true, t->pr.seed, false);
-    const long big = t->split.n_train > t->split.n_test ? t->split.n_train : t->split.n_test;
+    if (evaluator_init(&t->eval, &t->split, strcmp(dc->split, "contiguous") == 0, t->T, dc->eval_stride,
+                       tc->eval_iters, t->B, t->world, t->pr.seed, err, sizeof err)) {
+        log_error("mingpt: error: %s\n", err);
+        return EXIT_RUNTIME;
+    }
+    const long rows = (long)t->A * t->B > t->model.B_infer ? (long)t->A * t->B : t->model.B_infer;
     t->order = malloc(sizeof(long) * (t->train_sampler.num_samples + 1));
-    t->scratch = malloc(sizeof(long) * (big + (long)t->world + 1) * 2);
-    t->eval_order = malloc(sizeof(long) * (test_sampler.total_size + 1));
-    t->x = malloc(sizeof(int32_t) * (size_t)t->A * t->B * t->T);
-    t->y = malloc(sizeof(int32_t) * (size_t)t->A * t->B * t->T);
+    t->scratch = malloc(sizeof(long) * (t->split.n_train + (long)t->world + 1) * 2);
+    t->x = malloc(sizeof(int32_t) * (size_t)rows * t->T);
+    t->y = malloc(sizeof(int32_t) * (size_t)rows * t->T);
     t->mb = malloc(sizeof(MicroBatch) * (size_t)t->A);
     spike_init(&t->spike, SPIKE_WINDOW_MAX);
-    if (!t->order || !t->scratch || !t->eval_order || !t->x || !t->y || !t->mb) {
+    if (!t->order || !t->scratch || !t->x || !t->y || !t->mb) {
         log_error("mingpt: error: out of memory\n");
         return EXIT_RUNTIME;
     }
-    const long n_test = dsampler_indices(&test_sampler, t->eval_order, t->scratch);
-    // eval_iters counts global batches (B x world_size windows), as eval_iters batches per rank;
-    // compared as a batch count, so that a huge eval_iters cannot overflow
-    const long per_batch = (long)t->B * t->world;
-    t->n_eval = n_test;
-    if (tc->eval_iters > 0 && tc->eval_iters < (n_test + per_batch - 1) / per_batch)
-        t->n_eval = tc->eval_iters * per_batch;
+    log_info("Evaluation: %ld of %ld windows (eval_stride %d%s), batches of up to %d rows\n", t->eval.n_eval,
+             t->eval.windows.n, t->eval.stride,
+             t->eval.windows.tail_ignore > 0 ? ", a tail window for the end of the split" : "", t->model.B_infer);
     return 0;
 }
 
@@ -656,7 +655,7 @@ static int _run_epoch(Trainer *t, long epoch, long total_iters) {
             tokens_since_log = 0;
         }
         if (tc->eval_every > 0 && t->pr.iter_num % tc->eval_every == 0 && !last) {
-            t->r.test_loss = evaluate(t);
+            if (_evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
             log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, t->pr.iter_num, t->r.test_loss);
             fflush(stdout);
             t_log = now_s();
@@ -690,7 +689,7 @@ static int train(Trainer *t) {
     bool done = t->pr.iter_num >= total_iters || t->pr.epochs_run >= tc->max_epochs;
     if (done) {
         log_info("Nothing to train: the snapshot already has %ld iterations\n", t->pr.iter_num);
-        t->r.test_loss = evaluate(t);
+        if (_evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
         log_info("epoch %ld | iter %ld | test loss %.4f\n", t->pr.epochs_run, t->pr.iter_num, t->r.test_loss);
     }
     while (!done) {
@@ -702,7 +701,7 @@ static int train(Trainer *t) {
         done = t->pr.iter_num >= total_iters || t->pr.epochs_run >= tc->max_epochs;
         // Evaluate at every epoch end and at the end of training; snapshot every
         // save_every epochs and always after the last iteration.
-        t->r.test_loss = evaluate(t);
+        if (_evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
         log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, t->pr.iter_num, t->r.test_loss);
         fflush(stdout);
         if (done || (epoch_done && t->pr.epochs_run % tc->save_every == 0))
@@ -713,7 +712,8 @@ static int train(Trainer *t) {
 
 static void teardown(Trainer *t) {
     free(t->x); free(t->y); free(t->mb);
-    free(t->order); free(t->scratch); free(t->eval_order);
+    free(t->order); free(t->scratch);
+    evaluator_free(&t->eval);
     buckets_free(&t->buckets);
     if (t->grad_comm && t->grad_comm != t->comm) t->grad_comm->destroy(t->grad_comm);
     adamw_free(&t->opt);

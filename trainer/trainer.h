@@ -26,7 +26,8 @@ typedef struct {
 // this process's rank of `comm` (comm_single_create() for one process; every rank of a
 // data-parallel job calls it with the same cfg). Logs to stdout (rank 0), errors to stderr
 // (naming the file or key; "[rank r] " on other ranks). On SIGINT/SIGTERM to any rank, every
-// rank finishes the same iteration, rank 0 saves a snapshot, and all return EXIT_INTERRUPTED.
+// rank finishes the same iteration (or, during an evaluation, stops before the same next batch),
+// rank 0 saves a snapshot, and all return EXIT_INTERRUPTED.
 // Returns one of the exit codes above, the same on every rank; *res (may be NULL) receives
 // the results. A communicator failure aborts the whole job (comm->abort).
 int trainer_run(const Config *cfg, Comm *comm, TrainResult *res);

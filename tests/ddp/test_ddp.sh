@@ -12,6 +12,10 @@
 #     SIGTERM to rank 1 only stops both at one iteration (exit 75) and the snapshot resumes;
 #     kill -9 of a rank ends the job non-zero within 60 s and rerunning finishes; a sweep (-m)
 #     runs every job on all ranks; errors from rank 1 carry "[rank 1]"
+#   * evaluation: the test loss of 2 ranks equals one process's (1e-6) for the default stride,
+#     eval_stride 5 and eval_stride 1 with eval_iters; 2 ranks with activation checkpointing
+#     give the losses and parameters of 2 ranks without it, bit for bit; SIGTERM to rank 1
+#     during a long evaluation stops both ranks (exit 75, snapshot saved)
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
 ROOT=$PWD
@@ -187,5 +191,43 @@ else bad "-m sweep" "$(tail -5 "$WORK/sweep.log"; ls -R "$WORK/sweep" 2>&1 | hea
 out=$($MPIRUN -np 2 ./mingpt $(common) data_config.path=$WORK/missing.txt 2>&1); rc=$?
 if [ "$rc" -eq 2 ] && grep -q "^\[rank 1\] mingpt: error: .*missing.txt" <<<"$out"; then ok "errors of rank 1 are prefixed [rank 1] (exit 2)"
 else bad "rank prefix on errors (exit $rc)" "$out"; fi
+
+echo "-- evaluation (eval_stride, eval_iters) and activation checkpointing: 1 rank = 2 ranks"
+summary() { sed -n "s/.*\"$1\": \([-0-9.e+]*\).*/\1/p" "$WORK/run/summary.json"; }
+close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-6 * (a < 0 ? -a : a)) }'; }
+run evsnap ./mingpt $(common) $(snap ev) trainer_config.batch_size=8 trainer_config.max_iters=3
+for ev in "data_config.eval_stride=0 trainer_config.eval_iters=0" "data_config.eval_stride=5 trainer_config.eval_iters=0" \
+          "data_config.eval_stride=1 trainer_config.eval_iters=3"; do
+  # the snapshot has 3 iterations: these runs only evaluate
+  run ev1 ./mingpt $(common) $(snap ev) trainer_config.batch_size=8 trainer_config.max_iters=3 $ev && l1=$(summary test_loss) &&
+  run ev2 $MPIRUN -np 2 ./mingpt $(common) $(snap ev) trainer_config.batch_size=4 trainer_config.max_iters=3 $ev &&
+  l2=$(summary test_loss) &&
+  if close "$l1" "$l2" && grep -q "Nothing to train" "$WORK/ev2.log"; then ok "evaluation, $ev: 2 ranks $l2 = 1 rank $l1"
+  else bad "evaluation, $ev: 2 ranks '$l2', 1 rank '$l1'" "$(tail -5 "$WORK/ev2.log")"; fi
+done
+for ck in false true; do
+  run "ck$ck" $MPIRUN -np 2 ./mingpt $(common) $(snap "ck$ck") trainer_config.batch_size=4 trainer_config.max_iters=4 \
+    trainer_config.activation_checkpointing=$ck && eval "loss_$ck=\$(summary final_train_loss)/\$(summary test_loss)"
+done
+if [ -n "${loss_true:-}" ] && [ "$loss_true" = "${loss_false:-}" ] && grep -q "Activation checkpointing:" "$WORK/cktrue.log" &&
+   out=$("$CHECK" snapshots "$WORK/ckfalse.bin" "$WORK/cktrue.bin" --tol 0 2>&1) && grep -q "(worst: 0 in" <<<"$out"; then
+  ok "2 ranks with activation checkpointing = without: losses $loss_true, parameters bitwise"
+else bad "2 ranks with activation checkpointing = without (losses '${loss_true:-}' / '${loss_false:-}')" "${out:-}"; fi
+
+# SIGTERM to rank 1 during a long evaluation (every window of the whole test split): both ranks
+# stop before their next batch, exit 75, and the snapshot is saved
+long_run evterm data_config.truncate=1.0 trainer_config.max_iters=1 data_config.eval_stride=1 trainer_config.eval_iters=0 \
+  >"$WORK/evterm.log" 2>&1 &
+mpid=$!
+for _ in $(seq 300); do grep -q "iter 1/1" "$WORK/evterm.log" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+r1=$(rank_pid 1 evterm)
+[ -n "$r1" ] && kill -TERM "$r1"
+wait $mpid
+if [ -n "$r1" ] && grep -q "Interrupted by a signal during the evaluation at iteration 1" "$WORK/evterm.log" &&
+   grep -q "Snapshot saved at epoch 0, iteration 1" "$WORK/evterm.log" &&
+   [ "$(sort "$WORK/evterm.rc" 2>/dev/null)" = "$(printf 'rank 0 exit 75\nrank 1 exit 75')" ]; then
+  ok "SIGTERM to rank 1 during the evaluation: both ranks exit 75, snapshot saved"
+else bad "SIGTERM to rank 1 during the evaluation (rank 1 pid '$r1')" "$(cat "$WORK/evterm.rc" 2>/dev/null; tail -8 "$WORK/evterm.log")"; fi
 
 finish

@@ -1,0 +1,143 @@
+// tests/cuda/test_cuda_layouts.c — the model's evaluation and checkpointing layouts (model/gpt.h)
+// on the emulated CUDA backend, through the same Backend ops as the CPU:
+//   * gpt_forward_inference: on the CUDA backend, bit for bit gpt_forward's logits and loss on
+//     the same rows; a batch of all B_infer rows (more than the training batch: the attention
+//     and GEMM scratch grow) against the CPU backend's gpt_forward, B rows at a time, within
+//     fp32 tolerance (1e-5 of the largest logit; the GEMMs sum in other orders);
+//   * activation checkpointing: STEPS train_step calls (AdamW, clipping, dropout on) with and
+//     without it on the CUDA backend give the same loss, gradient norm, gradients and parameters
+//     bit for bit (the recomputation runs the same kernels on the same inputs; this backend has
+//     no gelu_forward, so the GELU outputs sit in the shared working set), and the losses of
+//     the CPU backend within 1e-4 relative.
+#include "tests/test_util.h"
+
+#include "dist/comm.h"
+#include "kernels/backend.h"
+#include "kernels/loss_scaler.h"
+#include "model/gpt.h"
+#include "trainer/adamw.h"
+#include "trainer/train_step.h"
+
+enum { V = 29, T = 12, B = 3, STEPS = 3 };
+static const GPTShape SHAPE = { .vocab_size = V, .block_size = T, .n_layer = 3, .n_head = 2, .n_embd = 32,
+                                .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+
+static Backend *cuda(void) {
+    char err[512];
+    Backend *be = backend_cuda_create(DTYPE_FP32, 0, err, sizeof err);
+    if (!be) fail_msg("backend_cuda_create: %s", err);
+    return be;
+}
+
+static void build(GPT *m, Backend *be, bool ckpt) {
+    char err[512];
+    const GPTBuildOptions opt = { .activation_checkpointing = ckpt };
+    if (gpt_build_with(m, &SHAPE, B, T, be, &opt, err, sizeof err)) fail_msg("gpt_build_with: %s", err);
+    gpt_init_weights(m, 17);
+}
+
+static void tokens(TestRng *r, int32_t *x, long n) {
+    for (long i = 0; i < n; i++) x[i] = (int32_t)(test_next(r) % V);
+}
+
+static float *download(Backend *be, const float *p, size_t n) {
+    float *h = malloc(n * sizeof(float));
+    be->download(be, h, p, n * sizeof(float));
+    return h;
+}
+
+static void test_inference(void **state) {
+    Backend *cu = cuda(), *cpu = backend_cpu_create(DTYPE_FP32);
+    GPT mc, mr;
+    build(&mc, cu, false);
+    build(&mr, cpu, false);
+    const int BI = mc.B_infer;
+    assert_true(BI > B);
+    const long n_tok = (long)BI * T;
+    int32_t *x = malloc(n_tok * 4), *y = malloc(n_tok * 4);
+    TestRng r = test_rng(3);
+    tokens(&r, x, n_tok);
+    tokens(&r, y, n_tok);
+    y[1] = -1;
+    // the same rows through both entry points of the CUDA backend: the same bytes
+    const float lf = gpt_forward(&mc, x, y, B, T, false, 0, 0);
+    float *lg_fwd = download(cu, mc.acts.logits, (size_t)B * T * V);
+    const float li = gpt_forward_inference(&mc, x, y, B, T);
+    float *lg_inf = download(cu, mc.infer.logits, (size_t)B * T * V);
+    assert_memory_equal(&lf, &li, sizeof lf);
+    assert_memory_equal(lg_fwd, lg_inf, (size_t)B * T * V * 4);
+    // every B_infer row against the CPU backend's training forward, B rows at a time
+    gpt_forward_inference(&mc, x, y, BI, T);
+    float *lg = download(cu, mc.infer.logits, (size_t)n_tok * V);
+    double sum_cu = 0, sum_cpu = 0;
+    for (long i = 0; i < n_tok; i++) sum_cu += y[i] != -1 ? mc.host_losses[i] : 0.0;
+    for (int r0 = 0; r0 < BI; r0 += B) {
+        const int n = BI - r0 < B ? BI - r0 : B;
+        sum_cpu += (double)gpt_forward(&mr, x + (long)r0 * T, y + (long)r0 * T, n, T, false, 0, 0) * mr.n_valid;
+        assert_close_rel(lg + (long)r0 * T * V, mr.acts.logits, (long)n * T * V, 1e-5, "logits, cuda vs cpu");
+    }
+    print_message("    %d rows (training batch %d): loss sum cuda %.6f, cpu %.6f\n", BI, B, sum_cu, sum_cpu);
+    assert_true(fabs(sum_cu - sum_cpu) <= 1e-5 * fabs(sum_cpu));
+    free(x); free(y); free(lg_fwd); free(lg_inf); free(lg);
+    gpt_free(&mc); gpt_free(&mr);
+    cu->destroy(cu); cpu->destroy(cpu);
+}
+
+typedef struct { GPT m; AdamW opt; LossScaler ls; } Run;
+
+static void run_init(Run *r, Backend *be, bool ckpt) {
+    build(&r->m, be, ckpt);
+    if (adamw_init(&r->opt, be, r->m.num_params)) fail_msg("adamw_init");
+    loss_scaler_init(&r->ls, 0);
+}
+
+static StepResult run_step(Run *r, Comm *comm, int s, const int32_t *x, const int32_t *y) {
+    TrainStep ts = { .model = &r->m, .opt = &r->opt, .scaler = &r->ls, .comm = comm, .grad_clip = 1.0, .lr = 1e-3f,
+                     .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f };
+    MicroBatch mb = { x, y, B };
+    StepResult res;
+    if (train_step(&ts, &mb, 1, B, T, 1337, (uint64_t)s, 0, &res)) fail_msg("train_step");
+    assert_int_equal(res.applied, 1);
+    return res;
+}
+
+static void test_checkpointing(void **state) {
+    Backend *cu = cuda(), *cpu = backend_cpu_create(DTYPE_FP32);
+    Comm *comm = comm_single_create();
+    Run plain, ckpt, ref;
+    run_init(&plain, cu, false);
+    run_init(&ckpt, cu, true);
+    run_init(&ref, cpu, true);
+    assert_true(ckpt.m.num_acts < plain.m.num_acts);
+    const size_t P = plain.m.num_params;
+    TestRng r = test_rng(4);
+    for (int s = 0; s < STEPS; s++) {
+        int32_t x[B * T], y[B * T];
+        tokens(&r, x, B * T);
+        tokens(&r, y, B * T);
+        const StepResult a = run_step(&plain, comm, s, x, y), b = run_step(&ckpt, comm, s, x, y),
+                         c = run_step(&ref, comm, s, x, y);
+        print_message("    step %d: loss cuda %.7f, cuda checkpointing %.7f, cpu checkpointing %.7f\n", s, a.loss,
+                      b.loss, c.loss);
+        assert_memory_equal(&a.loss, &b.loss, sizeof a.loss);
+        assert_memory_equal(&a.norm, &b.norm, sizeof a.norm);
+        float *ga = download(cu, plain.m.grads_memory, P), *gb = download(cu, ckpt.m.grads_memory, P);
+        float *pa = download(cu, plain.m.params_memory, P), *pb = download(cu, ckpt.m.params_memory, P);
+        assert_memory_equal(ga, gb, P * 4);
+        assert_memory_equal(pa, pb, P * 4);
+        free(ga); free(gb); free(pa); free(pb);
+        assert_true(fabs(b.loss - c.loss) <= 1e-4 * c.loss);
+    }
+    Run *runs[] = { &plain, &ckpt, &ref };
+    for (int k = 0; k < 3; k++) { adamw_free(&runs[k]->opt); gpt_free(&runs[k]->m); }
+    comm->destroy(comm);
+    cu->destroy(cu); cpu->destroy(cpu);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_inference),
+        cmocka_unit_test(test_checkpointing),
+    };
+    return cmocka_run_group_tests_name("cuda layouts: evaluation and checkpointing", tests, NULL, NULL);
+}
