@@ -154,6 +154,10 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype);
 void backend_cpu_describe(char *buf, size_t len);
 // CPU backend only: 1 when its low-precision matmuls run on bf16 hardware (not emulated).
 int backend_cpu_low_precision_is_fast(const Backend *be);
+// CPU backend only: low-precision ops convert their operands in chunks of at most this many
+// elements (default 8M; <= 0 restores it), so their scratch does not grow with the batch (tests
+// make it small).
+void backend_cpu_set_low_precision_chunk(Backend *be, long elements);
 // CPU backend only: emulate the low precision even where bf16 hardware exists (tests compare
 // the two paths).
 void backend_cpu_emulate_low_precision(Backend *be);

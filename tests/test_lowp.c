@@ -221,6 +221,24 @@ static void test_bf16_fast_vs_emulated(void **state) {
     free_inputs(&in);
 }
 
+// Chunked conversion (as for a batch many times the training batch) computes what one chunk does.
+static void test_chunked_low_precision(void **state) {
+    const ComputeDtype dts[2] = { DTYPE_BF16, DTYPE_FP16 };
+    for (int i = 0; i < 2; i++) {
+        OpInputs in = make_inputs();
+        OpRun a = { .be = backend_cpu_create(dts[i]) }, b = { .be = backend_cpu_create(dts[i]) };
+        if (dts[i] == DTYPE_FP16) backend_cpu_emulate_low_precision(a.be);
+        if (dts[i] == DTYPE_FP16) backend_cpu_emulate_low_precision(b.be);
+        backend_cpu_set_low_precision_chunk(b.be, 2000);   // a few rows, or one batch row, per chunk
+        run_ops(&a, &in, 0.1f);
+        run_ops(&b, &in, 0.1f);
+        compare_runs("chunked vs whole", &b, &a, 1e-5);
+        free_run(&a); free_run(&b);
+        a.be->destroy(a.be); b.be->destroy(b.be);
+        free_inputs(&in);
+    }
+}
+
 // ---------------------------------------------------------------- the weight-cast cache
 // Training steps with the CPU backend's weight-cast cache (Backend.cast_weights) give bitwise the
 // parameters of the same backend without it: the cast copy always holds the current weights
@@ -290,6 +308,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_emulated_ops_vs_fp32),
         cmocka_unit_test(test_fp16_ops_vs_fp32),
         cmocka_unit_test(test_bf16_fast_vs_emulated),
+        cmocka_unit_test(test_chunked_low_precision),
         cmocka_unit_test(test_weight_cast_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -46,6 +46,7 @@ enum { LP_NONE, LP_BF16, LP_EMULATE };
 enum { SLOT_A, SLOT_B, SLOT_C, SLOT_ATTN, N_SLOTS };
 typedef struct {
     int lp;                     // LP_*
+    long lp_chunk;              // elements of a converted chunk (LP_CHUNK; tests set less)
     void *buf[N_SLOTS];
     size_t cap[N_SLOTS];        // bytes
     // The weight-cast cache (Backend.cast_weights): the flat parameters [wparams, wparams + wn)
@@ -189,48 +190,88 @@ static void cpu_layernorm_backward(Backend *be, float *dinp, float *dweight, flo
                                    const float *mean, const float *rstd, int N, int C) {
     layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
+// Low-precision ops work through their rows (or batch rows) in chunks whose converted copies
+// hold at most LP_CHUNK elements: the scratch stays bounded whatever the batch (an evaluation
+// batch holds many training batches' rows). Rows of one chunk for operands `width` wide:
+#define LP_CHUNK (8L << 20)
+static int lp_rows(const Backend *be, int N, long width) {
+    const CpuCtx *c = be->ctx;
+    if (c->lp == LP_NONE) return N;
+    const long r = c->lp_chunk / (width > 0 ? width : 1);
+    return r < 1 ? 1 : r >= N ? N : (int)r;
+}
+
 static void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
                                const float *bias, int N, int C, int OC) {
-    const Operand x = operand(be, SLOT_A, inp, (size_t)N * C), w = weight_operand(be, SLOT_B, weight, (size_t)OC * C);
-    matmul_forward_t(x.t, out, x.p, w.p, bias, N, C, OC);
+    const Operand w = weight_operand(be, SLOT_B, weight, (size_t)OC * C);
+    for (int n0 = 0, R = lp_rows(be, N, C); n0 < N; n0 += R) {
+        const int r = N - n0 < R ? N - n0 : R;
+        const Operand x = operand(be, SLOT_A, inp + (size_t)n0 * C, (size_t)r * C);
+        matmul_forward_t(x.t, out + (size_t)n0 * OC, x.p, w.p, bias, r, C, OC);
+    }
 }
 static void cpu_matmul_gelu_forward(Backend *be, float *pre, float *out, const float *inp,
                                     const float *weight, const float *bias, int N, int C, int OC) {
-    const Operand x = operand(be, SLOT_A, inp, (size_t)N * C), w = weight_operand(be, SLOT_B, weight, (size_t)OC * C);
-    matmul_gelu_forward_t(x.t, pre, out, x.p, w.p, bias, N, C, OC);
+    const Operand w = weight_operand(be, SLOT_B, weight, (size_t)OC * C);
+    for (int n0 = 0, R = lp_rows(be, N, C); n0 < N; n0 += R) {
+        const int r = N - n0 < R ? N - n0 : R;
+        const Operand x = operand(be, SLOT_A, inp + (size_t)n0 * C, (size_t)r * C);
+        matmul_gelu_forward_t(x.t, pre + (size_t)n0 * OC, out + (size_t)n0 * OC, x.p, w.p, bias, r, C, OC);
+    }
 }
 static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                                 const float *dout, const float *inp, const float *weight,
                                 int N, int C, int OC) {
     // dbias is a plain fp32 reduction (autocast sums bias gradients in fp32).
     if (dbias) bias_backward(dbias, dout, N, OC);
-    const Operand d = operand(be, SLOT_C, dout, (size_t)N * OC);
-    const Operand x = dweight ? operand(be, SLOT_A, inp, (size_t)N * C) : (Operand){ d.t, NULL };
-    const Operand w = dinp ? weight_operand(be, SLOT_B, weight, (size_t)OC * C) : (Operand){ d.t, NULL };
-    matmul_backward_t(d.t, dinp, dweight, d.p, x.p, w.p, N, C, OC);
+    const Operand w = dinp ? weight_operand(be, SLOT_B, weight, (size_t)OC * C) : (Operand){ GEMM_F32, NULL };
+    for (int n0 = 0, R = lp_rows(be, N, C > OC ? C : OC); n0 < N; n0 += R) {   // dweight sums the chunks
+        const int r = N - n0 < R ? N - n0 : R;
+        const Operand d = operand(be, SLOT_C, dout + (size_t)n0 * OC, (size_t)r * OC);
+        const Operand x = dweight ? operand(be, SLOT_A, inp + (size_t)n0 * C, (size_t)r * C) : (Operand){ d.t, NULL };
+        matmul_backward_t(d.t, dinp ? dinp + (size_t)n0 * C : NULL, dweight, d.p, x.p, w.p, r, C, OC);
+    }
 }
+
+// Batch rows [b0, b0 + n) of an attention op: the dropout key's rows move with them.
+static DropoutKey rows_from(DropoutKey k, int b0) { k.row0 += (int64_t)b0 * k.row_stride; return k; }
+
 static void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
                                   int B, int T, int C, int NH, float attn_p, DropoutKey key) {
     CpuCtx *c = be->ctx;
-    if (c->lp == LP_BF16) {
-        attention_forward_bf16(out, att, qkv, B, T, C, NH, attn_p, key,
-                               slot(c, SLOT_ATTN, attention_bf16_scratch_bytes(B, T, C, NH)));
-        return;
+    const long tc = (long)T * C, tt = (long)NH * T * T;
+    const int R = c->lp == LP_BF16 ? lp_rows(be, B, (long)(attention_bf16_scratch_bytes(1, T, C, NH) / 2))
+                                   : lp_rows(be, B, 3 * tc);
+    for (int b0 = 0; b0 < B; b0 += R) {
+        const int n = B - b0 < R ? B - b0 : R;
+        float *o = out + b0 * tc, *a = att + b0 * tt;
+        const float *x = qkv + 3 * b0 * tc;
+        if (c->lp == LP_BF16)
+            attention_forward_bf16(o, a, x, n, T, C, NH, attn_p, rows_from(key, b0),
+                                   slot(c, SLOT_ATTN, attention_bf16_scratch_bytes(n, T, C, NH)));
+        else
+            attention_forward_lp(o, a, rounded(be, SLOT_A, x, (size_t)n * 3 * tc), n, T, C, NH, attn_p,
+                                 rows_from(key, b0), lp_mode(be));
     }
-    attention_forward_lp(out, att, rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), B, T, C, NH, attn_p, key,
-                         lp_mode(be));
 }
 static void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                    const float *qkv, const float *att, int B, int T, int C, int NH,
                                    float attn_p, DropoutKey key) {
     CpuCtx *c = be->ctx;
-    if (c->lp == LP_BF16) {
-        attention_backward_bf16(dqkv, scratch, dout, qkv, att, B, T, C, NH, attn_p, key,
-                                slot(c, SLOT_ATTN, attention_bf16_scratch_bytes(B, T, C, NH)));
-        return;
+    const long tc = (long)T * C, tt = (long)NH * T * T;
+    const int R = c->lp == LP_BF16 ? lp_rows(be, B, (long)(attention_bf16_scratch_bytes(1, T, C, NH) / 2))
+                                   : lp_rows(be, B, 3 * tc);
+    for (int b0 = 0; b0 < B; b0 += R) {
+        const int n = B - b0 < R ? B - b0 : R;
+        float *dx = dqkv + 3 * b0 * tc, *ds = scratch + b0 * tt;
+        const float *dy = dout + b0 * tc, *x = qkv + 3 * b0 * tc, *a = att + b0 * tt;
+        if (c->lp == LP_BF16)
+            attention_backward_bf16(dx, ds, dy, x, a, n, T, C, NH, attn_p, rows_from(key, b0),
+                                    slot(c, SLOT_ATTN, attention_bf16_scratch_bytes(n, T, C, NH)));
+        else
+            attention_backward_lp(dx, ds, rounded(be, SLOT_C, dy, (size_t)n * tc), rounded(be, SLOT_A, x, (size_t)n * 3 * tc),
+                                  a, n, T, C, NH, attn_p, rows_from(key, b0), lp_mode(be));
     }
-    attention_backward_lp(dqkv, scratch, rounded(be, SLOT_C, dout, (size_t)B * T * C),
-                          rounded(be, SLOT_A, qkv, (size_t)B * T * 3 * C), att, B, T, C, NH, attn_p, key, lp_mode(be));
 }
 static void cpu_gelu_forward(Backend *be, float *out, const float *inp, long N) {
     gelu_forward(out, inp, N);
@@ -371,6 +412,7 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
     Backend *be = calloc(1, sizeof *be);
     CpuCtx *c = calloc(1, sizeof *c);
     if (!be || !c) { free(be); free(c); return NULL; }
+    c->lp_chunk = LP_CHUNK;
     c->lp = matmul_dtype == DTYPE_FP32 ? LP_NONE
           : matmul_dtype == DTYPE_BF16 && cpu_gemm_bf16_fast() ? LP_BF16 : LP_EMULATE;
     *be = (Backend){
@@ -460,6 +502,11 @@ Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_
 void backend_cpu_emulate_low_precision(Backend *be) {
     CpuCtx *c = be->ctx;
     if (c->lp == LP_BF16) c->lp = LP_EMULATE;
+}
+
+void backend_cpu_set_low_precision_chunk(Backend *be, long elements) {
+    CpuCtx *c = be->ctx;
+    c->lp_chunk = elements > 0 ? elements : LP_CHUNK;
 }
 
 int backend_cpu_low_precision_is_fast(const Backend *be) {
