@@ -1,26 +1,43 @@
 # bench/run_bench.py — `make bench-speed` (part of `make bench`): mingpt against PyTorch on this
-# machine, in one run. Run with Debian's python (/usr/bin/python3, python3-torch).
+# machine, in one run. Needs only Python 3's standard library; the PyTorch side runs under each
+# interpreter given with --torch-py (Debian's /usr/bin/python3 = torch 1.13 by default).
 #
-#   /usr/bin/python3 bench/run_bench.py --bin build/bench/bench_train [--configs S,M,T] [--quick]
+#   python3 bench/run_bench.py --bin build/bench/bench_train [--configs S,M,T] [--quick]
+#       [--torch-py /usr/bin/python3,build/torch-venv/bin/python] [--torch-modes eager,sdpa,...]
+#       [--no-torch] [--no-recompute] [--recompute-batch 216] [--cache-dir build/bench-cache] [--no-wait]
 #
-# For each config (S: nanoGPT's CPU config, M: nanoGPT's shakespeare-char model, T: the
-# tutorial's model; each with its own dropout), in separate processes:
-#   * mingpt: warm-up iterations, then timed ones (bench/bench_train.c): median ms/iter,
-#     tokens/s, MFU against the sgemm peak measured at the start of this run, peak RSS against
-#     the memory the config needs (params + grads + AdamW m, v + activations);
-#   * PyTorch (bench/torch_speed.py): the same model, batch and optimizer with
-#     torch threads 1 + BLAS threads 2, and torch threads 2 + BLAS threads 1; the better counts;
-#   * the ratio of tokens/s, mingpt / PyTorch.
-# Then sampling chars/s of the S model on one core (OMP_NUM_THREADS=1, KV cache).
-# When OPENBLAS_CORETYPE is set, everything is repeated without it (labelled). With --bin-dnnl
-# (the bench built on oneDNN's sgemm), the peak and mingpt's runs are repeated with it, to keep
-# the GEMM library choice a measured one.
+# Steps, every measurement in its own process (bench/bench_train.c, bench/torch_speed.py):
+#   1. the machine's environment: CPU model and flags, threads, OPENBLAS_CORETYPE, torch versions,
+#      the GEMM line (libraries and OpenBLAS core);
+#   2. sgemm GFLOP/s of every GEMM implementation at 4096^3; MFU is against the best of them;
+#   3. per config (S: nanoGPT's CPU config, M: nanoGPT's shakespeare-char model, T: the tutorial's
+#      model; each with its own dropout): one untimed warm-up run (the GEMM calibration, cached
+#      under --cache-dir per config), then mingpt fp32: median ms/iter, tok/s, MFU, peak RSS
+#      against the memory the config needs, and the GEMM chosen per shape class with each
+#      implementation's GFLOP/s at the model's shapes;
+#   4. PyTorch, per interpreter: eager, F.scaled_dot_product_attention, torch.compile and compile
+#      + SDPA where that torch has them; thread settings: torch with MKL uses all threads, torch
+#      on OpenBLAS (Debian's) both torch 1 + BLAS n and torch n + BLAS 1. The fastest mode over
+#      all interpreters is "best PyTorch";
+#   5. bf16 (S, M): mingpt --amp bf16 against mingpt fp32 and against PyTorch's
+#      torch.autocast("cpu", dtype=torch.bfloat16) (eager and compile);
+#   6. activation recomputation (--no-recompute skips it): the tutorial config (8/8/512, block 128,
+#      batch 216, dropout 0.1), 1 warm-up + 2 timed iterations, with and without --checkpointing 1;
+#   7. sampling chars/s of the S model on one core (KV cache);
+#   8. tables and the issue's goals, met or MISSED.
+# Steps 2, 3 and mingpt's bf16 runs are repeated, labelled, in a second environment: with OPENBLAS_CORETYPE unset
+# when it is set, else with OPENBLAS_CORETYPE=Prescott (what OpenBLAS falls back to on a CPU it
+# does not know; the GEMM dispatch should route around it). The unlabelled runs never set it.
 import argparse
+import dataclasses
+import glob
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,15 +48,59 @@ CONFIGS = {
     "M": dict(n_layer=6, n_head=6, n_embd=384, block=256, batch=8, dropout=0.2, mg=(2, 15), pt=(2, 8)),
     "T": dict(n_layer=8, n_head=8, n_embd=512, block=128, batch=8, dropout=0.1, mg=(2, 15), pt=(2, 8)),
 }
-TARGETS = {"S": 2.0, "M": 1.5, "T": 1.3}
+# The tutorial config (gpt2_train_cfg.yaml's model and batch) for activation recomputation.
+RECOMPUTE = dict(n_layer=8, n_head=8, n_embd=512, block=128, batch=216, dropout=0.1, mg=(1, 2))
+BF16_CONFIGS = ("S", "M")
 VOCAB = 65   # tiny-shakespeare's character vocabulary
+
+# Goals (issue 14, and the earlier ones still held).
+RATIO_GOALS = {"S": 2.0, "M": 1.5, "T": 1.3}     # mingpt tok/s over best PyTorch tok/s (T: earlier goal)
+MFU_GOAL_M = 0.70           # MFU on M against the best sgemm GFLOP/s measured in the run
+BF16_GOAL_M = 1.5           # mingpt bf16 over fp32 on M, where bf16 runs on bf16 hardware
+RECOMPUTE_RSS_CUT = 0.50    # peak RSS cut by at least this fraction
+RECOMPUTE_SLOWDOWN = 1.40   # at most this much time per iteration
+RSS_GOAL = 1.25             # peak RSS over the memory the config needs (earlier goal)
+SAMPLE_GOAL = 5000          # chars/s on one core (earlier goal)
+
+# PyTorch modes: name, --sdpa, --compile. bf16 (autocast) runs the modes in BF16_TORCH_MODES.
+TORCH_MODES = {"eager": (0, 0), "sdpa": (1, 0), "compile": (0, 1), "compile+sdpa": (1, 1)}
+BF16_TORCH_MODES = ("eager", "compile")
+COMPILE_WARMUP = 3          # torch.compile compiles in its first iterations
+
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
+class MeasureError(Exception):
+    """A measurement that did not produce a result; str() is what the tables show."""
+
+
+@dataclasses.dataclass
+class Variant:
+    label: str          # "" for the machine's own environment
+    slug: str           # directory name under --cache-dir
+    extra: dict         # environment additions
+    drop: tuple         # environment removals
+
+
+@dataclasses.dataclass
+class Opts:
+    wait: bool          # wait for an idle machine and re-measure when other work interfered
+    quick: bool
+    cache_dir: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one measurement
+
+def parse_kv(line):
+    return dict(re.findall(r"([\w-]+)=(\S+)", line))
 
 
 def parse_result(out):
     for line in out.splitlines():
         if line.startswith("RESULT"):
-            return {k: v for k, v in re.findall(r"(\w+)=(\S+)", line)}
-    raise RuntimeError("no RESULT line in:\n" + out)
+            return parse_kv(line)
+    raise MeasureError("no RESULT line")
 
 
 def cpu_busy_fraction(seconds=1.0):
@@ -54,7 +115,9 @@ def cpu_busy_fraction(seconds=1.0):
     return 1.0 - (i1 - i0) / max(1, t1 - t0)
 
 
-def wait_idle(label, max_wait=120):
+def wait_idle(label, opts, max_wait=120):
+    if not opts.wait:
+        return
     busy = cpu_busy_fraction()
     waited = 0
     while busy > 0.10 and waited < max_wait:
@@ -64,7 +127,6 @@ def wait_idle(label, max_wait=120):
     if busy > 0.10:
         print(f"  WARNING: the machine is {100 * busy:.0f}% busy with other work before {label}; "
               f"timings are unreliable", flush=True)
-    return busy
 
 
 def busy_cpu_seconds():
@@ -74,28 +136,36 @@ def busy_cpu_seconds():
     return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
 
 
-def run(cmd, env_extra=None, env_drop=(), what="", attempts=3):
-    """Runs one measurement; repeats it (up to `attempts` times) when other processes took
-    more than 15% of a core while it ran, since on a 2-core machine that skews the timing."""
+def run(cmd, opts, what, extra=None, drop=()):
+    """Runs one measurement after waiting for an idle machine and returns its stdout; repeats it
+    (3 attempts) when other processes took more than 15% of a core while it ran, since on a
+    2-core machine that skews the timing. Raises MeasureError when it fails."""
     env = dict(os.environ)
-    for k in env_drop:
+    for k in drop:
         env.pop(k, None)
-    env.update(env_extra or {})
+    env.update(extra or {})
+    attempts = 3 if opts.wait else 1
     for attempt in range(attempts):
+        wait_idle(what, opts)
         b0, c0, t0 = busy_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN), time.time()
-        p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        except OSError as e:
+            raise MeasureError(f"cannot run {cmd[0]}: {e.strerror}")
         b1, c1, t1 = busy_cpu_seconds(), resource.getrusage(resource.RUSAGE_CHILDREN), time.time()
         if p.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} exited with {p.returncode}:\n{p.stdout}{p.stderr}")
+            # bench_train says what is wrong first; Python's last line is the exception
+            lines = [ln.strip() for ln in (p.stderr or p.stdout).splitlines() if ln.strip()]
+            why = (lines[-1] if "Traceback" in p.stderr else lines[0]) if lines else "no output"
+            raise MeasureError(f"{'n/a' if p.returncode == 3 else 'FAILED'} (exit {p.returncode}: {why})")
         child = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
         other = max(0.0, (b1 - b0) - child) / max(1e-3, t1 - t0)
-        if other <= 0.15:
-            return parse_result(p.stdout)
+        if not opts.wait or other <= 0.15:
+            return p.stdout
         print(f"  ({what}: other processes used {100 * other:.0f}% of a core meanwhile; "
               f"{'measuring again' if attempt + 1 < attempts else 'keeping this measurement, unreliable'})",
               flush=True)
-        wait_idle(what)
-    return parse_result(p.stdout)
+    return p.stdout
 
 
 def model_args(c):
@@ -104,117 +174,452 @@ def model_args(c):
             "--dropout", str(c["dropout"])]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="build/bench/bench_train")
-    ap.add_argument("--bin-dnnl", default=None, help="bench_train built with oneDNN's sgemm")
-    ap.add_argument("--configs", default="S,M,T")
-    ap.add_argument("--quick", action="store_true", help="fewer iterations (smoke test)")
-    ap.add_argument("--no-torch", action="store_true")
-    a = ap.parse_args()
-    names = [n for n in a.configs.split(",") if n]
-    coretype = os.environ.get("OPENBLAS_CORETYPE")
-    threads = os.environ.get("OMP_NUM_THREADS", str(os.cpu_count()))
-    cpu = "?"
+def shape_str(c):
+    return f"L{c['n_layer']} H{c['n_head']} C{c['n_embd']} T{c['block']} B{c['batch']} dropout {c['dropout']}"
+
+
+# ---------------------------------------------------------------------------------------------
+# mingpt measurements
+
+def cache_env(opts, variant, name, fresh=False):
+    """MINGPT_CACHE_DIR for one config in one environment: its own directory, so the classes a
+    run prints are exactly that config's. fresh: remove the calibration files left there."""
+    d = os.path.join(opts.cache_dir, variant.slug, name)
+    os.makedirs(d, exist_ok=True)
+    if fresh:
+        for f in glob.glob(os.path.join(d, "gemm-*.txt")):
+            os.remove(f)
+    return dict(variant.extra, MINGPT_CACHE_DIR=os.path.abspath(d))
+
+
+def measure_sgemm(binary, opts, variant):
+    """GFLOP/s of every GEMM implementation at 4096^3: dict(desc, core, impls {name: GFLOP/s}, best)."""
+    out = run([binary, "sgemm", "--n", "4096", "--reps", "2" if opts.quick else "4"], opts,
+              f"sgemm peak{variant.label}", variant.extra, variant.drop)
+    r = parse_result(out)
+    desc = next((ln[5:] for ln in out.splitlines() if ln.startswith("GEMM ")), "?")
+    impls = {k: float(v) for k, v in r.items()
+             if k not in ("library", "openblas_core", "n", "threads", "gflops")}
+    return dict(desc=desc, core=r["openblas_core"], impls=impls, best=float(r["gflops"]), library=r["library"])
+
+
+def parse_gemm_classes(out):
+    classes = []
+    for line in out.splitlines():
+        if line.startswith("GEMMCLASS "):
+            kv = parse_kv(line)
+            fixed = {k: kv.pop(k) for k in ("op", "class", "timed", "threads", "impl")}
+            fixed["gflops"] = {k: float(v) for k, v in kv.items()}
+            classes.append(fixed)
+    return classes
+
+
+def warm_up(binary, opts, variant, name, c):
+    """One untimed iteration, so the GEMM calibration of this config's classes never lands in
+    a timed run (it is cached in the config's directory). Starts from an empty cache."""
+    run([binary, "train"] + model_args(c) + ["--warmup", "0", "--iters", "1"], opts,
+        f"warm-up {name}{variant.label}", cache_env(opts, variant, name, fresh=True), variant.drop)
+
+
+def measure_mingpt(binary, opts, variant, name, c, peak, amp="fp32", checkpointing=False, iters=None):
+    """One timed mingpt run: dict(ms, tok, mfu, rss, need, lowp_fast, classes) or dict(error)."""
+    w, it = iters or ((1, 3) if opts.quick else c["mg"])
+    extra = ["--warmup", str(w), "--iters", str(it), "--amp", amp]
+    if checkpointing:
+        extra += ["--checkpointing", "1"]
+    what = f"mingpt {name} {amp}{' checkpointing' if checkpointing else ''}{variant.label}"
+    try:
+        out = run([binary, "train"] + model_args(c) + extra, opts, what,
+                  cache_env(opts, variant, name), variant.drop)
+        r = parse_result(out)
+    except MeasureError as e:
+        print(f"{what}: {e}", flush=True)
+        return dict(error=str(e))
+    ms = float(r["ms_median"])
+    res = dict(ms=ms, tok=float(r["tok_s"]), mfu=float(r["flops_iter"]) / (ms * 1e-3) / (peak * 1e9) if peak else 0,
+               rss=float(r["rss_kib"]) / 1024, need=float(r["need_kib"]) / 1024,
+               lowp_fast=int(r.get("lowp_fast", "0")), params=int(r["params"]), classes=parse_gemm_classes(out))
+    print(f"{what}: {shape_str(c)} ({res['params'] / 1e6:.2f}M params): {ms:.1f} ms/iter (median of {it}), "
+          f"{res['tok']:.0f} tok/s, MFU {100 * res['mfu']:.1f}%, peak RSS {res['rss']:.1f} MiB "
+          f"(needs {res['need']:.1f})" + (f", lowp_fast={res['lowp_fast']}" if amp != "fp32" else ""), flush=True)
+    return res
+
+
+def measure_sampling(binary, opts):
+    """chars/s of the S model on one core: (in-window, over 500 characters), or a MeasureError text."""
+    c = CONFIGS["S"]
+    args = [binary, "sample", "--n_layer", str(c["n_layer"]), "--n_head", str(c["n_head"]),
+            "--n_embd", str(c["n_embd"]), "--block", str(c["block"]), "--vocab", str(VOCAB)]
+    env = dict(cache_env(opts, Variant("", "env", {}, ()), "sample", fresh=True), OMP_NUM_THREADS="1")
+    try:
+        run(args + ["--tokens", "50"], opts, "sampling warm-up", env)
+        r = parse_result(run(args + ["--tokens", "500"], opts, "sampling", env))
+    except MeasureError as e:
+        return str(e)
+    return float(r["in_window_chars_s"]), float(r["chars_s"])
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch measurements
+
+def probe_torch(py, opts):
+    """dict(version, sdpa, compile, mkl) of one interpreter's torch, or dict(error)."""
+    try:
+        r = parse_result(run([py, os.path.join(HERE, "torch_speed.py"), "--probe", "1"],
+                             Opts(False, opts.quick, opts.cache_dir), f"probe {py}"))
+    except MeasureError as e:
+        return dict(error=str(e))
+    return dict(version=r["version"], python=r["python"], sdpa=int(r["sdpa"]), compile=int(r["compile"]),
+                mkl=int(r["mkl"]))
+
+
+def thread_settings(probe, threads):
+    """(torch threads, BLAS threads or None): torch with MKL runs its GEMMs on its own threads;
+    torch on OpenBLAS (Debian's) has two pools, so both splits are measured."""
+    if probe["mkl"] or threads == 1:
+        return [(threads, None)]
+    return [(1, threads), (threads, 1)]
+
+
+def measure_torch(py, probe, opts, name, c, mode, tt, bt, amp):
+    """One PyTorch run: a row dict with ms, tok, compile_s, rss, or status 'n/a ...' / 'FAILED ...'."""
+    sdpa, comp = TORCH_MODES[mode]
+    row = dict(config=name, py=py, version=probe.get("version", "?"), mode=mode, amp=amp,
+               threads=f"{tt}+{bt}" if bt else f"{tt}", status="")
+    if "error" in probe:
+        return dict(row, status=probe["error"])
+    missing = [f for f, on in (("sdpa", sdpa), ("compile", comp)) if on and not probe[f]]
+    if missing:
+        return dict(row, status=f"n/a (torch {probe['version']} has no {' or '.join(missing)})")
+    w, it = (1, 3) if opts.quick else c["pt"]
+    if comp:
+        w = max(w, COMPILE_WARMUP)
+    env = {"OMP_NUM_THREADS": str(tt)}
+    if bt:
+        env["OPENBLAS_NUM_THREADS"] = str(bt)
+    cmd = ([py, os.path.join(HERE, "torch_speed.py"), "--torch_threads", str(tt), "--sdpa", str(sdpa),
+            "--compile", str(comp), "--amp", amp] + model_args(c) + ["--warmup", str(w), "--iters", str(it)])
+    what = f"pytorch {name} {amp} {mode} (torch {probe['version']}, threads {row['threads']})"
+    inductor = None
+    if comp:
+        # a fresh Inductor cache per measurement, so compile_s is a cold compile (unless run()
+        # measures again), and nothing lands in /tmp
+        os.makedirs(opts.cache_dir, exist_ok=True)
+        inductor = env["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-", dir=opts.cache_dir)
+    try:
+        r = parse_result(run(cmd, opts, what, env))
+    except MeasureError as e:
+        print(f"{what}: {e}", flush=True)
+        return dict(row, status=str(e))
+    finally:
+        if inductor:
+            shutil.rmtree(inductor, ignore_errors=True)
+    row.update(ms=float(r["ms_median"]), tok=float(r["tok_s"]), compile_s=float(r["compile_s"]),
+               rss=float(r["rss_kib"]) / 1024)
+    print(f"{what}: {row['ms']:.1f} ms/iter (median of {it}), {row['tok']:.0f} tok/s"
+          + (f", compile {row['compile_s']:.1f} s" if comp else ""), flush=True)
+    return row
+
+
+def best_torch(rows, name, amp):
+    ok = [r for r in rows if r["config"] == name and r["amp"] == amp and not r["status"]]
+    return min(ok, key=lambda r: r["ms"]) if ok else None
+
+
+def torch_label(r):
+    return f"{r['mode']}, torch {r['version']}, threads {r['threads']}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Output
+
+def print_table(title, header, rows):
+    """One markdown table (pasteable into the README)."""
+    print(f"\n{title}\n", flush=True)
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(str(x).replace("|", "\\|") for x in r) + " |")
+    sys.stdout.flush()
+
+
+def verdict(ok):
+    return "met" if ok else "MISSED"
+
+
+def cpu_info():
+    model, flags = "?", set()
     with open("/proc/cpuinfo") as f:
         for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    print(f"machine: {cpu}, {os.cpu_count()} CPUs; OMP_NUM_THREADS={threads}; "
-          f"OPENBLAS_CORETYPE={coretype if coretype else '(unset)'}", flush=True)
+            if line.startswith("model name") and model == "?":
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+    return model, flags
+
+
+def gemm_rows(classes):
+    impls = list(classes[0]["gflops"]) if classes else []
+    rows = [[k["op"], k["class"], k["timed"], k["threads"], k["impl"]]
+            + [f"{k['gflops'][i]:.1f}" if k["gflops"].get(i, 0) > 0 else "-" for i in impls] for k in classes]
+    return impls, rows
+
+
+def error_of(*results):
+    """The first error among measurement results (dicts), or None."""
+    return next((r["error"] for r in results if "error" in r), None)
+
+
+
+
+# ---------------------------------------------------------------------------------------------
+# The steps
+
+def environment(pys, opts):
+    """Step 1: prints the machine's own environment; returns (threads, torch probes, variants)."""
+    coretype = os.environ.get("OPENBLAS_CORETYPE")
+    threads = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count())
+    model, flags = cpu_info()
+    probes = {py: probe_torch(py, opts) for py in pys}
+    print(f"machine: {model}, {os.cpu_count()} CPUs; flags: "
+          + ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in CPU_FLAGS))
+    print(f"threads: {threads} (OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')}); "
+          f"OPENBLAS_CORETYPE={coretype if coretype else '(unset)'}")
+    for py, p in probes.items():
+        print(f"PyTorch: {py}: " + (p["error"] if "error" in p else
+              f"torch {p['version']} (Python {p['python']}; SDPA {'yes' if p['sdpa'] else 'no'}, "
+              f"torch.compile {'yes' if p['compile'] else 'no'}, BLAS {'MKL' if p['mkl'] else 'not MKL (OpenBLAS)'})"))
     print("FLOPs per iteration = B*T * (6*N_linear + 12*L*C*T), N_linear = L*12*C^2 + V*C "
           "(Linear weights incl. lm_head; attention not discounted for the causal mask)", flush=True)
-
-    # (label, bench binary, env additions, env removals, run PyTorch too)
-    variants = [("env", a.bin, {}, (), not a.no_torch)]
+    variants = [Variant("", "env", {}, ())]
     if coretype:
-        variants.append(("OPENBLAS_CORETYPE unset", a.bin, {}, ("OPENBLAS_CORETYPE",), not a.no_torch))
-    if a.bin_dnnl and os.path.exists(a.bin_dnnl):
-        variants.append(("oneDNN sgemm", a.bin_dnnl, {}, (), False))
+        variants.append(Variant(" [OPENBLAS_CORETYPE unset]", "coretype-unset", {}, ("OPENBLAS_CORETYPE",)))
+    else:
+        variants.append(Variant(" [OPENBLAS_CORETYPE=Prescott]", "coretype-prescott",
+                                {"OPENBLAS_CORETYPE": "Prescott"}, ()))
+    return threads, probes, variants
 
-    results, torch_res = {}, {}
-    for vname, binary, extra, drop, with_torch in variants:
-        label = "" if vname == "env" else f" [{vname}]"
-        wait_idle("the sgemm peak")
-        r = run([binary, "sgemm", "--n", "4096", "--reps", "2" if a.quick else "4"], extra, drop, "sgemm peak")
-        peak = float(r["gflops"])
-        core = f", OpenBLAS core {r['openblas_core']}" if r["library"] == "openblas" else ""
-        print(f"sgemm peak{label}: {peak:.1f} GFLOP/s ({r['library']} sgemm 4096^3, {r['threads']} threads{core})",
-              flush=True)
+
+def amps_of(name):
+    return ("fp32", "bf16") if name in BF16_CONFIGS else ("fp32",)
+
+
+def mingpt_side(binary, opts, variants, names):
+    """Steps 2, 3 and mingpt's bf16 runs, in each environment: (sgemm {slug: ...},
+    results {(slug, config, amp): ...})."""
+    sgemm, mg = {}, {}
+    for v in variants:
+        try:
+            sgemm[v.slug] = measure_sgemm(binary, opts, v)
+            print(f"GEMM{v.label}: {sgemm[v.slug]['desc']}", flush=True)
+        except MeasureError as e:
+            sgemm[v.slug] = dict(error=str(e), best=0.0, impls={})
+            print(f"sgemm peak{v.label}: {e}", flush=True)
         for n in names:
-            c = CONFIGS[n]
-            w, it = (1, 3) if a.quick else c["mg"]
-            wait_idle(f"mingpt {n}")
-            r = run([binary, "train"] + model_args(c) + ["--warmup", str(w), "--iters", str(it)], extra, drop,
-                    f"mingpt {n}")
-            ms, tok = float(r["ms_median"]), float(r["tok_s"])
-            mfu = float(r["flops_iter"]) / (ms * 1e-3) / (peak * 1e9)
-            rss, need = float(r["rss_kib"]) / 1024, float(r["need_kib"]) / 1024
-            results[(vname, n)] = dict(ms=ms, tok=tok, mfu=mfu, rss=rss, need=need, params=int(r["params"]))
-            print(f"mingpt {n}{label}: L{c['n_layer']} H{c['n_head']} C{c['n_embd']} T{c['block']} "
-                  f"B{c['batch']} dropout {c['dropout']} ({int(r['params']) / 1e6:.2f}M params): "
-                  f"{ms:.1f} ms/iter (median of {it}), {tok:.0f} tok/s, MFU {100 * mfu:.1f}%, "
-                  f"peak RSS {rss:.1f} MiB = {rss / need:.2f}x the {need:.1f} MiB it needs", flush=True)
-        if not with_torch:
+            try:
+                warm_up(binary, opts, v, n, CONFIGS[n])
+            except MeasureError as e:
+                print(f"warm-up {n}{v.label}: {e}", flush=True)
+            for amp in amps_of(n):
+                mg[(v.slug, n, amp)] = measure_mingpt(binary, opts, v, n, CONFIGS[n], sgemm[v.slug]["best"], amp)
+    return sgemm, mg
+
+
+def torch_side(pys, probes, opts, names, modes, threads):
+    """Steps 4 and PyTorch's bf16 runs, machine's own environment: one row per measurement."""
+    rows = []
+    for n in names:
+        for amp in amps_of(n):
+            for py in pys:
+                settings = thread_settings(probes[py], threads) if "error" not in probes[py] else [(threads, None)]
+                for mode in modes:
+                    if amp == "bf16" and mode not in BF16_TORCH_MODES:
+                        continue
+                    for tt, bt in settings:
+                        rows.append(measure_torch(py, probes[py], opts, n, CONFIGS[n], mode, tt, bt, amp))
+    return rows
+
+
+def recompute_side(binary, opts, variant, c, peak):
+    """Step 6: {False: without, True: with --checkpointing 1}, each a measure_mingpt result."""
+    try:
+        warm_up(binary, opts, variant, "R", c)
+    except MeasureError as e:
+        print(f"warm-up of the recomputation config: {e}", flush=True)
+    return {ck: measure_mingpt(binary, opts, variant, "R", c, peak, iters=c["mg"], checkpointing=ck)
+            for ck in (False, True)}
+
+
+def print_results(variants, names, sgemm, mg, trows, rc, rc_cfg):
+    """Step 8, the tables (the goals apart)."""
+    impls = next((s["impls"] for s in sgemm.values() if s["impls"]), {})
+    print_table("sgemm GFLOP/s at 4096^3, all threads (MFU is against the best)",
+                ["environment", "OpenBLAS core"] + list(impls) + ["best"],
+                [[v.label.strip() or "machine's own", s.get("error", s.get("core"))]
+                 + [f"{s['impls'][i]:.1f}" if s["impls"].get(i, 0) > 0 else "n/a" for i in impls]
+                 + [f"{s['best']:.1f}"] for v in variants for s in [sgemm[v.slug]]])
+
+    rows = []
+    for v in variants:
+        for n in names:
+            m, best = mg[(v.slug, n, "fp32")], best_torch(trows, n, "fp32")
+            row = [n + v.label, shape_str(CONFIGS[n])]
+            if "error" in m:
+                rows.append(row + [m["error"], "", "", "", "", ""])
+                continue
+            rows.append(row + [f"{m['ms']:.1f}", f"{m['tok']:.0f}", f"{100 * m['mfu']:.1f}%",
+                               f"{m['rss']:.0f} / {m['need']:.0f} MiB = {m['rss'] / m['need']:.2f}x",
+                               f"{best['ms']:.1f} ({torch_label(best)})" if best else "-",
+                               f"{best['ms'] / m['ms']:.2f}" if best else "-"])
+    print_table("mingpt fp32 against the best PyTorch mode (ratio = PyTorch ms / mingpt ms = tokens/s ratio; "
+                "labelled rows against the machine's own PyTorch)",
+                ["config", "model", "mingpt ms/iter", "tok/s", "MFU", "peak RSS / need", "best PyTorch ms/iter",
+                 "ratio"], rows)
+
+    for v in variants:
+        for n in names:
+            m = mg[(v.slug, n, "fp32")]
+            if "error" not in m and m["classes"]:
+                cols, rows = gemm_rows(m["classes"])
+                print_table(f"GEMM per shape class, {n}{v.label} (chosen implementation; GFLOP/s of each at the "
+                            f"timed shape; class = ceil(log2) of M:N:K)",
+                            ["op", "class", "timed MxNxK", "threads", "chosen"] + cols, rows)
+
+    if trows:
+        print_table("PyTorch, every mode (machine's own environment)",
+                    ["config", "amp", "interpreter", "torch", "mode", "threads torch+BLAS", "ms/iter", "tok/s",
+                     "compile s", "peak RSS MiB"],
+                    [[r["config"], r["amp"], r["py"], r["version"], r["mode"], r["threads"]]
+                     + ([r["status"], "", "", ""] if r["status"] else
+                        [f"{r['ms']:.1f}", f"{r['tok']:.0f}",
+                         f"{r['compile_s']:.1f}" if "compile" in r["mode"] else "-", f"{r['rss']:.0f}"])
+                     for r in trows])
+
+    rows = []
+    for v in variants:
+        for n in (n for n in names if n in BF16_CONFIGS):
+            f32, b16 = mg[(v.slug, n, "fp32")], mg[(v.slug, n, "bf16")]
+            pt = None if v.label else best_torch(trows, n, "bf16")
+            err = error_of(f32, b16)
+            if err:
+                rows.append([n + v.label, err, "", "", "", "", ""])
+                continue
+            rows.append([n + v.label, f"{f32['ms']:.1f}", f"{b16['ms']:.1f}", f"{f32['ms'] / b16['ms']:.2f}",
+                         "yes" if b16["lowp_fast"] else "no (bf16 runs in fp32)",
+                         f"{pt['ms']:.1f} ({torch_label(pt)})" if pt else "-",
+                         f"{pt['ms'] / b16['ms']:.2f}" if pt else "-"])
+    if rows:
+        print_table("bf16: mingpt --amp bf16 against mingpt fp32 and PyTorch torch.autocast(\"cpu\", bfloat16) "
+                    "(ratios > 1: mingpt bf16 faster)",
+                    ["config", "mingpt fp32 ms", "mingpt bf16 ms", "bf16 speed-up", "bf16 hardware (lowp_fast)",
+                     "best PyTorch bf16 ms", "PyTorch bf16 ms / mingpt bf16 ms"], rows)
+
+    if rc:
+        print_table(f"activation recomputation: {shape_str(rc_cfg)}, median of {rc_cfg['mg'][1]} iterations "
+                    f"after {rc_cfg['mg'][0]} warm-up",
+                    ["run", "ms/iter", "peak RSS MiB", "need MiB"],
+                    [["--checkpointing 1" if ck else "without"]
+                     + ([r["error"], "", ""] if "error" in r else
+                        [f"{r['ms']:.1f}", f"{r['rss']:.0f}", f"{r['need']:.0f}"]) for ck, r in rc.items()])
+
+
+def goal_rows(names, sgemm, mg, trows, rc, sample):
+    """Step 8, the goals: [goal, measured, met / MISSED / - (not measured) / n/a]."""
+    rows = []
+    for n in names:
+        m, best, g = mg[("env", n, "fp32")], best_torch(trows, n, "fp32"), RATIO_GOALS[n]
+        goal = f"{n} >= {g}x best PyTorch" + (" (earlier goal)" if n == "T" else "")
+        if "error" in m or not best:
+            rows.append([goal, m.get("error", "no PyTorch result"), "-"])
+        else:
+            r = best["ms"] / m["ms"]
+            rows.append([goal, f"{r:.2f} ({m['ms']:.1f} vs {best['ms']:.1f} ms: {torch_label(best)})",
+                         verdict(r >= g)])
+    if "M" in names:
+        goal = f"MFU on M >= {100 * MFU_GOAL_M:.0f}% of the best sgemm"
+        err = error_of(sgemm["env"], mg[("env", "M", "fp32")])
+        mfu = mg[("env", "M", "fp32")].get("mfu", 0)
+        rows.append([goal, err, "-"] if err else
+                    [goal, f"{100 * mfu:.1f}% of {sgemm['env']['best']:.1f} GFLOP/s", verdict(mfu >= MFU_GOAL_M)])
+    for n in (n for n in names if n in BF16_CONFIGS):
+        f32, b16 = mg[("env", n, "fp32")], mg[("env", n, "bf16")]
+        if error_of(f32, b16):
+            rows.append([f"bf16 on {n}", error_of(f32, b16), "-"])
             continue
-        for n in names:
-            c = CONFIGS[n]
-            w, it = (1, 3) if a.quick else c["pt"]
-            best = None
-            for tt, bt in ((1, 2), (2, 1)):
-                wait_idle(f"PyTorch {n}")
-                env = dict(extra, OMP_NUM_THREADS=str(tt), OPENBLAS_NUM_THREADS=str(bt))
-                r = run(["/usr/bin/python3", os.path.join(HERE, "torch_speed.py"), "--torch_threads", str(tt)]
-                        + model_args(c) + ["--warmup", str(w), "--iters", str(it)], env, drop, f"PyTorch {n}")
-                ms = float(r["ms_median"])
-                print(f"pytorch {n}{label}: torch threads {tt}, BLAS threads {bt}: {ms:.1f} ms/iter "
-                      f"(median of {it}), {float(r['tok_s']):.0f} tok/s, peak RSS "
-                      f"{float(r['rss_kib']) / 1024:.0f} MiB", flush=True)
-                if best is None or ms < best[0]:
-                    best = (ms, float(r["tok_s"]), tt, bt)
-            torch_res[(vname, n)] = best
+        s = f32["ms"] / b16["ms"]
+        if n == "M":
+            rows.append([f"bf16 on M >= {BF16_GOAL_M}x mingpt fp32 (where the CPU has AVX512-BF16 or AMX)",
+                         f"{s:.2f}x", verdict(s >= BF16_GOAL_M) if b16["lowp_fast"] else "n/a (no bf16 hardware)"])
+        rows.append([f"bf16 on {n} never slower than fp32", f"{s:.2f}x", verdict(s >= 1.0)])
+    if rc:
+        no, ck = rc[False], rc[True]
+        if error_of(no, ck):
+            rows.append(["activation recomputation", error_of(no, ck), "-"])
+        else:
+            cut, slow = 1 - ck["rss"] / no["rss"], ck["ms"] / no["ms"]
+            rows.append([f"recomputation cuts peak RSS by >= {100 * RECOMPUTE_RSS_CUT:.0f}%",
+                         f"{100 * cut:.1f}% ({no['rss']:.0f} -> {ck['rss']:.0f} MiB)",
+                         verdict(cut >= RECOMPUTE_RSS_CUT)])
+            rows.append([f"recomputation costs <= +{100 * (RECOMPUTE_SLOWDOWN - 1):.0f}% time per iteration",
+                         f"{100 * (slow - 1):+.1f}% ({no['ms']:.0f} -> {ck['ms']:.0f} ms)",
+                         verdict(slow <= RECOMPUTE_SLOWDOWN)])
+    fit = [mg[("env", n, "fp32")]["rss"] / mg[("env", n, "fp32")]["need"] for n in names
+           if "error" not in mg[("env", n, "fp32")]]
+    if fit:
+        rows.append([f"peak RSS <= {RSS_GOAL}x what the config needs (earlier goal)", f"{max(fit):.2f}x",
+                     verdict(max(fit) <= RSS_GOAL)])
+    if isinstance(sample, str):
+        rows.append([f"sampling >= {SAMPLE_GOAL} chars/s, one core", sample, "-"])
+    else:
+        rows.append([f"sampling >= {SAMPLE_GOAL} chars/s, one core, while the context fits block_size "
+                     "(earlier goal)", f"{sample[0]:.0f}", verdict(sample[0] >= SAMPLE_GOAL)])
+        rows.append(["sampling over 500 characters (past block_size minGPT's cropping recomputes the window)",
+                     f"{sample[1]:.0f}", verdict(sample[1] >= SAMPLE_GOAL)])
+    return rows
 
-    # sampling, S model, one core
-    wait_idle("sampling")
-    c = CONFIGS["S"]
-    r = run([a.bin, "sample", "--n_layer", str(c["n_layer"]), "--n_head", str(c["n_head"]),
-             "--n_embd", str(c["n_embd"]), "--block", str(c["block"]), "--vocab", str(VOCAB),
-             "--tokens", "500"], {"OMP_NUM_THREADS": "1"}, (), "sampling")
-    sample_in, sample_all = float(r["in_window_chars_s"]), float(r["chars_s"])
 
-    print()
-    print("| config | mingpt ms/iter | tok/s | MFU | peak RSS / need | PyTorch ms/iter (threads torch+BLAS) | ratio | target |")
-    print("|---|---|---|---|---|---|---|---|")
-    for vname, _, _, _, _ in variants:
-        for n in names:
-            m = results[(vname, n)]
-            tag = n if vname == "env" else f"{n} [{vname}]"
-            tkey = (vname, n) if (vname, n) in torch_res else ("env", n)
-            if tkey in torch_res:
-                tms, ttok, tt, bt = torch_res[tkey]
-                ratio = m["tok"] / ttok
-                tstr = f"{tms:.1f} ({tt}+{bt})" + ("" if tkey[0] == vname else " [env]")
-                verdict = f">= {TARGETS[n]}: {'met' if ratio >= TARGETS[n] else 'MISSED'}"
-                rstr = f"{ratio:.2f}"
-            else:
-                tstr, rstr, verdict = "-", "-", "-"
-            print(f"| {tag} | {m['ms']:.1f} | {m['tok']:.0f} | {100 * m['mfu']:.1f}% | "
-                  f"{m['rss']:.0f}/{m['need']:.0f} MiB = {m['rss'] / m['need']:.2f}x | {tstr} | {rstr} | {verdict} |")
-    print()
-    if ("env", "M") in results:
-        mfu = results[("env", "M")]["mfu"]
-        print(f"MFU on M: {100 * mfu:.1f}% of the measured sgemm peak (target >= 60%: "
-              f"{'met' if mfu >= 0.6 else 'MISSED'})")
-    worst = max((results[k]["rss"] / results[k]["need"] for k in results if k[0] == "env"), default=0)
-    print(f"peak RSS: at most {worst:.2f}x what the config needs (target <= 1.25x: "
-          f"{'met' if worst <= 1.25 else 'MISSED'})")
-    print(f"sampling, S model, one core (KV cache): {sample_in:.0f} chars/s while the context fits "
-          f"block_size; {sample_all:.0f} chars/s over 500 characters (past block_size minGPT's "
-          f"cropping recomputes the window per character) (target >= 5000: "
-          f"{'met' if sample_in >= 5000 else 'MISSED'} in-window, "
-          f"{'met' if sample_all >= 5000 else 'MISSED'} over 500)")
-    sys.stdout.flush()
+def main():
+    ap = argparse.ArgumentParser(description="mingpt against PyTorch on this machine (make bench-speed)")
+    ap.add_argument("--bin", default="build/bench/bench_train")
+    ap.add_argument("--configs", default="S,M,T", help="comma-separated subset of S,M,T")
+    ap.add_argument("--quick", action="store_true", help="fewer iterations (smoke test)")
+    ap.add_argument("--torch-py", default="/usr/bin/python3",
+                    help="Python interpreters with torch, separated by commas or spaces")
+    ap.add_argument("--torch-modes", default=",".join(TORCH_MODES),
+                    help=f"comma-separated subset of {','.join(TORCH_MODES)}")
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--recompute", action=argparse.BooleanOptionalAction, default=True,
+                    help="the activation recomputation rows (tutorial config, minutes)")
+    ap.add_argument("--recompute-batch", type=int, default=RECOMPUTE["batch"],
+                    help="batch of the recomputation config (smaller only for smoke tests)")
+    ap.add_argument("--cache-dir", default="build/bench-cache", help="GEMM calibration caches of this run")
+    ap.add_argument("--no-wait", action="store_true",
+                    help="do not wait for an idle machine or re-measure (smoke tests on a busy machine)")
+    a = ap.parse_args()
+    names = [n for n in a.configs.split(",") if n]
+    modes = [m for m in a.torch_modes.split(",") if m]
+    bad = [n for n in names if n not in CONFIGS] + [m for m in modes if m not in TORCH_MODES]
+    if bad:
+        ap.error(f"unknown config or PyTorch mode: {', '.join(bad)}")
+    if a.recompute_batch < 1:
+        ap.error("--recompute-batch must be >= 1")
+    if not os.access(a.bin, os.X_OK):
+        ap.error(f"{a.bin} is not an executable (make {a.bin})")
+    opts = Opts(wait=not a.no_wait, quick=a.quick, cache_dir=a.cache_dir)
+    pys = [] if a.no_torch else [p for p in re.split(r"[,\s]+", a.torch_py) if p]
+    t_start = time.time()
+
+    threads, probes, variants = environment(pys, opts)
+    sgemm, mg = mingpt_side(a.bin, opts, variants, names)
+    trows = torch_side(pys, probes, opts, names, modes, threads)
+    rc_cfg = dict(RECOMPUTE, batch=a.recompute_batch)
+    rc = recompute_side(a.bin, opts, variants[0], rc_cfg, sgemm["env"]["best"]) if a.recompute else None
+    sample = measure_sampling(a.bin, opts)
+
+    print_results(variants, names, sgemm, mg, trows, rc, rc_cfg)
+    print_table("goals (machine's own environment, this run)", ["goal", "measured", "verdict"],
+                goal_rows(names, sgemm, mg, trows, rc, sample))
+    print(f"\nbench-speed took {time.time() - t_start:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 # bench/torch_gpt.py — the same GPT, AdamW groups and training step as mingpt, in PyTorch
-# (Debian's python3-torch 1.13: run with /usr/bin/python3). Used by bench/run_bench.py
+# (torch 1.13, Debian's /usr/bin/python3, or later). Used by bench/run_bench.py
 # (speed) and bench/bench_quality.py (test loss); not part of `make test`.
 #
 # The model is karpathy/minGPT's (mingpt/model.py): wte + wpe, dropout, pre-LN blocks
 # with c_attn C->3C, causal softmax attention, c_proj, MLP C->4C->C with tanh-GELU, ln_f,
 # lm_head without bias. The one liberty taken, in PyTorch's favour: GELU is torch's fused
 # F.gelu(approximate='tanh') (the same function as minGPT's NewGELU, one kernel instead
-# of eight) and AdamW uses foreach=True (multi-tensor).
+# of eight) and AdamW uses foreach=True (multi-tensor). With sdpa=True the attention is
+# F.scaled_dot_product_attention(is_causal=True) (PyTorch >= 2.0; its fused kernels, same
+# function, dropout on the attention weights as minGPT's attn_dropout).
 import math
 
 import torch
@@ -15,8 +17,10 @@ import torch.nn.functional as F
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, C, NH, T, attn_pdrop, resid_pdrop):
+    def __init__(self, C, NH, T, attn_pdrop, resid_pdrop, sdpa=False):
         super().__init__()
+        self.sdpa = sdpa
+        self.attn_pdrop = attn_pdrop
         self.c_attn = nn.Linear(C, 3 * C)
         self.c_proj = nn.Linear(C, C)
         self.attn_dropout = nn.Dropout(attn_pdrop)
@@ -32,20 +36,24 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, self.n_head, hs).transpose(1, 2)
         q = q.view(B, T, self.n_head, hs).transpose(1, 2)
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
-        att = F.softmax(att, dim=-1)
-        att = self.attn_dropout(att)
-        y = att @ v
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.attn_pdrop if self.training else 0.0,
+                                               is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            att = self.attn_dropout(att)
+            y = att @ v
         y = y.transpose(1, 2).contiguous().view(B, T, C)
         return self.resid_dropout(self.c_proj(y))
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH, T, attn_pdrop, resid_pdrop):
+    def __init__(self, C, NH, T, attn_pdrop, resid_pdrop, sdpa=False):
         super().__init__()
         self.ln_1 = nn.LayerNorm(C)
-        self.attn = CausalSelfAttention(C, NH, T, attn_pdrop, resid_pdrop)
+        self.attn = CausalSelfAttention(C, NH, T, attn_pdrop, resid_pdrop, sdpa)
         self.ln_2 = nn.LayerNorm(C)
         self.mlp = nn.ModuleDict(dict(c_fc=nn.Linear(C, 4 * C), c_proj=nn.Linear(4 * C, C),
                                       dropout=nn.Dropout(resid_pdrop)))
@@ -58,12 +66,12 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, V, T, L, NH, C, embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0):
+    def __init__(self, V, T, L, NH, C, embd_pdrop=0.0, resid_pdrop=0.0, attn_pdrop=0.0, sdpa=False):
         super().__init__()
         self.block_size = T
         self.transformer = nn.ModuleDict(dict(
             wte=nn.Embedding(V, C), wpe=nn.Embedding(T, C), drop=nn.Dropout(embd_pdrop),
-            h=nn.ModuleList([Block(C, NH, T, attn_pdrop, resid_pdrop) for _ in range(L)]),
+            h=nn.ModuleList([Block(C, NH, T, attn_pdrop, resid_pdrop, sdpa) for _ in range(L)]),
             ln_f=nn.LayerNorm(C)))
         self.lm_head = nn.Linear(C, V, bias=False)
         self.apply(self._init_weights)

@@ -3,10 +3,16 @@
 # `make bench-eval` (the cost of a full evaluation by eval_stride).
 # Benchmarks are never part of `make test`.
 #
-#   make bench            all of the below (about 11 minutes on 2 cores)
-#   make bench-speed      S/M/T training speed, MFU, peak RSS, sgemm peak, sampling chars/s, then
-#                         the same models in PyTorch; ratios. BENCH_ARGS="--configs S --quick"
-#                         narrows it.
+#   make bench            all of the below
+#   make bench-speed      the machine's environment and GEMM; sgemm GFLOP/s of every implementation;
+#                         S/M/T fp32 training speed, MFU, peak RSS and the GEMM chosen per shape class;
+#                         the same models in PyTorch (eager, SDPA, torch.compile where the torch has
+#                         them), ratios; bf16 (S, M) against fp32 and PyTorch autocast; activation
+#                         recomputation on the tutorial config; sampling chars/s; the goals. mingpt's
+#                         runs are repeated, labelled, with OPENBLAS_CORETYPE unset (when it is set)
+#                         or =Prescott (when it is not). BENCH_ARGS narrows it, e.g.
+#                         BENCH_ARGS="--configs S --quick --no-recompute" (python3 bench/run_bench.py
+#                         --help lists the options).
 #   make bench-quality    char_cpu.yaml for 2000 iterations in mingpt and in PyTorch
 #   make bench-ddp        the M model (6/6/384, block 256, global batch 16) as 1 rank x 2 threads
 #                         and as 2 ranks x 1 thread (mpirun, --bind-to core and none), interleaved:
@@ -16,9 +22,16 @@
 #                         (trained once into build/bench-eval, or EVAL_SNAPSHOT=path): the default
 #                         eval_stride against eval_stride=1, times, losses, speed-up.
 #
-# The PyTorch side uses Debian's python3-torch through /usr/bin/python3 (TORCH_PY).
+# TORCH_PY: the Python interpreters whose torch the benchmarks run, separated by spaces (default
+# Debian's python3-torch 1.13 through /usr/bin/python3). bench-speed measures each and compares with
+# the fastest; bench-quality uses the first. A current PyTorch (SDPA, torch.compile, MKL) for
+# comparison:
+#   python3 -m venv build/torch-venv && build/torch-venv/bin/pip install torch
+#   make bench-speed TORCH_PY="/usr/bin/python3 build/torch-venv/bin/python"
+# The driver itself (bench/run_bench.py) needs only Python's standard library (BENCH_PY).
 
 TORCH_PY    ?= /usr/bin/python3
+BENCH_PY    ?= /usr/bin/python3
 BENCH_ARGS  ?=
 BENCH_BIN   := $(B)/bench/bench_train
 
@@ -33,10 +46,11 @@ $(BENCH_BIN): bench/bench_train.c $(B)/libmingpt.a
 bench-build: $(BENCH_BIN)
 
 bench-speed: $(BENCH_BIN)
-	$(TORCH_PY) bench/run_bench.py --bin $(BENCH_BIN) $(BENCH_ARGS)
+	$(BENCH_PY) bench/run_bench.py --bin $(BENCH_BIN) --cache-dir $(B)/bench-cache \
+	    --torch-py "$(TORCH_PY)" $(BENCH_ARGS)
 
 bench-quality: mingpt data $(BENCH_BIN)
-	$(TORCH_PY) bench/bench_quality.py --mingpt ./mingpt --bench $(BENCH_BIN) --config char_cpu.yaml
+	$(firstword $(TORCH_PY)) bench/bench_quality.py --mingpt ./mingpt --bench $(BENCH_BIN) --config char_cpu.yaml
 
 bench-ddp: mingpt data
 	bash bench/bench_ddp.sh ./mingpt
