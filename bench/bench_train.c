@@ -13,8 +13,10 @@
 //       --checkpointing 1 builds the model with activation checkpointing (model/gpt.h:
 //       trainer_config.activation_checkpointing), so time and peak RSS compare with a run without.
 //   bench_train sgemm  [--n N] [--reps R]
-//       Best GFLOP/s of the ops' sgemm (kernels/cpu/gemm.h: OpenBLAS, or oneDNN in the
-//       -DMINGPT_GEMM_DNNL build) on N x N x N with all OpenMP threads: the MFU peak.
+//       GFLOP/s of every GEMM implementation (kernels/cpu/gemm.h: OpenBLAS threaded and split,
+//       dnnl_sgemm, oneDNN's matmul) on N x N x N with all OpenMP threads; the best is the MFU peak.
+//   bench_train train ... [--amp fp32|bf16|fp16] runs the backend's matmuls in that dtype, and
+//       prints after the RESULT line one GEMMCLASS line per shape class of the dispatch table.
 //   bench_train sample --n_layer L --n_head H --n_embd C --block T [--vocab V] [--tokens N]
 //       chars/s of KV-cache sampling (model/gpt_infer.h) from a random-init model.
 //   bench_train init   --n_layer L --n_head H --n_embd C --block T --vocab V --seed S --out P

@@ -22,10 +22,14 @@ Output is deterministic.
 import math
 import os
 import struct
+import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt_layout import param_shapes  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "fixtures", "gpt_tiny.bin")
@@ -40,21 +44,7 @@ idx = torch.from_numpy(np.frombuffer(raw, "<i4", B * T, off).astype(np.int64).re
 targets = torch.from_numpy(np.frombuffer(raw, "<i4", B * T, off).astype(np.int64).reshape(B, T)); off += 4 * B * T
 
 
-def param_shapes():
-    s = [("transformer.wte.weight", (V, C)), ("transformer.wpe.weight", (T, C))]
-    for l in range(L):
-        p = f"transformer.h.{l}."
-        s += [(p + "ln_1.weight", (C,)), (p + "ln_1.bias", (C,)),
-              (p + "attn.c_attn.weight", (3 * C, C)), (p + "attn.c_attn.bias", (3 * C,)),
-              (p + "attn.c_proj.weight", (C, C)), (p + "attn.c_proj.bias", (C,)),
-              (p + "ln_2.weight", (C,)), (p + "ln_2.bias", (C,)),
-              (p + "mlp.c_fc.weight", (4 * C, C)), (p + "mlp.c_fc.bias", (4 * C,)),
-              (p + "mlp.c_proj.weight", (C, 4 * C)), (p + "mlp.c_proj.bias", (C,))]
-    s += [("transformer.ln_f.weight", (C,)), ("transformer.ln_f.bias", (C,)), ("lm_head.weight", (V, C))]
-    return s
-
-
-SHAPES = param_shapes()
+SHAPES = param_shapes(V, T, L, C)
 P = sum(math.prod(s) for _, s in SHAPES)
 flat = np.frombuffer(raw, "<f4", P, off).astype(np.float64)
 params0, o = {}, 0

@@ -11,9 +11,13 @@ File format: see tests/fixtures/README.md. Output is deterministic.
 import math
 import os
 import struct
+import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpt_layout import param_shapes  # noqa: E402
 
 V, T, L, NH, C, B = 11, 8, 2, 2, 16, 3   # vocab, block_size, layers, heads, embd, batch
 HS = C // NH                             # head size
@@ -24,22 +28,6 @@ DT = torch.float64
 
 
 # ---- parameters, in the C side's flat order ---------------------------------
-def param_shapes():
-    """(name, shape) in flat layout order; Linear weights are (out, in)."""
-    s = [("transformer.wte.weight", (V, C)), ("transformer.wpe.weight", (T, C))]
-    for l in range(L):
-        p = f"transformer.h.{l}."
-        s += [(p + "ln_1.weight", (C,)), (p + "ln_1.bias", (C,)),
-              (p + "attn.c_attn.weight", (3 * C, C)), (p + "attn.c_attn.bias", (3 * C,)),
-              (p + "attn.c_proj.weight", (C, C)), (p + "attn.c_proj.bias", (C,)),
-              (p + "ln_2.weight", (C,)), (p + "ln_2.bias", (C,)),
-              (p + "mlp.c_fc.weight", (4 * C, C)), (p + "mlp.c_fc.bias", (4 * C,)),
-              (p + "mlp.c_proj.weight", (C, 4 * C)), (p + "mlp.c_proj.bias", (C,))]
-    s += [("transformer.ln_f.weight", (C,)), ("transformer.ln_f.bias", (C,)),
-          ("lm_head.weight", (V, C))]
-    return s
-
-
 def init_param(name, shape):
     """Non-trivial random values so every code path matters."""
     if name.endswith("ln_1.weight") or name.endswith("ln_2.weight") or name.endswith("ln_f.weight"):
@@ -49,7 +37,7 @@ def init_param(name, shape):
     return 0.3 * torch.randn(shape, dtype=DT)             # matrices / embeddings
 
 
-SHAPES = param_shapes()
+SHAPES = param_shapes(V, T, L, C)
 params = {n: init_param(n, s) for n, s in SHAPES}
 P = sum(math.prod(s) for _, s in SHAPES)
 assert P == V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C + V * C

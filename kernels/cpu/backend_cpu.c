@@ -236,12 +236,18 @@ static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float 
 // Batch rows [b0, b0 + n) of an attention op: the dropout key's rows move with them.
 static DropoutKey rows_from(DropoutKey k, int b0) { k.row0 += (int64_t)b0 * k.row_stride; return k; }
 
+// Batch rows per chunk of an attention op: its bf16 scratch, or its rounded q, k, v, bounded.
+static int attention_rows(const Backend *be, int B, int T, int C, int NH) {
+    const CpuCtx *c = be->ctx;
+    return c->lp == LP_BF16 ? lp_rows(be, B, (long)(attention_bf16_scratch_bytes(1, T, C, NH) / 2))
+                            : lp_rows(be, B, 3L * T * C);
+}
+
 static void cpu_attention_forward(Backend *be, float *out, float *att, const float *qkv,
                                   int B, int T, int C, int NH, float attn_p, DropoutKey key) {
     CpuCtx *c = be->ctx;
     const long tc = (long)T * C, tt = (long)NH * T * T;
-    const int R = c->lp == LP_BF16 ? lp_rows(be, B, (long)(attention_bf16_scratch_bytes(1, T, C, NH) / 2))
-                                   : lp_rows(be, B, 3 * tc);
+    const int R = attention_rows(be, B, T, C, NH);
     for (int b0 = 0; b0 < B; b0 += R) {
         const int n = B - b0 < R ? B - b0 : R;
         float *o = out + b0 * tc, *a = att + b0 * tt;
@@ -259,8 +265,7 @@ static void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, con
                                    float attn_p, DropoutKey key) {
     CpuCtx *c = be->ctx;
     const long tc = (long)T * C, tt = (long)NH * T * T;
-    const int R = c->lp == LP_BF16 ? lp_rows(be, B, (long)(attention_bf16_scratch_bytes(1, T, C, NH) / 2))
-                                   : lp_rows(be, B, 3 * tc);
+    const int R = attention_rows(be, B, T, C, NH);
     for (int b0 = 0; b0 < B; b0 += R) {
         const int n = B - b0 < R ? B - b0 : R;
         float *dx = dqkv + 3 * b0 * tc, *ds = scratch + b0 * tt;
