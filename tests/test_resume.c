@@ -2,7 +2,8 @@
 // restart + 1 epoch, and a restart in the middle of an epoch, with dropout on and a
 // fixed seed. Parameters, AdamW moments and counters are compared bitwise. A snapshot
 // whose place in the epoch does not fit the data is refused; skipped outlier steps leave
-// no AdamW step behind.
+// no AdamW step behind. trainer_config.init_from starts exactly where resuming the same weights
+// with fresh AdamW starts; resume refuses a config that would not continue the run exactly.
 #include "tests/test_util.h"
 
 #include <unistd.h>

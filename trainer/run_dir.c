@@ -11,6 +11,8 @@
 
 #include <jansson.h>
 
+#include "trainer/atomic_file.h"
+
 int run_dir_join(const char *dir, const char *rel, char *out, size_t outlen) {
     char buf[4096];
     int w = rel[0] == '/' ? snprintf(buf, sizeof buf, "%s", rel) : snprintf(buf, sizeof buf, "%s/%s", dir, rel);
@@ -81,6 +83,7 @@ int run_dir_create(const char *dir, bool unique, char *out, size_t outlen, char 
 }
 
 int run_dir_write_file(const char *path, const char *text, char *err, size_t errlen) {
+    atomic_remove_stale(path);   // left by a writer killed between its write and its rename
     char tmp[4200];
     int w = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     if (w < 0 || (size_t)w >= sizeof tmp) {

@@ -201,10 +201,10 @@ static void shape_text(const int64_t *shape, int ndim, char *buf, size_t len) {
     if (o < len) snprintf(buf + o, len - o, "%s)", ndim == 1 ? "," : "");
 }
 
-static int import_safetensors(const char *path, const GPTShape *shape, const uint32_t *vocab, float *params,
-                              char *note, size_t notelen, char *err, size_t errlen) {
-    SafeTensors st;
-    if (safetensors_load(path, &st, err, errlen)) return 1;
+int state_dict_from_safetensors(const SafeTensors *stp, const char *path, const GPTShape *shape, const uint32_t *vocab,
+                                float *params, char *note, size_t notelen, char *err, size_t errlen) {
+    const SafeTensors st = *stp;
+    note[0] = 0;
     char model[256], want[96], got[96];
     describe_shape(shape, model, sizeof model);
     const int np = gpt_param_table(shape, NULL);
@@ -281,6 +281,14 @@ static int import_safetensors(const char *path, const GPTShape *shape, const uin
     }
 out:
     free(pt);
+    return rc;
+}
+
+static int import_safetensors(const char *path, const GPTShape *shape, const uint32_t *vocab, float *params,
+                              char *note, size_t notelen, char *err, size_t errlen) {
+    SafeTensors st;
+    if (safetensors_load(path, &st, err, errlen)) return 1;
+    const int rc = state_dict_from_safetensors(&st, path, shape, vocab, params, note, notelen, err, errlen);
     safetensors_free(&st);
     return rc;
 }
@@ -317,9 +325,10 @@ int state_dict_import(const char *path, const GPTShape *shape, const uint32_t *v
     note[0] = 0;
     char magic[8] = { 0 };
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-        return 1;
+    if (fd < 0) {   // a path the user gave: fixed in the config (2), unless it could not be read (1)
+        const int e = errno;
+        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(e));
+        return e == ENOENT || e == ENOTDIR ? 2 : 1;
     }
     const ssize_t got = read(fd, magic, sizeof magic);
     close(fd);

@@ -49,4 +49,9 @@ int state_dict_export(const Snapshot *s, const char *path, StDtype dtype, char *
 int state_dict_import(const char *path, const GPTShape *shape, const uint32_t *vocab, float *params, char *note,
                       size_t notelen, char *err, size_t errlen);
 
+// state_dict_import's checks and conversion on a parsed safetensors file (`path` names it in
+// messages); the same results.
+int state_dict_from_safetensors(const SafeTensors *st, const char *path, const GPTShape *shape, const uint32_t *vocab,
+                                float *params, char *note, size_t notelen, char *err, size_t errlen);
+
 #endif

@@ -357,6 +357,7 @@ static int save_cancelled(Trainer *t) {
 // SIGINT / SIGTERM: save (unless the snapshot on disk is of this iteration) and stop.
 static int stop_with_snapshot(Trainer *t) {
     log_info("Interrupted by a signal at iteration %ld: saving a snapshot\n", t->pr.iter_num);
+    fflush(stdout);   // said now, not after the save
     const int rc = t->saved_iter == t->pr.iter_num ? SAVE_OK : _save_snapshot(t, SAVE_INTERRUPT);
     return rc == SAVE_OK ? EXIT_INTERRUPTED : rc == SAVE_CANCELLED ? save_cancelled(t) : EXIT_RUNTIME;
 }
@@ -775,6 +776,7 @@ static int _run_epoch(Trainer *t, long epoch, long total_iters) {
             saved = _save_snapshot(t, SAVE_PERIODIC);
         else if (res.save && t->saved_iter != t->pr.iter_num) {
             log_info("Snapshot requested by a signal (SIGUSR1) at iteration %ld\n", t->pr.iter_num);
+            fflush(stdout);
             saved = _save_snapshot(t, SAVE_REQUESTED);
         }
         if (saved == SAVE_CANCELLED) return save_cancelled(t);
