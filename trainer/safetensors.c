@@ -1,20 +1,17 @@
 // trainer/safetensors.c — see safetensors.h.
 #include "trainer/safetensors.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
 #include "trainer/atomic_file.h"
+#include "trainer/file_read.h"
 
 static const struct { const char *name; size_t size; } DTYPES[ST_N_DTYPES] = {
     [ST_BOOL] = { "BOOL", 1 },     [ST_U8] = { "U8", 1 },    [ST_I8] = { "I8", 1 },
@@ -91,17 +88,7 @@ float st_get_float(const StTensor *t, uint64_t i) {
 }
 
 // ---------------------------------------------------------------- reading
-static int failf(char *err, size_t errlen, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int failf(char *err, size_t errlen, const char *name, const char *fmt, ...) {
-    int k = snprintf(err, errlen, "safetensors file '%s' is malformed: ", name);
-    if (k < 0 || (size_t)k >= errlen) return 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-    va_end(ap);
-    return 1;
-}
+#define failf(err, errlen, name, ...) file_malformed(err, errlen, "safetensors file", name, __VA_ARGS__)
 
 void safetensors_free(SafeTensors *st) {
     for (int i = 0; i < st->n_tensors; i++) free(st->tensors[i].name);
@@ -269,30 +256,9 @@ out:
 
 int safetensors_load(const char *path, SafeTensors *st, char *err, size_t errlen) {
     memset(st, 0, sizeof *st);
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) { snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno)); return 1; }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        snprintf(err, errlen, "'%s' is not a regular file", path);
-        close(fd);
-        return 1;
-    }
-    const size_t len = (size_t)sb.st_size;
-    unsigned char *buf = malloc(len ? len : 1);
-    size_t got = 0;
-    while (buf && got < len) {
-        ssize_t k = read(fd, buf + got, len - got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    close(fd);
-    if (!buf || got != len) {
-        snprintf(err, errlen, buf ? "cannot read '%s' (%zu of %zu bytes)" : "'%s': out of memory reading %zu of %zu bytes",
-                 path, got, len);
-        free(buf);
-        return 1;
-    }
+    unsigned char *buf;
+    size_t len;
+    if (file_read_regular(path, "safetensors file", &buf, &len, err, errlen)) return 1;
     if (safetensors_parse(buf, len, path, st, err, errlen)) { free(buf); return 1; }
     st->owned = buf;
     return 0;

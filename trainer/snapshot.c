@@ -1,19 +1,16 @@
 // trainer/snapshot.c — atomic, CRC-checked snapshot files.
 #include "trainer/snapshot.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
-#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "kernels/loss_scaler.h"
+#include "trainer/file_read.h"
 #include "trainer/version.h"
 
 #define SNAP_MAGIC "MINGPTSN"
@@ -122,17 +119,7 @@ int snapshot_save(const char *path, const Snapshot *s, char *err, size_t errlen)
 // file and against the shape before anything is sized or copied from it, so a file whose
 // CRC was recomputed after an edit is refused like a damaged one.
 
-static int failf(char *err, size_t errlen, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int failf(char *err, size_t errlen, const char *name, const char *fmt, ...) {
-    int k = snprintf(err, errlen, "snapshot '%s' is malformed: ", name);
-    if (k < 0 || (size_t)k >= errlen) return 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-    va_end(ap);
-    return 1;
-}
+#define failf(err, errlen, name, ...) file_malformed(err, errlen, "snapshot", name, __VA_ARGS__)
 
 static void tag_name(uint32_t tag, char out[5]) {
     for (int i = 0; i < 4; i++) {
@@ -500,31 +487,9 @@ fail:
 
 int snapshot_load(const char *path, Snapshot *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) { snprintf(err, errlen, "cannot open snapshot '%s': %s", path, strerror(errno)); return 1; }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "snapshot '%s' is not a regular file", path);
-        close(fd);
-        return 1;
-    }
-    const size_t len = (size_t)st.st_size;
-    unsigned char *buf = malloc(len ? len : 1);
-    if (!buf) {
-        snprintf(err, errlen, "snapshot '%s': out of memory reading %zu bytes", path, len);
-        close(fd);
-        return 1;
-    }
-    size_t got = 0;
-    while (got < len) {
-        ssize_t k = read(fd, buf + got, len - got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    int bad = got != len;
-    close(fd);
-    if (bad) { snprintf(err, errlen, "cannot read snapshot '%s' (%zu of %zu bytes)", path, got, len); free(buf); return 1; }
+    unsigned char *buf;
+    size_t len;
+    if (file_read_regular(path, "snapshot", &buf, &len, err, errlen)) return 1;
     int rc = snapshot_parse(buf, len, path, s, err, errlen);
     free(buf);
     return rc;
