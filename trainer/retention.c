@@ -88,7 +88,7 @@ int retention_keep(const char *snapshot_path, long iter, int keep_last, char *er
         iters[n++] = it;
     }
     closedir(d);
-    qsort(iters, n, sizeof *iters, cmp_long_desc);
+    if (n > 1) qsort(iters, n, sizeof *iters, cmp_long_desc);
     int rc = 0;
     for (size_t i = (size_t)keep_last - 1; i < n; i++) {   // keep the new one and the keep_last - 1 newest others
         char old[4200];
