@@ -246,6 +246,27 @@ static void test_export_import(void **state) {
     assert_string_equal(safetensors_meta(&st, "config"), s.config_yaml);
     assert_string_equal(safetensors_meta(&st, "format"), "pt");
     safetensors_free(&st);
+    // block_size over 4096: the masks (block_size^2 floats per layer) are left out; import is the same
+    GPTShape wide = SHAPE;
+    wide.block_size = 4097;
+    size_t nw;
+    assert_int_equal(gpt_shape_check(&wide, &nw, err, sizeof err), 0);
+    float *pw = calloc(nw, 4), *gw = malloc(nw * 4);
+    Snapshot sw = s;
+    sw.shape = wide;
+    sw.num_params = nw;
+    sw.params = pw;
+    pw[nw - 1] = 0.25f;
+    snprintf(path, sizeof path, "%s/wide.safetensors", dir);
+    if (state_dict_export(&sw, path, ST_F32, err, sizeof err)) fail_msg("%s", err);
+    if (safetensors_load(path, &st, err, sizeof err)) fail_msg("%s", err);
+    assert_int_equal(st.n_tensors, 5 + 12 * 2);
+    assert_null(safetensors_find(&st, "transformer.h.0.attn.bias"));
+    safetensors_free(&st);
+    if (state_dict_import(path, &wide, VOCAB, gw, note, sizeof note, err, sizeof err)) fail_msg("%s", err);
+    assert_memory_equal(gw, pw, nw * 4);
+    free(pw);
+    free(gw);
     // a mingpt snapshot as init_from: its parameters as they are
     snprintf(path, sizeof path, "%s/e.bin", dir);
     if (state_dict_import(path, &SHAPE, VOCAB, got, note, sizeof note, err, sizeof err)) fail_msg("%s", err);

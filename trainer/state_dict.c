@@ -16,6 +16,9 @@
 #include "trainer/version.h"
 
 #define MASK_SUFFIX "attn.bias"
+// minGPT's masks are block_size^2 floats per layer: written up to this block_size (64 MiB per
+// layer in fp32), left out above it (then load_state_dict needs strict=False for them).
+#define MASK_MAX_BLOCK 4096
 
 // ---------------------------------------------------------------- export
 // minGPT's causal-mask buffer of one layer, (1, 1, T, T): 1 on and below the diagonal.
@@ -56,7 +59,8 @@ int state_dict_export(const Snapshot *s, const char *path, StDtype dtype, char *
         k++;
         int layer;
         char rest[64];
-        if (sscanf(pt[i].name, "transformer.h.%d.%63s", &layer, rest) == 2 && strcmp(rest, "attn.c_proj.bias") == 0) {
+        if (sh->block_size <= MASK_MAX_BLOCK && sscanf(pt[i].name, "transformer.h.%d.%63s", &layer, rest) == 2 &&
+            strcmp(rest, "attn.c_proj.bias") == 0) {
             snprintf(mask_names[layer], 64, "transformer.h.%d." MASK_SUFFIX, layer);
             w[k++] = (StWrite){ .name = mask_names[layer], .ndim = 4, .shape = { 1, 1, sh->block_size, sh->block_size },
                                 .fill = fill_mask, .ctx = &sh->block_size };
@@ -131,6 +135,9 @@ int export_main(int argc, char **argv) {
         return 1;
     }
     if (s.note[0]) fprintf(stderr, "mingpt: note: %s\n", s.note);
+    if (s.shape.block_size > MASK_MAX_BLOCK)
+        fprintf(stderr, "mingpt: note: block_size %d > %d: the attn.bias mask buffers (block_size^2 each) are left out; "
+                "load with load_state_dict(..., strict=False)\n", s.shape.block_size, MASK_MAX_BLOCK);
     int rc = state_dict_export(&s, out, dt, err, sizeof err);
     if (rc) fprintf(stderr, "mingpt: error: %s\n", err);
     else printf("Exported %s (iteration %ld, %zu parameters, %s) to %s\n", snap_path, s.iter_num, s.num_params, dtype, out);

@@ -9,7 +9,8 @@
 //   transformer.h.<l>.ln_1.weight, .bias (C)
 //   transformer.h.<l>.attn.c_attn.weight (3C, C), .bias (3C)
 //   transformer.h.<l>.attn.c_proj.weight (C, C), .bias (C)
-//   transformer.h.<l>.attn.bias (1, 1, T, T)  minGPT's causal-mask buffer: tril(ones(T, T))
+//   transformer.h.<l>.attn.bias (1, 1, T, T)  minGPT's causal-mask buffer: tril(ones(T, T));
+//                                            left out when T > 4096 (T^2 floats per layer)
 //   transformer.h.<l>.ln_2.weight, .bias (C)
 //   transformer.h.<l>.mlp.c_fc.weight (4C, C), .bias (4C)
 //   transformer.h.<l>.mlp.c_proj.weight (C, 4C), .bias (C)
