@@ -68,6 +68,12 @@ out=$($MINGPT info $WORK/newer.bin 2>&1) && grep -q "note:.*format version 1.2, 
 "$EDIT" $S $WORK/old.bin version 1 drop WRTR drop EVAL drop TENS
 out=$($MINGPT info $WORK/old.bin 2>&1) && grep -q "^format:       1.0, written by a mingpt from before format 1.1" <<<"$out" \
   && ok "info: a format 1.0 file loads" || bad "info on a 1.0 file" "$out"
+# files written by the mingpt before format 1.1 (the fuzz seeds): they load, sample and export
+old1=tests/fuzz/corpus/snapshot/tiny.bin
+out=$($MINGPT info $old1 2>&1) && grep -q "^format:       1.0, written by a mingpt from before format 1.1" <<<"$out" &&
+  $MINGPT sample --snapshot $old1 --prompt a --max_new_tokens 5 > /dev/null && $MINGPT export --snapshot $old1 --out $WORK/old1.safetensors > /dev/null &&
+  $MINGPT info tests/fuzz/corpus/snapshot/no_dist.bin | grep -q "^world size:   not recorded" \
+  && ok "snapshots written before format 1.1 load (info, sample, export)" || bad "snapshots of format 1.0" "$out"
 "$EDIT" $S $WORK/extra.bin add XTRA 16
 bad_input snap-unknown-record 1 'record XTRA at offset' -- $MINGPT info $WORK/extra.bin
 "$EDIT" $S $WORK/cut.bin trunc 1000
