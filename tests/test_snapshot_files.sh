@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Snapshots as a user's working files (issue 11), through the mingpt binary:
 #   * `mingpt info` (text and --json) on good, damaged and newer-minor files; it never modifies them
-#   * `mingpt export` and trainer_config.init_from: bad arguments and every refused file
+#   * (bad arguments, refused files and settings: tests/test_bad_snapshot_files.sh)
 #   * keep_last 3 over 10 saves, save_best
 #   * failed writes (RLIMIT_FSIZE, a full tmpfs): periodic saves warn and go on, the final one
 #     stops with exit 1, the previous snapshot stays intact and loads
@@ -74,40 +74,7 @@ out=$($MINGPT info $old1 2>&1) && grep -q "^format:       1.0, written by a ming
   $MINGPT sample --snapshot $old1 --prompt a --max_new_tokens 5 > /dev/null && $MINGPT export --snapshot $old1 --out $WORK/old1.safetensors > /dev/null &&
   $MINGPT info tests/fuzz/corpus/snapshot/no_dist.bin | grep -q "^world size:   not recorded" \
   && ok "snapshots written before format 1.1 load (info, sample, export)" || bad "snapshots of format 1.0" "$out"
-"$EDIT" $S $WORK/extra.bin add XTRA 16
-bad_input snap-unknown-record 1 'record XTRA at offset' -- $MINGPT info $WORK/extra.bin
-"$EDIT" $S $WORK/cut.bin trunc 1000
-bad_input info-damaged 1 'is corrupt or truncated (CRC32 mismatch)' -- $MINGPT info $WORK/cut.bin
-bad_input info-not-found 1 'cannot open snapshot' -- $MINGPT info $WORK/absent.bin
-bad_input info-usage 2 'a SNAPSHOT path is required' -- $MINGPT info --json
-
-echo "-- mingpt export and trainer_config.init_from: refused inputs"
-bad_input export-dtype 2 '--dtype must be float32, bfloat16 or float16' -- $MINGPT export --snapshot $S --out $WORK/x.safetensors --dtype float64
-bad_input export-damaged 1 'is corrupt or truncated' -- $MINGPT export --snapshot $WORK/cut.bin --out $WORK/x.safetensors
-[ ! -e $WORK/x.safetensors ] && ok "a refused export writes nothing" || bad "a refused export wrote a file"
-$MINGPT export --snapshot $S --out $WORK/m2.safetensors > /dev/null || bad "export"
-run one trainer_config.max_iters=2 gpt_config.n_layer=1 > /dev/null 2>&1 && $MINGPT export --snapshot $WORK/one/s.bin --out $WORK/m1.safetensors > /dev/null \
-  || bad "a 1-layer model exported"
-printf 'abcde\nfghij\n%.0s' {1..300} > $WORK/other.txt
-head -c 100 $WORK/m2.safetensors > $WORK/cut.safetensors
-printf '\xff\xff\xff\xff\x00\x00\x00\x00{}' > $WORK/long.safetensors
-printf '\x07\x00\x00\x00\x00\x00\x00\x00{"a": 1' > $WORK/json.safetensors
-init() { run init trainer_config.max_iters=2 trainer_config.init_from="$@"; }
-bad_input init-not-found 2 'trainer_config.init_from: cannot open' -- init $WORK/absent.safetensors
-bad_input init-missing-tensor 2 'has no tensor '\''transformer.h.1.ln_1.weight'\''' -- init $WORK/m1.safetensors
-bad_input init-wrong-shape 2 'tensor '\''transformer.wte.weight'\'' of' -- init $WORK/m2.safetensors gpt_config.n_embd=64
-bad_input init-vocab 2 'the vocabulary of' -- init $WORK/m2.safetensors data_config.path=$WORK/other.txt data_config.truncate=1.0
-bad_input init-truncated-header 1 'runs past the end of the file (100 bytes)' -- init $WORK/cut.safetensors
-bad_input init-header-past-end 1 'its header length 4294967295 runs past the end of the file (10 bytes)' -- init $WORK/long.safetensors
-bad_input init-bad-json 1 'the header is not valid JSON' -- init $WORK/json.safetensors
-bad_input cfg-keep-last-zero 2 'trainer_config.keep_last must be >= 1, got 0' -- run bad trainer_config.keep_last=0
-bad_input cfg-save-best-bad 2 'Value '\''maybe'\'' is not a valid bool' -- run bad trainer_config.save_best=maybe
-[ ! -e $WORK/init/s.bin ] && ok "no refused init_from wrote a snapshot" || bad "a refused init_from wrote a snapshot"
-
-echo "-- resume checks the snapshot's config"
-bad_input resume-seed-changed 2 'trainer_config.seed: 1337 in the snapshot, 7 now' -- run info trainer_config.max_iters=40 trainer_config.seed=7
-bad_input resume-global-batch 2 'the global batch: 8 (batch_size 8 x grad_accum_steps 1 x world_size 1) sequences in the snapshot, 16' -- run info trainer_config.max_iters=40 trainer_config.batch_size=16
-cmp -s $S $WORK/info_copy.bin && ok "a refused resume leaves the snapshot as it was" || bad "a refused resume changed the snapshot"
+echo "-- resume checks the snapshot's config (refusals: tests/test_bad_snapshot_files.sh)"
 out=$(run info trainer_config.max_iters=40 optimizer_config.learning_rate=5e-4 trainer_config.batch_size=4 trainer_config.grad_accum_steps=2 2>&1)
 grep -q "note: resuming with settings changed since the snapshot: trainer_config.batch_size x grad_accum_steps 8 x 1 -> 4 x 2 (the same global batch), .*optimizer_config.learning_rate 0.001 -> 0.0005" <<<"$out" \
   && grep -q "^done: 40 iterations (10 this run)" <<<"$out" && ok "allowed changes are noted and the run resumes" || bad "allowed changes" "$out"
@@ -139,7 +106,6 @@ errs=$(grep -c "^mingpt: error: cannot write snapshot '$WORK/fsz/s.bin' (cannot 
 cmp -s $WORK/fsz/s.bin $WORK/fsz_before.bin && $MINGPT info $WORK/fsz/s.bin > /dev/null && ok "the previous snapshot is intact and loads" \
   || bad "the previous snapshot after failed writes"
 no_partial_files $WORK/fsz "no temporary file left by the failed writes"
-bad_input snap-write-fails 1 'File too large); ' -- sh -c "ulimit -f $((size / 2048)); exec \"\$0\" \"\$@\"" $MINGPT "${base[@]}" hydra.run.dir=$WORK/fsz trainer_config.snapshot_path=s.bin trainer_config.max_iters=12
 MNT=$WORK/tmpfs; mkdir -p $MNT
 if mount -t tmpfs -o size=$((size * 3 / 2)) tmpfs $MNT 2>/dev/null; then
   cp $WORK/fsz_before.bin $MNT/s.bin   # the disk holds one snapshot; a second (the temp file) does not fit
