@@ -108,6 +108,7 @@ cmp -s $WORK/fsz/s.bin $WORK/fsz_before.bin && $MINGPT info $WORK/fsz/s.bin > /d
 no_partial_files $WORK/fsz "no temporary file left by the failed writes"
 MNT=$WORK/tmpfs; mkdir -p $MNT
 if mount -t tmpfs -o size=$((size * 3 / 2)) tmpfs $MNT 2>/dev/null; then
+  trap 'umount "$MNT" 2>/dev/null; rm -rf "$WORK"' EXIT
   cp $WORK/fsz_before.bin $MNT/s.bin   # the disk holds one snapshot; a second (the temp file) does not fit
   $MINGPT "${base[@]}" hydra.run.dir=$WORK/full trainer_config.snapshot_path=$MNT/s.bin trainer_config.max_iters=8 \
     trainer_config.save_every_iters=2 > $WORK/full.out 2> $WORK/full.err
