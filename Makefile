@@ -20,7 +20,7 @@ OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
 OPENBLAS_LIB ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp -I. \
            -I$(OPENBLAS_INC)
-LDLIBS  += -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -ldnnl -lyaml -lz -lm -fopenmp
+LDLIBS  += -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -ldnnl -lyaml -ljansson -lz -lm -fopenmp
 # SAN=1: AddressSanitizer + UBSan on every object, in their own build directory (mk/hardening.mk)
 SAN     ?= 0
 ifeq ($(SAN),1)
@@ -34,7 +34,7 @@ B       ?= build
 # the shell tests find helper programs and libraries under ${B:-build}
 export B
 
-DEB_PKGS := libyaml-dev zlib1g-dev libopenblas-openmp-dev libdnnl-dev libcmocka-dev curl libopenmpi-dev openmpi-bin \
+DEB_PKGS := libyaml-dev libjansson-dev zlib1g-dev libopenblas-openmp-dev libdnnl-dev libcmocka-dev curl libopenmpi-dev openmpi-bin \
             clang libclang-rt-14-dev libomp-14-dev valgrind
 
 LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c trainer/*.c) dist/comm.c)

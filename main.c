@@ -3,6 +3,8 @@
 //   mingpt [--cfg job|hydra|all [--resolve] [-p PKG]] [--help] [-cn NAME] [-cp DIR] [-cd DIR]
 //          [-m] [key=value | +key=value | ++key=value | ~key ...]
 //   mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N] [--temperature F] [--top_k K] [--seed S]
+//   mingpt info SNAPSHOT [--json]
+//   mingpt export --snapshot PATH --out MODEL.safetensors [--dtype float32|bfloat16|float16]
 //
 // Hydra 1.3 semantics (config/hydra.h): a run composes its config, validates it, creates its
 // output directory (hydra.run.dir) with .hydra/, mingpt.log and summary.json, then trains; -m
@@ -24,7 +26,9 @@
 #include "kernels/backend.h"
 #include "trainer/log.h"
 #include "trainer/run_dir.h"
+#include "trainer/info.h"
 #include "trainer/sample.h"
+#include "trainer/state_dict.h"
 #include "trainer/trainer.h"
 
 #define ERRLEN 8192
@@ -182,14 +186,17 @@ static int record_job(const Job *job, const char *dir) {
     return failed ? -1 : 0;
 }
 
-// Relative paths: the data is read from the launch directory (also after a chdir); the
-// snapshot, an output of the run, lives in the run directory, which is the launch directory
-// itself for hydra.run.dir=./ (then the path is left as written). *snapshot gets it absolute.
+// Relative paths: the data and init_from's weights are read from the launch directory (also
+// after a chdir); the snapshot, an output of the run, lives in the run directory, which is the
+// launch directory itself for hydra.run.dir=./ (then the path is left as written). *snapshot
+// gets it absolute.
 static void place_paths(Config *cfg, const App *app, const char *dir, bool chdir_job, char *snapshot, size_t len) {
     char tmp[PATH_MAX];
-    if (chdir_job && cfg->data.path[0] != '/' && !run_dir_join(app->cwd, cfg->data.path, tmp, sizeof tmp) &&
-        strlen(tmp) < sizeof cfg->data.path)
-        snprintf(cfg->data.path, sizeof cfg->data.path, "%s", tmp);
+    char *inputs[] = { cfg->data.path, cfg->trainer.init_from };
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+        if (chdir_job && inputs[i][0] && inputs[i][0] != '/' && !run_dir_join(app->cwd, inputs[i], tmp, sizeof tmp) &&
+            strlen(tmp) < CFG_STR_MAX)
+            snprintf(inputs[i], CFG_STR_MAX, "%s", tmp);
     if ((chdir_job || strcmp(dir, app->cwd) != 0) && !run_dir_join(dir, cfg->trainer.snapshot_path, tmp, sizeof tmp) &&
         strlen(tmp) < sizeof cfg->trainer.snapshot_path)
         snprintf(cfg->trainer.snapshot_path, sizeof cfg->trainer.snapshot_path, "%s", tmp);
@@ -383,7 +390,7 @@ static int launch(const App *app, Job *jobs, HydraJob *hjobs, size_t n, const ch
         if (!quiet) log_hydra("\t#%zu : %s", i, line);
         int rc = run_job(app, &jobs[i], sweep_dir);
         if (rc && first_failure < 0) { first_failure = (long)i; first_rc = rc; }
-        if (rc == EXIT_INTERRUPTED) return rc;  // Ctrl-C stops the sweep (the job saved a snapshot)
+        if (rc == EXIT_INTERRUPTED || rc == EXIT_ABORTED) return rc;  // Ctrl-C stops the sweep
     }
     if (first_failure < 0) return EXIT_OK;
     char msg[PATH_MAX + 128];
@@ -587,6 +594,8 @@ int main(int argc, char **argv) {
         int rc = sample_parse_args(argc - 1, argv + 1, &o);
         return rc ? rc : sample_run(&o, stdout);
     }
+    if (argc > 1 && strcmp(argv[1], "info") == 0) return info_main(argc - 1, argv + 1, stdout);
+    if (argc > 1 && strcmp(argv[1], "export") == 0) return export_main(argc - 1, argv + 1);
     HydraArgs a;
     int rc = hydra_parse_args(argc, argv, &a, stdout, stderr);
     if (!rc && a.version) {   // after Hydra's line: what mingpt computes with

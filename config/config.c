@@ -74,6 +74,12 @@ static const ConfigField SCHEMA[] = {
      .doc = "also evaluate every N iterations; 0 = only at epoch ends"},
     {FIELD("trainer_config", "save_every_iters", trainer.save_every_iters, CONFIG_LONG), .def_int = 0,
      .doc = "also snapshot every N iterations; 0 = off"},
+    {FIELD("trainer_config", "keep_last", trainer.keep_last, CONFIG_INT), .def_int = 1,
+     .doc = "snapshots kept: > 1 also keeps the newest as <stem>.iter<N>.bin"},
+    {FIELD("trainer_config", "save_best", trainer.save_best, CONFIG_BOOL), .def_int = 0,
+     .doc = "also keep the snapshot with the lowest test loss as <stem>.best.bin"},
+    {FIELD("trainer_config", "init_from", trainer.init_from, CONFIG_STR), .def_str = "",
+     .doc = "a new run starts from these weights (.safetensors or a snapshot); '' = random init"},
     {FIELD("trainer_config", "grad_accum_steps", trainer.grad_accum_steps, CONFIG_INT), .def_int = 1,
      .doc = "micro-batches per optimizer step (gradient accumulation)"},
     {FIELD("trainer_config", "bucket_cap_mb", trainer.bucket_cap_mb, CONFIG_FLOAT), .def_float = {25.0},
@@ -171,6 +177,12 @@ static CfgNode *field_node(const Config *cfg, const ConfigField *f) {
     }
     }
     return cfg_new_null();
+}
+
+void config_field_repr(const Config *cfg, const ConfigField *f, char *buf, size_t len) {
+    CfgNode *n = field_node(cfg, f);
+    cfg_repr(n, buf, len);
+    cfg_free(n);
 }
 
 // The four sections of cfg as a tree, in schema order.
@@ -734,6 +746,9 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
         min_int(t, "trainer_config", "eval_iters", tr->eval_iters, 0, err, errlen) ||
         min_int(t, "trainer_config", "eval_every", tr->eval_every, 0, err, errlen) ||
         min_int(t, "trainer_config", "save_every_iters", tr->save_every_iters, 0, err, errlen) ||
+        min_int(t, "trainer_config", "keep_last", tr->keep_last, 1, err, errlen) ||
+        max_int(t, "trainer_config", "keep_last", tr->keep_last, CONFIG_MAX_KEEP_LAST, "CONFIG_MAX_KEEP_LAST", err,
+                errlen) ||
         min_int(t, "trainer_config", "grad_accum_steps", tr->grad_accum_steps, 1, err, errlen) ||
         max_int(t, "trainer_config", "grad_accum_steps", tr->grad_accum_steps, CONFIG_MAX_GRAD_ACCUM,
                 "CONFIG_MAX_GRAD_ACCUM", err, errlen) ||

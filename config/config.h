@@ -18,6 +18,7 @@
 // memory later (besides the model's own limits GPT_MAX_* in model/gpt.h, also checked there):
 #define CONFIG_MAX_GRAD_ACCUM (1 << 20)      // trainer_config.grad_accum_steps
 #define CONFIG_MAX_ACT_FLOATS (1ull << 40)   // activation floats of one micro-batch (4 TiB)
+#define CONFIG_MAX_KEEP_LAST  1000000        // trainer_config.keep_last
 
 typedef struct {
     char path[CFG_STR_MAX];   // corpus file (UTF-8; a .gz path is read through zlib)
@@ -54,6 +55,9 @@ typedef struct {
     int eval_iters;           // test batches per evaluation; 0 = the whole test split (default 0)
     long eval_every;          // also evaluate every N iterations; 0 = only at epoch ends (default 0)
     long save_every_iters;    // also snapshot every N iterations; 0 = off (default 0)
+    int keep_last;            // snapshots kept; > 1 also keeps <stem>.iter<N>.bin copies (default 1; trainer/retention.h)
+    bool save_best;           // also keep <stem>.best.bin, the lowest test loss so far (default false)
+    char init_from[CFG_STR_MAX]; // a new run's weights: a .safetensors file or a snapshot; "" = random init (default)
     int grad_accum_steps;     // micro-steps per optimizer step, communication on the last (default 1)
     double bucket_cap_mb;     // gradient all-reduce bucket cap in MiB (default 25, as DDP)
     double collective_timeout_s; // abort the job when a collective takes longer (default 300; 0 = never)
@@ -135,6 +139,9 @@ const ConfigField *config_schema(size_t *n);
 
 // Writes the schema defaults into *cfg (source = "").
 void config_defaults(Config *cfg);
+
+// Field f of cfg as Python would print it in a message: 0.0003, 'contiguous', [0.9, 0.95], True.
+void config_field_repr(const Config *cfg, const ConfigField *f, char *buf, size_t len);
 
 // The file config_load reads: `<config_dir>/<config_name>`, plus ".yaml" unless the name
 // already ends in .yaml; just the name when config_dir is NULL, "" or "." or the name is

@@ -59,7 +59,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fn
 FUZZ_CFLAGS  := -std=c11 -g -O1 -march=native -D_GNU_SOURCE -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION \
                 -I. -I$(OPENBLAS_INC) -Wall -Wextra -Werror -Wno-unused-parameter -Wno-unknown-pragmas \
                 -Wno-source-uses-openmp $(FUZZ_SAN)
-FUZZ_LDLIBS  := -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -ldnnl -lyaml -lz -lm -lgomp
+FUZZ_LDLIBS  := -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -ldnnl -lyaml -ljansson -lz -lm -lgomp
 FUZZ_SRC     := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_NAMES   := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(FUZZ_B)/fuzz_%)

@@ -2,7 +2,8 @@
 // restart + 1 epoch, and a restart in the middle of an epoch, with dropout on and a
 // fixed seed. Parameters, AdamW moments and counters are compared bitwise. A snapshot
 // whose place in the epoch does not fit the data is refused; skipped outlier steps leave
-// no AdamW step behind.
+// no AdamW step behind. trainer_config.init_from starts exactly where resuming the same weights
+// with fresh AdamW starts; resume refuses a config that would not continue the run exactly.
 #include "tests/test_util.h"
 
 #include <unistd.h>
@@ -10,6 +11,7 @@
 
 #include "config/config.h"
 #include "trainer/snapshot.h"
+#include "trainer/state_dict.h"
 #include "trainer/trainer.h"
 
 static char dir[256], corpus[300];
@@ -36,20 +38,20 @@ static int teardown(void **state) {
     return system(cmd);
 }
 
-// Trains with the small config plus `extra` overrides; snapshot at dir/name. Returns
-// trainer_run's exit code.
-static int train_rc(const char *name, const char *extra1, const char *extra2) {
+// Trains with the small config plus the NULL-terminated `extra` overrides (at most 4); snapshot
+// at dir/name. Returns trainer_run's exit code.
+static int train_rc_list(const char *name, const char *const *extra) {
     char path[400], snap[400], err[4096];
     snprintf(path, sizeof path, "data_config.path=%s", corpus);
     snprintf(snap, sizeof snap, "trainer_config.snapshot_path=%s/%s", dir, name);
-    char *ov[] = {
+    char *ov[19] = {
         path, snap, "data_config.truncate=1.0", "data_config.block_size=16", "data_config.split=random", "gpt_config.n_layer=2",
         "gpt_config.n_head=2", "gpt_config.n_embd=16", "trainer_config.batch_size=32",
         "trainer_config.save_every=1", "trainer_config.eval_iters=2", "trainer_config.log_every=1000",
         "trainer_config.seed=4242", "trainer_config.use_amp=false", "optimizer_config.learning_rate=3e-3",
-        (char *)extra1, (char *)extra2,
     };
-    int n = 15 + (extra1 != NULL) + (extra2 != NULL);
+    int n = 15;
+    for (int i = 0; extra[i] && n < 19; i++) ov[n++] = (char *)extra[i];
     Config cfg;
     if (config_load(&cfg, ".", "gpt2_train_cfg", n, ov, err, sizeof err)) fail_msg("config: %s", err);
     assert_true(cfg.gpt.attn_pdrop > 0 && cfg.gpt.resid_pdrop > 0);   // dropout is on
@@ -59,6 +61,11 @@ static int train_rc(const char *name, const char *extra1, const char *extra2) {
     const int rc = trainer_run(&cfg, comm, &res);
     comm->destroy(comm);
     return rc;
+}
+
+static int train_rc(const char *name, const char *extra1, const char *extra2) {
+    const char *extra[] = { extra1, extra1 ? extra2 : NULL, NULL };
+    return train_rc_list(name, extra);
 }
 
 static void train(const char *name, const char *extra1, const char *extra2) {
@@ -219,6 +226,63 @@ static void test_skip_spike(void **state) {
     snapshot_free(&s);
 }
 
+// init_from: a new run from exported weights is the run that resumes a snapshot holding those
+// weights with no AdamW moments and no progress (bitwise, 3 iterations); and not a run from a
+// random init (the comparison is not vacuous).
+static void test_init_from(void **state) {
+    train("base.bin", "trainer_config.max_epochs=1", "trainer_config.max_iters=5");
+    Snapshot b = load("base.bin");
+    char weights[400], init[450], err[1024];
+    snprintf(weights, sizeof weights, "%s/base.safetensors", dir);
+    if (state_dict_export(&b, weights, ST_F32, err, sizeof err)) fail_msg("%s", err);
+    snprintf(init, sizeof init, "trainer_config.init_from=%s", weights);
+    train("from_weights.bin", init, "trainer_config.max_iters=3");
+    Snapshot fresh = b;
+    fresh.adam_m = fresh.adam_v = NULL;
+    fresh.adam_step = fresh.epochs_run = fresh.iter_in_epoch = fresh.iter_num = fresh.samples_in_epoch = 0;
+    save("weights_only.bin", &fresh);
+    train("weights_only.bin", "trainer_config.max_iters=3", NULL);
+    assert_same_state("from_weights.bin", "weights_only.bin");
+    train("scratch.bin", "trainer_config.max_iters=3", NULL);
+    Snapshot a = load("from_weights.bin"), c = load("scratch.bin");
+    assert_memory_not_equal(a.params, c.params, a.num_params * 4);
+    snapshot_free(&a);
+    snapshot_free(&c);
+    // a mingpt snapshot works as init_from too: the same weights, the same run
+    snprintf(init, sizeof init, "trainer_config.init_from=%s/base.bin", dir);
+    train("from_snapshot.bin", init, "trainer_config.max_iters=3");
+    assert_same_state("from_weights.bin", "from_snapshot.bin");
+    snapshot_free(&b);
+}
+
+// Resume compares the snapshot's config with this run's: what breaks exact resume is refused
+// (exit 2, nothing trained), what may change is accepted; batch_size may change with
+// grad_accum_steps (or the world size) when the global batch stays.
+static void test_resume_config_checked(void **state) {
+    train("cfg.bin", "trainer_config.max_epochs=1", "trainer_config.max_iters=3");
+    const char *breaking[][2] = {
+        { "trainer_config.seed=7", NULL }, { "data_config.truncate=0.9", NULL }, { "data_config.train_split=0.8", NULL },
+        { "data_config.split=contiguous", NULL }, { "trainer_config.batch_size=16", NULL },
+        { "trainer_config.grad_accum_steps=2", NULL },
+    };
+    for (size_t i = 0; i < sizeof breaking / sizeof breaking[0]; i++) {
+        const char *extra[] = { "trainer_config.max_iters=4", breaking[i][0], NULL };
+        if (train_rc_list("cfg.bin", extra) != EXIT_USAGE) fail_msg("resumed with %s", breaking[i][0]);
+    }
+    Snapshot s = load("cfg.bin");
+    assert_int_equal(s.iter_num, 3);   // nothing trained
+    snapshot_free(&s);
+    const char *allowed[] = { "trainer_config.max_iters=4", "optimizer_config.learning_rate=1e-3",
+                              "trainer_config.eval_iters=3", "gpt_config.resid_pdrop=0.2", NULL };
+    assert_int_equal(train_rc_list("cfg.bin", allowed), 0);
+    const char *same_global[] = { "trainer_config.max_iters=5", "optimizer_config.learning_rate=1e-3",
+                                  "trainer_config.batch_size=16", "trainer_config.grad_accum_steps=2", NULL };
+    assert_int_equal(train_rc_list("cfg.bin", same_global), 0);
+    s = load("cfg.bin");
+    assert_int_equal(s.iter_num, 5);
+    snapshot_free(&s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_at_epoch_boundary),
@@ -227,6 +291,8 @@ int main(void) {
         cmocka_unit_test(test_resume_fp16),
         cmocka_unit_test(test_resume_point_checked),
         cmocka_unit_test(test_skip_spike),
+        cmocka_unit_test(test_init_from),
+        cmocka_unit_test(test_resume_config_checked),
     };
     return cmocka_run_group_tests_name("resume", tests, setup, teardown);
 }

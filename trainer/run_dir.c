@@ -9,6 +9,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "trainer/atomic_file.h"
+
 int run_dir_join(const char *dir, const char *rel, char *out, size_t outlen) {
     char buf[4096];
     int w = rel[0] == '/' ? snprintf(buf, sizeof buf, "%s", rel) : snprintf(buf, sizeof buf, "%s/%s", dir, rel);
@@ -79,6 +83,7 @@ int run_dir_create(const char *dir, bool unique, char *out, size_t outlen, char 
 }
 
 int run_dir_write_file(const char *path, const char *text, char *err, size_t errlen) {
+    atomic_remove_stale(path);   // left by a writer killed between its write and its rename
     char tmp[4200];
     int w = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     if (w < 0 || (size_t)w >= sizeof tmp) {
@@ -135,51 +140,49 @@ int run_dir_write_hydra(const char *dir, const char *subdir, const CfgNode *tree
     return rc;
 }
 
-// A JSON number (shortest round-trip digits), or null when not finite.
-static void json_number(FILE *f, const char *key, double x, bool last) {
-    char buf[64];
-    if (isfinite(x)) cfg_format_float(x, buf, sizeof buf, false);
-    else snprintf(buf, sizeof buf, "null");
-    fprintf(f, "  \"%s\": %s%s\n", key, buf, last ? "" : ",");
-}
+// A JSON number, or null when not finite (JSON has no NaN or infinity).
+static json_t *json_number_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
-static void json_string(FILE *f, const char *key, const char *s, bool last) {
-    fprintf(f, "  \"%s\": ", key);
-    if (!s) {
-        fputs("null", f);
-    } else {
-        fputc('"', f);
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-            if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-            else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
-        }
-        fputc('"', f);
-    }
-    fprintf(f, "%s\n", last ? "" : ",");
+// A JSON string of s (null for NULL); bytes that are not UTF-8 (a path may hold any) become '?'.
+static json_t *json_text(const char *s) {
+    if (!s) return json_null();
+    json_t *j = json_string(s);
+    if (j) return j;
+    char *copy = strdup(s);
+    if (!copy) return NULL;
+    for (unsigned char *p = (unsigned char *)copy; *p; p++)
+        if (*p >= 0x80) *p = '?';
+    j = json_string(copy);
+    free(copy);
+    return j;
 }
 
 int run_dir_write_summary(const char *dir, const RunSummary *s, char *err, size_t errlen) {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) {
+    const TrainResult *r = s->result;
+    json_t *o = json_object();
+    if (o) {
+        json_object_set_new(o, "exit_status", s->exit_status == RUN_SUMMARY_RUNNING ? json_null()
+                                                                                   : json_integer(s->exit_status));
+        json_object_set_new(o, "final_train_loss", json_number_or_null(r ? r->final_train_loss : NAN));
+        json_object_set_new(o, "test_loss", json_number_or_null(r ? r->test_loss : NAN));
+        json_object_set_new(o, "iters", json_integer(r ? r->iters : 0));
+        json_object_set_new(o, "iters_this_run", json_integer(r ? r->iters_this_run : 0));
+        json_object_set_new(o, "tokens_per_s", json_number_or_null(r ? r->tokens_per_s : NAN));
+        json_object_set_new(o, "wall_s", json_number_or_null(r ? r->wall_s : NAN));
+        json_object_set_new(o, "snapshot_path", json_text(s->snapshot_path));
+        json_object_set_new(o, "output_dir", json_text(s->output_dir));
+        json_object_set_new(o, "cwd", json_text(s->cwd));
+    }
+    char *body = o && json_object_size(o) == 10 ? json_dumps(o, JSON_INDENT(2)) : NULL;
+    json_decref(o);
+    char *text = body ? malloc(strlen(body) + 2) : NULL;
+    if (!text) {
+        free(body);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    const TrainResult *r = s->result;
-    if (s->exit_status == RUN_SUMMARY_RUNNING) fputs("{\n  \"exit_status\": null,\n", f);
-    else fprintf(f, "{\n  \"exit_status\": %d,\n", s->exit_status);
-    json_number(f, "final_train_loss", r ? r->final_train_loss : NAN, false);
-    json_number(f, "test_loss", r ? r->test_loss : NAN, false);
-    fprintf(f, "  \"iters\": %ld,\n  \"iters_this_run\": %ld,\n", r ? r->iters : 0L, r ? r->iters_this_run : 0L);
-    json_number(f, "tokens_per_s", r ? r->tokens_per_s : NAN, false);
-    json_number(f, "wall_s", r ? r->wall_s : NAN, false);
-    json_string(f, "snapshot_path", s->snapshot_path, false);
-    json_string(f, "output_dir", s->output_dir, false);
-    json_string(f, "cwd", s->cwd, true);
-    fputs("}\n", f);
-    fclose(f);
+    sprintf(text, "%s\n", body);
+    free(body);
     char path[4200];
     int rc = -1;
     if (!path2(path, sizeof path, dir, "summary.json")) snprintf(err, errlen, "path too long: %s", dir);

@@ -19,7 +19,8 @@ int run_dir_join(const char *dir, const char *rel, char *out, size_t outlen);
 // goes into out. Returns 0, or -1 with the reason in err.
 int run_dir_create(const char *dir, bool unique, char *out, size_t outlen, char *err, size_t errlen);
 
-// Writes text to path through a temporary file and a rename. Returns 0 or -1 (err).
+// Writes text to path through a temporary file and a rename (removing the temporary files of
+// earlier writers that no longer run). Returns 0 or -1 (err).
 int run_dir_write_file(const char *path, const char *text, char *err, size_t errlen);
 
 // Hydra's record of a job in <dir>/<subdir>/: config.yaml (the task config: tree without its

@@ -1,133 +1,117 @@
 // trainer/snapshot.c — atomic, CRC-checked snapshot files.
 #include "trainer/snapshot.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
-#include <sys/stat.h>
-#include <dirent.h>
-#include <libgen.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "kernels/loss_scaler.h"
+#include "trainer/file_read.h"
+#include "trainer/version.h"
 
 #define SNAP_MAGIC "MINGPTSN"
-#define SNAP_VERSION 1u
 #define TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
 enum {
     TAG_CONF = TAG('C', 'O', 'N', 'F'), TAG_VOCB = TAG('V', 'O', 'C', 'B'),
     TAG_SHAP = TAG('S', 'H', 'A', 'P'), TAG_STAT = TAG('S', 'T', 'A', 'T'),
     TAG_PARM = TAG('P', 'A', 'R', 'M'), TAG_ADAM = TAG('A', 'D', 'A', 'M'),
     TAG_ADAV = TAG('A', 'D', 'A', 'V'), TAG_SCAL = TAG('S', 'C', 'A', 'L'), TAG_DIST = TAG('D', 'I', 'S', 'T'),
+    TAG_WRTR = TAG('W', 'R', 'T', 'R'), TAG_EVAL = TAG('E', 'V', 'A', 'L'), TAG_TENS = TAG('T', 'E', 'N', 'S'),
 };
 
 // Fixed-size records, stored as arrays of int64 / float so the layout is explicit.
 enum { SHAP_V, SHAP_BLOCK, SHAP_L, SHAP_NH, SHAP_C, SHAP_N };
 enum { STAT_ADAM_STEP, STAT_EPOCHS, STAT_ITER_IN_EPOCH, STAT_ITER_NUM, STAT_SEED,
        STAT_SCALER_GOOD, STAT_NUM_PARAMS, STAT_N };
+// EVAL: f64 last test loss, f64 best test loss, i64 iteration of the best
+#define EVAL_BYTES 24
+// TENS: u32 count, then per tensor u32 name length, the name, i64 rows, i64 cols, i64 offset
+#define TENS_NAME_MAX 63
 
 // ---------------------------------------------------------------- writing
-typedef struct { FILE *f; uLong crc; int failed; } Writer;
-
-static void put(Writer *w, const void *p, size_t n) {
-    if (w->failed || n == 0) return;
-    if (fwrite(p, 1, n, w->f) != n) { w->failed = errno ? errno : EIO; return; }
-    // zlib's crc32 takes uInt lengths: feed large buffers in pieces.
-    const unsigned char *b = p;
-    while (n > 0) {
-        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
-        w->crc = crc32(w->crc, b, k);
-        b += k; n -= k;
-    }
+static void put_record(AtomicFile *a, uint32_t tag, const void *p, uint64_t n) {
+    atomic_write(a, &tag, 4);
+    atomic_write(a, &n, 8);
+    atomic_write(a, p, (size_t)n);
 }
 
-static void put_record(Writer *w, uint32_t tag, const void *p, uint64_t n) {
-    put(w, &tag, 4);
-    put(w, &n, 8);
-    put(w, p, (size_t)n);
+// TENS for shape: the layout gpt_param_table gives. Returns a malloc'd payload (*n bytes).
+static unsigned char *tens_payload(const GPTShape *shape, uint64_t *n) {
+    const int nt = gpt_param_table(shape, NULL);
+    ParamTensor *pt = calloc((size_t)nt, sizeof *pt);
+    unsigned char *buf = pt ? malloc(4 + (size_t)nt * (4 + TENS_NAME_MAX + 24)) : NULL;
+    if (!buf) { free(pt); return NULL; }
+    gpt_param_table(shape, pt);
+    size_t o = 0;
+    const uint32_t count = (uint32_t)nt;
+    memcpy(buf, &count, 4); o += 4;
+    for (int i = 0; i < nt; i++) {
+        const uint32_t len = (uint32_t)strlen(pt[i].name);
+        const int64_t dims[3] = { pt[i].rows, pt[i].cols, (int64_t)pt[i].offset };
+        memcpy(buf + o, &len, 4); o += 4;
+        memcpy(buf + o, pt[i].name, len); o += len;
+        memcpy(buf + o, dims, sizeof dims); o += sizeof dims;
+    }
+    free(pt);
+    *n = o;
+    return buf;
 }
 
-// Removes `<path>.tmp.<pid>` files whose writer is gone (a writer killed mid-save, e.g. by
-// SIGKILL, cannot clean up after itself). A live writer's file (kill(pid, 0) succeeds or is
-// refused with EPERM) is left alone. Same-host writers only: snapshots are written by rank 0.
-static void remove_stale_temps(const char *path) {
-    char dirbuf[4096], basebuf[4096];
-    snprintf(dirbuf, sizeof dirbuf, "%s", path);
-    snprintf(basebuf, sizeof basebuf, "%s", path);
-    const char *dir = dirname(dirbuf), *base = basename(basebuf);
-    const size_t bl = strlen(base);
-    DIR *d = opendir(dir);
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        const char *n = e->d_name;
-        if (strncmp(n, base, bl) != 0 || strncmp(n + bl, ".tmp.", 5) != 0) continue;
-        char *endp;
-        errno = 0;
-        long pid = strtol(n + bl + 5, &endp, 10);
-        if (errno || *endp || pid <= 0 || pid == (long)getpid()) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-        char full[8192];
-        snprintf(full, sizeof full, "%s/%s", dir, n);
-        unlink(full);
+int snapshot_save_cancellable(const char *path, const Snapshot *s, const volatile sig_atomic_t *cancel, char *err,
+                              size_t errlen) {
+    uint64_t tens_n;
+    unsigned char *tens = tens_payload(&s->shape, &tens_n);
+    if (!tens) { snprintf(err, errlen, "cannot write snapshot '%s': out of memory", path); return 1; }
+    AtomicFile a;
+    int rc = atomic_open(&a, path, cancel, err, errlen);
+    if (rc) { free(tens); goto out; }
+    const uint16_t version[2] = { SNAP_FORMAT_MAJOR, SNAP_FORMAT_MINOR };
+    atomic_write(&a, SNAP_MAGIC, 8);
+    atomic_write(&a, version, 4);
+    put_record(&a, TAG_CONF, s->config_yaml, strlen(s->config_yaml));
+    put_record(&a, TAG_VOCB, s->vocab, (uint64_t)s->vocab_size * 4);
+    int64_t shap[SHAP_N] = { s->shape.vocab_size, s->shape.block_size, s->shape.n_layer,
+                             s->shape.n_head, s->shape.n_embd };
+    put_record(&a, TAG_SHAP, shap, sizeof shap);
+    int64_t stat[STAT_N] = { s->adam_step, s->epochs_run, s->iter_in_epoch, s->iter_num,
+                             (int64_t)s->seed, s->scaler_good_steps, (int64_t)s->num_params };
+    put_record(&a, TAG_STAT, stat, sizeof stat);
+    float scale = s->loss_scale;
+    put_record(&a, TAG_SCAL, &scale, 4);
+    int64_t dist[2] = { s->world_size > 0 ? s->world_size : 1, s->samples_in_epoch };
+    put_record(&a, TAG_DIST, dist, sizeof dist);
+    put_record(&a, TAG_WRTR, MINGPT_VERSION, strlen(MINGPT_VERSION));
+    unsigned char eval[EVAL_BYTES];
+    const int64_t best_iter = s->best_iter;
+    memcpy(eval, &s->last_test_loss, 8);
+    memcpy(eval + 8, &s->best_test_loss, 8);
+    memcpy(eval + 16, &best_iter, 8);
+    put_record(&a, TAG_EVAL, eval, sizeof eval);
+    put_record(&a, TAG_TENS, tens, tens_n);
+    free(tens);
+    put_record(&a, TAG_PARM, s->params, (uint64_t)s->num_params * 4);
+    if (s->adam_m && s->adam_v) {
+        put_record(&a, TAG_ADAM, s->adam_m, (uint64_t)s->num_params * 4);
+        put_record(&a, TAG_ADAV, s->adam_v, (uint64_t)s->num_params * 4);
     }
-    closedir(d);
+    const uint32_t crc = a.crc;
+    atomic_write(&a, &crc, 4);
+    rc = atomic_commit(&a, err, errlen);
+out:
+    if (rc == 1) {   // atomic_file's message names the temporary file; say which snapshot it was
+        char why[1024];
+        snprintf(why, sizeof why, "%s", err);
+        snprintf(err, errlen, "cannot write snapshot '%s' (%s)", path, why);
+    }
+    return rc;
 }
 
 int snapshot_save(const char *path, const Snapshot *s, char *err, size_t errlen) {
-    remove_stale_temps(path);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "wb");
-    if (!f) { snprintf(err, errlen, "cannot write snapshot '%s': %s", tmp, strerror(errno)); return 1; }
-    Writer w = { f, crc32(0L, Z_NULL, 0), 0 };
-    uint32_t version = SNAP_VERSION;
-    put(&w, SNAP_MAGIC, 8);
-    put(&w, &version, 4);
-    put_record(&w, TAG_CONF, s->config_yaml, strlen(s->config_yaml));
-    put_record(&w, TAG_VOCB, s->vocab, (uint64_t)s->vocab_size * 4);
-    int64_t shap[SHAP_N] = { s->shape.vocab_size, s->shape.block_size, s->shape.n_layer,
-                             s->shape.n_head, s->shape.n_embd };
-    put_record(&w, TAG_SHAP, shap, sizeof shap);
-    int64_t stat[STAT_N] = { s->adam_step, s->epochs_run, s->iter_in_epoch, s->iter_num,
-                             (int64_t)s->seed, s->scaler_good_steps, (int64_t)s->num_params };
-    put_record(&w, TAG_STAT, stat, sizeof stat);
-    float scale = s->loss_scale;
-    put_record(&w, TAG_SCAL, &scale, 4);
-    int64_t dist[2] = { s->world_size > 0 ? s->world_size : 1, s->samples_in_epoch };
-    put_record(&w, TAG_DIST, dist, sizeof dist);
-    put_record(&w, TAG_PARM, s->params, (uint64_t)s->num_params * 4);
-    if (s->adam_m && s->adam_v) {
-        put_record(&w, TAG_ADAM, s->adam_m, (uint64_t)s->num_params * 4);
-        put_record(&w, TAG_ADAV, s->adam_v, (uint64_t)s->num_params * 4);
-    }
-    uint32_t crc = (uint32_t)w.crc;
-    if (!w.failed && fwrite(&crc, 1, 4, f) != 4) w.failed = errno ? errno : EIO;
-    if (!w.failed && fflush(f) != 0) w.failed = errno;
-    if (!w.failed && fsync(fileno(f)) != 0) w.failed = errno;
-    if (fclose(f) != 0 && !w.failed) w.failed = errno ? errno : EIO;
-    if (w.failed) {
-        snprintf(err, errlen, "cannot write snapshot '%s': %s", tmp, strerror(w.failed));
-        unlink(tmp);
-        return 1;
-    }
-    if (rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        return 1;
-    }
-    // Make the rename itself durable.
-    char dirbuf[4096];
-    snprintf(dirbuf, sizeof dirbuf, "%s", path);
-    int dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) { fsync(dfd); close(dfd); }
-    return 0;
+    return snapshot_save_cancellable(path, s, NULL, err, errlen);
 }
 
 // ---------------------------------------------------------------- reading
@@ -135,17 +119,7 @@ int snapshot_save(const char *path, const Snapshot *s, char *err, size_t errlen)
 // file and against the shape before anything is sized or copied from it, so a file whose
 // CRC was recomputed after an edit is refused like a damaged one.
 
-static int failf(char *err, size_t errlen, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int failf(char *err, size_t errlen, const char *name, const char *fmt, ...) {
-    int k = snprintf(err, errlen, "snapshot '%s' is malformed: ", name);
-    if (k < 0 || (size_t)k >= errlen) return 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
-    va_end(ap);
-    return 1;
-}
+#define failf(err, errlen, name, ...) file_malformed(err, errlen, "snapshot", name, __VA_ARGS__)
 
 static void tag_name(uint32_t tag, char out[5]) {
     for (int i = 0; i < 4; i++) {
@@ -157,8 +131,9 @@ static void tag_name(uint32_t tag, char out[5]) {
 
 // The records this reader knows; each may appear at most once.
 static const uint32_t KNOWN[] = { TAG_CONF, TAG_VOCB, TAG_SHAP, TAG_STAT, TAG_SCAL, TAG_DIST,
-                                  TAG_PARM, TAG_ADAM, TAG_ADAV };
+                                  TAG_PARM, TAG_ADAM, TAG_ADAV, TAG_WRTR, TAG_EVAL, TAG_TENS };
 enum { N_KNOWN = sizeof KNOWN / sizeof KNOWN[0] };
+enum { R_CONF, R_VOCB, R_SHAP, R_STAT, R_SCAL, R_DIST, R_PARM, R_ADAM, R_ADAV, R_WRTR, R_EVAL, R_TENS };
 
 typedef struct { const unsigned char *p; uint64_t n; size_t off; uint32_t tag; } Rec;
 
@@ -168,8 +143,17 @@ static int all_finite(const float *x, size_t n, int nonneg) {
     return 1;
 }
 
-static int take_floats(float **dst, const Rec *r, size_t want, int nonneg, const char *name, char *err,
-                       size_t errlen) {
+// Where the file keeps each tensor of this mingpt's layout: src[i] is the element offset in
+// PARM of pt[i]; `moved` when some src[i] != pt[i].offset (a file of another layout).
+typedef struct {
+    ParamTensor *pt;
+    int nt;
+    size_t *src;
+    bool moved;
+} Layout;
+
+static int take_floats(float **dst, const Rec *r, size_t want, int nonneg, const Layout *lay, const char *name,
+                       char *err, size_t errlen) {
     char t[5];
     tag_name(r->tag, t);
     if (r->n != (uint64_t)want * 4)
@@ -177,10 +161,116 @@ static int take_floats(float **dst, const Rec *r, size_t want, int nonneg, const
                      (unsigned long long)r->n, want, (unsigned long long)want * 4);
     *dst = malloc(want * 4);
     if (!*dst) { snprintf(err, errlen, "snapshot '%s': out of memory for %zu parameters", name, want); return 1; }
-    memcpy(*dst, r->p, want * 4);
+    if (!lay->moved) memcpy(*dst, r->p, want * 4);
+    else
+        for (int i = 0; i < lay->nt; i++)
+            memcpy(*dst + lay->pt[i].offset, r->p + 4 * lay->src[i], lay->pt[i].numel * 4);
     if (!all_finite(*dst, want, nonneg))
         return failf(err, errlen, name, "record %s holds %s values", t, nonneg ? "negative or non-finite" : "non-finite");
     return 0;
+}
+
+static const ParamTensor *g_sort_pt;   // qsort has no context argument; single-threaded use
+static int by_name(const void *a, const void *b) {
+    return strcmp(g_sort_pt[*(const int *)a].name, g_sort_pt[*(const int *)b].name);
+}
+static const size_t *g_sort_src;
+static int by_src(const void *a, const void *b) {
+    const size_t x = g_sort_src[*(const int *)a], y = g_sort_src[*(const int *)b];
+    return (x > y) - (x < y);
+}
+
+// TENS against the shape's layout: exactly its tensors, each once, with its shape, tiling PARM
+// without gap or overlap. Fills lay->src and lay->moved.
+static int parse_tens(const Rec *r, Layout *lay, size_t num_params, const char *name, char *err, size_t errlen) {
+    const ParamTensor *pt = lay->pt;
+    const int nt = lay->nt;
+    int *order = malloc(sizeof(int) * (size_t)nt);
+    bool *seen = calloc((size_t)nt, 1);
+    int rc = 1;
+    if (!order || !seen) { snprintf(err, errlen, "snapshot '%s': out of memory", name); goto out; }
+    for (int i = 0; i < nt; i++) order[i] = i;
+    g_sort_pt = pt;
+    qsort(order, (size_t)nt, sizeof *order, by_name);
+    uint32_t count;
+    if (r->n < 4) { failf(err, errlen, name, "record TENS holds %llu bytes", (unsigned long long)r->n); goto out; }
+    memcpy(&count, r->p, 4);
+    if (count != (uint32_t)nt) {
+        failf(err, errlen, name, "TENS lists %u tensors; the shape in SHAP has %d", count, nt);
+        goto out;
+    }
+    size_t o = 4;
+    for (uint32_t k = 0; k < count; k++) {
+        uint32_t len;
+        if (r->n - o < 4) { failf(err, errlen, name, "TENS is cut short at tensor %u", k); goto out; }
+        memcpy(&len, r->p + o, 4);
+        o += 4;
+        if (len < 1 || len > TENS_NAME_MAX || r->n - o < (uint64_t)len + 24) {
+            failf(err, errlen, name, "TENS tensor %u: a name of %u bytes (at most %d, inside the record)", k, len,
+                  TENS_NAME_MAX);
+            goto out;
+        }
+        char tname[TENS_NAME_MAX + 1];
+        memcpy(tname, r->p + o, len);
+        tname[len] = 0;
+        o += len;
+        int64_t dims[3];
+        memcpy(dims, r->p + o, sizeof dims);
+        o += sizeof dims;
+        for (size_t c = 0; c < len; c++)
+            if (tname[c] < 0x21 || tname[c] > 0x7e) tname[c] = '?';   // printable in messages
+        // find the tensor of this name in the layout (binary search over the sorted names)
+        int lo = 0, hi = nt - 1, hit = -1;
+        while (lo <= hi && hit < 0) {
+            const int mid = lo + (hi - lo) / 2, c = strcmp(tname, pt[order[mid]].name);
+            if (c == 0) hit = order[mid];
+            else if (c < 0) hi = mid - 1;
+            else lo = mid + 1;
+        }
+        if (hit < 0 || strlen(tname) != len) {
+            failf(err, errlen, name, "TENS names a tensor '%s' that a model of this shape does not have", tname);
+            goto out;
+        }
+        if (seen[hit]) { failf(err, errlen, name, "TENS lists tensor '%s' twice", tname); goto out; }
+        seen[hit] = true;
+        if (dims[0] != pt[hit].rows || dims[1] != pt[hit].cols) {
+            failf(err, errlen, name, "TENS gives tensor '%s' the shape (%lld, %lld); this model's is (%d, %d)", tname,
+                  (long long)dims[0], (long long)dims[1], pt[hit].rows, pt[hit].cols);
+            goto out;
+        }
+        if (dims[2] < 0 || (uint64_t)dims[2] > num_params || pt[hit].numel > num_params - (size_t)dims[2]) {
+            failf(err, errlen, name, "TENS places tensor '%s' at offset %lld, outside the %zu parameters", tname,
+                  (long long)dims[2], num_params);
+            goto out;
+        }
+        lay->src[hit] = (size_t)dims[2];
+        if (lay->src[hit] != pt[hit].offset) lay->moved = true;
+    }
+    if (o != r->n) { failf(err, errlen, name, "TENS has %llu bytes after its last tensor", (unsigned long long)(r->n - o)); goto out; }
+    // Every tensor once with its size, each inside PARM: they tile it iff consecutive by offset.
+    g_sort_src = lay->src;
+    qsort(order, (size_t)nt, sizeof *order, by_src);
+    size_t end = 0;
+    for (int i = 0; i < nt; i++) {
+        const ParamTensor *t = &pt[order[i]];
+        const size_t at = lay->src[order[i]];
+        if (at < end) {
+            failf(err, errlen, name, "TENS: tensor '%s' at offset %zu overlaps '%s', which ends at %zu", t->name, at,
+                  pt[order[i - 1]].name, end);
+            goto out;
+        }
+        if (at > end) {
+            failf(err, errlen, name, "TENS: tensor '%s' at offset %zu leaves parameters %zu to %zu unused", t->name, at,
+                  end, at - 1);
+            goto out;
+        }
+        end += t->numel;
+    }
+    rc = 0;
+out:
+    free(order);
+    free(seen);
+    return rc;
 }
 
 int snapshot_parse(const unsigned char *buf, size_t len, const char *name, Snapshot *s, char *err, size_t errlen) {
@@ -193,14 +283,18 @@ int snapshot_parse(const unsigned char *buf, size_t len, const char *name, Snaps
         snprintf(err, errlen, "'%s' is not a mingpt snapshot (bad magic)", name);
         return 1;
     }
-    uint32_t version, stored_crc;
-    memcpy(&version, buf + 8, 4);
-    if (version > SNAP_VERSION) {
-        snprintf(err, errlen, "snapshot '%s' has format version %u, written by a newer mingpt; this mingpt reads "
-                 "version %u (use the mingpt that wrote it)", name, version, SNAP_VERSION);
+    uint16_t version[2];
+    uint32_t stored_crc;
+    memcpy(version, buf + 8, 4);
+    const unsigned major = version[0], minor = version[1];
+    if (major > SNAP_FORMAT_MAJOR) {
+        snprintf(err, errlen, "snapshot '%s' has format version %u.%u, written by a newer mingpt; this mingpt reads "
+                 "format %d (up to %d.%d): use the mingpt that wrote it", name, major, minor, SNAP_FORMAT_MAJOR,
+                 SNAP_FORMAT_MAJOR, SNAP_FORMAT_MINOR);
         return 1;
     }
-    if (version != SNAP_VERSION) return failf(err, errlen, name, "format version %u is not one mingpt ever wrote", version);
+    if (major != SNAP_FORMAT_MAJOR)
+        return failf(err, errlen, name, "format version %u.%u is not one mingpt ever wrote", major, minor);
     memcpy(&stored_crc, buf + len - 4, 4);
     uLong crc = crc32(0L, Z_NULL, 0);
     for (size_t off = 0; off < len - 4;) {
@@ -214,12 +308,14 @@ int snapshot_parse(const unsigned char *buf, size_t len, const char *name, Snaps
         return 1;
     }
 #else
-    (void)crc; (void)stored_crc;
+    (void)crc;
 #endif
 
-    // 1. Split into records: every header and payload inside the file, each known tag once.
+    // 1. Split into records: every header and payload inside the file, each known tag once,
+    //    unknown ones only from a newer minor version.
     Rec rec[N_KNOWN] = {{0}};
-    int n_records = 0;
+    int n_records = 0, n_skipped = 0;
+    char skipped[64] = "";
     const unsigned char *p = buf + 12, *end = buf + len - 4;
     while (p < end) {
         const size_t off = (size_t)(p - buf);
@@ -233,20 +329,33 @@ int snapshot_parse(const unsigned char *buf, size_t len, const char *name, Snaps
                          (unsigned long long)n, (size_t)(end - p));
         if (++n_records > SNAP_MAX_RECORDS)
             return failf(err, errlen, name, "more than %d records", SNAP_MAX_RECORDS);
-        for (int k = 0; k < N_KNOWN; k++)
-            if (KNOWN[k] == tag) {
-                if (rec[k].p) return failf(err, errlen, name, "record %s appears twice (offsets %zu and %zu)", t,
-                                           rec[k].off, off);
-                rec[k] = (Rec){ p, n, off, tag };
-            }
-        p += n;   // unknown records (from newer writers of this format version) are skipped
+        int k = 0;
+        while (k < N_KNOWN && KNOWN[k] != tag) k++;
+        if (k < N_KNOWN) {
+            if (rec[k].p) return failf(err, errlen, name, "record %s appears twice (offsets %zu and %zu)", t,
+                                       rec[k].off, off);
+            rec[k] = (Rec){ p, n, off, tag };
+        } else if (minor > SNAP_FORMAT_MINOR) {   // added by a newer writer of this major version
+            if (n_skipped++ < 8) snprintf(skipped + strlen(skipped), sizeof skipped - strlen(skipped), "%s%s",
+                                          n_skipped > 1 ? ", " : "", t);
+        } else {
+            return failf(err, errlen, name, "record %s at offset %zu is not part of format %u.%u", t, off, major, minor);
+        }
+        p += n;
     }
-    const Rec *conf = &rec[0], *vocb = &rec[1], *shap = &rec[2], *stat = &rec[3], *scal = &rec[4],
-              *dist = &rec[5], *parm = &rec[6], *adam = &rec[7], *adav = &rec[8];
+    if (n_skipped)
+        snprintf(s->note, sizeof s->note, "snapshot '%s' has format version %u.%u, newer than this mingpt's %d.%d: "
+                 "skipped %d record%s it does not know (%s%s)", name, major, minor, SNAP_FORMAT_MAJOR,
+                 SNAP_FORMAT_MINOR, n_skipped, n_skipped == 1 ? "" : "s", skipped, n_skipped > 8 ? ", ..." : "");
+    const Rec *conf = &rec[R_CONF], *vocb = &rec[R_VOCB], *shap = &rec[R_SHAP], *stat = &rec[R_STAT],
+              *scal = &rec[R_SCAL], *dist = &rec[R_DIST], *parm = &rec[R_PARM], *adam = &rec[R_ADAM],
+              *adav = &rec[R_ADAV], *wrtr = &rec[R_WRTR], *eval = &rec[R_EVAL], *tens = &rec[R_TENS];
     const char *missing = !conf->p ? "CONF" : !vocb->p ? "VOCB" : !shap->p ? "SHAP" : !stat->p ? "STAT"
                         : !parm->p ? "PARM" : NULL;
     if (missing) return failf(err, errlen, name, "record %s is missing", missing);
     if (!adam->p != !adav->p) return failf(err, errlen, name, "records ADAM and ADAV must come together");
+    char note[sizeof s->note];
+    memcpy(note, s->note, sizeof note);
 
     // 2. Shape and vocabulary: sizes range-checked as int64 before they become ints.
     int64_t sh[SHAP_N];
@@ -263,6 +372,7 @@ int snapshot_parse(const unsigned char *buf, size_t len, const char *name, Snaps
     char why[256];
     if (gpt_shape_check(&s->shape, &num_params, why, sizeof why))
         return failf(err, errlen, name, "SHAP: %s", why);
+    Layout lay = { NULL, 0, NULL, false };
     if (vocb->n == 0 || vocb->n % 4 || vocb->n / 4 != (uint64_t)s->shape.vocab_size)
         return failf(err, errlen, name, "record VOCB holds %llu bytes; vocab_size %d needs %llu",
                      (unsigned long long)vocb->n, s->shape.vocab_size, (unsigned long long)s->shape.vocab_size * 4);
@@ -321,45 +431,65 @@ int snapshot_parse(const unsigned char *buf, size_t len, const char *name, Snaps
         s->samples_in_epoch = d[1];
     }
 
-    // 4. Tensors: exactly the shape's parameter count, finite values (the second moment >= 0).
-    if (take_floats(&s->params, parm, num_params, 0, name, err, errlen)) goto fail;
-    if (adam->p && (take_floats(&s->adam_m, adam, num_params, 0, name, err, errlen) ||
-                    take_floats(&s->adam_v, adav, num_params, 1, name, err, errlen))) goto fail;
+    // 4. Format 1.1: the writer, the test losses.
+    if (wrtr->p) {
+        if (wrtr->n < 1 || wrtr->n >= sizeof s->writer)
+            { failf(err, errlen, name, "record WRTR holds %llu bytes (1 to %zu)", (unsigned long long)wrtr->n,
+                    sizeof s->writer - 1); goto fail; }
+        for (uint64_t i = 0; i < wrtr->n; i++)
+            if (wrtr->p[i] < 0x20 || wrtr->p[i] > 0x7e) { failf(err, errlen, name, "record WRTR is not printable text"); goto fail; }
+        memcpy(s->writer, wrtr->p, wrtr->n);
+    }
+    s->last_test_loss = s->best_test_loss = NAN;
+    s->best_iter = -1;
+    if (eval->p) {
+        int64_t best_iter;
+        if (eval->n != EVAL_BYTES) { failf(err, errlen, name, "record EVAL holds %llu bytes, not %d",
+                                           (unsigned long long)eval->n, EVAL_BYTES); goto fail; }
+        memcpy(&s->last_test_loss, eval->p, 8);
+        memcpy(&s->best_test_loss, eval->p + 8, 8);
+        memcpy(&best_iter, eval->p + 16, 8);
+        const double l[2] = { s->last_test_loss, s->best_test_loss };
+        for (int i = 0; i < 2; i++)
+            if (!isnan(l[i]) && !(isfinite(l[i]) && l[i] >= 0))
+                { failf(err, errlen, name, "EVAL %s test loss is %g", i ? "best" : "last", l[i]); goto fail; }
+        if (best_iter < -1) { failf(err, errlen, name, "EVAL best iteration is %lld", (long long)best_iter); goto fail; }
+        s->best_iter = (long)best_iter;
+    }
+
+    // 5. Tensors: where TENS puts them (or this layout), exactly the shape's parameter count,
+    //    finite values (the second moment >= 0).
+    lay.nt = gpt_param_table(&s->shape, NULL);
+    lay.pt = calloc((size_t)lay.nt, sizeof *lay.pt);
+    lay.src = calloc((size_t)lay.nt, sizeof *lay.src);
+    if (!lay.pt || !lay.src) goto oom;
+    gpt_param_table(&s->shape, lay.pt);
+    if (tens->p && parse_tens(tens, &lay, num_params, name, err, errlen)) goto fail;
+    if (take_floats(&s->params, parm, num_params, 0, &lay, name, err, errlen)) goto fail;
+    if (adam->p && (take_floats(&s->adam_m, adam, num_params, 0, &lay, name, err, errlen) ||
+                    take_floats(&s->adam_v, adav, num_params, 1, &lay, name, err, errlen))) goto fail;
+    free(lay.pt);
+    free(lay.src);
+    s->format_major = major;
+    s->format_minor = minor;
+    s->file_bytes = len;
+    s->crc = stored_crc;
+    memcpy(s->note, note, sizeof note);
     return 0;
 oom:
     snprintf(err, errlen, "snapshot '%s': out of memory", name);
 fail:
+    free(lay.pt);
+    free(lay.src);
     snapshot_free(s);
     return 1;
 }
 
 int snapshot_load(const char *path, Snapshot *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) { snprintf(err, errlen, "cannot open snapshot '%s': %s", path, strerror(errno)); return 1; }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "snapshot '%s' is not a regular file", path);
-        close(fd);
-        return 1;
-    }
-    const size_t len = (size_t)st.st_size;
-    unsigned char *buf = malloc(len ? len : 1);
-    if (!buf) {
-        snprintf(err, errlen, "snapshot '%s': out of memory reading %zu bytes", path, len);
-        close(fd);
-        return 1;
-    }
-    size_t got = 0;
-    while (got < len) {
-        ssize_t k = read(fd, buf + got, len - got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) break;
-        got += (size_t)k;
-    }
-    int bad = got != len;
-    close(fd);
-    if (bad) { snprintf(err, errlen, "cannot read snapshot '%s' (%zu of %zu bytes)", path, got, len); free(buf); return 1; }
+    unsigned char *buf;
+    size_t len;
+    if (file_read_regular(path, "snapshot", &buf, &len, err, errlen)) return 1;
     int rc = snapshot_parse(buf, len, path, s, err, errlen);
     free(buf);
     return rc;

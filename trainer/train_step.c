@@ -30,7 +30,7 @@ double spike_observe(SpikeDetector *d, double x) {
 }
 
 int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, uint64_t seed, uint64_t step,
-               int stop_local, StepResult *out) {
+               int requests, StepResult *out) {
     GPT *m = ts->model;
     Comm *comm = ts->comm;
     const int W = comm->world_size, r = comm->rank;
@@ -67,13 +67,14 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
         if (buckets_start_rest(ts->buckets) || gc->allreduce_wait(gc)) return 1;
     }
 
-    // ---- the job's loss and stop decision in one collective (identity in one process):
-    // the summed stop flags are > 0 when any rank wants to stop
-    double v[3] = { loss_sum, tokens_rank, stop_local ? 1.0 : 0.0 };
-    if (comm->allreduce_host(comm, v, 3, COMM_SUM)) return 1;
+    // ---- the job's loss and its stop / save decisions in one collective (identity in one
+    // process): a summed flag is > 0 when any rank asked
+    double v[4] = { loss_sum, tokens_rank, requests & STEP_STOP ? 1.0 : 0.0, requests & STEP_SAVE ? 1.0 : 0.0 };
+    if (comm->allreduce_host(comm, v, 4, COMM_SUM)) return 1;
     out->loss = v[1] > 0 ? v[0] / v[1] : NAN;
     out->tokens = (long)v[1];
     out->stop = v[2] > 0;
+    out->save = v[3] > 0;
 
     // ---- unscale, overflow check, clip, AdamW (identical on every rank: same gradients)
     out->norm = 0.0;

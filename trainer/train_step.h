@@ -5,7 +5,7 @@
 //       forward with loss, dropout rows keyed by the global batch row (rank + W*(m*B + j))
 //       backward; on the last micro-step each gradient bucket's all-reduce starts as soon
 //       as the backward pass has finished it (trainer/buckets.h)
-//   wait for every bucket; one host all-reduce of (loss sum, tokens, stop flag)
+//   wait for every bucket; one host all-reduce of (loss sum, tokens, stop and save requests)
 //   unscale (fp16 loss scaling) + overflow check, global-norm clip
 //   no AdamW step when the loss or the norm is not finite, or the norm is an outlier
 //   (SpikeDetector, trainer_config.skip_spike_zscore); else AdamW
@@ -83,15 +83,21 @@ typedef struct {
                             // inf; no AdamW step (parameters and moments untouched)
     int spike;              // 1: the norm's z-score exceeded skip_zscore; no AdamW step
     double zscore;          // the norm's z-score (NaN when not scored)
-    int stop;               // 1 when any rank passed stop_local != 0 (a collective decision)
+    int stop;               // 1 when any rank asked for STEP_STOP (a collective decision)
+    int save;               // 1 when any rank asked for STEP_SAVE
 } StepResult;
+
+// What a rank asks of the job with a step (train_step's `requests`, OR'ed): stop after this
+// step (SIGINT/SIGTERM), save a snapshot after it and go on (SIGUSR1).
+enum { STEP_STOP = 1, STEP_SAVE = 2 };
 
 // Runs one optimizer step over n_micro micro-batches of at most B rows each (B = the
 // configured batch_size: it places the rows in the global batch). seed/step key the dropout
-// masks. stop_local is this rank's wish to stop (a signal); out->stop is the job's decision.
+// masks. `requests` is this rank's STEP_* wishes (from signals); out->stop and out->save are
+// the job's decisions, taken in the step's one host all-reduce.
 // Every decision depends only on all-reduced values (loss, gradients), so every rank takes the
 // same one. Returns 0, or non-zero after a communicator error (message in the communicator's err).
 int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, uint64_t seed, uint64_t step,
-               int stop_local, StepResult *out);
+               int requests, StepResult *out);
 
 #endif

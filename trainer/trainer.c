@@ -10,7 +10,8 @@
 //         _run_batch   train_step (trainer/train_step.h): micro-steps, bucketed all-reduce, AdamW
 //       evaluate       the evaluation windows split over the ranks, one global mean loss
 //                      (trainer/evaluate.h); a signal stops it between batches
-//       _save_snapshot rank 0 writes; replicas are checked to be identical first
+//       _save_snapshot rank 0 writes; replicas are checked to be identical first; numbered
+//                      and best copies (trainer/retention.h)
 //
 // Results do not depend on the number of ranks: with the DistributedSampler's interleaving the
 // ranks' rows of one iteration are exactly the rows of one process with batch B*W, and the
@@ -39,16 +40,31 @@
 #include "trainer/buckets.h"
 #include "trainer/evaluate.h"
 #include "trainer/log.h"
+#include "trainer/resume_check.h"
+#include "trainer/retention.h"
 #include "trainer/snapshot.h"
+#include "trainer/state_dict.h"
 #include "trainer/train_step.h"
 
 #define ERRLEN 2048
 
 // ============================================================================
-// Interruption: the handler only sets a flag; the next step's collective decides.
+// Signals: the handler only sets flags; the next step's collective (or the one between epochs)
+// decides, so that every rank acts at the same iteration.
+//   SIGINT, SIGTERM  save a snapshot and stop (exit 75)
+//   SIGUSR1          save a snapshot and go on (Slurm's `--signal=USR1@90`)
+//   a second SIGINT or SIGTERM while a snapshot is being written abandons that write (the
+//   file on disk keeps the previous snapshot) and stops at once (exit 130)
 // ============================================================================
-static volatile sig_atomic_t g_stop_signal = 0;
-static void on_signal(int sig) { g_stop_signal = sig; }
+static volatile sig_atomic_t g_stop_signal = 0;   // the stop signal received, 0 for none
+static volatile sig_atomic_t g_save_requests = 0; // SIGUSR1s received (the trainer counts those it served)
+static volatile sig_atomic_t g_saving = 0;        // a snapshot is being written
+static volatile sig_atomic_t g_cancel_save = 0;   // a second stop signal came while writing one
+static void on_signal(int sig) {
+    if (sig == SIGUSR1) { g_save_requests++; return; }
+    if (g_stop_signal && g_saving) g_cancel_save = 1;
+    g_stop_signal = sig;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -65,6 +81,9 @@ typedef struct {
     long iter_num;           // optimizer steps since the start of training
     uint64_t seed;
     LossScaler scaler;       // fp16 dynamic loss scale (disabled: scale 1)
+    double last_test_loss;   // the last evaluation's test loss (NaN: none yet)
+    double best_test_loss;   // the lowest so far and its iteration (NaN / -1: none)
+    long best_iter;
 } Progress;
 
 typedef struct {
@@ -92,6 +111,8 @@ typedef struct {
     CommStats comm_total;    // all-reduce statistics summed over the run
     long comm_iters;
     CommStats comm_since_log; // and since the last progress line
+    long saved_iter;         // iteration the stable snapshot on disk holds (-1: none)
+    int save_requests_seen;  // SIGUSR1s already turned into a save request
 } Trainer;
 
 // Every rank's rc; the job agrees on the largest, so that all ranks take the same branch.
@@ -203,18 +224,40 @@ static int replicas_identical(Trainer *t, const float *params) {
     return lo == hi;
 }
 
-// Rank 0 writes the snapshot; every rank returns its result.
-static int _save_snapshot(Trainer *t) {
+// What a save is for: it decides the file and what a failed write does (README, "Snapshots").
+typedef enum {
+    SAVE_PERIODIC,    // save_every, save_every_iters: a failed write warns and the run goes on
+    SAVE_REQUESTED,   // SIGUSR1: as periodic
+    SAVE_BEST,        // save_best, to <stem>.best.bin: as periodic
+    SAVE_FINAL,       // after the last iteration: a failed write stops the run (exit 1)
+    SAVE_INTERRUPT,   // SIGINT / SIGTERM: as final
+} SaveKind;
+
+// _save_snapshot's results, the same on every rank.
+enum { SAVE_OK = 0, SAVE_FAILED = 1, SAVE_CANCELLED = ATOMIC_CANCELLED };
+
+// Rank 0 writes the snapshot (the stable file, then its numbered copy; or the best file); every
+// rank returns the job's result. A failed write leaves the file on disk as it was.
+static int _save_snapshot(Trainer *t, SaveKind kind) {
     const Config *cfg = t->cfg;
-    char err[ERRLEN] = "";
+    const TrainerConfig *tc = &cfg->trainer;
+    char err[ERRLEN] = "", path[CFG_STR_MAX + 64];
     float *tp = NULL, *tm = NULL, *tv = NULL;
-    const float *params = host_view(t->be, t->model.params_memory, t->model.num_params, &tp);
-    int rc = params ? 0 : 1;
-    if (rc) snprintf(err, sizeof err, "out of memory while saving a snapshot");
+    int rc = SAVE_OK;
+    if (kind != SAVE_BEST) snprintf(path, sizeof path, "%s", tc->snapshot_path);
+    else if (retention_path(tc->snapshot_path, ".best.bin", path, sizeof path)) {
+        snprintf(err, sizeof err, "the snapshot path '%s' is too long for its .best.bin copy", tc->snapshot_path);
+        rc = SAVE_FAILED;
+    }
+    const float *params = rc ? NULL : host_view(t->be, t->model.params_memory, t->model.num_params, &tp);
+    if (!rc && !params) {
+        snprintf(err, sizeof err, "out of memory while saving a snapshot");
+        rc = SAVE_FAILED;
+    }
     if (agree(t, rc)) goto out;
     if (!replicas_identical(t, params)) {
         snprintf(err, sizeof err, "the ranks' parameters differ (replicas diverged); the snapshot is not written");
-        rc = 1;
+        rc = SAVE_FAILED;
         goto out;
     }
     if (t->rank == 0) {
@@ -224,7 +267,7 @@ static int _save_snapshot(Trainer *t) {
         const long per_iter = (long)t->B * t->A * t->world;
         if (!yaml || !adam_m || !adam_v) {
             snprintf(err, sizeof err, "out of memory while saving a snapshot");
-            rc = 1;
+            rc = SAVE_FAILED;
         } else {
             Snapshot s = {
                 .config_yaml = yaml, .vocab = t->ds.itos, .vocab_size = t->ds.vocab_size, .shape = t->model.shape,
@@ -233,28 +276,86 @@ static int _save_snapshot(Trainer *t) {
                 .iter_in_epoch = (t->pr.samples_in_epoch + per_iter - 1) / per_iter, .iter_num = t->pr.iter_num,
                 .seed = t->pr.seed, .loss_scale = t->pr.scaler.scale, .scaler_good_steps = t->pr.scaler.good_steps,
                 .world_size = t->world, .samples_in_epoch = t->pr.samples_in_epoch,
+                .last_test_loss = t->pr.last_test_loss, .best_test_loss = t->pr.best_test_loss,
+                .best_iter = t->pr.best_iter,
             };
-            rc = snapshot_save(cfg->trainer.snapshot_path, &s, err, sizeof err);
+            g_saving = 1;
+            rc = snapshot_save_cancellable(path, &s, &g_cancel_save, err, sizeof err);
+            g_saving = 0;
+            char why[ERRLEN];
+            if (rc == SAVE_OK && kind != SAVE_BEST &&
+                retention_keep(path, t->pr.iter_num, tc->keep_last, why, sizeof why))
+                log_error("mingpt: warning: %s (the snapshot itself is saved)\n", why);
         }
         free(yaml);
     }
 out:
     free(tp); free(tm); free(tv);
-    if (rc && err[0]) log_error("mingpt: error: %s\n", err);
-    rc = agree(t, rc);
-    if (!rc)
-        log_info("Snapshot saved at epoch %ld, iteration %ld: %s\n", t->pr.epochs_run, t->pr.iter_num,
-                 cfg->trainer.snapshot_path);
+    if (rc == SAVE_FAILED && err[0]) {
+        // One message: what failed, that the file on disk is unchanged, and whether the run goes on.
+        char held[CFG_STR_MAX + 128];
+        if (kind == SAVE_BEST) snprintf(held, sizeof held, "'%s' is unchanged", path);
+        else if (t->saved_iter >= 0)
+            snprintf(held, sizeof held, "'%s' still holds the snapshot of iteration %ld", path, t->saved_iter);
+        else snprintf(held, sizeof held, "no snapshot of this run is on disk");
+        const bool goes_on = kind == SAVE_PERIODIC || kind == SAVE_REQUESTED || kind == SAVE_BEST;
+        log_error("mingpt: %s: %s; %s%s\n", goes_on ? "warning" : "error", err, held,
+                  goes_on ? "; training goes on" : "");
+    }
+    rc = agree(t, rc);   // the largest: a cancelled write wins over a failed one
+    if (rc == SAVE_OK) {
+        if (kind != SAVE_BEST) t->saved_iter = t->pr.iter_num;
+        if (kind == SAVE_BEST)
+            log_info("Best snapshot saved (test loss %.4f) at epoch %ld, iteration %ld: %s\n", t->pr.best_test_loss,
+                     t->pr.epochs_run, t->pr.iter_num, path);
+        else
+            log_info("Snapshot saved at epoch %ld, iteration %ld: %s\n", t->pr.epochs_run, t->pr.iter_num, path);
+    }
     fflush(stdout);
     return rc;
 }
 
+// After an evaluation (t->r.test_loss): remembers it for the snapshot and, with save_best, keeps
+// <stem>.best.bin when it is the lowest so far. The loss is all-reduced, so every rank decides
+// alike. Returns _save_snapshot's result (a failed best save only warns).
+static int note_test_loss(Trainer *t) {
+    const double loss = t->r.test_loss;
+    if (isnan(loss)) return SAVE_OK;
+    t->pr.last_test_loss = loss;
+    if (!(isnan(t->pr.best_test_loss) || loss < t->pr.best_test_loss)) return SAVE_OK;
+    t->pr.best_test_loss = loss;
+    t->pr.best_iter = t->pr.iter_num;
+    return t->cfg->trainer.save_best ? _save_snapshot(t, SAVE_BEST) : SAVE_OK;
+}
+
+// Any rank received SIGINT/SIGTERM (a collective: call it on every rank at the same point).
+static bool stop_requested(Trainer *t) {
+    return agree(t, g_stop_signal != 0) != 0;
+}
+
+// A second stop signal abandoned the write: say what is on disk; the job exits with 130.
+static int save_cancelled(Trainer *t) {
+    char held[CFG_STR_MAX + 96];
+    if (t->saved_iter >= 0)
+        snprintf(held, sizeof held, "'%s' still holds the snapshot of iteration %ld", t->cfg->trainer.snapshot_path,
+                 t->saved_iter);
+    else snprintf(held, sizeof held, "no snapshot of this run was written");
+    log_error("mingpt: interrupted again while saving: the snapshot being written was abandoned; %s\n", held);
+    return EXIT_ABORTED;
+}
+
+// SIGINT / SIGTERM: save (unless the snapshot on disk is of this iteration) and stop.
+static int stop_saving(Trainer *t, const char *where) {
+    log_info("Interrupted by a signal%s at iteration %ld: saving a snapshot\n", where, t->pr.iter_num);
+    fflush(stdout);   // said now, not after the save
+    const int rc = t->saved_iter == t->pr.iter_num ? SAVE_OK : _save_snapshot(t, SAVE_INTERRUPT);
+    return rc == SAVE_OK ? EXIT_INTERRUPTED : rc == SAVE_CANCELLED ? save_cancelled(t) : EXIT_RUNTIME;
+}
+static int stop_with_snapshot(Trainer *t) { return stop_saving(t, ""); }
+
 // An evaluation stopped by a signal: the progress so far is saved (the evaluation is redone
 // after resuming, when it is due), exit 75.
-static int eval_interrupted(Trainer *t) {
-    log_info("Interrupted by a signal during the evaluation at iteration %ld: saving a snapshot\n", t->pr.iter_num);
-    return _save_snapshot(t) ? EXIT_RUNTIME : EXIT_INTERRUPTED;
-}
+static int eval_interrupted(Trainer *t) { return stop_saving(t, " during the evaluation"); }
 
 // Checks that a snapshot belongs to this config's model and vocabulary.
 static int check_snapshot_matches(const Snapshot *s, const GPTShape *shape, const CharDataset *ds,
@@ -307,14 +408,16 @@ static int _load_snapshot(Trainer *t, Snapshot *snap, bool *resumed) {
         log_error("mingpt: error: %s\n", err);
         return EXIT_RUNTIME;
     }
+    if (snap->note[0]) log_info("note: %s\n", snap->note);
     Progress *pr = &t->pr;
     pr->epochs_run = snap->epochs_run;
     pr->iter_num = snap->iter_num;
-    pr->seed = snap->seed;
+    pr->seed = snap->seed;   // resume_check_config refuses a config with another seed
     loss_scaler_restore(&pr->scaler, snap->loss_scale, snap->scaler_good_steps);
-    if (snap->seed != t->cfg->trainer.seed)
-        log_info("note: resuming with the snapshot's seed %llu (the config says %llu)\n",
-                 (unsigned long long)snap->seed, (unsigned long long)t->cfg->trainer.seed);
+    pr->last_test_loss = snap->last_test_loss;
+    pr->best_test_loss = snap->best_test_loss;
+    pr->best_iter = snap->best_iter;
+    t->saved_iter = snap->iter_num;
     return 0;
 }
 
@@ -419,6 +522,8 @@ static int setup_model(Trainer *t) {
 
     // ---- resume state first: its seed governs the split, the batch order and dropout
     t->pr.seed = tc->seed;
+    t->pr.last_test_loss = t->pr.best_test_loss = NAN;
+    t->pr.best_iter = -1;
     loss_scaler_init(&t->pr.scaler, t->dtype == DTYPE_FP16);
     t->B = tc->batch_size;
     t->T = dc->block_size;
@@ -479,6 +584,9 @@ static int setup_model(Trainer *t) {
                       snap.num_params, t->model.num_params);
             rc = EXIT_USAGE;
         }
+        if (!rc) rc = resume_check_config(cfg, t->world, &snap, tc->snapshot_path);
+        if (!rc && tc->init_from[0])
+            log_info("note: trainer_config.init_from is not used: the run resumes from its snapshot\n");
         if (!rc) {
             gpt_set_params(&t->model, snap.params);
             if (snap.adam_m && snap.adam_v) {
@@ -490,6 +598,19 @@ static int setup_model(Trainer *t) {
                      t->pr.iter_num);
         }
         snapshot_free(&snap);
+        if (rc) return rc;
+    } else if (tc->init_from[0]) {
+        // A new run from given weights (fine-tuning): every rank reads the file; AdamW starts fresh.
+        float *w = malloc(t->model.num_params * sizeof(float));
+        char note[1024];
+        rc = w ? state_dict_import(tc->init_from, &shape, t->ds.itos, w, note, sizeof note, err, sizeof err) : EXIT_RUNTIME;
+        if (rc) log_error("mingpt: error: trainer_config.init_from: %s\n", w ? err : "out of memory");
+        else {
+            if (note[0]) log_info("note: %s\n", note);
+            gpt_set_params(&t->model, w);
+            log_info("Snapshot not found. Training from the weights in %s (trainer_config.init_from)\n", tc->init_from);
+        }
+        free(w);
         if (rc) return rc;
     } else {
         log_info("Snapshot not found. Training model from scratch\n");
@@ -576,7 +697,11 @@ static void _run_batch(Trainer *t, long first, int n, StepResult *res) {
         .spike = tc->skip_spike_zscore > 0 ? &t->spike : NULL, .skip_zscore = tc->skip_spike_zscore,
     };
     if (t->grad_comm) comm_stats_reset(t->grad_comm);
-    if (train_step(&ts, mb, n_micro, t->B, t->T, t->pr.seed, (uint64_t)t->pr.iter_num, g_stop_signal != 0, res))
+    // SIGUSR1s not yet served become one save request (the count only grows in the handler)
+    const int usr1 = g_save_requests, requests = (g_stop_signal ? STEP_STOP : 0) |
+                                                 (usr1 != t->save_requests_seen ? STEP_SAVE : 0);
+    t->save_requests_seen = usr1;
+    if (train_step(&ts, mb, n_micro, t->B, t->T, t->pr.seed, (uint64_t)t->pr.iter_num, requests, res))
         comm_failed(t, t->grad_comm ? t->grad_comm : t->comm);
     if (t->grad_comm) {
         const CommStats *s = &t->grad_comm->stats;
@@ -659,13 +784,19 @@ static int _run_epoch(Trainer *t, long epoch, long total_iters) {
             log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, t->pr.iter_num, t->r.test_loss);
             fflush(stdout);
             t_log = now_s();
+            if (note_test_loss(t) == SAVE_CANCELLED) return save_cancelled(t);
         }
+        // Periodic and SIGUSR1 saves: a failed write warns and training goes on.
+        int saved = SAVE_OK;
         if (tc->save_every_iters > 0 && t->pr.iter_num % tc->save_every_iters == 0 && !last)
-            if (_save_snapshot(t)) return EXIT_RUNTIME;
-        if (res.stop) {   // a signal reached some rank: every rank stops at this iteration
-            log_info("Interrupted by a signal at iteration %ld: saving a snapshot\n", t->pr.iter_num);
-            return _save_snapshot(t) ? EXIT_RUNTIME : EXIT_INTERRUPTED;
+            saved = _save_snapshot(t, SAVE_PERIODIC);
+        else if (res.save && t->saved_iter != t->pr.iter_num) {
+            log_info("Snapshot requested by a signal (SIGUSR1) at iteration %ld\n", t->pr.iter_num);
+            fflush(stdout);
+            saved = _save_snapshot(t, SAVE_REQUESTED);
         }
+        if (saved == SAVE_CANCELLED) return save_cancelled(t);
+        if (res.stop) return stop_with_snapshot(t);   // a signal reached some rank: all stop here
     }
     return GO_ON;
 }
@@ -704,8 +835,16 @@ static int train(Trainer *t) {
         if (_evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
         log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, t->pr.iter_num, t->r.test_loss);
         fflush(stdout);
-        if (done || (epoch_done && t->pr.epochs_run % tc->save_every == 0))
-            if (_save_snapshot(t)) return EXIT_RUNTIME;
+        int saved = note_test_loss(t) == SAVE_CANCELLED ? SAVE_CANCELLED : SAVE_OK;   // a failed best save warns
+        // The final save must succeed (exit 1 otherwise); an epoch's periodic one may fail.
+        if (saved == SAVE_OK && done) saved = _save_snapshot(t, SAVE_FINAL);
+        else if (saved == SAVE_OK && epoch_done && t->pr.epochs_run % tc->save_every == 0)
+            saved = _save_snapshot(t, SAVE_PERIODIC) == SAVE_CANCELLED ? SAVE_CANCELLED : SAVE_OK;
+        if (saved == SAVE_CANCELLED) return save_cancelled(t);
+        if (saved != SAVE_OK) return EXIT_RUNTIME;
+        // Between epochs (or after the last iteration): a signal during the evaluation or the
+        // save is acted on here, before another batch.
+        if (stop_requested(t)) return stop_with_snapshot(t);
     }
     return EXIT_OK;
 }
@@ -727,11 +866,17 @@ static void teardown(Trainer *t) {
 // The run
 // ============================================================================
 int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) {
-    Trainer t = { .cfg = cfg, .comm = comm, .rank = comm->rank, .world = comm->world_size };
+    Trainer t = { .cfg = cfg, .comm = comm, .rank = comm->rank, .world = comm->world_size, .saved_iter = -1 };
     t.r = (TrainResult){ NAN, NAN, 0, 0, 0, 0, 0, 0, 0 };
     const double t_start = now_s();
     comm->timeout_s = cfg->trainer.collective_timeout_s;
     fatal_set_handler(on_fatal, comm);
+    // SIGUSR1 from the start, and left installed after (its default action ends the process,
+    // e.g. between the jobs of a sweep); one received from here on is served at the first
+    // iteration. SIGINT/SIGTERM keep their default (nothing to save) until training.
+    g_saving = g_cancel_save = 0;
+    t.save_requests_seen = g_save_requests;
+    signal(SIGUSR1, on_signal);
     int rc = agree(&t, setup_local(&t));
     if (!rc) rc = agree(&t, setup_model(&t));
     if (!rc) rc = agree(&t, setup_buckets(&t));

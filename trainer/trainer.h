@@ -7,7 +7,9 @@
 #include "dist/comm.h"
 
 // Exit codes of the mingpt binary (documented in README.md).
-enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 75 };
+// EXIT_ABORTED: a second SIGINT/SIGTERM while a snapshot was being written abandoned it (the
+// file on disk keeps the previous snapshot); 128 + SIGINT, as a shell reports Ctrl-C.
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_INTERRUPTED = 75, EXIT_ABORTED = 130 };
 
 typedef struct {
     double final_train_loss;  // loss of the last training iteration (NaN if none ran)
@@ -27,7 +29,9 @@ typedef struct {
 // data-parallel job calls it with the same cfg). Logs to stdout (rank 0), errors to stderr
 // (naming the file or key; "[rank r] " on other ranks). On SIGINT/SIGTERM to any rank, every
 // rank finishes the same iteration (or, during an evaluation, stops before the same next batch),
-// rank 0 saves a snapshot, and all return EXIT_INTERRUPTED.
+// rank 0 saves a snapshot, and all return EXIT_INTERRUPTED; on SIGUSR1 to any rank, rank 0 saves
+// a snapshot after the current iteration and training goes on; a second SIGINT/SIGTERM while
+// saving abandons the write and returns EXIT_ABORTED.
 // Returns one of the exit codes above, the same on every rank; *res (may be NULL) receives
 // the results. A communicator failure aborts the whole job (comm->abort).
 int trainer_run(const Config *cfg, Comm *comm, TrainResult *res);

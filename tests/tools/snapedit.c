@@ -10,7 +10,8 @@
 //     resize TAG N      payload of TAG cut or zero-extended to N bytes (length updated)
 //     dup TAG           TAG's record written twice
 //     drop TAG          TAG's record removed
-//     version N         format version := N
+//     add TAG N         a new record TAG of N zero bytes at the end
+//     version N         format version word := N (u16 major | u16 minor << 16: 1 is 1.0, 131073 is 1.2)
 //     trunc N           keep the first N bytes (no CRC recomputed after this)
 //     flip OFF          XOR byte OFF with 0x01 (no CRC recomputed after this)
 #include <stdint.h>
@@ -83,6 +84,15 @@ int main(int argc, char **argv) {
             memmove(x, x + 1, (size_t)(r + nr - x - 1) * sizeof *x);
             nr--;
             i += 1;
+        } else if (!strcmp(op, "add")) {
+            if (nr == 64 || strlen(argv[i + 1]) != 4) die("add: a 4-character tag, at most 64 records");
+            uint64_t n = strtoull(argv[i + 2], NULL, 0);
+            if (n > (1u << 20)) die("add: too large");
+            memcpy(r[nr].tag, argv[i + 1], 4);
+            r[nr].n = r[nr].have = (size_t)n;
+            r[nr].p = calloc(n ? n : 1, 1);
+            nr++;
+            i += 2;
         } else if (!strcmp(op, "version")) { version = (uint32_t)atol(argv[i + 1]); i += 1; }
         else if (!strcmp(op, "trunc")) { trunc = atol(argv[i + 1]); i += 1; }
         else if (!strcmp(op, "flip")) { flip = atol(argv[i + 1]); i += 1; }

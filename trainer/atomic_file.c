@@ -1,0 +1,90 @@
+// trainer/atomic_file.c — see atomic_file.h.
+#include "trainer/atomic_file.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+enum { CHUNK = 1 << 20 };
+
+void atomic_remove_stale(const char *path) {
+    char dirbuf[4096], basebuf[4096];
+    snprintf(dirbuf, sizeof dirbuf, "%s", path);
+    snprintf(basebuf, sizeof basebuf, "%s", path);
+    const char *dir = dirname(dirbuf), *base = basename(basebuf);
+    const size_t bl = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, bl) != 0 || strncmp(n + bl, ".tmp.", 5) != 0) continue;
+        char *endp;
+        errno = 0;
+        long pid = strtol(n + bl + 5, &endp, 10);
+        if (errno || *endp || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char full[8192];
+        snprintf(full, sizeof full, "%s/%s", dir, n);
+        unlink(full);
+    }
+    closedir(d);
+}
+
+int atomic_open(AtomicFile *a, const char *path, const volatile sig_atomic_t *cancel, char *err, size_t errlen) {
+    memset(a, 0, sizeof *a);
+    a->cancel = cancel;
+    a->crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    atomic_remove_stale(path);
+    snprintf(a->path, sizeof a->path, "%s", path);
+    snprintf(a->tmp, sizeof a->tmp, "%s.tmp.%ld", path, (long)getpid());
+    a->f = fopen(a->tmp, "wb");
+    if (!a->f) {
+        snprintf(err, errlen, "cannot write '%s': %s", a->tmp, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static int cancelled(const AtomicFile *a) { return a->cancel && *a->cancel; }
+
+void atomic_write(AtomicFile *a, const void *p, size_t n) {
+    const unsigned char *b = p;
+    while (n > 0 && !a->failed && !cancelled(a)) {
+        const size_t k = n < CHUNK ? n : CHUNK;
+        errno = 0;
+        if (fwrite(b, 1, k, a->f) != k) { a->failed = errno ? errno : EIO; return; }
+        a->crc = (uint32_t)crc32(a->crc, b, (uInt)k);
+        b += k;
+        n -= k;
+    }
+}
+
+int atomic_commit(AtomicFile *a, char *err, size_t errlen) {
+    int failed = a->failed;
+    if (!failed && fflush(a->f) != 0) failed = errno ? errno : EIO;
+    if (!failed && !cancelled(a) && fsync(fileno(a->f)) != 0) failed = errno;
+    if (fclose(a->f) != 0 && !failed) failed = errno ? errno : EIO;
+    a->f = NULL;
+    if (failed || cancelled(a)) {
+        unlink(a->tmp);
+        if (!failed) return ATOMIC_CANCELLED;
+        snprintf(err, errlen, "cannot write '%s': %s", a->tmp, strerror(failed));
+        return 1;
+    }
+    if (rename(a->tmp, a->path) != 0) {
+        snprintf(err, errlen, "cannot rename '%s' to '%s': %s", a->tmp, a->path, strerror(errno));
+        unlink(a->tmp);
+        return 1;
+    }
+    // Make the rename itself durable.
+    char dirbuf[4096];
+    snprintf(dirbuf, sizeof dirbuf, "%s", a->path);
+    int dfd = open(dirname(dirbuf), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) { fsync(dfd); close(dfd); }
+    return 0;
+}
