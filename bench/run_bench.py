@@ -240,7 +240,8 @@ def measure_mingpt(binary, opts, variant, name, c, peak, amp="fp32", checkpointi
                rss=float(r["rss_kib"]) / 1024, need=float(r["need_kib"]) / 1024,
                lowp_fast=int(r.get("lowp_fast", "0")), params=int(r["params"]), classes=parse_gemm_classes(out))
     print(f"{what}: {shape_str(c)} ({res['params'] / 1e6:.2f}M params): {ms:.1f} ms/iter (median of {it}), "
-          f"{res['tok']:.0f} tok/s, MFU {100 * res['mfu']:.1f}%, peak RSS {res['rss']:.1f} MiB "
+          f"{res['tok']:.0f} tok/s, " + (f"MFU {100 * res['mfu']:.1f}%" if amp == "fp32" else
+          f"{100 * res['mfu']:.1f}% of the fp32 sgemm peak (not an MFU: bf16 has its own)") + f", peak RSS {res['rss']:.1f} MiB "
           f"(needs {res['need']:.1f})" + (f", lowp_fast={res['lowp_fast']}" if amp != "fp32" else ""), flush=True)
     return res
 
