@@ -76,7 +76,7 @@ $(B)/%.o: %.c
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 # Where ./mingpt looks for the CUDA backend (mk/cuda.mk builds it), relative to the binary.
-$(B)/kernels/cpu/backend_cpu.o: CFLAGS += -DMINGPT_CUDA_LIB='"$(B)/libmingpt_cuda.so"'
+$(B)/kernels/backend.o: CFLAGS += -DMINGPT_CUDA_LIB='"$(B)/libmingpt_cuda.so"'
 
 $(B)/libmingpt.a: $(LIB_OBJ)
 	@rm -f $@

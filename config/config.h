@@ -46,7 +46,8 @@ typedef struct {
     double grad_norm_clip;    // global-norm clip; <= 0 disables (default 1.0)
     char snapshot_path[CFG_STR_MAX]; // default "snapshot.bin"; resumed from when it exists
     int save_every;           // snapshot every N epochs, and always after the last (default 3)
-    bool use_amp;             // mixed precision (CUDA backend); the CPU backend trains in fp32
+    bool use_amp;             // mixed precision in amp_dtype: tensor cores on CUDA; on the CPU bf16 GEMMs
+                              // (AMX / AVX512-BF16; fp32 with a note without them), fp16 emulated
     char device[16];          // "auto" | "cpu" | "cuda" (default auto)
     char amp_dtype[16];       // with use_amp: "float16" (default; dynamic loss scaling) | "bfloat16"
     uint64_t seed;            // init, dropout and the random split (default 1337)

@@ -37,7 +37,8 @@ void dsampler_init(DistributedSampler *s, long n, int world_size, int rank, bool
                    uint64_t seed, bool drop_last);
 void dsampler_set_epoch(DistributedSampler *s, long epoch);
 // out (num_samples,) = this rank's indices for the current epoch, in order.
-// scratch must hold max(n, total_size) longs. Returns num_samples.
+// scratch must hold max(n, total_size) longs. Returns num_samples, or -1 when shuffling and n is
+// beyond torch_randperm's range (its -1).
 long dsampler_indices(const DistributedSampler *s, long *out, long *scratch);
 
 // The rest of the current epoch from global position `start` (samples already consumed by a

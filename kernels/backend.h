@@ -44,7 +44,6 @@ struct Backend {
     void (*zero)(Backend *be, void *p, size_t bytes);
     void (*upload)(Backend *be, void *dst, const void *src, size_t bytes);    // host -> backend
     void (*download)(Backend *be, void *dst, const void *src, size_t bytes);  // backend -> host
-    void (*synchronize)(Backend *be);
     void (*destroy)(Backend *be);                              // frees ctx and be itself
     // Optional: one or more lines (each ending in '\n') for the start-up header: the libraries
     // the ops run on and anything the user should know about them (CPU: the GEMM libraries, the
@@ -85,7 +84,6 @@ struct Backend {
     // layer) and recomputes each from its saved input just before it is needed.
     void (*gelu_forward)(Backend *be, float *out, const float *inp, long N);
     void (*gelu_backward)(Backend *be, float *dinp, const float *inp, const float *dout, long N);
-    void (*residual_forward)(Backend *be, float *out, const float *a, const float *b, long N);
     // N elements in rows of row_len (N % row_len == 0): element i is local row i / row_len and
     // is kept iff dropout_keep(k.key, dropout_global_index(k, i / row_len, row_len, i % row_len)).
     void (*dropout_forward)(Backend *be, float *out, const float *inp, long N, long row_len, float p,
@@ -118,8 +116,6 @@ struct Backend {
     double (*sum_squares)(Backend *be, const float *x, size_t n);
     // x *= s
     void (*scale)(Backend *be, float *x, size_t n, float s);
-    // 1 when every x[i] is finite (the dynamic loss scaler's overflow check).
-    int (*all_finite)(Backend *be, const float *x, size_t n);
 
     // ---- mixed precision: the weight-cast cache (torch.autocast's). Optional: NULL means every
     // matmul rounds its weight itself, on every call (the CPU backend, for now).
@@ -162,9 +158,11 @@ void backend_cpu_set_low_precision_chunk(Backend *be, long elements);
 // the two paths).
 void backend_cpu_emulate_low_precision(Backend *be);
 
-// The CUDA backend, when mingpt is built with it (kernels/cuda/backend_cuda.cu); a weak
-// symbol, NULL otherwise. Returns NULL with a message naming the missing driver or
-// device when no GPU can be used.
+// The CUDA backend's constructor (kernels/cuda/backend_cuda.cu). A weak symbol: defined only in
+// programs linked with the CUDA objects (the emulated test programs); ./mingpt has it NULL and
+// backend_create (kernels/backend.c) loads build/libmingpt_cuda.so with dlopen instead, only when
+// a CUDA backend is asked for. Returns NULL with a message naming the missing driver or device
+// when no GPU can be used.
 // device: the CUDA device index (the rank's local rank modulo the visible device count).
 Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, char *err, size_t errlen) __attribute__((weak));
 

@@ -5,8 +5,10 @@
 #     for newer GPUs) in one call, warnings as errors (host compiler, nvcc and ptxas, which
 #     also reports register spills and local memory as errors); `nvcc --resource-usage`
 #     output of all files is kept in $(B)/nv/resource-usage.log and checked for spills;
-#   * those objects are linked into ./mingpt with cudart and cuBLAS (backend_create picks
-#     them up through the weak backend_cuda_create, see kernels/backend.h);
+#   * those objects are linked with cudart and cuBLAS into $(B)/libmingpt_cuda.so, which
+#     ./mingpt loads with dlopen only when a CUDA backend is asked for (backend_create,
+#     kernels/backend.c; the emulated test programs link the objects and the weak
+#     backend_cuda_create instead, see kernels/backend.h);
 #   * `make test` also compiles the same .cu files with g++ and the emulation layer
 #     (kernels/cuda/emu/cuda_emu.h, its cuBLAS shim backed by OpenBLAS) and runs the emulated
 #     suites under the default, reversed and random thread schedules, with deferred stream
@@ -104,9 +106,6 @@ $(B)/emu-noblas/%.o: %.cu $(CUDA_HDR) $(EMU_DEPS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(filter-out -DEMU_USE_CBLAS,$(EMU_FLAGS)) -c $< -o $@
 
-# loss_scaler.c: in libmingpt.a once kernels/*.c is part of LIB_SRC; until then linked here
-LOSS_SCALER_OBJ := $(filter-out $(LIB_OBJ),$(B)/kernels/loss_scaler.o)
-
 CUDA_TESTS := test_cuda_ops test_cuda_train test_cuda_cast test_loss_scaler test_cuda_layouts
 CUDA_EMU_BIN  := $(CUDA_TESTS:%=$(B)/cuda-tests/%)
 ifeq ($(SAN),1)
@@ -121,19 +120,19 @@ CUDA_NOBLAS_BIN := $(B)/cuda-tests/test_cuda_ops.noblas $(B)/cuda-tests/test_cud
 EMU_SELF_BIN  := $(B)/cuda-tests/emu/test_emu_features $(B)/cuda-tests/emu/test_emu_cublas \
                  $(B)/cuda-tests/emu/emu_bugs $(B)/cuda-tests/emu/emu_bugs.asan
 
-$(B)/cuda-tests/%: tests/cuda/%.c $(EMU_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a tests/test_util.h
+$(B)/cuda-tests/%: tests/cuda/%.c $(EMU_OBJ) $(B)/libmingpt.a tests/test_util.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MT $@ -MF $@.d -c $< -o $@.o
-	$(CXX) -fopenmp -o $@ $@.o $(EMU_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a $(LDLIBS) $(EMU_MPI_LIBS) -lcmocka
-$(B)/cuda-tests/%.asan: tests/cuda/%.c $(ASAN_OBJ) $(B)/emu-asan/kernels/loss_scaler.o $(B)/libmingpt.a tests/test_util.h
+	$(CXX) -fopenmp -o $@ $@.o $(EMU_OBJ) $(B)/libmingpt.a $(LDLIBS) $(EMU_MPI_LIBS) -lcmocka
+$(B)/cuda-tests/%.asan: tests/cuda/%.c $(ASAN_OBJ) $(B)/emu-asan/trainer/loss_scaler.o $(B)/libmingpt.a tests/test_util.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -MT $@ -MF $@.d -c $< -o $@.o
-	$(CXX) -fopenmp $(ASAN_FLAGS) -o $@ $@.o $(ASAN_OBJ) $(B)/emu-asan/kernels/loss_scaler.o $(B)/libmingpt.a $(LDLIBS) $(EMU_MPI_LIBS) -lcmocka
+	$(CXX) -fopenmp $(ASAN_FLAGS) -o $@ $@.o $(ASAN_OBJ) $(B)/emu-asan/trainer/loss_scaler.o $(B)/libmingpt.a $(LDLIBS) $(EMU_MPI_LIBS) -lcmocka
 
-$(B)/cuda-tests/%.noblas: tests/cuda/%.c $(NOBLAS_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a tests/test_util.h
+$(B)/cuda-tests/%.noblas: tests/cuda/%.c $(NOBLAS_OBJ) $(B)/libmingpt.a tests/test_util.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MT $@ -MF $@.d -c $< -o $@.o
-	$(CXX) -fopenmp -o $@ $@.o $(NOBLAS_OBJ) $(LOSS_SCALER_OBJ) $(B)/libmingpt.a $(LDLIBS) $(EMU_MPI_LIBS) -lcmocka
+	$(CXX) -fopenmp -o $@ $@.o $(NOBLAS_OBJ) $(B)/libmingpt.a $(LDLIBS) $(EMU_MPI_LIBS) -lcmocka
 
 # the NCCL path on MPI ranks: a plain C program with libmingpt.a (dist/comm.c opens the MPI
 # communicator from $(B)/libmingpt_mpi.so, backend_create loads $(EMU_SO)); run by tests/cuda/test_nccl_emu.sh
@@ -154,10 +153,11 @@ $(B)/cuda-tests/emu/%.asan: tests/cuda/emu/%.cu $(EMU_DEPS) kernels/cuda/emu/lau
 	$(CXX) $(EMU_FLAGS) -Wno-unused-parameter -fsanitize=address -fno-omit-frame-pointer $< -o $@ -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas -lpthread
 
 # objects of the chains above are kept (not deleted as intermediates)
-.SECONDARY: $(EMU_OBJ) $(ASAN_OBJ) $(EMU_PIC_OBJ) $(B)/emu-noblas/kernels/cuda/matmul.o $(B)/emu-asan/kernels/loss_scaler.o $(B)/kernels/loss_scaler.o
+.SECONDARY: $(EMU_OBJ) $(ASAN_OBJ) $(EMU_PIC_OBJ) $(B)/emu-noblas/kernels/cuda/matmul.o $(B)/emu-asan/trainer/loss_scaler.o
 
-# header dependencies of the C parts (test programs, loss_scaler.o outside LIB_OBJ)
--include $(wildcard $(B)/cuda-tests/*.d $(B)/kernels/loss_scaler.d $(B)/emu-asan/kernels/loss_scaler.d)
+# header dependencies of the C parts (test programs; the ASan build of the loss scaler, which the
+# .asan test programs link ahead of libmingpt.a's, so the scaler they test is instrumented too)
+-include $(wildcard $(B)/cuda-tests/*.d $(B)/emu-asan/trainer/loss_scaler.d)
 
 # no-driver probe: a C program linked with the real (nvcc) objects, like ./mingpt
 $(B)/cuda-tests/cuda_probe: tests/cuda/cuda_probe.c $(CUDA_OBJ) $(B)/libmingpt.a

@@ -1,4 +1,4 @@
-// model/gpt.c — minGPT's GPT: parameter layout, init, forward and backward on the CPU.
+// model/gpt.c — minGPT's GPT: parameter layout, init, forward and backward through the Backend.
 #include "model/gpt.h"
 
 #include <limits.h>

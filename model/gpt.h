@@ -1,4 +1,5 @@
-// model/gpt.h — minGPT's GPT (karpathy/minGPT mingpt/model.py) on the CPU backend.
+// model/gpt.h — minGPT's GPT (karpathy/minGPT mingpt/model.py) on any Backend (kernels/backend.h):
+// the CPU's, or CUDA's; every op goes through the backend's table.
 //
 //   x = drop(wte[idx] + wpe[pos])                          (B,T,C)
 //   n_layer pre-LN blocks:

@@ -18,16 +18,6 @@
 #define TOL_CE 1e-6
 #define TOL_GPT 1e-6
 
-static float *falloc(long n) {
-    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
-    assert_non_null(p);
-    return p;
-}
-static float *frand(TestRng *r, long n, float lo, float hi) {
-    float *p = falloc(n);
-    test_fill(r, p, n, lo, hi);
-    return p;
-}
 
 // ---------------------------------------------------------------- residual + layernorm
 typedef struct { int N, C; } RlCfg;

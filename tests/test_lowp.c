@@ -10,7 +10,7 @@
 #include "dist/comm.h"
 #include "kernels/backend.h"
 #include "kernels/dropout_rng.h"
-#include "kernels/loss_scaler.h"
+#include "trainer/loss_scaler.h"
 #include "trainer/adamw.h"
 #include "trainer/train_step.h"
 

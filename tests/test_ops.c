@@ -22,19 +22,9 @@
 
 // ---------------------------------------------------------------- helpers
 
-static float *falloc(long n) {
-    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
-    assert_non_null(p);
-    return p;
-}
 static double *dalloc(long n) {
     double *p = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
     assert_non_null(p);
-    return p;
-}
-static float *frand(TestRng *r, long n, float lo, float hi) {
-    float *p = falloc(n);
-    test_fill(r, p, n, lo, hi);
     return p;
 }
 static float *fcopy(const float *x, long n) {

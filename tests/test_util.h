@@ -27,6 +27,19 @@ static inline void test_fill(TestRng *r, float *x, long n, float lo, float hi) {
     for (long i = 0; i < n; i++) x[i] = test_uniform(r, lo, hi);
 }
 
+// n zeroed floats (at least one), failing the test when out of memory; the caller frees.
+static inline float *falloc(long n) {
+    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    assert_non_null(p);
+    return p;
+}
+// n floats uniform in [lo, hi) from r.
+static inline float *frand(TestRng *r, long n, float lo, float hi) {
+    float *p = falloc(n);
+    test_fill(r, p, n, lo, hi);
+    return p;
+}
+
 // max |a - b| / max(max |b|, tiny): the error relative to the reference's largest magnitude.
 static inline double test_max_rel_err(const float *a, const float *b, long n) {
     double num = 0, den = 1e-30;

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "kernels/loss_scaler.h"
+#include "trainer/loss_scaler.h"
 #include "trainer/file_read.h"
 #include "trainer/version.h"
 

@@ -36,7 +36,7 @@ typedef struct {
     long iter_in_epoch;       // batches done in epoch epochs_run+1 (0 at an epoch boundary)
     long iter_num;            // total iterations (optimizer steps) since the start of training
     uint64_t seed;            // trainer seed: dropout masks are a function of (seed, iter_num)
-    float loss_scale;         // dynamic loss scale (mixed precision; 1 on the CPU backend)
+    float loss_scale;         // fp16 dynamic loss scale (trainer/loss_scaler.h; 1 when disabled: fp32, bf16)
     long scaler_good_steps;   // finite steps since the last scale change
     // Data parallelism (record DIST; absent in files from before it: world_size 0, and the
     // trainer then takes samples_in_epoch = iter_in_epoch * batch_size).

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "dist/comm.h"
-#include "kernels/loss_scaler.h"
+#include "trainer/loss_scaler.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/buckets.h"

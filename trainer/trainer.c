@@ -34,7 +34,7 @@
 #include "data/sampler.h"
 #include "kernels/backend.h"
 #include "kernels/fatal.h"
-#include "kernels/loss_scaler.h"
+#include "trainer/loss_scaler.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/buckets.h"

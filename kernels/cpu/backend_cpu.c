@@ -1,5 +1,4 @@
-// kernels/cpu/backend_cpu.c — the CPU backend: kernels/cpu/ops.h behind the Backend table,
-// plus backend selection for trainer_config.device.
+// kernels/cpu/backend_cpu.c — the CPU backend: kernels/cpu/ops.h behind the Backend table.
 //
 // Mixed precision on the CPU: with matmul_dtype BF16 or FP16 the inputs of every matmul
 // (and the attention's q, k, v and its incoming gradient) are in that type, the points where
@@ -7,15 +6,12 @@
 // AVX512-BF16 or AMX (faster than fp32), otherwise emulated (see "Low-precision matmul operands").
 #include "kernels/backend.h"
 
-#include <dlfcn.h>
-#include <libgen.h>
 #include <math.h>
 #include <omp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/cpu_features.h"
@@ -155,7 +151,6 @@ static void cpu_upload(Backend *be, void *dst, const void *src, size_t bytes) {
     if (dst != src) memcpy(dst, src, bytes);
 }
 static void cpu_download(Backend *be, void *dst, const void *src, size_t bytes) { if (dst != src) memcpy(dst, src, bytes); }
-static void cpu_synchronize(Backend *be) {}
 
 static void cpu_destroy(Backend *be) {
     CpuCtx *c = be->ctx;
@@ -284,9 +279,6 @@ static void cpu_gelu_forward(Backend *be, float *out, const float *inp, long N) 
 static void cpu_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, long N) {
     gelu_backward(dinp, inp, dout, N);
 }
-static void cpu_residual_forward(Backend *be, float *out, const float *a, const float *b, long N) {
-    residual_forward(out, a, b, N);
-}
 static void cpu_dropout_forward(Backend *be, float *out, const float *inp, long N, long row_len, float p,
                                 DropoutKey key) {
     dropout_forward(out, inp, N, row_len, p, key);
@@ -377,12 +369,6 @@ static void cpu_scale(Backend *be, float *x, size_t n, float s) {
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
-static int cpu_all_finite(Backend *be, const float *x, size_t n) {
-    int ok = 1;
-    for (size_t i = 0; i < n; i++) ok &= isfinite(x[i]) != 0;
-    return ok;
-}
-
 // ============================================================================
 // Description
 // ============================================================================
@@ -423,7 +409,7 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
     *be = (Backend){
         .name = "cpu", .matmul_dtype = matmul_dtype, .host_memory = 1, .ctx = c,
         .alloc = cpu_alloc, .free = cpu_free, .zero = cpu_zero, .upload = cpu_upload,
-        .download = cpu_download, .synchronize = cpu_synchronize, .destroy = cpu_destroy,
+        .download = cpu_download, .destroy = cpu_destroy,
         .describe = cpu_describe,
         .encoder_forward = cpu_encoder_forward, .encoder_backward = cpu_encoder_backward,
         .layernorm_forward = cpu_layernorm_forward,
@@ -432,75 +418,13 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
         .matmul_gelu_forward = cpu_matmul_gelu_forward, .matmul_backward = cpu_matmul_backward,
         .attention_forward = cpu_attention_forward, .attention_backward = cpu_attention_backward,
         .gelu_forward = cpu_gelu_forward, .gelu_backward = cpu_gelu_backward,
-        .residual_forward = cpu_residual_forward,
         .dropout_forward = cpu_dropout_forward, .dropout_backward = cpu_dropout_backward,
         .crossentropy_forward = cpu_crossentropy_forward,
         .crossentropy_softmax_backward = cpu_crossentropy_softmax_backward,
         .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
         .adamw_update = cpu_adamw_update, .sum_squares = cpu_sum_squares, .scale = cpu_scale,
-        .all_finite = cpu_all_finite, .cast_weights = cpu_cast_weights,
+        .cast_weights = cpu_cast_weights,
     };
-    return be;
-}
-
-typedef Backend *(*CudaCreateFn)(ComputeDtype, int, char *, size_t);
-
-// The CUDA backend's constructor: linked in (the emulated test programs), or loaded from a
-// shared library, so that cuBLAS is loaded only when needed: the one the environment variable
-// MINGPT_CUDA_LIB names (a path, absolute in practice; tests point it at the emulated build,
-// build/emu/libmingpt_cuda.so), else the build's MINGPT_CUDA_LIB next to the executable.
-// NULL with the reason in why when there is none.
-static CudaCreateFn find_cuda_backend(char *why, size_t whylen) {
-    if (backend_cuda_create) return backend_cuda_create;
-    char path[4600];
-    const char *over = getenv("MINGPT_CUDA_LIB");
-    if (over && *over) {
-        snprintf(path, sizeof path, "%s", over);
-        if (access(path, F_OK) != 0) {
-            snprintf(why, whylen, "no CUDA backend at MINGPT_CUDA_LIB=%.600s (no such file)", path);
-            return NULL;
-        }
-    } else {
-#ifdef MINGPT_CUDA_LIB
-        char exe[4096];
-        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (k <= 0) { snprintf(why, whylen, "cannot locate the mingpt executable"); return NULL; }
-        exe[k] = 0;
-        snprintf(path, sizeof path, "%s/%s", dirname(exe), MINGPT_CUDA_LIB);
-        if (access(path, F_OK) != 0) {
-            snprintf(why, whylen, "this mingpt was built without the CUDA backend (no %.600s; build with nvcc on "
-                     "PATH and CUDA=1)", path);
-            return NULL;
-        }
-#else
-        snprintf(why, whylen, "this mingpt was built without the CUDA backend (build with nvcc on PATH and CUDA=1)");
-        return NULL;
-#endif
-    }
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) { snprintf(why, whylen, "cannot load the CUDA backend: %s", dlerror()); return NULL; }
-    CudaCreateFn fn = (CudaCreateFn)dlsym(lib, "backend_cuda_create");
-    if (!fn) snprintf(why, whylen, "%.600s has no backend_cuda_create", path);
-    return fn;
-}
-
-Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_dtype, char *err, size_t errlen) {
-    const bool want_cuda = strcmp(device, "cuda") == 0, maybe_cuda = strcmp(device, "auto") == 0;
-    if (want_cuda || maybe_cuda) {
-        char why[1024] = "";
-        CudaCreateFn create = find_cuda_backend(why, sizeof why);
-        Backend *be = create ? create(matmul_dtype, local_rank, why, sizeof why) : NULL;
-        if (be) return be;
-        if (want_cuda) {
-            snprintf(err, errlen, "trainer_config.device=cuda: %s", why);
-            return NULL;
-        }
-    } else if (strcmp(device, "cpu") != 0) {
-        snprintf(err, errlen, "trainer_config.device must be auto, cpu or cuda (got '%s')", device);
-        return NULL;
-    }
-    Backend *be = backend_cpu_create(matmul_dtype);
-    if (!be) snprintf(err, errlen, "out of memory");
     return be;
 }
 

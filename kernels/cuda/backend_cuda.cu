@@ -61,7 +61,6 @@ static void be_download(Backend *be, void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, CX(be)->stream));
     CUDA_CHECK(cudaStreamSynchronize(CX(be)->stream));
 }
-static void be_synchronize(Backend *be) { CUDA_CHECK(cudaStreamSynchronize(CX(be)->stream)); }
 static void be_destroy(Backend *be) {
     if (!be) return;
     CudaCtx *c = CX(be);
@@ -125,9 +124,6 @@ static void be_attention_backward(Backend *be, float *dqkv, float *scratch, cons
 static void be_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, long N) {
     cuda_gelu_backward(CX(be), dinp, inp, dout, N);
 }
-static void be_residual_forward(Backend *be, float *out, const float *a, const float *b, long N) {
-    cuda_residual_forward(CX(be), out, a, b, N);
-}
 static void be_dropout_forward(Backend *be, float *out, const float *inp, long N, long row_len, float p,
                                DropoutKey key) {
     cuda_dropout_forward(CX(be), out, inp, N, row_len, p, key);
@@ -158,7 +154,6 @@ static void be_scale(Backend *be, float *x, size_t n, float s) {
 static void be_cast_weights(Backend *be, const float *params, size_t n, uint64_t version) {
     cuda_cast_weights(CX(be), params, n, version);
 }
-static int be_all_finite(Backend *be, const float *x, size_t n) { return cuda_all_finite(CX(be), x, n); }
 
 static void be_crossentropy_forward_backward(Backend *be, float *losses, float *dlogits,
                                              const float *logits, const int32_t *targets, int N,
@@ -228,7 +223,6 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->zero = be_zero;
     be->upload = be_upload;
     be->download = be_download;
-    be->synchronize = be_synchronize;
     be->destroy = be_destroy;
     be->encoder_forward = be_encoder_forward;
     be->encoder_backward = be_encoder_backward;
@@ -241,7 +235,6 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->attention_forward = be_attention_forward;
     be->attention_backward = be_attention_backward;
     be->gelu_backward = be_gelu_backward;
-    be->residual_forward = be_residual_forward;
     be->dropout_forward = be_dropout_forward;
     be->dropout_backward = be_dropout_backward;
     be->crossentropy_forward = be_crossentropy_forward;
@@ -250,7 +243,6 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->adamw_update = be_adamw_update;
     be->sum_squares = be_sum_squares;
     be->scale = be_scale;
-    be->all_finite = be_all_finite;
     be->cast_weights = be_cast_weights;
     be->grad_comm_create = cuda_grad_comm_create;   // comm_nccl.cu
     return be;

@@ -84,9 +84,6 @@ void cuda_dropout_forward(CudaCtx *c, float *out, const float *inp, long N, long
 void cuda_dropout_backward(CudaCtx *c, float *dinp, const float *dout, long N, long row_len, float p,
                            DropoutKey k);
 
-// residual.cu
-void cuda_residual_forward(CudaCtx *c, float *out, const float *a, const float *b, long N);
-
 // adamw.cu
 void cuda_adamw_update(CudaCtx *c, float *p, const float *g, float *m, float *v, size_t n,
                        float beta1, float beta2, float eps, float decay_factor, float step_size,
@@ -97,7 +94,6 @@ double cuda_sum_squares(CudaCtx *c, const float *x, size_t n);
 
 // loss_scale.cu
 void cuda_scale(CudaCtx *c, float *x, size_t n, float s);
-int cuda_all_finite(CudaCtx *c, const float *x, size_t n);
 
 // comm_nccl.cu: Backend.grad_comm_create (kernels/backend.h, dist/comm.h): the "nccl" gradient
 // communicator over the ranks of `host`, its all-reduces on a stream of its own fenced with

@@ -13,7 +13,7 @@
 
 #include "dist/comm.h"
 #include "kernels/backend.h"
-#include "kernels/loss_scaler.h"
+#include "trainer/loss_scaler.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/train_step.h"

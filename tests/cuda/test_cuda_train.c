@@ -4,7 +4,7 @@
 //   fp32 matmuls:        every step's loss within 1e-4 relative of the CPU's (and the first
 //                        step's gradient norm, and the final evaluation loss);
 //   bf16 matmuls:        within 2e-2 of the CPU fp32 run;
-//   fp16 matmuls + the dynamic loss scaler (kernels/loss_scaler.h): within 2e-2 of the CPU fp32
+//   fp16 matmuls + the dynamic loss scaler (trainer/loss_scaler.h): within 2e-2 of the CPU fp32
 //                        run; at step 2 the scale is forced to 2^24, so dlogits (2^24/64) overflow
 //                        fp16 in the lm_head's backward GEMM: the step must be skipped (parameters
 //                        and AdamW state untouched, S halved), the reference skips it too, and
@@ -12,11 +12,11 @@
 // The loss scale reaches the model through the backend table: the dloss of the op that starts
 // the backward pass (crossentropy_softmax_backward, or the fused crossentropy_forward_backward
 // of the training forward) is multiplied by S. The trainer will hand S to the model instead
-// (see kernels/loss_scaler.h).
+// (see trainer/loss_scaler.h).
 #include "tests/test_util.h"
 
 #include "kernels/backend.h"
-#include "kernels/loss_scaler.h"
+#include "trainer/loss_scaler.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 

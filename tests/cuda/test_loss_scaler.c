@@ -1,10 +1,10 @@
-// tests/cuda/test_loss_scaler.c — the dynamic loss scaler (kernels/loss_scaler.h): torch
+// tests/cuda/test_loss_scaler.c — the dynamic loss scaler (trainer/loss_scaler.h): torch
 // GradScaler's state machine, unscale-before-clip, overflow skips, and equivalence with the
 // plain norm + clip path when disabled. Runs on both backends (CPU and emulated CUDA).
 #include "tests/test_util.h"
 
 #include "kernels/backend.h"
-#include "kernels/loss_scaler.h"
+#include "trainer/loss_scaler.h"
 #include "trainer/adamw.h"
 
 static Backend *make(int cuda) {

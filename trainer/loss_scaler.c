@@ -1,5 +1,5 @@
-// kernels/loss_scaler.c — dynamic loss scaling (see loss_scaler.h).
-#include "kernels/loss_scaler.h"
+// trainer/loss_scaler.c — dynamic loss scaling (see loss_scaler.h).
+#include "trainer/loss_scaler.h"
 
 #include <math.h>
 

@@ -1,4 +1,4 @@
-// kernels/loss_scaler.h — dynamic loss scaling for fp16 mixed precision, and the gradient
+// trainer/loss_scaler.h — dynamic loss scaling for fp16 mixed precision, and the gradient
 // pipeline that follows every backward pass: overflow check, unscale, global norm, clip.
 //
 // The rules are torch.cuda.amp.GradScaler's: the loss (in practice dloss, the gradient that

@@ -1,0 +1,73 @@
+// kernels/backend.c — backend selection for trainer_config.device (kernels/backend.h): the CPU
+// backend, or the CUDA one, loaded with dlopen only when it is asked for, so that commands that
+// never train (--cfg job, --help, sample) do not pay for loading cuBLAS.
+#include "kernels/backend.h"
+
+#include <dlfcn.h>
+#include <libgen.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef Backend *(*CudaCreateFn)(ComputeDtype, int, char *, size_t);
+
+// The CUDA backend's constructor: linked in (the emulated test programs), or loaded from a
+// shared library, so that cuBLAS is loaded only when needed: the one the environment variable
+// MINGPT_CUDA_LIB names (a path, absolute in practice; tests point it at the emulated build,
+// build/emu/libmingpt_cuda.so), else the build's MINGPT_CUDA_LIB next to the executable.
+// NULL with the reason in why when there is none.
+static CudaCreateFn find_cuda_backend(char *why, size_t whylen) {
+    if (backend_cuda_create) return backend_cuda_create;
+    char path[4600];
+    const char *over = getenv("MINGPT_CUDA_LIB");
+    if (over && *over) {
+        snprintf(path, sizeof path, "%s", over);
+        if (access(path, F_OK) != 0) {
+            snprintf(why, whylen, "no CUDA backend at MINGPT_CUDA_LIB=%.600s (no such file)", path);
+            return NULL;
+        }
+    } else {
+#ifdef MINGPT_CUDA_LIB
+        char exe[4096];
+        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (k <= 0) { snprintf(why, whylen, "cannot locate the mingpt executable"); return NULL; }
+        exe[k] = 0;
+        snprintf(path, sizeof path, "%s/%s", dirname(exe), MINGPT_CUDA_LIB);
+        if (access(path, F_OK) != 0) {
+            snprintf(why, whylen, "this mingpt was built without the CUDA backend (no %.600s; build with nvcc on "
+                     "PATH and CUDA=1)", path);
+            return NULL;
+        }
+#else
+        snprintf(why, whylen, "this mingpt was built without the CUDA backend (build with nvcc on PATH and CUDA=1)");
+        return NULL;
+#endif
+    }
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) { snprintf(why, whylen, "cannot load the CUDA backend: %s", dlerror()); return NULL; }
+    CudaCreateFn fn = (CudaCreateFn)dlsym(lib, "backend_cuda_create");
+    if (!fn) snprintf(why, whylen, "%.600s has no backend_cuda_create", path);
+    return fn;
+}
+
+Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_dtype, char *err, size_t errlen) {
+    const bool want_cuda = strcmp(device, "cuda") == 0, maybe_cuda = strcmp(device, "auto") == 0;
+    if (want_cuda || maybe_cuda) {
+        char why[1024] = "";
+        CudaCreateFn create = find_cuda_backend(why, sizeof why);
+        Backend *be = create ? create(matmul_dtype, local_rank, why, sizeof why) : NULL;
+        if (be) return be;
+        if (want_cuda) {
+            snprintf(err, errlen, "trainer_config.device=cuda: %s", why);
+            return NULL;
+        }
+    } else if (strcmp(device, "cpu") != 0) {
+        snprintf(err, errlen, "trainer_config.device must be auto, cpu or cuda (got '%s')", device);
+        return NULL;
+    }
+    Backend *be = backend_cpu_create(matmul_dtype);
+    if (!be) snprintf(err, errlen, "out of memory");
+    return be;
+}
