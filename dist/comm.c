@@ -2,12 +2,13 @@
 #include "dist/comm.h"
 
 #include <dlfcn.h>
-#include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "dist/lib_path.h"
 
 // ============================================================================
 // One process: every collective is the identity
@@ -68,22 +69,18 @@ int comm_launched(char *err, size_t errlen) {
 typedef Comm *(*MpiCreateFn)(int *, char ***, char *, size_t);
 
 Comm *comm_mpi_open(int *argc, char ***argv, char *err, size_t errlen) {
-    char path[4600];
-    const char *over = getenv("MINGPT_MPI_LIB");
-    if (over && *over) {
-        snprintf(path, sizeof path, "%s", over);
-    } else {
 #ifdef MINGPT_MPI_LIB
-        char exe[4096];
-        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (k <= 0) { snprintf(err, errlen, "cannot locate the mingpt executable"); return NULL; }
-        exe[k] = 0;
-        snprintf(path, sizeof path, "%s/%s", dirname(exe), MINGPT_MPI_LIB);
+    const char *built = MINGPT_MPI_LIB;
 #else
+    const char *built = NULL;
+#endif
+    char path[4600];
+    const int where = lib_path("MINGPT_MPI_LIB", built, path, sizeof path);
+    if (where == LIB_PATH_NOT_BUILT) {
         snprintf(err, errlen, "this mingpt was built without MPI support (build with libopenmpi-dev installed)");
         return NULL;
-#endif
     }
+    if (where == LIB_PATH_NO_EXE) { snprintf(err, errlen, "cannot locate the mingpt executable"); return NULL; }
     if (access(path, F_OK) != 0) {
         snprintf(err, errlen, "launched by mpirun/srun, but this mingpt was built without MPI support (no %.600s; "
                  "install libopenmpi-dev and rebuild)", path);

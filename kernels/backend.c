@@ -4,12 +4,13 @@
 #include "kernels/backend.h"
 
 #include <dlfcn.h>
-#include <libgen.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "dist/lib_path.h"
 
 typedef Backend *(*CudaCreateFn)(ComputeDtype, int, char *, size_t);
 
@@ -20,30 +21,24 @@ typedef Backend *(*CudaCreateFn)(ComputeDtype, int, char *, size_t);
 // NULL with the reason in why when there is none.
 static CudaCreateFn find_cuda_backend(char *why, size_t whylen) {
     if (backend_cuda_create) return backend_cuda_create;
+#ifdef MINGPT_CUDA_LIB
+    const char *built = MINGPT_CUDA_LIB;
+#else
+    const char *built = NULL;
+#endif
     char path[4600];
     const char *over = getenv("MINGPT_CUDA_LIB");
-    if (over && *over) {
-        snprintf(path, sizeof path, "%s", over);
-        if (access(path, F_OK) != 0) {
-            snprintf(why, whylen, "no CUDA backend at MINGPT_CUDA_LIB=%.600s (no such file)", path);
-            return NULL;
-        }
-    } else {
-#ifdef MINGPT_CUDA_LIB
-        char exe[4096];
-        ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        if (k <= 0) { snprintf(why, whylen, "cannot locate the mingpt executable"); return NULL; }
-        exe[k] = 0;
-        snprintf(path, sizeof path, "%s/%s", dirname(exe), MINGPT_CUDA_LIB);
-        if (access(path, F_OK) != 0) {
-            snprintf(why, whylen, "this mingpt was built without the CUDA backend (no %.600s; build with nvcc on "
-                     "PATH and CUDA=1)", path);
-            return NULL;
-        }
-#else
+    const int where = lib_path("MINGPT_CUDA_LIB", built, path, sizeof path);
+    if (where == LIB_PATH_NOT_BUILT) {
         snprintf(why, whylen, "this mingpt was built without the CUDA backend (build with nvcc on PATH and CUDA=1)");
         return NULL;
-#endif
+    }
+    if (where == LIB_PATH_NO_EXE) { snprintf(why, whylen, "cannot locate the mingpt executable"); return NULL; }
+    if (access(path, F_OK) != 0) {
+        if (over && *over) snprintf(why, whylen, "no CUDA backend at MINGPT_CUDA_LIB=%.600s (no such file)", path);
+        else snprintf(why, whylen, "this mingpt was built without the CUDA backend (no %.600s; build with nvcc on "
+                      "PATH and CUDA=1)", path);
+        return NULL;
     }
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!lib) { snprintf(why, whylen, "cannot load the CUDA backend: %s", dlerror()); return NULL; }
