@@ -168,23 +168,9 @@ static bool work(Resolver *r, const Chain *c, size_t n) {
     return false;
 }
 
-// A growing string of resolved text (always NUL-terminated).
-typedef struct {
-    char *p;
-    size_t n, cap;
-} Buf;
-
-static void buf_init(Buf *b) {
-    b->cap = 32;
-    b->n = 0;
-    b->p = malloc(b->cap);
-    if (!b->p) abort();
-    b->p[0] = 0;
-}
-
 // Appends n bytes; false (with the message) when the text would pass CFG_MAX_SCALAR_BYTES or
 // the work budget.
-static bool buf_add(Resolver *r, const Chain *c, Buf *b, const char *s, size_t n) {
+static bool buf_add(Resolver *r, const Chain *c, StrBuf *b, const char *s, size_t n) {
     if (!work(r, c, n + 1)) return false;
     if (n > CFG_MAX_SCALAR_BYTES - b->n) {
         fail(r, c, "Interpolation result too long: more than %u bytes, the limit for a config value",
@@ -192,19 +178,12 @@ static bool buf_add(Resolver *r, const Chain *c, Buf *b, const char *s, size_t n
         r->over = true;
         return false;
     }
-    if (b->n + n + 1 > b->cap) {
-        while (b->n + n + 1 > b->cap) b->cap *= 2;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p) abort();
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
+    sb_add(b, s, n);
     return true;
 }
 
 // Python str() of a resolved value, appended like buf_add.
-static bool buf_add_str(Resolver *r, const Chain *c, Buf *b, const CfgNode *v) {
+static bool buf_add_str(Resolver *r, const Chain *c, StrBuf *b, const CfgNode *v) {
     if (v->type == CFG_STRING) return buf_add(r, c, b, v->s, strlen(v->s));
     size_t n;
     char *tmp = cfg_repr_alloc(v, &n);
@@ -247,8 +226,7 @@ static CfgNode *lookup(Resolver *r, Chain *c, const char *key) {
 static CfgNode *parse_arg(Resolver *r, Chain *c, const char *s, size_t *pos) {
     while (s[*pos] == ' ' || s[*pos] == '\t') (*pos)++;
     char q = s[*pos];
-    Buf b;
-    buf_init(&b);
+    StrBuf b = {0};
     if (q == '\'' || q == '"') {
         for ((*pos)++; s[*pos] && s[*pos] != q; (*pos)++) {
             if (s[*pos] == '\\' && s[*pos + 1] == q) (*pos)++;
@@ -280,7 +258,7 @@ static CfgNode *parse_arg(Resolver *r, Chain *c, const char *s, size_t *pos) {
         n = only;
         only = NULL;
     } else {
-        n = cfg_override_type_token(b.p);
+        n = cfg_override_type_token(b.p ? b.p : "");
     }
     cfg_free(only);
     free(b.p);
@@ -388,8 +366,7 @@ static CfgNode *eval_interp_at(Resolver *r, Chain *c, const char *s, size_t *pos
         return v;
     }
     // A key: nested ${} pieces are pasted in as text, [i] becomes .i
-    Buf key;
-    buf_init(&key);
+    StrBuf key = {0};
     bool ok = true;
     while (ok && s[*pos] && s[*pos] != '}') {
         if (s[*pos] == '$' && s[*pos + 1] == '{') {
@@ -453,8 +430,7 @@ static CfgNode *resolve_string(Resolver *r, Chain *c) {
         size_t pos = 0;
         result = eval_interp(r, c, s, &pos);
     } else {
-        Buf b;
-        buf_init(&b);
+        StrBuf b = {0};
         size_t pos = 0;
         bool ok = true, throw_missing = r->throw_missing;
         r->throw_missing = true;  // a missing value cannot be pasted into a string
@@ -480,13 +456,7 @@ static CfgNode *resolve_string(Resolver *r, Chain *c) {
     r->nest = f->nest;
     r->depth--;
     if (result && result->type != CFG_MAP && result->type != CFG_LIST) {
-        // The value is where the interpolation was written, for later messages.
-        free(result->loc.file);
-        free(result->loc.override);
-        result->loc.file = cfg_strdup(n->loc.file);
-        result->loc.override = cfg_strdup(n->loc.override);
-        result->loc.line = n->loc.line;
-        result->loc.col = n->loc.col;
+        cfg_loc_copy(&result->loc, &n->loc);  // where the interpolation was written, for later messages
     }
     return result;
 }
@@ -551,14 +521,4 @@ CfgNode *cfg_resolve(const CfgNode *root, const char *path, bool throw_on_missin
         return NULL;
     }
     return resolve_node(&r, &c);
-}
-
-void cfg_error_trailer(const CfgNode *root, const char *path, char *buf, size_t len) {
-    Chain c;  // not zero-filled: only node[0..n) is read
-    c.n = 0;
-    chain_push(&c, root);
-    char fk[512];
-    if (chain_walk(&c, path)) chain_full_key(&c, fk, sizeof fk);
-    else snprintf(fk, sizeof fk, "%s", path);
-    snprintf(buf, len, "\n    full_key: %s\n    object_type=%s", fk, chain_object_type(&c));
 }

@@ -14,6 +14,7 @@
 #include "config/cfg_interp.h"
 #include "config/cfg_override.h"
 #include "config/cfg_tree.h"
+#include "config/suggest.h"
 #include "model/gpt.h"   // GPT_MAX_*: the model's size limits, checked here at bind time
 
 // ------------------------------------------------------------------------- schema
@@ -232,44 +233,22 @@ static int located(const CfgLoc *loc, char *err, size_t errlen, const char *fmt,
     return cfg_errf(err, errlen, "%s", msg);
 }
 
-// Suggestion for an unknown key: the closest key of the same section, else the same key in
-// another section. Writes "" when nothing is close.
+// " (did you mean 'x'?)" for unknown key `key` of `section` (NULL: the top level), or "": the
+// closest key there (config/suggest.h), else a field of that name in another section.
 static void suggest_key(const char *section, const char *key, char *buf, size_t len) {
-    size_t best = SIZE_MAX;
-    const ConfigField *pick = NULL;
-    size_t kl = strlen(key);
+    Suggest s;
+    suggest_init(&s, key, false);
+    for (const char *const *t = SECTIONS; !section && *t; t++) suggest_offer(&s, t, 1, *t);
+    if (!section) suggest_offer(&s, (const char *const[]){"hydra"}, 1, "hydra");
     for (size_t i = 0; i < N_SCHEMA; i++) {
-        if (strcmp(SCHEMA[i].section, section) != 0) continue;
-        size_t d = cfg_edit_distance(key, SCHEMA[i].key);
-        if (d < best) { best = d; pick = &SCHEMA[i]; }
+        char path[64];
+        snprintf(path, sizeof path, "%s.%s", SCHEMA[i].section, SCHEMA[i].key);
+        if (section && strcmp(SCHEMA[i].section, section) == 0) suggest_offer(&s, &SCHEMA[i].key, 1, path);
+        suggest_offer_name(&s, SCHEMA[i].key, path);
     }
-    if (!(pick && (best <= 2 || best * 3 <= kl))) {
-        pick = NULL;
-        for (size_t i = 0; i < N_SCHEMA && !pick; i++)
-            if (strcmp(SCHEMA[i].key, key) == 0) pick = &SCHEMA[i];
-    }
-    if (pick) snprintf(buf, len, " (did you mean '%s.%s'?)", pick->section, pick->key);
+    const char *pick = suggest_result(&s);
+    if (pick) snprintf(buf, len, " (did you mean '%s'?)", pick);
     else buf[0] = 0;
-}
-
-static void suggest_section(const char *key, char *buf, size_t len) {
-    static const char *const tops[] = {"data_config", "gpt_config", "trainer_config", "optimizer_config", "hydra", NULL};
-    size_t best = SIZE_MAX, kl = strlen(key);
-    const char *pick = NULL;
-    for (const char *const *t = tops; *t; t++) {
-        size_t d = cfg_edit_distance(key, *t);
-        if (d < best) { best = d; pick = *t; }
-    }
-    if (pick && (best <= 2 || best * 3 <= kl)) {
-        snprintf(buf, len, " (did you mean '%s'?)", pick);
-        return;
-    }
-    for (size_t i = 0; i < N_SCHEMA; i++)  // a field written at the top level
-        if (strcmp(SCHEMA[i].key, key) == 0) {
-            snprintf(buf, len, " (did you mean '%s.%s'?)", SCHEMA[i].section, SCHEMA[i].key);
-            return;
-        }
-    buf[0] = 0;
 }
 
 // How a value reads in a message from the file: its source text, or its kind.
@@ -312,79 +291,13 @@ static int type_error(const CfgNode *n, const char *full_key, const char *what, 
 
 // ------------------------------------------------------------------------- conversions
 
-typedef enum { CONV_OK, CONV_BAD, CONV_NULL, CONV_RANGE } Conv;
-
-static void trim(const char *s, const char **b, const char **e) {
-    while (isspace((unsigned char)*s)) s++;
-    const char *end = s + strlen(s);
-    while (end > s && isspace((unsigned char)end[-1])) end--;
-    *b = s;
-    *e = end;
-}
-
-// Python int(str): optional sign, decimal digits with single '_' between digits.
-static Conv parse_int_text(const char *text, long long *out, unsigned long long *uout, bool *neg) {
-    const char *s, *e;
-    trim(text, &s, &e);
-    *neg = false;
-    if (s < e && (*s == '+' || *s == '-')) *neg = *s++ == '-';
-    if (s >= e || !isdigit((unsigned char)*s)) return CONV_BAD;
-    unsigned long long v = 0;
-    bool overflow = false;
-    for (const char *p = s; p < e; p++) {
-        if (*p == '_' && p + 1 < e && isdigit((unsigned char)p[1]) && isdigit((unsigned char)p[-1])) continue;
-        if (!isdigit((unsigned char)*p)) return CONV_BAD;
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (ULLONG_MAX - d) / 10) overflow = true;
-        else v = v * 10 + d;
-    }
-    if (overflow) return CONV_RANGE;
-    if (uout) *uout = v;
-    if (out) {
-        if (v > (unsigned long long)LLONG_MAX + (*neg ? 1u : 0u)) return CONV_RANGE;
-        *out = *neg ? (long long)(0 - v) : (long long)v;
-    }
-    return CONV_OK;
-}
-
-// Python float(str): decimal/exponent forms, inf/infinity/nan, '_' between digits.
-static Conv parse_float_text(const char *text, double *out) {
-    const char *s, *e;
-    trim(text, &s, &e);
-    if (s >= e) return CONV_BAD;
-    char buf[128];
-    size_t n = 0;
-    for (const char *p = s; p < e; p++) {
-        if (*p == '_' && p > s && p + 1 < e && isdigit((unsigned char)p[-1]) && isdigit((unsigned char)p[1])) continue;
-        if (n + 1 >= sizeof buf) return CONV_BAD;
-        buf[n++] = *p;
-    }
-    buf[n] = 0;
-    const char *w = buf + (buf[0] == '+' || buf[0] == '-');
-    if (strcasecmp(w, "inf") == 0 || strcasecmp(w, "infinity") == 0 || strcasecmp(w, "nan") == 0) {
-        *out = strtod(buf, NULL);
-        return CONV_OK;
-    }
-    if (!isdigit((unsigned char)w[0]) && !(w[0] == '.' && isdigit((unsigned char)w[1]))) return CONV_BAD;
-    if (strpbrk(buf, "xXpP")) return CONV_BAD;  // strtod reads hex floats; Python does not
-    char *end;
-    double v = strtod(buf, &end);
-    if (*end) return CONV_BAD;
-    *out = v;
-    return CONV_OK;
-}
-
-static Conv conv_int(const CfgNode *n, long long *out) {
+static CfgConv conv_int(const CfgNode *n, long long *out) {
     if (n->type == CFG_NULL) return CONV_NULL;
     if (n->type == CFG_INT) { *out = n->i; return CONV_OK; }
-    if (n->type == CFG_STRING) {
-        bool neg;
-        return parse_int_text(n->s, out, NULL, &neg);
-    }
-    return CONV_BAD;
+    return n->type == CFG_STRING ? cfg_py_int(n->s, out, NULL, NULL) : CONV_BAD;
 }
 
-static Conv conv_u64(const CfgNode *n, uint64_t *out) {
+static CfgConv conv_u64(const CfgNode *n, uint64_t *out) {
     if (n->type == CFG_NULL) return CONV_NULL;
     if (n->type == CFG_INT) {
         if (n->i < 0) return CONV_RANGE;
@@ -394,7 +307,7 @@ static Conv conv_u64(const CfgNode *n, uint64_t *out) {
     if (n->type == CFG_STRING) {
         bool neg;
         unsigned long long v;
-        Conv c = parse_int_text(n->s, NULL, &v, &neg);
+        CfgConv c = cfg_py_int(n->s, NULL, &v, &neg);
         if (c != CONV_OK) return c;
         if (neg && v) return CONV_RANGE;
         *out = v;
@@ -403,23 +316,22 @@ static Conv conv_u64(const CfgNode *n, uint64_t *out) {
     return CONV_BAD;
 }
 
-static Conv conv_float(const CfgNode *n, double *out) {
+static CfgConv conv_float(const CfgNode *n, double *out) {
     if (n->type == CFG_NULL) return CONV_NULL;
     if (n->type == CFG_INT) { *out = (double)n->i; return CONV_OK; }
     if (n->type == CFG_FLOAT) { *out = n->f; return CONV_OK; }
-    if (n->type == CFG_STRING) return parse_float_text(n->s, out);
+    if (n->type == CFG_STRING) return cfg_py_float(n->s, out);
     return CONV_BAD;
 }
 
 // OmegaConf BooleanNode: bool, int (!= 0), numeric string, yes/y/on/true/no/n/off/false.
-static Conv conv_bool(const CfgNode *n, bool *out) {
+static CfgConv conv_bool(const CfgNode *n, bool *out) {
     if (n->type == CFG_NULL) return CONV_NULL;
     if (n->type == CFG_BOOL) { *out = n->b; return CONV_OK; }
     if (n->type == CFG_INT) { *out = n->i != 0; return CONV_OK; }
     if (n->type != CFG_STRING) return CONV_BAD;
     long long v;
-    bool neg;
-    if (parse_int_text(n->s, &v, NULL, &neg) == CONV_OK) { *out = v != 0; return CONV_OK; }
+    if (cfg_py_int(n->s, &v, NULL, NULL) == CONV_OK) { *out = v != 0; return CONV_OK; }
     static const char *const t[] = {"yes", "y", "on", "true"}, *const f[] = {"no", "n", "off", "false"};
     for (int i = 0; i < 4; i++) {
         if (strcasecmp(n->s, t[i]) == 0) { *out = true; return CONV_OK; }
@@ -490,7 +402,7 @@ static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, bool 
     case CONFIG_INT:
     case CONFIG_LONG: {
         long long v = 0;
-        Conv c = conv_int(n, &v);
+        CfgConv c = conv_int(n, &v);
         long long lo = f->type == CONFIG_INT ? INT_MIN : LONG_MIN, hi = f->type == CONFIG_INT ? INT_MAX : LONG_MAX;
         if (c == CONV_OK && (v < lo || v > hi)) c = CONV_RANGE;
         if (c == CONV_RANGE) return located(&n->loc, err, errlen, "%s: %s is out of range (%lld..%lld)", fk, repr, lo, hi);
@@ -503,7 +415,7 @@ static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, bool 
         return 0;
     }
     case CONFIG_U64: {
-        Conv c = conv_u64(n, (uint64_t *)p);
+        CfgConv c = conv_u64(n, (uint64_t *)p);
         if (c == CONV_RANGE)
             return located(&n->loc, err, errlen, "%s must be a non-negative integer below 2^64, got %s", fk, repr);
         if (c != CONV_OK) {
@@ -850,7 +762,7 @@ static int check_file(CfgNode *file, char *err, size_t errlen) {
         bool known = is_section(sec->key);
         if (!known && strcmp(sec->key, "hydra") != 0) {
             char hint[160];
-            suggest_section(sec->key, hint, sizeof hint);
+            suggest_key(NULL, sec->key, hint, sizeof hint);
             return located(&sec->key_loc, err, errlen, "unknown key '%s'%s", sec->key, hint);
         }
         if (sec->type == CFG_NULL) {  // `gpt_config:` with everything commented out
