@@ -62,33 +62,14 @@ static const char *chain_object_type(const Chain *c) {
     return c->n >= 2 && c->node[c->n - 2]->type == CFG_LIST ? "list" : "dict";
 }
 
-// Child `seg` (a map key or a decimal list index) of node, or NULL.
-static const CfgNode *child(const CfgNode *node, const char *seg, size_t len) {
-    if (node->type == CFG_MAP) {
-        char small[128];
-        char *key = len < sizeof small ? small : malloc(len + 1);
-        if (!key) abort();
-        memcpy(key, seg, len);
-        key[len] = 0;
-        const CfgNode *c = cfg_map_get(node, key);  // hashed: a map may hold 100k keys
-        if (key != small) free(key);
-        return c;
-    }
-    if (node->type != CFG_LIST || len == 0 || len > 9) return NULL;
-    size_t idx = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (!isdigit((unsigned char)seg[i])) return NULL;
-        idx = idx * 10 + (size_t)(seg[i] - '0');
-    }
-    return idx < node->n ? node->kids[idx] : NULL;
-}
-
 // Extends c along a dotted path; false when a part is absent.
 static bool chain_walk(Chain *c, const char *path) {
     const char *p = path;
     while (*p) {
         size_t len = strcspn(p, ".");
-        const CfgNode *next = child(c->node[c->n - 1], p, len);
+        const CfgNode *parent = c->node[c->n - 1];
+        // (an index of more than 9 digits reads nothing here, as it always has)
+        const CfgNode *next = parent->type == CFG_LIST && len > 9 ? NULL : cfg_child(parent, p, len);
         if (!next || !chain_push(c, next)) return false;
         p += len;
         if (*p == '.') p++;

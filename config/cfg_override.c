@@ -581,9 +581,7 @@ void cfg_full_key(const CfgNode *root, const char *path, char *buf, size_t len) 
                      : snprintf(buf + o, len - o, "%s%.*s", o ? "." : "", plen, p);
         if (w < 0 || (size_t)w >= len - o) return;
         o += (size_t)w;
-        char part[256];
-        snprintf(part, sizeof part, "%.*s", plen, p);
-        cur = cur ? cfg_select(cur, part) : NULL;
+        cur = cur ? cfg_child(cur, p, (size_t)plen) : NULL;
         p += plen;
         if (*p == '.') p++;
     }

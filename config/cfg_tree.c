@@ -207,36 +207,30 @@ void cfg_list_del(CfgNode *l, size_t i) {
     if (l->index) index_build(l);  // positions moved
 }
 
-// Parses a list index: decimal digits only.
-static bool parse_index(const char *s, size_t len, size_t *out) {
-    if (len == 0 || len > 18) return false;
-    size_t v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (!isdigit((unsigned char)s[i])) return false;
-        v = v * 10 + (size_t)(s[i] - '0');
+CfgNode *cfg_child(const CfgNode *n, const char *seg, size_t len) {
+    if (n->type == CFG_MAP) {
+        char small[128], *key = len < sizeof small ? small : cfg_realloc(NULL, len + 1);
+        memcpy(key, seg, len);
+        key[len] = 0;
+        CfgNode *c = cfg_map_get(n, key);
+        if (key != small) free(key);
+        return c;
     }
-    *out = v;
-    return true;
+    if (n->type != CFG_LIST || len == 0 || len > 18) return NULL;
+    size_t idx = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (!isdigit((unsigned char)seg[i])) return NULL;
+        idx = idx * 10 + (size_t)(seg[i] - '0');
+    }
+    return idx < n->n ? n->kids[idx] : NULL;
 }
 
 CfgNode *cfg_select(const CfgNode *root, const char *path) {
     const CfgNode *cur = root;
-    const char *p = path;
-    while (cur && *p) {
-        const char *dot = strchr(p, '.');
-        size_t len = dot ? (size_t)(dot - p) : strlen(p);
-        if (cur->type == CFG_MAP) {
-            char *k = cfg_strndup(p, len);
-            cur = cfg_map_get(cur, k);
-            free(k);
-        } else if (cur->type == CFG_LIST) {
-            size_t idx;
-            cur = parse_index(p, len, &idx) && idx < cur->n ? cur->kids[idx] : NULL;
-        } else {
-            cur = NULL;
-        }
-        p += len;
-        if (*p == '.') p++;
+    for (const char *p = path; cur && *p;) {
+        size_t len = strcspn(p, ".");
+        cur = cfg_child(cur, p, len);
+        p += len + (p[len] == '.');
     }
     return (CfgNode *)cur;
 }

@@ -107,6 +107,10 @@ void cfg_list_push(CfgNode *l, CfgNode *v);
 // Removes and frees item i of list l (i < l->n).
 void cfg_list_del(CfgNode *l, size_t i);
 
+// The child of n named by the len bytes at seg: a map key, or a list index (decimal digits, at
+// most 18), or NULL.
+CfgNode *cfg_child(const CfgNode *n, const char *seg, size_t len);
+
 // The node at a dotted path ("a.b.0.c": map keys, or decimal indices into lists), or NULL.
 // An empty path is the root itself.
 CfgNode *cfg_select(const CfgNode *root, const char *path);

@@ -826,14 +826,19 @@ static int check_types(CfgNode *tree, char *err, size_t errlen) {
     return 0;
 }
 
-// Defaults (+ `hydra` node when given) + parsed file (consumed by the caller) + overrides.
+// Defaults (+ `hydra` node when given) + parsed file (consumed; NULL: it did not parse, the
+// message is in err) + overrides.
 static CfgNode *compose_from(CfgNode *file, const CfgNode *hydra, int n_overrides, char *const *overrides,
                              bool *from_override, char *err, size_t errlen) {
     if (from_override) *from_override = false;
-    if (check_file(file, err, errlen)) return NULL;
+    if (!file || check_file(file, err, errlen)) {
+        cfg_free(file);
+        return NULL;
+    }
     CfgNode *tree = config_defaults_tree();
     if (hydra) cfg_map_put(tree, "hydra", cfg_copy(hydra));
     if (file->type == CFG_MAP) cfg_merge(tree, file);
+    cfg_free(file);
     if (check_types(tree, err, errlen)) goto fail;
     if (from_override) *from_override = true;
     for (int i = 0; i < n_overrides; i++) {
@@ -850,6 +855,14 @@ fail:
     return NULL;
 }
 
+// Binds a composed tree (consumed; NULL: composing failed) into *cfg, from `source`.
+static int bind_composed(Config *cfg, CfgNode *tree, const char *source, char *err, size_t errlen) {
+    int rc = tree ? config_bind(cfg, tree, err, errlen) : -1;
+    cfg_free(tree);
+    if (!rc) snprintf(cfg->source, sizeof cfg->source, "%s", source);
+    return rc;
+}
+
 CfgNode *config_compose(const char *path, int n_overrides, char *const *overrides, char *err, size_t errlen) {
     return config_compose_hydra(path, NULL, n_overrides, overrides, NULL, err, errlen);
 }
@@ -857,33 +870,22 @@ CfgNode *config_compose(const char *path, int n_overrides, char *const *override
 CfgNode *config_compose_hydra(const char *path, const CfgNode *hydra_defaults, int n_overrides,
                               char *const *overrides, bool *from_override, char *err, size_t errlen) {
     if (from_override) *from_override = false;
-    CfgNode *file = cfg_parse_file(path, err, errlen);
-    if (!file) return NULL;
-    CfgNode *tree = compose_from(file, hydra_defaults, n_overrides, overrides, from_override, err, errlen);
-    cfg_free(file);
-    return tree;
+    return compose_from(cfg_parse_file(path, err, errlen), hydra_defaults, n_overrides, overrides, from_override,
+                        err, errlen);
 }
 
 CfgNode *config_compose_text(const char *text, size_t len, const char *origin, const CfgNode *hydra_defaults,
                              int n_overrides, char *const *overrides, bool *from_override, char *err, size_t errlen) {
     if (from_override) *from_override = false;
-    CfgNode *file = cfg_parse_bytes(text, len, origin ? origin : "<config>", err, errlen);
-    if (!file) return NULL;
-    CfgNode *tree = compose_from(file, hydra_defaults, n_overrides, overrides, from_override, err, errlen);
-    cfg_free(file);
-    return tree;
+    return compose_from(cfg_parse_bytes(text, len, origin ? origin : "<config>", err, errlen), hydra_defaults,
+                        n_overrides, overrides, from_override, err, errlen);
 }
 
 int config_load_text(Config *cfg, const char *text, size_t len, const char *origin, int n_overrides,
                      char *const *overrides, char *err, size_t errlen) {
     if (!origin) origin = "<config>";
-    CfgNode *tree = config_compose_text(text, len, origin, NULL, n_overrides, overrides, NULL, err, errlen);
-    if (!tree) return -1;
-    int rc = config_bind(cfg, tree, err, errlen);
-    cfg_free(tree);
-    if (rc) return rc;
-    snprintf(cfg->source, sizeof cfg->source, "%s", origin);
-    return 0;
+    return bind_composed(cfg, config_compose_text(text, len, origin, NULL, n_overrides, overrides, NULL, err, errlen),
+                         origin, err, errlen);
 }
 
 int config_load(Config *cfg, const char *config_dir, const char *config_name, int n_overrides,
@@ -892,13 +894,7 @@ int config_load(Config *cfg, const char *config_dir, const char *config_name, in
     char path[CFG_STR_MAX];
     if (config_path(path, sizeof path, config_dir, config_name))
         return cfg_errf(err, errlen, "config path '%s/%s' is too long", config_dir ? config_dir : ".", config_name);
-    CfgNode *tree = config_compose(path, n_overrides, overrides, err, errlen);
-    if (!tree) return -1;
-    int rc = config_bind(cfg, tree, err, errlen);
-    cfg_free(tree);
-    if (rc) return rc;
-    snprintf(cfg->source, sizeof cfg->source, "%s", path);
-    return 0;
+    return bind_composed(cfg, config_compose(path, n_overrides, overrides, err, errlen), path, err, errlen);
 }
 
 char *config_to_yaml(const Config *cfg) {
@@ -911,14 +907,5 @@ char *config_to_yaml(const Config *cfg) {
 int config_from_yaml_string(Config *cfg, const char *yaml, const char *origin, char *err, size_t errlen) {
     if (!origin) origin = "<string>";
     if (!yaml) return cfg_errf(err, errlen, "%s: no YAML text", origin);
-    CfgNode *file = cfg_parse_string(yaml, origin, err, errlen);
-    if (!file) return -1;
-    CfgNode *tree = compose_from(file, NULL, 0, NULL, NULL, err, errlen);
-    cfg_free(file);
-    if (!tree) return -1;
-    int rc = config_bind(cfg, tree, err, errlen);
-    cfg_free(tree);
-    if (rc) return rc;
-    snprintf(cfg->source, sizeof cfg->source, "%s", origin);
-    return 0;
+    return config_load_text(cfg, yaml, strlen(yaml), origin, 0, NULL, err, errlen);
 }

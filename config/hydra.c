@@ -79,38 +79,31 @@ static int find_opt(const char *name, FILE *err_out) {
     return found;
 }
 
-// Stores option id's value in a.
-static int set_value(HydraArgs *a, int id, const char *v, FILE *err_out) {
-    char name[64];
-    opt_name(id, name, sizeof name);
+// Stores option id (with its value v, for the options that take one) in a.
+static int set_option(HydraArgs *a, int id, const char *v, FILE *err_out) {
     switch (id) {
-    case O_CFG:
-        if (!strcmp(v, "job")) a->cfg = HYDRA_CFG_JOB;
-        else if (!strcmp(v, "hydra")) a->cfg = HYDRA_CFG_HYDRA;
-        else if (!strcmp(v, "all")) a->cfg = HYDRA_CFG_ALL;
-        else {
-            char msg[600];
-            snprintf(msg, sizeof msg, "argument %s: invalid choice: '%s' (choose from 'job', 'hydra', 'all')", name, v);
-            return usage_error(err_out, "%s%s", msg, "");
-        }
-        return 0;
+    case O_HELP: a->help = true; return 0;
+    case O_HYDRA_HELP: a->hydra_help = true; return 0;
+    case O_RESOLVE: a->resolve = true; return 0;
+    case O_RUN: a->run = true; return 0;
+    case O_MULTIRUN: a->multirun = true; return 0;
+    case O_SC: a->shell_completion = true; return 0;
     case O_PACKAGE: a->package = v; return 0;
     case O_CP: a->config_path = v; return 0;
     case O_CN: a->config_name = v; return 0;
     case O_CD: a->config_dirs[a->n_config_dirs++] = v; return 0;
+    case O_CFG: break;
     }
-    return 0;
-}
-
-static void set_flag(HydraArgs *a, int id) {
-    switch (id) {
-    case O_HELP: a->help = true; break;
-    case O_HYDRA_HELP: a->hydra_help = true; break;
-    case O_RESOLVE: a->resolve = true; break;
-    case O_RUN: a->run = true; break;
-    case O_MULTIRUN: a->multirun = true; break;
-    case O_SC: a->shell_completion = true; break;
-    }
+    static const char *const what[] = {[HYDRA_CFG_JOB] = "job", [HYDRA_CFG_HYDRA] = "hydra", [HYDRA_CFG_ALL] = "all"};
+    for (int k = HYDRA_CFG_JOB; k <= HYDRA_CFG_ALL; k++)
+        if (!strcmp(v, what[k])) {
+            a->cfg = (HydraCfgWhat)k;
+            return 0;
+        }
+    char name[64], msg[600];
+    opt_name(id, name, sizeof name);
+    snprintf(msg, sizeof msg, "argument %s: invalid choice: '%s' (choose from 'job', 'hydra', 'all')", name, v);
+    return usage_error(err_out, "%s%s", msg, "");
 }
 
 int hydra_parse_args(int argc, char **argv, HydraArgs *a, FILE *out, FILE *err_out) {
@@ -141,13 +134,13 @@ int hydra_parse_args(int argc, char **argv, HydraArgs *a, FILE *out, FILE *err_o
         }
         if (!OPTS[id].takes_value) {
             if (eq) rc = usage_error(err_out, "argument %s: ignored explicit argument '%s'", oname, eq + 1);
-            else set_flag(a, id);
+            else set_option(a, id, NULL, err_out);
             continue;
         }
         const char *v = eq ? eq + 1 : NULL;
         if (!v && i + 1 < argc && (argv[i + 1][0] != '-' || !argv[i + 1][1])) v = argv[++i];
         if (!v) rc = usage_error(err_out, "argument %s: expected one argument%s", oname, "");
-        else rc = set_value(a, id, v, err_out);
+        else rc = set_option(a, id, v, err_out);
     }
     if (!rc && !a->version && n_unknown) {
         char list[2048] = "";
