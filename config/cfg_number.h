@@ -8,7 +8,8 @@
 //     (octal), 0x1F, 1_000, 190:20:30 (base 60), 1e-3, .5, .inf, .nan; `inf` and `nan` are strings.
 //   Hydra's override grammar (cfg_hydra_int, cfg_hydra_float): a value on the command line, read
 //     as OverrideLexer's INT and FLOAT tokens: 10, -2, 1_000, 1e-3, .5, inf and nan in any case;
-//     010, 0x1F and 1:30 are strings.
+//     010, 0x1F and 1:30 are strings. (Unlike Hydra's lexer, a float may have leading zeros,
+//     01.5 and 1e05, and no '_' in its exponent: 1e1_0 is a string.)
 //   Python's int() and float() (cfg_py_int, cfg_py_float): a string given to a typed key, which
 //     OmegaConf's IntegerNode and FloatNode convert with them (`seed: '010'` is 10); whitespace
 //     around the number, '_' only between digits, inf, infinity and nan in any case. The YAML
