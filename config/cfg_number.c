@@ -18,24 +18,29 @@
 
 enum { YAML_INT, YAML_FLOAT, YAML_TIMESTAMP, HYDRA_INT, HYDRA_FLOAT, PY_INT, PY_FLOAT, N_GRAMMARS };
 
-static const char *const PATTERNS[N_GRAMMARS] = {
+// Each grammar: its pattern, and the characters a match can start with (after blanks), which
+// rule most texts out before the regex runs (PyYAML indexes its resolvers the same way).
+static const struct {
+    const char *pattern, *first;
+} GRAMMARS[N_GRAMMARS] = {
     // PyYAML's int resolver: binary, octal, decimal, hex, base 60.
-    [YAML_INT] = "^[-+]?(0b[01_]+|0[0-7_]+|0|[1-9][0-9_]*(:[0-5]?[0-9])*|0x[0-9a-fA-F_]+)$",
+    [YAML_INT] = {"^[-+]?(0b[01_]+|0[0-7_]+|0|[1-9][0-9_]*(:[0-5]?[0-9])*|0x[0-9a-fA-F_]+)$", "-+0123456789"},
     // OmegaConf's float resolver (PyYAML's, plus 1e-3 without a dot and the exponent's sign optional).
-    [YAML_FLOAT] = "^([-+]?[0-9][0-9_]*\\.[0-9_]*([eE][-+]?[0-9]+)?|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+"
-                   "|\\.[0-9_]+([eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\\.[0-9_]*"
-                   "|[-+]?\\.(inf|Inf|INF)|\\.(nan|NaN|NAN))$",
+    [YAML_FLOAT] = {"^([-+]?[0-9][0-9_]*\\.[0-9_]*([eE][-+]?[0-9]+)?|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+"
+                    "|\\.[0-9_]+([eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\\.[0-9_]*"
+                    "|[-+]?\\.(inf|Inf|INF)|\\.(nan|NaN|NAN))$", "-+0123456789."},
     // A date, or a date and (T or blanks) something with a time's colon: looser than PyYAML's
     // timestamp, so that whatever it would read as a timestamp is quoted.
-    [YAML_TIMESTAMP] = "^[0-9]{4}-([0-9]{2}-[0-9]{2}$|[0-9][0-9]?-[0-9][0-9]?([Tt]|[ \t]+[Tt]?)[0-9].*:)",
+    [YAML_TIMESTAMP] = {"^[0-9]{4}-([0-9]{2}-[0-9]{2}$|[0-9][0-9]?-[0-9][0-9]?([Tt]|[ \t]+[Tt]?)[0-9].*:)",
+                        "0123456789"},
     // OverrideLexer: INT is 0 or has no leading zero; FLOAT needs a dot or an exponent.
-    [HYDRA_INT] = "^[+-]?(0|[1-9](_?[0-9])*)$",
-    [HYDRA_FLOAT] = "^[+-]?((" DIGITS "\\.(" DIGITS ")?|\\." DIGITS ")([eE][+-]?[0-9]+)?|" DIGITS
-                    "[eE][+-]?[0-9]+|[iI][nN][fF]|[nN][aA][nN])$",
+    [HYDRA_INT] = {"^[+-]?(0|[1-9](_?[0-9])*)$", "-+0123456789"},
+    [HYDRA_FLOAT] = {"^[+-]?((" DIGITS "\\.(" DIGITS ")?|\\." DIGITS ")([eE][+-]?[0-9]+)?|" DIGITS
+                     "[eE][+-]?[0-9]+|[iI][nN][fF]|[nN][aA][nN])$", "-+0123456789.iInN"},
     // Python's int() and float() of a str (leading zeros allowed: int('010') is 10).
-    [PY_INT] = "^[[:space:]]*[+-]?" DIGITS "[[:space:]]*$",
-    [PY_FLOAT] = "^[[:space:]]*[+-]?((" DIGITS "(\\.(" DIGITS ")?)?|\\." DIGITS ")([eE][+-]?" DIGITS
-                 ")?|inf|infinity|nan)[[:space:]]*$",
+    [PY_INT] = {"^[[:space:]]*[+-]?" DIGITS "[[:space:]]*$", "-+0123456789"},
+    [PY_FLOAT] = {"^[[:space:]]*[+-]?((" DIGITS "(\\.(" DIGITS ")?)?|\\." DIGITS ")([eE][+-]?" DIGITS
+                  ")?|inf|infinity|nan)[[:space:]]*$", "-+0123456789.iInN"},
 };
 
 // Compiled once per process and never changed after: a cache of the constants above.
@@ -44,11 +49,13 @@ static pthread_once_t g_compiled = PTHREAD_ONCE_INIT;
 
 static void compile_grammars(void) {
     for (int i = 0; i < N_GRAMMARS; i++)
-        if (regcomp(&g_grammar[i], PATTERNS[i], REG_EXTENDED | REG_NOSUB | (i == PY_FLOAT ? REG_ICASE : 0)))
+        if (regcomp(&g_grammar[i], GRAMMARS[i].pattern, REG_EXTENDED | REG_NOSUB | (i == PY_FLOAT ? REG_ICASE : 0)))
             abort();  // the patterns are fixed: a failure is a bug
 }
 
 static bool matches(int grammar, const char *text) {
+    const char *t = text + strspn(text, " \t\n\v\f\r");
+    if (!*t || !strchr(GRAMMARS[grammar].first, *t)) return false;
     pthread_once(&g_compiled, compile_grammars);
     return regexec(&g_grammar[grammar], text, 0, NULL, 0) == 0;
 }
