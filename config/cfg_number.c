@@ -112,6 +112,7 @@ bool cfg_yaml_float(const char *text, double *out) {
         return true;
     }
     char *clean = strip_underscores(s, strlen(s)), *end;
+    // "._": PyYAML would fail; keep it a string
     bool good = strspn(clean, "0123456789") > 0 || (clean[0] == '.' && isdigit((unsigned char)clean[1]));
     double v = 0;
     if (good && strchr(clean, ':')) {

@@ -432,12 +432,27 @@ static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, bool 
     return 0;
 }
 
+// "unknown key 'section.key'" (with a suggestion, where the key was written) for the first key of
+// the map sec that the schema does not know. Keys a `+`/`++` override added are Hydra's escape
+// hatch: kept in the tree, not bound.
+static int check_section_keys(const char *section, const CfgNode *sec, char *err, size_t errlen) {
+    for (size_t i = 0; i < sec->n; i++) {
+        const CfgNode *k = sec->kids[i];
+        if (find_field(section, k->key) || k->loc.override) continue;
+        char hint[160];
+        suggest_key(section, k->key, hint, sizeof hint);
+        // Keys added by an override carry the override on the value only.
+        const CfgLoc *where = k->key_loc.file || k->key_loc.override ? &k->key_loc : &k->loc;
+        return located(where, err, errlen, "unknown key '%s.%s'%s", section, k->key, hint);
+    }
+    return 0;
+}
+
 static const CfgNode *lookup(const CfgNode *tree, const char *section, const char *key) {
     return cfg_map_get(cfg_map_get(tree, section), key);
 }
 
-// Binds all fields (types only); absent fields get their defaults. Keys a `+`/`++` override
-// added to a section are kept in the tree but not bound (Hydra's escape hatch).
+// Binds all fields (types only); absent fields get their defaults.
 static int bind_types(Config *cfg, const CfgNode *tree, bool lenient, char *err, size_t errlen) {
     if (tree && tree->type != CFG_MAP && tree->type != CFG_NULL)
         return located(&tree->loc, err, errlen, "the configuration must be a mapping of sections");
@@ -450,15 +465,7 @@ static int bind_types(Config *cfg, const CfgNode *tree, bool lenient, char *err,
             snprintf(msg, sizeof msg, "Value '%s' of type '%s' is not a mapping", repr, cfg_type_name(sec->type));
             return type_error(sec, *s, "a mapping", msg, err, errlen);
         }
-        for (size_t i = 0; i < sec->n; i++) {
-            const CfgNode *k = sec->kids[i];
-            if (find_field(*s, k->key) || k->loc.override) continue;
-            char hint[160];
-            suggest_key(*s, k->key, hint, sizeof hint);
-            // Keys added by an override carry the override on the value only.
-            const CfgLoc *where = k->key_loc.file || k->key_loc.override ? &k->key_loc : &k->loc;
-            return located(where, err, errlen, "unknown key '%s.%s'%s", *s, k->key, hint);
-        }
+        if (check_section_keys(*s, sec, err, errlen)) return -1;
     }
     for (size_t i = 0; i < N_SCHEMA; i++) {
         const ConfigField *f = &SCHEMA[i];
@@ -738,13 +745,7 @@ static int check_file(CfgNode *file, char *err, size_t errlen) {
             describe(sec, got, sizeof got);
             return located(&sec->loc, err, errlen, "%s: expected a mapping, got %s", sec->key, got);
         }
-        for (size_t j = 0; known && j < sec->n; j++) {
-            const CfgNode *k = sec->kids[j];
-            if (find_field(sec->key, k->key)) continue;
-            char hint[160];
-            suggest_key(sec->key, k->key, hint, sizeof hint);
-            return located(&k->key_loc, err, errlen, "unknown key '%s.%s'%s", sec->key, k->key, hint);
-        }
+        if (known && check_section_keys(sec->key, sec, err, errlen)) return -1;
         i++;
     }
     return 0;
