@@ -62,33 +62,14 @@ static const char *chain_object_type(const Chain *c) {
     return c->n >= 2 && c->node[c->n - 2]->type == CFG_LIST ? "list" : "dict";
 }
 
-// Child `seg` (a map key or a decimal list index) of node, or NULL.
-static const CfgNode *child(const CfgNode *node, const char *seg, size_t len) {
-    if (node->type == CFG_MAP) {
-        char small[128];
-        char *key = len < sizeof small ? small : malloc(len + 1);
-        if (!key) abort();
-        memcpy(key, seg, len);
-        key[len] = 0;
-        const CfgNode *c = cfg_map_get(node, key);  // hashed: a map may hold 100k keys
-        if (key != small) free(key);
-        return c;
-    }
-    if (node->type != CFG_LIST || len == 0 || len > 9) return NULL;
-    size_t idx = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (!isdigit((unsigned char)seg[i])) return NULL;
-        idx = idx * 10 + (size_t)(seg[i] - '0');
-    }
-    return idx < node->n ? node->kids[idx] : NULL;
-}
-
 // Extends c along a dotted path; false when a part is absent.
 static bool chain_walk(Chain *c, const char *path) {
     const char *p = path;
     while (*p) {
         size_t len = strcspn(p, ".");
-        const CfgNode *next = child(c->node[c->n - 1], p, len);
+        const CfgNode *parent = c->node[c->n - 1];
+        // (an index of more than 9 digits reads nothing here, as it always has)
+        const CfgNode *next = parent->type == CFG_LIST && len > 9 ? NULL : cfg_child(parent, p, len);
         if (!next || !chain_push(c, next)) return false;
         p += len;
         if (*p == '.') p++;
@@ -168,23 +149,9 @@ static bool work(Resolver *r, const Chain *c, size_t n) {
     return false;
 }
 
-// A growing string of resolved text (always NUL-terminated).
-typedef struct {
-    char *p;
-    size_t n, cap;
-} Buf;
-
-static void buf_init(Buf *b) {
-    b->cap = 32;
-    b->n = 0;
-    b->p = malloc(b->cap);
-    if (!b->p) abort();
-    b->p[0] = 0;
-}
-
 // Appends n bytes; false (with the message) when the text would pass CFG_MAX_SCALAR_BYTES or
 // the work budget.
-static bool buf_add(Resolver *r, const Chain *c, Buf *b, const char *s, size_t n) {
+static bool buf_add(Resolver *r, const Chain *c, StrBuf *b, const char *s, size_t n) {
     if (!work(r, c, n + 1)) return false;
     if (n > CFG_MAX_SCALAR_BYTES - b->n) {
         fail(r, c, "Interpolation result too long: more than %u bytes, the limit for a config value",
@@ -192,19 +159,12 @@ static bool buf_add(Resolver *r, const Chain *c, Buf *b, const char *s, size_t n
         r->over = true;
         return false;
     }
-    if (b->n + n + 1 > b->cap) {
-        while (b->n + n + 1 > b->cap) b->cap *= 2;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p) abort();
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
+    sb_add(b, s, n);
     return true;
 }
 
 // Python str() of a resolved value, appended like buf_add.
-static bool buf_add_str(Resolver *r, const Chain *c, Buf *b, const CfgNode *v) {
+static bool buf_add_str(Resolver *r, const Chain *c, StrBuf *b, const CfgNode *v) {
     if (v->type == CFG_STRING) return buf_add(r, c, b, v->s, strlen(v->s));
     size_t n;
     char *tmp = cfg_repr_alloc(v, &n);
@@ -247,8 +207,7 @@ static CfgNode *lookup(Resolver *r, Chain *c, const char *key) {
 static CfgNode *parse_arg(Resolver *r, Chain *c, const char *s, size_t *pos) {
     while (s[*pos] == ' ' || s[*pos] == '\t') (*pos)++;
     char q = s[*pos];
-    Buf b;
-    buf_init(&b);
+    StrBuf b = {0};
     if (q == '\'' || q == '"') {
         for ((*pos)++; s[*pos] && s[*pos] != q; (*pos)++) {
             if (s[*pos] == '\\' && s[*pos + 1] == q) (*pos)++;
@@ -280,7 +239,7 @@ static CfgNode *parse_arg(Resolver *r, Chain *c, const char *s, size_t *pos) {
         n = only;
         only = NULL;
     } else {
-        n = cfg_override_type_token(b.p);
+        n = cfg_override_type_token(b.p ? b.p : "");
     }
     cfg_free(only);
     free(b.p);
@@ -388,8 +347,7 @@ static CfgNode *eval_interp_at(Resolver *r, Chain *c, const char *s, size_t *pos
         return v;
     }
     // A key: nested ${} pieces are pasted in as text, [i] becomes .i
-    Buf key;
-    buf_init(&key);
+    StrBuf key = {0};
     bool ok = true;
     while (ok && s[*pos] && s[*pos] != '}') {
         if (s[*pos] == '$' && s[*pos + 1] == '{') {
@@ -453,8 +411,7 @@ static CfgNode *resolve_string(Resolver *r, Chain *c) {
         size_t pos = 0;
         result = eval_interp(r, c, s, &pos);
     } else {
-        Buf b;
-        buf_init(&b);
+        StrBuf b = {0};
         size_t pos = 0;
         bool ok = true, throw_missing = r->throw_missing;
         r->throw_missing = true;  // a missing value cannot be pasted into a string
@@ -480,13 +437,7 @@ static CfgNode *resolve_string(Resolver *r, Chain *c) {
     r->nest = f->nest;
     r->depth--;
     if (result && result->type != CFG_MAP && result->type != CFG_LIST) {
-        // The value is where the interpolation was written, for later messages.
-        free(result->loc.file);
-        free(result->loc.override);
-        result->loc.file = cfg_strdup(n->loc.file);
-        result->loc.override = cfg_strdup(n->loc.override);
-        result->loc.line = n->loc.line;
-        result->loc.col = n->loc.col;
+        cfg_loc_copy(&result->loc, &n->loc);  // where the interpolation was written, for later messages
     }
     return result;
 }
@@ -551,14 +502,4 @@ CfgNode *cfg_resolve(const CfgNode *root, const char *path, bool throw_on_missin
         return NULL;
     }
     return resolve_node(&r, &c);
-}
-
-void cfg_error_trailer(const CfgNode *root, const char *path, char *buf, size_t len) {
-    Chain c;  // not zero-filled: only node[0..n) is read
-    c.n = 0;
-    chain_push(&c, root);
-    char fk[512];
-    if (chain_walk(&c, path)) chain_full_key(&c, fk, sizeof fk);
-    else snprintf(fk, sizeof fk, "%s", path);
-    snprintf(buf, len, "\n    full_key: %s\n    object_type=%s", fk, chain_object_type(&c));
 }

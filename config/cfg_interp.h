@@ -62,8 +62,4 @@ time_t cfg_now(void);
 // run directory for the whole job).
 void cfg_set_now(time_t t);
 
-// OmegaConf's error trailer: "\n    full_key: <key>\n    object_type=<dict|list>", with the key
-// written OmegaConf style (a.b[0].c) for the node at dotted `path` of root.
-void cfg_error_trailer(const CfgNode *root, const char *path, char *buf, size_t len);
-
 #endif

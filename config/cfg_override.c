@@ -2,13 +2,14 @@
 #include "config/cfg_override.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#include "config/suggest.h"
 
 #define SEE_GRAMMAR "See https://hydra.cc/docs/1.2/advanced/override_grammar/basic for details"
 
@@ -56,104 +57,35 @@ static CfgNode *err_lexer(Parser *P) {
     return err_parse(P, msg);
 }
 
-// ------------------------------------------------------------------------- value typing
+// ------------------------------------------------------------------------- value parser
 
 static bool is_id_start(int c) { return isalpha(c) || c == '_' || c == '$'; }
 static bool is_id_char(int c) { return isalnum(c) || c == '_' || c == '$' || c == '-'; }
 
-// DIGIT ('_'? DIGIT)* at s; returns length (0 if s does not start with a digit).
-static size_t span_int_part(const char *s) {
+// Length of the ID at s (0 when there is none).
+static size_t span_id(const char *s) {
     size_t i = 0;
-    if (!isdigit((unsigned char)s[0])) return 0;
-    i = 1;
-    for (;;) {
-        if (isdigit((unsigned char)s[i])) i++;
-        else if (s[i] == '_' && isdigit((unsigned char)s[i + 1])) i += 2;
-        else return i;
-    }
+    if (!is_id_start((unsigned char)s[0])) return 0;
+    while (is_id_char((unsigned char)s[i])) i++;
+    return i;
 }
 
-static char *without_underscores(const char *s) {
-    char *d = cfg_strdup(s), *w = d;
-    for (const char *r = s; *r; r++)
-        if (*r != '_') *w++ = *r;
-    *w = 0;
-    return d;
-}
-
-// Hydra INT token: [+-]?('0' | [1-9](_?[0-9])*). *big when it does not fit in 64 bits.
-static bool hydra_int(const char *t, long long *out, bool *big) {
-    const char *s = t + (*t == '+' || *t == '-');
-    *big = false;
-    if (strcmp(s, "0") != 0) {
-        if (*s < '1' || *s > '9') return false;
-        if (s[span_int_part(s)]) return false;
-    }
-    char *c = without_underscores(t);
-    errno = 0;
-    char *end;
-    long long v = strtoll(c, &end, 10);
-    *big = errno == ERANGE;
-    free(c);
-    *out = v;
-    return true;
-}
-
-static bool ieq(const char *a, const char *b) { return strcasecmp(a, b) == 0; }
-
-// Hydra FLOAT token: POINT_FLOAT | EXPONENT_FLOAT | inf | nan, optional sign.
-static bool hydra_float(const char *t, double *out) {
-    const char *s = t + (*t == '+' || *t == '-');
-    bool neg = *t == '-';
-    if (ieq(s, "inf") || ieq(s, "nan")) {
-        *out = ieq(s, "inf") ? (neg ? -INFINITY : INFINITY) : NAN;
-        return true;
-    }
-    size_t i = span_int_part(s);
-    bool point = false;
-    if (s[i] == '.') {
-        size_t f = span_int_part(s + i + 1);
-        if (!i && !f) return false;
-        i += 1 + f;
-        point = true;
-    } else if (!i) {
-        return false;
-    }
-    if (s[i] == 'e' || s[i] == 'E') {
-        size_t j = i + 1;
-        if (s[j] == '+' || s[j] == '-') j++;
-        size_t d = 0;
-        while (isdigit((unsigned char)s[j + d])) d++;
-        if (!d) return false;
-        i = j + d;
-    } else if (!point) {
-        return false;  // a bare integer is an INT token
-    }
-    if (s[i]) return false;
-    char *c = without_underscores(t);
-    *out = strtod(c, NULL);
-    free(c);
-    return true;
-}
-
-// Types a primitive made of a single token; anything else stays a string.
+// Types a primitive made of a single token (Hydra's INT, FLOAT, BOOL, NULL; see
+// config/cfg_number.h); anything else stays a string.
 static CfgNode *typed_primitive(const char *raw, const char *value, bool single_token) {
+    if (!single_token) return cfg_new_str(value);
     CfgNode *n = NULL;
     long long iv;
     double fv;
     bool big;
-    if (single_token) {
-        if (hydra_int(raw, &iv, &big) && !big) n = cfg_new_int(iv);
-        else if (!hydra_int(raw, &iv, &big) && hydra_float(raw, &fv)) n = cfg_new_float(fv);
-        else if (ieq(raw, "true") || ieq(raw, "false")) n = cfg_new_bool(ieq(raw, "true"));
-        else if (ieq(raw, "null")) n = cfg_new_null();
-    }
+    if (cfg_hydra_int(raw, &iv, &big)) n = big ? NULL : cfg_new_int(iv);  // too big: a string
+    else if (cfg_hydra_float(raw, &fv)) n = cfg_new_float(fv);
+    else if (!strcasecmp(raw, "true") || !strcasecmp(raw, "false")) n = cfg_new_bool(tolower(raw[0]) == 't');
+    else if (!strcasecmp(raw, "null")) n = cfg_new_null();
     if (!n) return cfg_new_str(value);
     n->s = cfg_strdup(raw);
     return n;
 }
-
-// ------------------------------------------------------------------------- value parser
 
 static void skip_ws(Parser *P) {
     while (*P->p == ' ' || *P->p == '\t') P->p++;
@@ -168,172 +100,117 @@ static bool is_unquoted_char(int c) { return c && strchr("/-\\+.$%*@?|:", c) != 
 // in_key: a dict key (stops at ':').
 static CfgNode *parse_primitive(Parser *P, bool in_key) {
     const char *start = P->p;
-    size_t cap = strlen(P->p) + 1, n = 0;
-    char *val = malloc(cap);
-    if (!val) abort();
+    StrBuf val = {0};
     bool single = true;  // no escapes, whitespace or interpolation: a candidate typed token
     for (;;) {
         int c = (unsigned char)*P->p;
         if (c == '\\' && P->p[1] && strchr("\\()[]{}:=, \t", P->p[1])) {
-            val[n++] = P->p[1];
+            sb_add(&val, P->p + 1, 1);
             P->p += 2;
             single = false;
         } else if (c == '$' && P->p[1] == '{') {
             // Interpolation: kept verbatim, braces balanced.
             const char *q = P->p + 2;
-            int level = 1;
-            while (*q && level) {
-                if (*q == '{') level++;
-                else if (*q == '}') level--;
-                q++;
+            for (int level = 1; level; q++) {
+                if (!*q) {
+                    free(val.p);
+                    return err_parse(P, "unterminated interpolation '${'");
+                }
+                level += *q == '{' ? 1 : *q == '}' ? -1 : 0;
             }
-            if (level) {
-                free(val);
-                return err_parse(P, "unterminated interpolation '${'");
-            }
-            memcpy(val + n, P->p, (size_t)(q - P->p));
-            n += (size_t)(q - P->p);
+            sb_add(&val, P->p, (size_t)(q - P->p));
             P->p = q;
             single = false;
-        } else if (c == ' ' || c == '\t') {
-            val[n++] = (char)c;
-            P->p++;
-        } else if (c && (is_id_char(c) || (is_unquoted_char(c) && !(in_key && c == ':')))) {
-            val[n++] = (char)c;
-            P->p++;
+        } else if (c == ' ' || c == '\t' || (c && (is_id_char(c) || (is_unquoted_char(c) && !(in_key && c == ':'))))) {
+            sb_add(&val, P->p++, 1);
         } else {
             break;
         }
     }
     // Trailing whitespace is not part of the value.
     const char *end = P->p;
-    while (n && (val[n - 1] == ' ' || val[n - 1] == '\t')) n--;
+    while (val.n && (val.p[val.n - 1] == ' ' || val.p[val.n - 1] == '\t')) val.p[--val.n] = 0;
     while (end > start && (end[-1] == ' ' || end[-1] == '\t')) end--;
-    val[n] = 0;
     int c = (unsigned char)*P->p;
+    CfgNode *node = NULL;
     if (c && !strchr(",]}[{=()'\":", c)) {
-        free(val);
-        return err_lexer(P);
+        err_lexer(P);
+    } else if (end == start) {
+        err_mismatched(P);
+    } else {
+        char *raw = cfg_strndup(start, (size_t)(end - start));
+        node = typed_primitive(raw, val.p, single && !strpbrk(raw, " \t"));
+        free(raw);
     }
-    if (end == start) {
-        free(val);
-        return err_mismatched(P);
-    }
-    char *raw = malloc((size_t)(end - start) + 1);
-    if (!raw) abort();
-    memcpy(raw, start, (size_t)(end - start));
-    raw[end - start] = 0;
-    for (const char *s = raw; *s && single; s++)
-        if (*s == ' ' || *s == '\t') single = false;
-    CfgNode *node = typed_primitive(raw, val, single);
-    free(raw);
-    free(val);
+    free(val.p);
     return node;
 }
 
 static CfgNode *parse_quoted(Parser *P) {
     char q = *P->p;
     const char *s = P->p + 1;
-    size_t cap = strlen(s) + 1, n = 0;
-    char *val = malloc(cap);
-    if (!val) abort();
-    for (;;) {
+    StrBuf val = {0};
+    for (; *s != q; s++) {
         if (!*s) {
-            free(val);
+            free(val.p);
             return err_lexer(P);  // unterminated quote: the lexer cannot match it
         }
-        if (*s == '\\' && s[1] == q) {
-            val[n++] = q;
-            s += 2;
-        } else if (*s == q) {
-            s++;
-            break;
-        } else {
-            val[n++] = *s++;
-        }
+        if (*s == '\\' && s[1] == q) s++;
+        sb_add(&val, s, 1);
     }
-    val[n] = 0;
-    P->p = s;
-    CfgNode *node = cfg_new_str(val);
+    P->p = s + 1;
+    CfgNode *node = cfg_new_str(val.p);
     node->quoted = true;
     node->quote = q;
-    free(val);
+    free(val.p);
     return node;
 }
 
-static CfgNode *parse_list(Parser *P, int depth) {
-    CfgNode *l = cfg_new_list();
-    P->p++;  // '['
+// [a, b] or {k: v, ...}, the cursor on the bracket.
+static CfgNode *parse_container(Parser *P, int depth) {
+    bool dict = *P->p++ == '{';
+    char close = dict ? '}' : ']';
+    CfgNode *c = cfg_new(dict ? CFG_MAP : CFG_LIST);
     skip_ws(P);
-    if (*P->p == ']') {
+    if (*P->p == close) {
         P->p++;
-        return l;
+        return c;
     }
     for (;;) {
-        CfgNode *v = parse_element(P, depth + 1);
-        if (!v) {
-            cfg_free(l);
-            return NULL;
-        }
-        cfg_list_push(l, v);
-        skip_ws(P);
-        if (*P->p == ',') {
+        char *key = NULL;
+        if (dict) {
+            skip_ws(P);
+            CfgNode *k = parse_primitive(P, true);
+            if (!k) break;
+            key = cfg_strdup(k->s);
+            cfg_free(k);
+            skip_ws(P);
+            if (*P->p != ':') {
+                free(key);
+                err_mismatched(P);
+                break;
+            }
             P->p++;
-            continue;
         }
-        if (*P->p == ']') {
-            P->p++;
-            return l;
-        }
-        cfg_free(l);
-        return err_mismatched(P);
-    }
-}
-
-static CfgNode *parse_dict(Parser *P, int depth) {
-    CfgNode *m = cfg_new_map();
-    P->p++;  // '{'
-    skip_ws(P);
-    if (*P->p == '}') {
-        P->p++;
-        return m;
-    }
-    for (;;) {
-        skip_ws(P);
-        CfgNode *k = parse_primitive(P, true);
-        if (!k) {
-            cfg_free(m);
-            return NULL;
-        }
-        char *key = cfg_strdup(k->s);
-        cfg_free(k);
-        skip_ws(P);
-        if (*P->p != ':') {
-            free(key);
-            cfg_free(m);
-            return err_mismatched(P);
-        }
-        P->p++;
         CfgNode *v = parse_element(P, depth + 1);
-        if (!v) {
-            free(key);
-            cfg_free(m);
-            return NULL;
-        }
-        cfg_map_put(m, key, v);
+        if (v && dict) cfg_map_put(c, key, v);
+        else if (v) cfg_list_push(c, v);
         free(key);
+        if (!v) break;
         skip_ws(P);
         if (*P->p == ',') {
             P->p++;
             continue;
         }
-        if (*P->p == '}') {
+        if (*P->p == close) {
             P->p++;
-            return m;
+            return c;
         }
-        cfg_free(m);
-        return err_mismatched(P);
+        err_mismatched(P);
+        break;
     }
+    cfg_free(c);
+    return NULL;
 }
 
 static CfgNode *parse_element(Parser *P, int depth) {
@@ -345,8 +222,8 @@ static CfgNode *parse_element(Parser *P, int depth) {
     skip_ws(P);
     CfgNode *n;
     switch (*P->p) {
-    case '[': n = parse_list(P, depth); break;
-    case '{': n = parse_dict(P, depth); break;
+    case '[':
+    case '{': n = parse_container(P, depth); break;
     case '\'':
     case '"': n = parse_quoted(P); break;
     default: n = parse_primitive(P, false); break;
@@ -355,39 +232,7 @@ static CfgNode *parse_element(Parser *P, int depth) {
     return n;
 }
 
-// Sweep / function syntax, `name(` at the start of the value.
-static bool starts_function(const char *s, char *name, size_t len) {
-    size_t i = 0;
-    if (!is_id_start((unsigned char)s[0])) return false;
-    while (is_id_char((unsigned char)s[i])) i++;
-    if (s[i] != '(' || i >= len) return false;
-    memcpy(name, s, i);
-    name[i] = 0;
-    return true;
-}
-
 // ------------------------------------------------------------------------- sweeps
-
-// The values of a sweep being parsed.
-typedef struct {
-    CfgNode **v;
-    size_t n, cap;
-} Values;
-
-static void values_push(Values *vs, CfgNode *v) {
-    if (vs->n == vs->cap) {
-        vs->cap = vs->cap ? 2 * vs->cap : 8;
-        vs->v = realloc(vs->v, vs->cap * sizeof *vs->v);
-        if (!vs->v) abort();
-    }
-    vs->v[vs->n++] = v;
-}
-
-static void values_free(Values *vs) {
-    for (size_t i = 0; i < vs->n; i++) cfg_free(vs->v[i]);
-    free(vs->v);
-    memset(vs, 0, sizeof *vs);
-}
 
 // A decimal number as mantissa * 10^exp (exact, as Python's Decimal(str(x)) sees it).
 typedef struct { long long mant; int exp; } Dec;
@@ -432,38 +277,29 @@ static CfgNode *dec_float(long long v, int exp) {
 
 #define MAX_SWEEP 100000  // a sweep larger than this is surely a mistake (range(0,1,1e-9))
 
-// Python's range(start, stop, step); any float argument switches to exact decimal
-// stepping (Hydra converts through Decimal), giving floats.
-static int expand_range(Parser *P, CfgNode *args[3], Values *out) {
+// A range() argument error, with the override whole (Hydra's text).
+static int err_range(Parser *P, const char *what) {
+    return cfg_errf(P->err, P->errlen, "Error parsing override '%s'\nrange() %s\n" SEE_GRAMMAR, P->text, what);
+}
+
+// Python's range(start, stop, step) appended to the list out; any float argument switches to
+// exact decimal stepping (Hydra converts through Decimal), giving floats.
+static int expand_range(Parser *P, CfgNode *args[3], CfgNode *out) {
     Dec d[3];
     bool any_float = false;
     for (int i = 0; i < 3; i++) {
-        if (!args[i] || !dec_parse(args[i], &d[i])) {
-            cfg_errf(P->err, P->errlen, "Error parsing override '%s'\nrange() arguments must be numbers\n" SEE_GRAMMAR,
-                     P->text);
-            return -1;
-        }
+        if (!args[i] || !dec_parse(args[i], &d[i])) return err_range(P, "arguments must be numbers");
         any_float |= args[i]->type == CFG_FLOAT;
     }
     int exp = d[0].exp < d[1].exp ? d[0].exp : d[1].exp;
     if (d[2].exp < exp) exp = d[2].exp;
     long long v[3];
     for (int i = 0; i < 3; i++)
-        if (!dec_scale(d[i].mant, d[i].exp - exp, &v[i])) {
-            cfg_errf(P->err, P->errlen, "Error parsing override '%s'\nrange() arguments have too many digits\n" SEE_GRAMMAR,
-                     P->text);
-            return -1;
-        }
-    if (v[2] == 0) {
-        cfg_errf(P->err, P->errlen, "Error parsing override '%s'\nrange() arg 3 must not be zero\n" SEE_GRAMMAR, P->text);
-        return -1;
-    }
+        if (!dec_scale(d[i].mant, d[i].exp - exp, &v[i])) return err_range(P, "arguments have too many digits");
+    if (v[2] == 0) return err_range(P, "arg 3 must not be zero");
     for (long long x = v[0]; v[2] > 0 ? x < v[1] : x > v[1]; x += v[2]) {
-        if (out->n >= MAX_SWEEP) {
-            cfg_errf(P->err, P->errlen, "Sweep '%s' has more than %d values", P->text, MAX_SWEEP);
-            return -1;
-        }
-        values_push(out, any_float ? dec_float(x, exp) : cfg_new_int(x));
+        if (out->n >= MAX_SWEEP) return cfg_errf(P->err, P->errlen, "Sweep '%s' has more than %d values", P->text, MAX_SWEEP);
+        cfg_list_push(out, any_float ? dec_float(x, exp) : cfg_new_int(x));
         if ((v[2] > 0 && x > LLONG_MAX - v[2]) || (v[2] < 0 && x < LLONG_MIN - v[2])) break;
     }
     return 0;
@@ -471,25 +307,19 @@ static int expand_range(Parser *P, CfgNode *args[3], Values *out) {
 
 // `name=` at the cursor (a keyword argument); advances past it.
 static bool keyword_arg(Parser *P, char *name, size_t len) {
-    const char *s = P->p;
-    size_t i = 0;
-    if (!is_id_start((unsigned char)s[0])) return false;
-    while (is_id_char((unsigned char)s[i])) i++;
-    size_t j = i;
-    while (s[j] == ' ' || s[j] == '\t') j++;
-    if (s[j] != '=' || i >= len) return false;
-    memcpy(name, s, i);
-    name[i] = 0;
-    P->p = s + j + 1;
+    size_t i = span_id(P->p), j = i;
+    while (P->p[j] == ' ' || P->p[j] == '\t') j++;
+    if (!i || P->p[j] != '=' || i >= len) return false;
+    snprintf(name, len, "%.*s", (int)i, P->p);
+    P->p += j + 1;
     return true;
 }
 
-// choice(a, b, ...) and range([start,] stop[, step]) with keyword forms; P->p is past '('.
-static int parse_sweep_function(Parser *P, const char *fn, Values *out) {
-    bool is_range = strcmp(fn, "range") == 0;
+// choice(a, b, ...) and range([start,] stop[, step]) with keyword forms, P->p past '(': the
+// list of the sweep's values, or NULL with the message.
+static CfgNode *parse_sweep_function(Parser *P, bool is_range) {
     CfgNode *rargs[3] = {NULL, NULL, NULL};  // start, stop, step
-    Values pos = {0};
-    int rc = -1;
+    CfgNode *pos = cfg_new_list(), *out = NULL;
     skip_ws(P);
     while (*P->p != ')') {
         char kw[32];
@@ -497,7 +327,7 @@ static int parse_sweep_function(Parser *P, const char *fn, Values *out) {
         CfgNode *v = parse_element(P, 1);
         if (!v) goto done;
         if (!has_kw) {
-            values_push(&pos, v);
+            cfg_list_push(pos, v);
         } else if (is_range && (!strcmp(kw, "start") || !strcmp(kw, "stop") || !strcmp(kw, "step"))) {
             int k = kw[2] == 'a' ? 0 : kw[2] == 'o' ? 1 : 2;
             cfg_free(rargs[k]);
@@ -505,7 +335,7 @@ static int parse_sweep_function(Parser *P, const char *fn, Values *out) {
         } else {
             cfg_free(v);
             char msg[96];
-            snprintf(msg, sizeof msg, "%s() got an unexpected keyword argument '%s'", fn, kw);
+            snprintf(msg, sizeof msg, "%s() got an unexpected keyword argument '%s'", is_range ? "range" : "choice", kw);
             err_parse(P, msg);
             goto done;
         }
@@ -516,34 +346,43 @@ static int parse_sweep_function(Parser *P, const char *fn, Values *out) {
     skip_ws(P);
     if (*P->p) { err_mismatched(P); goto done; }
     if (!is_range) {
-        if (!pos.n) { err_parse(P, "choice() needs at least one value"); goto done; }
-        for (size_t i = 0; i < pos.n; i++) values_push(out, pos.v[i]);
-        pos.n = 0;
-        rc = 0;
+        if (!pos->n) {
+            err_parse(P, "choice() needs at least one value");
+        } else {
+            out = pos;
+            pos = NULL;
+        }
         goto done;
     }
     // range(stop) / range(start, stop[, step]); omitted ones: start 0, step 1.
-    if (pos.n > 3 || (pos.n == 0 && !rargs[1] && !rargs[0])) { err_parse(P, "range() takes 1 to 3 arguments"); goto done; }
-    if (pos.n == 1 && !rargs[1]) { rargs[1] = rargs[0]; rargs[0] = pos.v[0]; pos.v[0] = NULL; }
-    for (size_t i = 0; i < pos.n; i++)
-        if (pos.v[i]) { cfg_free(rargs[i]); rargs[i] = pos.v[i]; pos.v[i] = NULL; }
+    if (pos->n > 3 || (pos->n == 0 && !rargs[1] && !rargs[0])) { err_parse(P, "range() takes 1 to 3 arguments"); goto done; }
+    CfgNode **pv = pos->kids;
+    if (pos->n == 1 && !rargs[1]) { rargs[1] = rargs[0]; rargs[0] = pv[0]; pv[0] = NULL; }
+    for (size_t i = 0; i < pos->n; i++)
+        if (pv[i]) { cfg_free(rargs[i]); rargs[i] = pv[i]; pv[i] = NULL; }
     if (!rargs[1]) { rargs[1] = rargs[0]; rargs[0] = NULL; }  // range(stop=..) / range(-5, step=-1)
     if (!rargs[0]) rargs[0] = cfg_new_int(0);
     if (!rargs[2]) rargs[2] = cfg_new_int(1);
-    rc = expand_range(P, rargs, out);
+    out = cfg_new_list();
+    if (expand_range(P, rargs, out)) {
+        cfg_free(out);
+        out = NULL;
+    }
 done:
     for (int i = 0; i < 3; i++) cfg_free(rargs[i]);
-    values_free(&pos);
-    return rc;
+    cfg_free(pos);
+    return out;
 }
 
-// The value after '='. Without `multirun`, a sweep is an error (Hydra's texts); with it,
-// sweeps fill *sweep and the function returns NULL with no error.
-static CfgNode *parse_value(Parser *P, bool multirun, Values *sweep) {
+// The value after '='. Without `multirun`, a sweep is an error (Hydra's texts); with it, a
+// sweep's values go to the new list *sweep and the function returns NULL with no error.
+static CfgNode *parse_value(Parser *P, bool multirun, CfgNode **sweep) {
     skip_ws(P);
     if (!*P->p) return cfg_new_str("");  // `key=`: the empty string
-    char fn[64];
-    if (starts_function(P->p, fn, sizeof fn)) {
+    size_t fn_len = span_id(P->p);
+    if (fn_len && fn_len < 64 && P->p[fn_len] == '(') {  // name(...): a sweep or a function
+        char fn[64];
+        snprintf(fn, sizeof fn, "%.*s", (int)fn_len, P->p);
         static const char *const sweeps[] = {"choice", "range", "interval", "glob", "sort", "shuffle", "tag", NULL};
         bool known = false;
         for (const char *const *s = sweeps; *s; s++) known |= strcmp(fn, *s) == 0;
@@ -552,8 +391,8 @@ static CfgNode *parse_value(Parser *P, bool multirun, Values *sweep) {
             return NULL;
         }
         if (!strcmp(fn, "choice") || !strcmp(fn, "range")) {
-            P->p += strlen(fn) + 1;
-            if (parse_sweep_function(P, fn, sweep)) values_free(sweep);
+            P->p += fn_len + 1;
+            *sweep = parse_sweep_function(P, fn[0] == 'r');
             return NULL;
         }
         if (!strcmp(fn, "interval")) {
@@ -565,29 +404,29 @@ static CfgNode *parse_value(Parser *P, bool multirun, Values *sweep) {
         return err_parse(P, msg);
     }
     CfgNode *v = parse_element(P, 0);
-    if (!v) return NULL;
-    if (*P->p == ',') {
-        if (!multirun) {
-            cfg_free(v);
-            cfg_errf(P->err, P->errlen,
-                     "Ambiguous value for argument '%s'\n"
-                     "1. To use it as a list, use key=[value1,value2]\n"
-                     "2. To use it as string, quote the value: key=\\'value1,value2\\'\n"
-                     "3. To sweep over it, add --multirun to your command line",
-                     P->text);
-            return NULL;
-        }
-        values_push(sweep, v);  // a,b,c
-        while (*P->p == ',') {
-            P->p++;
-            CfgNode *e = parse_element(P, 0);
-            if (!e) { values_free(sweep); return NULL; }
-            values_push(sweep, e);
-        }
-        if (*P->p) { values_free(sweep); return err_mismatched(P); }
+    if (v && *P->p == ',' && !multirun) {
+        cfg_free(v);
+        cfg_errf(P->err, P->errlen,
+                 "Ambiguous value for argument '%s'\n"
+                 "1. To use it as a list, use key=[value1,value2]\n"
+                 "2. To use it as string, quote the value: key=\\'value1,value2\\'\n"
+                 "3. To sweep over it, add --multirun to your command line",
+                 P->text);
         return NULL;
     }
-    if (*P->p) {
+    if (v && *P->p == ',') {  // a,b,c
+        CfgNode *list = cfg_new_list();
+        cfg_list_push(list, v);
+        while (v && *P->p == ',') {
+            P->p++;
+            if ((v = parse_element(P, 0))) cfg_list_push(list, v);
+        }
+        if (v && *P->p) err_mismatched(P);
+        if (v && !*P->p) *sweep = list;
+        else cfg_free(list);
+        return NULL;
+    }
+    if (v && *P->p) {
         cfg_free(v);
         return err_mismatched(P);
     }
@@ -596,70 +435,43 @@ static CfgNode *parse_value(Parser *P, bool multirun, Values *sweep) {
 
 // ------------------------------------------------------------------------- rendering
 
-static void render(const CfgNode *v, char **buf, size_t *n, size_t *cap);
-
-static void put(char **buf, size_t *n, size_t *cap, const char *s, size_t len) {
-    if (*n + len + 1 > *cap) {
-        while (*n + len + 1 > *cap) *cap = *cap ? 2 * *cap : 64;
-        *buf = realloc(*buf, *cap);
-        if (!*buf) abort();
-    }
-    memcpy(*buf + *n, s, len);
-    *n += len;
-    (*buf)[*n] = 0;
-}
-
 // Hydra's Override._get_value_element_as_str.
-static void render(const CfgNode *v, char **buf, size_t *n, size_t *cap) {
+static void render(const CfgNode *v, StrBuf *b) {
     char tmp[64];
     switch (v->type) {
-    case CFG_NULL: put(buf, n, cap, "null", 4); return;
-    case CFG_BOOL: put(buf, n, cap, v->b ? "True" : "False", v->b ? 4 : 5); return;
-    case CFG_INT: snprintf(tmp, sizeof tmp, "%lld", v->i); put(buf, n, cap, tmp, strlen(tmp)); return;
-    case CFG_FLOAT: cfg_format_float(v->f, tmp, sizeof tmp, false); put(buf, n, cap, tmp, strlen(tmp)); return;
+    case CFG_NULL: sb_puts(b, "null"); return;
+    case CFG_BOOL: sb_puts(b, v->b ? "True" : "False"); return;
+    case CFG_INT: sb_printf(b, "%lld", v->i); return;
+    case CFG_FLOAT: cfg_format_float(v->f, tmp, sizeof tmp, false); sb_puts(b, tmp); return;
     case CFG_STRING:
-        if (v->quote) {  // QuotedString.with_quotes()
-            put(buf, n, cap, &v->quote, 1);
-            for (const char *s = v->s; *s; s++) {
-                if (*s == v->quote) put(buf, n, cap, "\\", 1);
-                put(buf, n, cap, s, 1);
-            }
-            put(buf, n, cap, &v->quote, 1);
-        } else {  // escape_special_characters()
-            for (const char *s = v->s; *s; s++) {
-                if (strchr("\\()[]{}:=, \t", *s)) put(buf, n, cap, "\\", 1);
-                put(buf, n, cap, s, 1);
-            }
+        if (v->quote) sb_add(b, &v->quote, 1);  // QuotedString.with_quotes()
+        for (const char *s = v->s; *s; s++) {
+            // escaped: the quote inside a quoted string, else escape_special_characters()
+            if (v->quote ? *s == v->quote : strchr("\\()[]{}:=, \t", *s) != NULL) sb_puts(b, "\\");
+            sb_add(b, s, 1);
         }
+        if (v->quote) sb_add(b, &v->quote, 1);
         return;
     case CFG_LIST:
-        put(buf, n, cap, "[", 1);
-        for (size_t i = 0; i < v->n; i++) {
-            if (i) put(buf, n, cap, ",", 1);
-            render(v->kids[i], buf, n, cap);
-        }
-        put(buf, n, cap, "]", 1);
-        return;
     case CFG_MAP:
-        put(buf, n, cap, "{", 1);
+        sb_puts(b, v->type == CFG_MAP ? "{" : "[");
         for (size_t i = 0; i < v->n; i++) {
-            if (i) put(buf, n, cap, ",", 1);
-            CfgNode k = {.type = CFG_STRING, .s = v->kids[i]->key};
-            render(&k, buf, n, cap);
-            put(buf, n, cap, ":", 1);
-            render(v->kids[i], buf, n, cap);
+            if (i) sb_puts(b, ",");
+            if (v->type == CFG_MAP) {
+                render(&(CfgNode){.type = CFG_STRING, .s = v->kids[i]->key}, b);
+                sb_puts(b, ":");
+            }
+            render(v->kids[i], b);
         }
-        put(buf, n, cap, "}", 1);
+        sb_puts(b, v->type == CFG_MAP ? "}" : "]");
         return;
     }
 }
 
 char *cfg_override_render(const CfgNode *v) {
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    put(&buf, &n, &cap, "", 0);
-    render(v, &buf, &n, &cap);
-    return buf;
+    StrBuf b = {0};
+    render(v, &b);
+    return sb_take(&b);
 }
 
 CfgNode *cfg_override_type_token(const char *text) { return typed_primitive(text, text, true); }
@@ -697,91 +509,61 @@ int cfg_override_parse_ex(const char *text, bool multirun, CfgOverride *ov, char
     // key: (ID | INDEX) ('.' (ID | INDEX))*
     const char *ks = P.p;
     while (is_id_char((unsigned char)*P.p) || *P.p == '.') P.p++;
-    const char *ke = P.p;
-    if (ke == ks) {
-        if (!*P.p || *P.p == '=') {
-            err_parse(&P, *P.p ? "missing key before '='" : "missing key");
-            return -1;
-        }
-        err_lexer(&P);
+    if (P.p == ks) {
+        if (!*P.p || *P.p == '=') err_parse(&P, *P.p ? "missing key before '='" : "missing key");
+        else err_lexer(&P);
         return -1;
     }
-    size_t klen = (size_t)(ke - ks);
-    char *key = malloc(klen + 1);
-    if (!key) abort();
-    memcpy(key, ks, klen);
-    key[klen] = 0;
-    // Each dotted part is an ID or a list index.
+    char *key = cfg_strndup(ks, (size_t)(P.p - ks)), msg[300] = "";
     size_t nparts = 0;
-    for (char *part = key, *next; part; part = next) {
-        char *dot = strchr(part, '.');
-        next = dot ? dot + 1 : NULL;
-        size_t len = dot ? (size_t)(dot - part) : strlen(part);
-        bool digits = len > 0 && strspn(part, "0123456789") >= len;
-        bool id = len > 0 && is_id_start((unsigned char)part[0]);
-        for (size_t i = 1; id && i < len; i++) id = is_id_char((unsigned char)part[i]);
-        if (++nparts > CFG_MAX_DEPTH) {
-            char msg[96];
+    for (const char *part = key, *dot; part && !msg[0]; part = dot ? dot + 1 : NULL) {
+        dot = strchr(part, '.');
+        size_t len = dot ? (size_t)(dot - part) : strlen(part), nd = strspn(part, "0123456789");
+        bool digits = len > 0 && nd >= len, id = len > 0 && span_id(part) == len;
+        if (++nparts > CFG_MAX_DEPTH)
             snprintf(msg, sizeof msg, "the key has more than %d parts, the limit", CFG_MAX_DEPTH);
-            free(key);
-            err_parse(&P, msg);
-            return -1;
-        }
-        size_t nd = strspn(part, "0123456789");
-        if (nparts > 1 && nd > 0 && nd < len) {
-            // k.1a=2: the lexer reads the path k.1, then 'a' is a token the parser does not expect.
-            char msg[300];
+        else if (nparts > 1 && nd > 0 && nd < len)  // k.1a=2: the lexer reads k.1, then 'a' is unexpected
             snprintf(msg, sizeof msg, "extraneous input '%s' expecting EQUAL", part + nd);
-            free(key);
-            err_parse(&P, msg);
-            return -1;
-        }
-        if (!id && !(digits && (dot || nparts > 1))) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "token recognition error at: '%.*s'", (int)(len ? len : 1), len ? part : ".");
-            free(key);
-            err_parse(&P, msg);
-            return -1;
-        }
+        else if (!id && !(digits && (dot || nparts > 1)))  // each part is an ID or a list index
+            snprintf(msg, 160, "token recognition error at: '%.*s'", (int)(len ? len : 1), len ? part : ".");
     }
     skip_ws(&P);
-    if (*P.p == '@' || *P.p == '/') {
-        free(key);
+    if (msg[0]) {
+        err_parse(&P, msg);
+    } else if (*P.p == '@' || *P.p == '/') {
         err_parse(&P, "config groups and packages are not supported");
-        return -1;
-    }
-    if (!*P.p) {
-        if (ov->kind == CFG_OV_DELETE) {
+    } else if (!*P.p && ov->kind == CFG_OV_DELETE) {  // ~key
+        ov->key = key;
+        ov->text = cfg_strdup(text);
+        return 0;
+    } else if (!*P.p) {
+        err_parse(&P, "missing EQUAL at '<EOF>'");
+    } else if (*P.p != '=') {
+        if ((unsigned char)*P.p >= 0x80 || !strchr(",]}[{()'\":", *P.p)) err_lexer(&P);
+        else cfg_errf(err, errlen, "mismatched input '%c' expecting EQUAL\n" SEE_GRAMMAR, *P.p);
+    } else {
+        P.p++;
+        if (err && errlen) err[0] = 0;
+        CfgNode *sweep = NULL, *v = parse_value(&P, multirun, &sweep);
+        if (v || (sweep && sweep->n)) {  // (an empty range() fails with an empty message)
+            if (v) cfg_set_override(v, text);
+            if (sweep) {
+                cfg_set_override(sweep, text);
+                ov->sweep = sweep->kids;  // the values move to ov
+                ov->n_sweep = sweep->n;
+                sweep->kids = NULL;
+                sweep->n = 0;
+            }
+            cfg_free(sweep);
             ov->key = key;
+            ov->value = v;
             ov->text = cfg_strdup(text);
             return 0;
         }
-        free(key);
-        err_parse(&P, "missing EQUAL at '<EOF>'");
-        return -1;
+        cfg_free(sweep);
     }
-    if (*P.p != '=') {
-        free(key);
-        if ((unsigned char)*P.p >= 0x80 || !strchr(",]}[{()'\":", *P.p)) err_lexer(&P);
-        else cfg_errf(err, errlen, "mismatched input '%c' expecting EQUAL\n" SEE_GRAMMAR, *P.p);
-        return -1;
-    }
-    P.p++;
-    if (err && errlen) err[0] = 0;
-    Values sweep = {0};
-    CfgNode *v = parse_value(&P, multirun, &sweep);
-    if (!v && !sweep.n) {
-        free(key);
-        return -1;
-    }
-    for (size_t i = 0; i < sweep.n; i++) cfg_set_override(sweep.v[i], text);
-    if (v) cfg_set_override(v, text);
-    ov->key = key;
-    ov->value = v;
-    ov->sweep = sweep.v;
-    ov->n_sweep = sweep.n;
-    ov->text = cfg_strdup(text);
-    return 0;
+    free(key);
+    return -1;
 }
 
 // ------------------------------------------------------------------------- apply
@@ -799,9 +581,7 @@ void cfg_full_key(const CfgNode *root, const char *path, char *buf, size_t len) 
                      : snprintf(buf + o, len - o, "%s%.*s", o ? "." : "", plen, p);
         if (w < 0 || (size_t)w >= len - o) return;
         o += (size_t)w;
-        char part[256];
-        snprintf(part, sizeof part, "%.*s", plen, p);
-        cur = cur ? cfg_select(cur, part) : NULL;
+        cur = cur ? cfg_child(cur, p, (size_t)plen) : NULL;
         p += plen;
         if (*p == '.') p++;
     }
@@ -816,59 +596,13 @@ typedef struct {
     size_t errlen;
 } Apply;
 
-// The closest existing key to `want` (a dotted key), written as "\nDid you mean 'x.y'?", or "".
-// Candidates have as many parts as want; close means at most 2 edits in all, or a third of the
-// longest part that differs. Failing that, a key that ends with the same name
-// (trainer_config.learning_rate -> optimizer_config.learning_rate).
-typedef struct {
-    char parts[8][128];  // want, split at dots
-    int n_parts;
-    size_t best;
-    char pick[512], same_name[512];
-} Suggest;
-
-// Edits between path parts[0..depth] and want's parts, and the longest differing want part.
-static size_t path_distance(const Suggest *S, char cand[][128], size_t *longest) {
-    size_t d = 0;
-    *longest = 0;
-    for (int i = 0; i < S->n_parts; i++) {
-        size_t e = cfg_edit_distance(S->parts[i], cand[i]);
-        d += e;
-        if (e && strlen(S->parts[i]) > *longest) *longest = strlen(S->parts[i]);
-    }
-    return d;
-}
-
-static void suggest_walk(Suggest *S, const CfgNode *n, char cand[][128], int depth, const char *prefix) {
-    for (size_t i = 0; n->type == CFG_MAP && i < n->n && depth < 8; i++) {
-        char path[512];
-        int w = snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", n->kids[i]->key);
-        if (w < 0 || (size_t)w >= sizeof path) continue;  // absurdly deep: not a suggestion
-        if (depth < S->n_parts) snprintf(cand[depth], 128, "%s", n->kids[i]->key);
-        if (depth + 1 == S->n_parts) {
-            size_t longest, d = path_distance(S, cand, &longest);
-            if (d && d < S->best && (d <= 2 || d * 3 <= longest)) {
-                S->best = d;
-                snprintf(S->pick, sizeof S->pick, "%s", path);
-            }
-        }
-        if (!S->same_name[0] && !strcmp(n->kids[i]->key, S->parts[S->n_parts - 1]))
-            snprintf(S->same_name, sizeof S->same_name, "%s", path);
-        suggest_walk(S, n->kids[i], cand, depth + 1, path);
-    }
-}
-
+// "\nDid you mean 'x.y'?" for the key closest to `want` in root (config/suggest.h), or "".
 static void suggestion(const CfgNode *root, const char *want, char *buf, size_t len) {
-    Suggest S = {.best = (size_t)-1};
-    for (const char *p = want; *p && S.n_parts < 8; S.n_parts++) {
-        size_t l = strcspn(p, ".");
-        snprintf(S.parts[S.n_parts], 128, "%.*s", (int)l, p);
-        p += l + (p[l] == '.');
-    }
-    char cand[8][128];
-    if (S.n_parts) suggest_walk(&S, root, cand, 0, "");
-    if (S.pick[0]) snprintf(buf, len, "\nDid you mean '%s'?", S.pick);
-    else if (S.same_name[0]) snprintf(buf, len, "\nDid you mean '%s'?", S.same_name);
+    Suggest s;
+    suggest_init(&s, want, true);
+    suggest_tree(&s, root);
+    const char *pick = suggest_result(&s);
+    if (pick) snprintf(buf, len, "\nDid you mean '%s'?", pick);
     else buf[0] = 0;
 }
 

@@ -5,9 +5,8 @@
 // and column) or the command-line override that set it, so that any later stage (schema
 // binding, interpolation, --cfg printing) can point the user at the right place.
 //
-// YAML is read with libyaml and typed like OmegaConf's loader: YAML 1.1 implicit typing
-// of plain scalars (PyYAML SafeLoader rules) plus OmegaConf's extra float pattern that
-// accepts `1e-3`; timestamps stay strings; quoted scalars are always strings.
+// A tree's YAML form (reading and writing) is in config/cfg_yaml.h, the numbers of its text in
+// config/cfg_number.h, the strings it is built from in config/strbuf.h; this header brings them.
 //
 // Allocation failure aborts (there is nothing sensible to recover); every other error is
 // reported through an (err, errlen) buffer and a NULL / non-zero return.
@@ -20,6 +19,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "config/cfg_number.h"
+#include "config/cfg_yaml.h"
+#include "config/strbuf.h"
 
 #define CFG_MAX_FILE_BYTES (4u << 20)     // a config file or text: 4 MiB
 #define CFG_MAX_SCALAR_BYTES (256u << 10) // one YAML scalar or key, one override, one resolved string
@@ -55,18 +58,6 @@ struct CfgNode {
                             // below; change a map's entries only through them)
 };
 
-// ---- small helpers shared by the config/ sources ---------------------------------------
-
-// strdup that aborts on allocation failure; NULL in gives NULL out.
-char *cfg_strdup(const char *s);
-
-// snprintf into err (when err != NULL and errlen > 0). Returns -1 so callers can
-// `return cfg_errf(...)`.
-int cfg_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-// Levenshtein distance between a and b (for "did you mean" suggestions).
-size_t cfg_edit_distance(const char *a, const char *b);
-
 // ---- construction and destruction ------------------------------------------------------
 
 // New node of the given type with no value and no location (scalars: false / 0 / NULL).
@@ -88,6 +79,9 @@ CfgNode *cfg_copy(const CfgNode *n);
 
 // Sets n's value location (not its children's). file may be NULL.
 void cfg_set_loc(CfgNode *n, const char *file, int line, int col);
+
+// Replaces the location *dst with a copy of *src.
+void cfg_loc_copy(CfgLoc *dst, const CfgLoc *src);
 
 // Marks n and everything below it as set by the override `text` (clears file positions).
 void cfg_set_override(CfgNode *n, const char *text);
@@ -113,6 +107,10 @@ void cfg_list_push(CfgNode *l, CfgNode *v);
 // Removes and frees item i of list l (i < l->n).
 void cfg_list_del(CfgNode *l, size_t i);
 
+// The child of n named by the len bytes at seg: a map key, or a list index (decimal digits, at
+// most 18), or NULL.
+CfgNode *cfg_child(const CfgNode *n, const char *seg, size_t len);
+
 // The node at a dotted path ("a.b.0.c": map keys, or decimal indices into lists), or NULL.
 // An empty path is the root itself.
 CfgNode *cfg_select(const CfgNode *root, const char *path);
@@ -129,11 +127,6 @@ bool cfg_equal(const CfgNode *a, const CfgNode *b);
 // Python's type name for a node type: NoneType bool int float str list dict.
 const char *cfg_type_name(CfgType t);
 
-// Formats x like Python's repr(float) (shortest round-trip digits: 0.0003, 1e-08, 1.0,
-// inf, nan); with yaml_style like PyYAML's dump (1.0e-08, .inf, -.inf, .nan), which every
-// YAML 1.1 loader reads back as the same float. Returns the length snprintf would return.
-int cfg_format_float(double x, char *buf, size_t n, bool yaml_style);
-
 // Writes Python's str() of the node into buf (None, True, 0.001, abc, [1, 'a'], {'k': 1}).
 void cfg_repr(const CfgNode *n, char *buf, size_t len);
 
@@ -142,36 +135,5 @@ char *cfg_repr_alloc(const CfgNode *n, size_t *len);
 
 // Number of nodes in the tree below and including n (0 for NULL).
 size_t cfg_count(const CfgNode *n);
-
-// Renders the tree as block-style YAML (2-space indent, insertion order, strings quoted
-// when they would otherwise be read back as another type). Returns a malloc'd string, or
-// NULL when libyaml refuses the data (e.g. a string that is not valid UTF-8).
-char *cfg_to_yaml(const CfgNode *root);
-
-// ---- YAML input -------------------------------------------------------------------------
-
-// Types the text of a plain (unquoted) YAML scalar: sets n->type and the value; n->s is
-// left alone. YAML 1.1 + OmegaConf rules: `~`/null/empty -> null; yes/no/on/off/true/false
-// (three spellings each) -> bool; 0b.., 0.. (octal), 0x.., decimal, 1_000 and 1:30
-// (sexagesimal) -> int; 1.5, 1., .5, 1e-3, 1.0e+3, .inf, .nan -> float; else string.
-// An int that does not fit in 64 bits stays a string.
-void cfg_resolve_plain(CfgNode *n, const char *text);
-
-// Parses the YAML file at path into a tree whose locations name `path`. An empty file
-// gives a CFG_NULL root. On error returns NULL with a message in err: an unreadable file
-// ("cannot open config file '<path>': <strerror>"), a syntax error
-// ("<path>:<line>:<col>: YAML syntax error: ..."), a duplicate key, more than one
-// document, an unknown alias or an unsupported tag, and the budgets: a file larger than
-// CFG_MAX_FILE_BYTES ("config file '<path>' is larger than 4 MiB, the limit"), nesting deeper
-// than CFG_MAX_DEPTH, a scalar or key longer than CFG_MAX_SCALAR_BYTES, more than
-// CFG_MAX_NODES nodes once aliases are expanded, aliases that expand to more than
-// CFG_MAX_ALIAS_NODES nodes in all (a "billion laughs" alias bomb).
-CfgNode *cfg_parse_file(const char *path, char *err, size_t errlen);
-
-// Same for YAML text in memory (NUL-terminated); `origin` names it in locations and messages.
-CfgNode *cfg_parse_string(const char *text, const char *origin, char *err, size_t errlen);
-
-// Same for the first len bytes at text (no NUL needed; a NUL byte inside is a YAML error).
-CfgNode *cfg_parse_bytes(const char *text, size_t len, const char *origin, char *err, size_t errlen);
 
 #endif

@@ -14,6 +14,7 @@
 #include "config/cfg_interp.h"
 #include "config/cfg_override.h"
 #include "config/cfg_tree.h"
+#include "config/suggest.h"
 #include "model/gpt.h"   // GPT_MAX_*: the model's size limits, checked here at bind time
 
 // ------------------------------------------------------------------------- schema
@@ -21,89 +22,53 @@
 #define FIELD(sec, name, member, T) \
     .section = sec, .key = name, .type = T, .offset = offsetof(Config, member), .size = sizeof(((Config *)0)->member)
 
+// What each key means: the members' comments in config/config.h, and README's configuration table.
 static const ConfigField SCHEMA[] = {
-    {FIELD("data_config", "path", data.path, CONFIG_STR), .def_str = "data/input.txt",
-     .doc = "corpus file (UTF-8 text; a .gz path is read through zlib)"},
-    {FIELD("data_config", "block_size", data.block_size, CONFIG_INT), .def_int = 128,
-     .doc = "context length T in characters"},
-    {FIELD("data_config", "train_split", data.train_split, CONFIG_FLOAT), .def_float = {0.9},
-     .doc = "fraction of the data used for training, in (0, 1)"},
-    {FIELD("data_config", "truncate", data.truncate, CONFIG_FLOAT), .def_float = {1.0},
-     .doc = "fraction of the corpus characters kept, in (0, 1]"},
-    {FIELD("data_config", "split", data.split, CONFIG_STR), .def_str = "contiguous", .choices = "contiguous|random",
-     .doc = "train/test split: contiguous (first part trains) or random windows"},
-    {FIELD("data_config", "eval_stride", data.eval_stride, CONFIG_INT), .def_int = 0,
-     .doc = "evaluation windows every N test positions, in [0, block_size]; 0 = block_size (each target once)"},
+    {FIELD("data_config", "path", data.path, CONFIG_STR), .def_str = "data/input.txt"},
+    {FIELD("data_config", "block_size", data.block_size, CONFIG_INT), .def_int = 128},
+    {FIELD("data_config", "train_split", data.train_split, CONFIG_FLOAT), .def_float = {0.9}},
+    {FIELD("data_config", "truncate", data.truncate, CONFIG_FLOAT), .def_float = {1.0}},
+    {FIELD("data_config", "split", data.split, CONFIG_STR), .def_str = "contiguous", .choices = "contiguous|random"},
+    {FIELD("data_config", "eval_stride", data.eval_stride, CONFIG_INT), .def_int = 0},
 
-    {FIELD("gpt_config", "n_layer", gpt.n_layer, CONFIG_INT), .def_int = 8, .doc = "transformer blocks"},
-    {FIELD("gpt_config", "n_head", gpt.n_head, CONFIG_INT), .def_int = 8, .doc = "attention heads per block"},
-    {FIELD("gpt_config", "n_embd", gpt.n_embd, CONFIG_INT), .def_int = 512,
-     .doc = "embedding width; divisible by n_head"},
-    {FIELD("gpt_config", "embd_pdrop", gpt.embd_pdrop, CONFIG_FLOAT), .def_float = {0.1},
-     .doc = "dropout after the token + position embeddings, in [0, 1)"},
-    {FIELD("gpt_config", "resid_pdrop", gpt.resid_pdrop, CONFIG_FLOAT), .def_float = {0.1},
-     .doc = "dropout on each residual branch, in [0, 1)"},
-    {FIELD("gpt_config", "attn_pdrop", gpt.attn_pdrop, CONFIG_FLOAT), .def_float = {0.1},
-     .doc = "dropout on the attention probabilities, in [0, 1)"},
+    {FIELD("gpt_config", "n_layer", gpt.n_layer, CONFIG_INT), .def_int = 8},
+    {FIELD("gpt_config", "n_head", gpt.n_head, CONFIG_INT), .def_int = 8},
+    {FIELD("gpt_config", "n_embd", gpt.n_embd, CONFIG_INT), .def_int = 512},
+    {FIELD("gpt_config", "embd_pdrop", gpt.embd_pdrop, CONFIG_FLOAT), .def_float = {0.1}},
+    {FIELD("gpt_config", "resid_pdrop", gpt.resid_pdrop, CONFIG_FLOAT), .def_float = {0.1}},
+    {FIELD("gpt_config", "attn_pdrop", gpt.attn_pdrop, CONFIG_FLOAT), .def_float = {0.1}},
 
-    {FIELD("trainer_config", "max_epochs", trainer.max_epochs, CONFIG_INT), .def_int = 10, .doc = "passes over the training split"},
-    {FIELD("trainer_config", "batch_size", trainer.batch_size, CONFIG_INT), .def_int = 216, .doc = "sequences per batch (per rank)"},
-    {FIELD("trainer_config", "data_loader_workers", trainer.data_loader_workers, CONFIG_INT), .def_int = 4,
-     .doc = "accepted for tutorial compatibility; batches are built in-process"},
-    {FIELD("trainer_config", "grad_norm_clip", trainer.grad_norm_clip, CONFIG_FLOAT), .def_float = {1.0},
-     .doc = "clip the global gradient norm to this; <= 0 disables"},
-    {FIELD("trainer_config", "snapshot_path", trainer.snapshot_path, CONFIG_STR), .def_str = "snapshot.bin",
-     .doc = "snapshot file; training resumes from it when it exists"},
-    {FIELD("trainer_config", "save_every", trainer.save_every, CONFIG_INT), .def_int = 3,
-     .doc = "snapshot every N epochs (and after the last)"},
-    {FIELD("trainer_config", "use_amp", trainer.use_amp, CONFIG_BOOL), .def_int = 0,
-     .doc = "mixed precision: matmul inputs in amp_dtype, fp32 master weights"},
-    {FIELD("trainer_config", "device", trainer.device, CONFIG_STR), .def_str = "auto", .choices = "auto|cpu|cuda",
-     .doc = "auto (CUDA when available), cpu or cuda"},
-    {FIELD("trainer_config", "amp_dtype", trainer.amp_dtype, CONFIG_STR), .def_str = "float16",
-     .choices = "float16|bfloat16",
-     .doc = "low-precision type of use_amp: float16 (with a dynamic loss scaler) or bfloat16"},
-    {FIELD("trainer_config", "seed", trainer.seed, CONFIG_U64), .def_int = 1337,
-     .doc = "seed of the initialisation, dropout and the random split"},
-    {FIELD("trainer_config", "max_iters", trainer.max_iters, CONFIG_LONG), .def_int = 0,
-     .doc = "stop after this many iterations in total; 0 = no cap"},
-    {FIELD("trainer_config", "log_every", trainer.log_every, CONFIG_INT), .def_int = 100, .doc = "log every N iterations"},
-    {FIELD("trainer_config", "eval_iters", trainer.eval_iters, CONFIG_INT), .def_int = 0,
-     .doc = "test batches per evaluation; 0 = the whole test split"},
-    {FIELD("trainer_config", "eval_every", trainer.eval_every, CONFIG_LONG), .def_int = 0,
-     .doc = "also evaluate every N iterations; 0 = only at epoch ends"},
-    {FIELD("trainer_config", "save_every_iters", trainer.save_every_iters, CONFIG_LONG), .def_int = 0,
-     .doc = "also snapshot every N iterations; 0 = off"},
-    {FIELD("trainer_config", "keep_last", trainer.keep_last, CONFIG_INT), .def_int = 1,
-     .doc = "snapshots kept: > 1 also keeps the newest as <stem>.iter<N>.bin"},
-    {FIELD("trainer_config", "save_best", trainer.save_best, CONFIG_BOOL), .def_int = 0,
-     .doc = "also keep the snapshot with the lowest test loss as <stem>.best.bin"},
-    {FIELD("trainer_config", "init_from", trainer.init_from, CONFIG_STR), .def_str = "",
-     .doc = "a new run starts from these weights (.safetensors or a snapshot); '' = random init"},
-    {FIELD("trainer_config", "grad_accum_steps", trainer.grad_accum_steps, CONFIG_INT), .def_int = 1,
-     .doc = "micro-batches per optimizer step (gradient accumulation)"},
-    {FIELD("trainer_config", "bucket_cap_mb", trainer.bucket_cap_mb, CONFIG_FLOAT), .def_float = {25.0},
-     .doc = "gradient all-reduce bucket size cap in MiB (data-parallel runs)"},
-    {FIELD("trainer_config", "collective_timeout_s", trainer.collective_timeout_s, CONFIG_FLOAT), .def_float = {300.0},
-     .doc = "abort a data-parallel job when a collective takes longer; 0 = never"},
-    {FIELD("trainer_config", "skip_spike_zscore", trainer.skip_spike_zscore, CONFIG_FLOAT), .def_float = {0.0},
-     .doc = "skip an update whose gradient norm has a z-score above this against the last 128; 0 = off"},
-    {FIELD("trainer_config", "activation_checkpointing", trainer.activation_checkpointing, CONFIG_BOOL), .def_int = 0,
-     .doc = "keep only each block's input and recompute its forward in the backward pass"},
+    {FIELD("trainer_config", "max_epochs", trainer.max_epochs, CONFIG_INT), .def_int = 10},
+    {FIELD("trainer_config", "batch_size", trainer.batch_size, CONFIG_INT), .def_int = 216},
+    {FIELD("trainer_config", "data_loader_workers", trainer.data_loader_workers, CONFIG_INT), .def_int = 4},
+    {FIELD("trainer_config", "grad_norm_clip", trainer.grad_norm_clip, CONFIG_FLOAT), .def_float = {1.0}},
+    {FIELD("trainer_config", "snapshot_path", trainer.snapshot_path, CONFIG_STR), .def_str = "snapshot.bin"},
+    {FIELD("trainer_config", "save_every", trainer.save_every, CONFIG_INT), .def_int = 3},
+    {FIELD("trainer_config", "use_amp", trainer.use_amp, CONFIG_BOOL), .def_int = 0},
+    {FIELD("trainer_config", "device", trainer.device, CONFIG_STR), .def_str = "auto", .choices = "auto|cpu|cuda"},
+    {FIELD("trainer_config", "amp_dtype", trainer.amp_dtype, CONFIG_STR), .def_str = "float16", .choices = "float16|bfloat16"},
+    {FIELD("trainer_config", "seed", trainer.seed, CONFIG_U64), .def_int = 1337},
+    {FIELD("trainer_config", "max_iters", trainer.max_iters, CONFIG_LONG), .def_int = 0},
+    {FIELD("trainer_config", "log_every", trainer.log_every, CONFIG_INT), .def_int = 100},
+    {FIELD("trainer_config", "eval_iters", trainer.eval_iters, CONFIG_INT), .def_int = 0},
+    {FIELD("trainer_config", "eval_every", trainer.eval_every, CONFIG_LONG), .def_int = 0},
+    {FIELD("trainer_config", "save_every_iters", trainer.save_every_iters, CONFIG_LONG), .def_int = 0},
+    {FIELD("trainer_config", "keep_last", trainer.keep_last, CONFIG_INT), .def_int = 1},
+    {FIELD("trainer_config", "save_best", trainer.save_best, CONFIG_BOOL), .def_int = 0},
+    {FIELD("trainer_config", "init_from", trainer.init_from, CONFIG_STR), .def_str = ""},
+    {FIELD("trainer_config", "grad_accum_steps", trainer.grad_accum_steps, CONFIG_INT), .def_int = 1},
+    {FIELD("trainer_config", "bucket_cap_mb", trainer.bucket_cap_mb, CONFIG_FLOAT), .def_float = {25.0}},
+    {FIELD("trainer_config", "collective_timeout_s", trainer.collective_timeout_s, CONFIG_FLOAT), .def_float = {300.0}},
+    {FIELD("trainer_config", "skip_spike_zscore", trainer.skip_spike_zscore, CONFIG_FLOAT), .def_float = {0.0}},
+    {FIELD("trainer_config", "activation_checkpointing", trainer.activation_checkpointing, CONFIG_BOOL), .def_int = 0},
 
-    {FIELD("optimizer_config", "weight_decay", optim.weight_decay, CONFIG_FLOAT), .def_float = {0.1},
-     .doc = "AdamW weight decay (Linear weights only)"},
-    {FIELD("optimizer_config", "learning_rate", optim.learning_rate, CONFIG_FLOAT), .def_float = {3e-4},
-     .doc = "peak learning rate"},
-    {FIELD("optimizer_config", "betas", optim.betas, CONFIG_FLOAT_PAIR), .def_float = {0.9, 0.95},
-     .doc = "AdamW [beta1, beta2], each in [0, 1)"},
-    {FIELD("optimizer_config", "eps", optim.eps, CONFIG_FLOAT), .def_float = {1e-8}, .doc = "AdamW epsilon"},
-    {FIELD("optimizer_config", "warmup_iters", optim.warmup_iters, CONFIG_LONG), .def_int = 0,
-     .doc = "linear learning-rate warm-up iterations"},
-    {FIELD("optimizer_config", "lr_decay_iters", optim.lr_decay_iters, CONFIG_LONG), .def_int = 0,
-     .doc = "cosine decay to min_lr over this many iterations; 0 = constant"},
-    {FIELD("optimizer_config", "min_lr", optim.min_lr, CONFIG_FLOAT), .def_float = {0.0},
-     .doc = "floor of the cosine decay"},
+    {FIELD("optimizer_config", "weight_decay", optim.weight_decay, CONFIG_FLOAT), .def_float = {0.1}},
+    {FIELD("optimizer_config", "learning_rate", optim.learning_rate, CONFIG_FLOAT), .def_float = {3e-4}},
+    {FIELD("optimizer_config", "betas", optim.betas, CONFIG_FLOAT_PAIR), .def_float = {0.9, 0.95}},
+    {FIELD("optimizer_config", "eps", optim.eps, CONFIG_FLOAT), .def_float = {1e-8}},
+    {FIELD("optimizer_config", "warmup_iters", optim.warmup_iters, CONFIG_LONG), .def_int = 0},
+    {FIELD("optimizer_config", "lr_decay_iters", optim.lr_decay_iters, CONFIG_LONG), .def_int = 0},
+    {FIELD("optimizer_config", "min_lr", optim.min_lr, CONFIG_FLOAT), .def_float = {0.0}},
 };
 #define N_SCHEMA (sizeof SCHEMA / sizeof SCHEMA[0])
 
@@ -232,44 +197,22 @@ static int located(const CfgLoc *loc, char *err, size_t errlen, const char *fmt,
     return cfg_errf(err, errlen, "%s", msg);
 }
 
-// Suggestion for an unknown key: the closest key of the same section, else the same key in
-// another section. Writes "" when nothing is close.
+// " (did you mean 'x'?)" for unknown key `key` of `section` (NULL: the top level), or "": the
+// closest key there (config/suggest.h), else a field of that name in another section.
 static void suggest_key(const char *section, const char *key, char *buf, size_t len) {
-    size_t best = SIZE_MAX;
-    const ConfigField *pick = NULL;
-    size_t kl = strlen(key);
+    Suggest s;
+    suggest_init(&s, key, false);
+    for (const char *const *t = SECTIONS; !section && *t; t++) suggest_offer(&s, t, 1, *t);
+    if (!section) suggest_offer(&s, (const char *const[]){"hydra"}, 1, "hydra");
     for (size_t i = 0; i < N_SCHEMA; i++) {
-        if (strcmp(SCHEMA[i].section, section) != 0) continue;
-        size_t d = cfg_edit_distance(key, SCHEMA[i].key);
-        if (d < best) { best = d; pick = &SCHEMA[i]; }
+        char path[64];
+        snprintf(path, sizeof path, "%s.%s", SCHEMA[i].section, SCHEMA[i].key);
+        if (section && strcmp(SCHEMA[i].section, section) == 0) suggest_offer(&s, &SCHEMA[i].key, 1, path);
+        suggest_offer_name(&s, SCHEMA[i].key, path);
     }
-    if (!(pick && (best <= 2 || best * 3 <= kl))) {
-        pick = NULL;
-        for (size_t i = 0; i < N_SCHEMA && !pick; i++)
-            if (strcmp(SCHEMA[i].key, key) == 0) pick = &SCHEMA[i];
-    }
-    if (pick) snprintf(buf, len, " (did you mean '%s.%s'?)", pick->section, pick->key);
+    const char *pick = suggest_result(&s);
+    if (pick) snprintf(buf, len, " (did you mean '%s'?)", pick);
     else buf[0] = 0;
-}
-
-static void suggest_section(const char *key, char *buf, size_t len) {
-    static const char *const tops[] = {"data_config", "gpt_config", "trainer_config", "optimizer_config", "hydra", NULL};
-    size_t best = SIZE_MAX, kl = strlen(key);
-    const char *pick = NULL;
-    for (const char *const *t = tops; *t; t++) {
-        size_t d = cfg_edit_distance(key, *t);
-        if (d < best) { best = d; pick = *t; }
-    }
-    if (pick && (best <= 2 || best * 3 <= kl)) {
-        snprintf(buf, len, " (did you mean '%s'?)", pick);
-        return;
-    }
-    for (size_t i = 0; i < N_SCHEMA; i++)  // a field written at the top level
-        if (strcmp(SCHEMA[i].key, key) == 0) {
-            snprintf(buf, len, " (did you mean '%s.%s'?)", SCHEMA[i].section, SCHEMA[i].key);
-            return;
-        }
-    buf[0] = 0;
 }
 
 // How a value reads in a message from the file: its source text, or its kind.
@@ -312,79 +255,13 @@ static int type_error(const CfgNode *n, const char *full_key, const char *what, 
 
 // ------------------------------------------------------------------------- conversions
 
-typedef enum { CONV_OK, CONV_BAD, CONV_NULL, CONV_RANGE } Conv;
-
-static void trim(const char *s, const char **b, const char **e) {
-    while (isspace((unsigned char)*s)) s++;
-    const char *end = s + strlen(s);
-    while (end > s && isspace((unsigned char)end[-1])) end--;
-    *b = s;
-    *e = end;
-}
-
-// Python int(str): optional sign, decimal digits with single '_' between digits.
-static Conv parse_int_text(const char *text, long long *out, unsigned long long *uout, bool *neg) {
-    const char *s, *e;
-    trim(text, &s, &e);
-    *neg = false;
-    if (s < e && (*s == '+' || *s == '-')) *neg = *s++ == '-';
-    if (s >= e || !isdigit((unsigned char)*s)) return CONV_BAD;
-    unsigned long long v = 0;
-    bool overflow = false;
-    for (const char *p = s; p < e; p++) {
-        if (*p == '_' && p + 1 < e && isdigit((unsigned char)p[1]) && isdigit((unsigned char)p[-1])) continue;
-        if (!isdigit((unsigned char)*p)) return CONV_BAD;
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (ULLONG_MAX - d) / 10) overflow = true;
-        else v = v * 10 + d;
-    }
-    if (overflow) return CONV_RANGE;
-    if (uout) *uout = v;
-    if (out) {
-        if (v > (unsigned long long)LLONG_MAX + (*neg ? 1u : 0u)) return CONV_RANGE;
-        *out = *neg ? (long long)(0 - v) : (long long)v;
-    }
-    return CONV_OK;
-}
-
-// Python float(str): decimal/exponent forms, inf/infinity/nan, '_' between digits.
-static Conv parse_float_text(const char *text, double *out) {
-    const char *s, *e;
-    trim(text, &s, &e);
-    if (s >= e) return CONV_BAD;
-    char buf[128];
-    size_t n = 0;
-    for (const char *p = s; p < e; p++) {
-        if (*p == '_' && p > s && p + 1 < e && isdigit((unsigned char)p[-1]) && isdigit((unsigned char)p[1])) continue;
-        if (n + 1 >= sizeof buf) return CONV_BAD;
-        buf[n++] = *p;
-    }
-    buf[n] = 0;
-    const char *w = buf + (buf[0] == '+' || buf[0] == '-');
-    if (strcasecmp(w, "inf") == 0 || strcasecmp(w, "infinity") == 0 || strcasecmp(w, "nan") == 0) {
-        *out = strtod(buf, NULL);
-        return CONV_OK;
-    }
-    if (!isdigit((unsigned char)w[0]) && !(w[0] == '.' && isdigit((unsigned char)w[1]))) return CONV_BAD;
-    if (strpbrk(buf, "xXpP")) return CONV_BAD;  // strtod reads hex floats; Python does not
-    char *end;
-    double v = strtod(buf, &end);
-    if (*end) return CONV_BAD;
-    *out = v;
-    return CONV_OK;
-}
-
-static Conv conv_int(const CfgNode *n, long long *out) {
+static CfgConv conv_int(const CfgNode *n, long long *out) {
     if (n->type == CFG_NULL) return CONV_NULL;
     if (n->type == CFG_INT) { *out = n->i; return CONV_OK; }
-    if (n->type == CFG_STRING) {
-        bool neg;
-        return parse_int_text(n->s, out, NULL, &neg);
-    }
-    return CONV_BAD;
+    return n->type == CFG_STRING ? cfg_py_int(n->s, out, NULL, NULL) : CONV_BAD;
 }
 
-static Conv conv_u64(const CfgNode *n, uint64_t *out) {
+static CfgConv conv_u64(const CfgNode *n, uint64_t *out) {
     if (n->type == CFG_NULL) return CONV_NULL;
     if (n->type == CFG_INT) {
         if (n->i < 0) return CONV_RANGE;
@@ -394,7 +271,7 @@ static Conv conv_u64(const CfgNode *n, uint64_t *out) {
     if (n->type == CFG_STRING) {
         bool neg;
         unsigned long long v;
-        Conv c = parse_int_text(n->s, NULL, &v, &neg);
+        CfgConv c = cfg_py_int(n->s, NULL, &v, &neg);
         if (c != CONV_OK) return c;
         if (neg && v) return CONV_RANGE;
         *out = v;
@@ -403,23 +280,22 @@ static Conv conv_u64(const CfgNode *n, uint64_t *out) {
     return CONV_BAD;
 }
 
-static Conv conv_float(const CfgNode *n, double *out) {
+static CfgConv conv_float(const CfgNode *n, double *out) {
     if (n->type == CFG_NULL) return CONV_NULL;
     if (n->type == CFG_INT) { *out = (double)n->i; return CONV_OK; }
     if (n->type == CFG_FLOAT) { *out = n->f; return CONV_OK; }
-    if (n->type == CFG_STRING) return parse_float_text(n->s, out);
+    if (n->type == CFG_STRING) return cfg_py_float(n->s, out);
     return CONV_BAD;
 }
 
 // OmegaConf BooleanNode: bool, int (!= 0), numeric string, yes/y/on/true/no/n/off/false.
-static Conv conv_bool(const CfgNode *n, bool *out) {
+static CfgConv conv_bool(const CfgNode *n, bool *out) {
     if (n->type == CFG_NULL) return CONV_NULL;
     if (n->type == CFG_BOOL) { *out = n->b; return CONV_OK; }
     if (n->type == CFG_INT) { *out = n->i != 0; return CONV_OK; }
     if (n->type != CFG_STRING) return CONV_BAD;
     long long v;
-    bool neg;
-    if (parse_int_text(n->s, &v, NULL, &neg) == CONV_OK) { *out = v != 0; return CONV_OK; }
+    if (cfg_py_int(n->s, &v, NULL, NULL) == CONV_OK) { *out = v != 0; return CONV_OK; }
     static const char *const t[] = {"yes", "y", "on", "true"}, *const f[] = {"no", "n", "off", "false"};
     for (int i = 0; i < 4; i++) {
         if (strcasecmp(n->s, t[i]) == 0) { *out = true; return CONV_OK; }
@@ -490,7 +366,7 @@ static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, bool 
     case CONFIG_INT:
     case CONFIG_LONG: {
         long long v = 0;
-        Conv c = conv_int(n, &v);
+        CfgConv c = conv_int(n, &v);
         long long lo = f->type == CONFIG_INT ? INT_MIN : LONG_MIN, hi = f->type == CONFIG_INT ? INT_MAX : LONG_MAX;
         if (c == CONV_OK && (v < lo || v > hi)) c = CONV_RANGE;
         if (c == CONV_RANGE) return located(&n->loc, err, errlen, "%s: %s is out of range (%lld..%lld)", fk, repr, lo, hi);
@@ -503,7 +379,7 @@ static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, bool 
         return 0;
     }
     case CONFIG_U64: {
-        Conv c = conv_u64(n, (uint64_t *)p);
+        CfgConv c = conv_u64(n, (uint64_t *)p);
         if (c == CONV_RANGE)
             return located(&n->loc, err, errlen, "%s must be a non-negative integer below 2^64, got %s", fk, repr);
         if (c != CONV_OK) {
@@ -556,12 +432,27 @@ static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, bool 
     return 0;
 }
 
+// "unknown key 'section.key'" (with a suggestion, where the key was written) for the first key of
+// the map sec that the schema does not know. Keys a `+`/`++` override added are Hydra's escape
+// hatch: kept in the tree, not bound.
+static int check_section_keys(const char *section, const CfgNode *sec, char *err, size_t errlen) {
+    for (size_t i = 0; i < sec->n; i++) {
+        const CfgNode *k = sec->kids[i];
+        if (find_field(section, k->key) || k->loc.override) continue;
+        char hint[160];
+        suggest_key(section, k->key, hint, sizeof hint);
+        // Keys added by an override carry the override on the value only.
+        const CfgLoc *where = k->key_loc.file || k->key_loc.override ? &k->key_loc : &k->loc;
+        return located(where, err, errlen, "unknown key '%s.%s'%s", section, k->key, hint);
+    }
+    return 0;
+}
+
 static const CfgNode *lookup(const CfgNode *tree, const char *section, const char *key) {
     return cfg_map_get(cfg_map_get(tree, section), key);
 }
 
-// Binds all fields (types only); absent fields get their defaults. Keys a `+`/`++` override
-// added to a section are kept in the tree but not bound (Hydra's escape hatch).
+// Binds all fields (types only); absent fields get their defaults.
 static int bind_types(Config *cfg, const CfgNode *tree, bool lenient, char *err, size_t errlen) {
     if (tree && tree->type != CFG_MAP && tree->type != CFG_NULL)
         return located(&tree->loc, err, errlen, "the configuration must be a mapping of sections");
@@ -574,15 +465,7 @@ static int bind_types(Config *cfg, const CfgNode *tree, bool lenient, char *err,
             snprintf(msg, sizeof msg, "Value '%s' of type '%s' is not a mapping", repr, cfg_type_name(sec->type));
             return type_error(sec, *s, "a mapping", msg, err, errlen);
         }
-        for (size_t i = 0; i < sec->n; i++) {
-            const CfgNode *k = sec->kids[i];
-            if (find_field(*s, k->key) || k->loc.override) continue;
-            char hint[160];
-            suggest_key(*s, k->key, hint, sizeof hint);
-            // Keys added by an override carry the override on the value only.
-            const CfgLoc *where = k->key_loc.file || k->key_loc.override ? &k->key_loc : &k->loc;
-            return located(where, err, errlen, "unknown key '%s.%s'%s", *s, k->key, hint);
-        }
+        if (check_section_keys(*s, sec, err, errlen)) return -1;
     }
     for (size_t i = 0; i < N_SCHEMA; i++) {
         const ConfigField *f = &SCHEMA[i];
@@ -850,7 +733,7 @@ static int check_file(CfgNode *file, char *err, size_t errlen) {
         bool known = is_section(sec->key);
         if (!known && strcmp(sec->key, "hydra") != 0) {
             char hint[160];
-            suggest_section(sec->key, hint, sizeof hint);
+            suggest_key(NULL, sec->key, hint, sizeof hint);
             return located(&sec->key_loc, err, errlen, "unknown key '%s'%s", sec->key, hint);
         }
         if (sec->type == CFG_NULL) {  // `gpt_config:` with everything commented out
@@ -862,13 +745,7 @@ static int check_file(CfgNode *file, char *err, size_t errlen) {
             describe(sec, got, sizeof got);
             return located(&sec->loc, err, errlen, "%s: expected a mapping, got %s", sec->key, got);
         }
-        for (size_t j = 0; known && j < sec->n; j++) {
-            const CfgNode *k = sec->kids[j];
-            if (find_field(sec->key, k->key)) continue;
-            char hint[160];
-            suggest_key(sec->key, k->key, hint, sizeof hint);
-            return located(&k->key_loc, err, errlen, "unknown key '%s.%s'%s", sec->key, k->key, hint);
-        }
+        if (known && check_section_keys(sec->key, sec, err, errlen)) return -1;
         i++;
     }
     return 0;
@@ -914,14 +791,19 @@ static int check_types(CfgNode *tree, char *err, size_t errlen) {
     return 0;
 }
 
-// Defaults (+ `hydra` node when given) + parsed file (consumed by the caller) + overrides.
+// Defaults (+ `hydra` node when given) + parsed file (consumed; NULL: it did not parse, the
+// message is in err) + overrides.
 static CfgNode *compose_from(CfgNode *file, const CfgNode *hydra, int n_overrides, char *const *overrides,
                              bool *from_override, char *err, size_t errlen) {
     if (from_override) *from_override = false;
-    if (check_file(file, err, errlen)) return NULL;
+    if (!file || check_file(file, err, errlen)) {
+        cfg_free(file);
+        return NULL;
+    }
     CfgNode *tree = config_defaults_tree();
     if (hydra) cfg_map_put(tree, "hydra", cfg_copy(hydra));
     if (file->type == CFG_MAP) cfg_merge(tree, file);
+    cfg_free(file);
     if (check_types(tree, err, errlen)) goto fail;
     if (from_override) *from_override = true;
     for (int i = 0; i < n_overrides; i++) {
@@ -938,6 +820,14 @@ fail:
     return NULL;
 }
 
+// Binds a composed tree (consumed; NULL: composing failed) into *cfg, from `source`.
+static int bind_composed(Config *cfg, CfgNode *tree, const char *source, char *err, size_t errlen) {
+    int rc = tree ? config_bind(cfg, tree, err, errlen) : -1;
+    cfg_free(tree);
+    if (!rc) snprintf(cfg->source, sizeof cfg->source, "%s", source);
+    return rc;
+}
+
 CfgNode *config_compose(const char *path, int n_overrides, char *const *overrides, char *err, size_t errlen) {
     return config_compose_hydra(path, NULL, n_overrides, overrides, NULL, err, errlen);
 }
@@ -945,33 +835,22 @@ CfgNode *config_compose(const char *path, int n_overrides, char *const *override
 CfgNode *config_compose_hydra(const char *path, const CfgNode *hydra_defaults, int n_overrides,
                               char *const *overrides, bool *from_override, char *err, size_t errlen) {
     if (from_override) *from_override = false;
-    CfgNode *file = cfg_parse_file(path, err, errlen);
-    if (!file) return NULL;
-    CfgNode *tree = compose_from(file, hydra_defaults, n_overrides, overrides, from_override, err, errlen);
-    cfg_free(file);
-    return tree;
+    return compose_from(cfg_parse_file(path, err, errlen), hydra_defaults, n_overrides, overrides, from_override,
+                        err, errlen);
 }
 
 CfgNode *config_compose_text(const char *text, size_t len, const char *origin, const CfgNode *hydra_defaults,
                              int n_overrides, char *const *overrides, bool *from_override, char *err, size_t errlen) {
     if (from_override) *from_override = false;
-    CfgNode *file = cfg_parse_bytes(text, len, origin ? origin : "<config>", err, errlen);
-    if (!file) return NULL;
-    CfgNode *tree = compose_from(file, hydra_defaults, n_overrides, overrides, from_override, err, errlen);
-    cfg_free(file);
-    return tree;
+    return compose_from(cfg_parse_bytes(text, len, origin ? origin : "<config>", err, errlen), hydra_defaults,
+                        n_overrides, overrides, from_override, err, errlen);
 }
 
 int config_load_text(Config *cfg, const char *text, size_t len, const char *origin, int n_overrides,
                      char *const *overrides, char *err, size_t errlen) {
     if (!origin) origin = "<config>";
-    CfgNode *tree = config_compose_text(text, len, origin, NULL, n_overrides, overrides, NULL, err, errlen);
-    if (!tree) return -1;
-    int rc = config_bind(cfg, tree, err, errlen);
-    cfg_free(tree);
-    if (rc) return rc;
-    snprintf(cfg->source, sizeof cfg->source, "%s", origin);
-    return 0;
+    return bind_composed(cfg, config_compose_text(text, len, origin, NULL, n_overrides, overrides, NULL, err, errlen),
+                         origin, err, errlen);
 }
 
 int config_load(Config *cfg, const char *config_dir, const char *config_name, int n_overrides,
@@ -980,13 +859,7 @@ int config_load(Config *cfg, const char *config_dir, const char *config_name, in
     char path[CFG_STR_MAX];
     if (config_path(path, sizeof path, config_dir, config_name))
         return cfg_errf(err, errlen, "config path '%s/%s' is too long", config_dir ? config_dir : ".", config_name);
-    CfgNode *tree = config_compose(path, n_overrides, overrides, err, errlen);
-    if (!tree) return -1;
-    int rc = config_bind(cfg, tree, err, errlen);
-    cfg_free(tree);
-    if (rc) return rc;
-    snprintf(cfg->source, sizeof cfg->source, "%s", path);
-    return 0;
+    return bind_composed(cfg, config_compose(path, n_overrides, overrides, err, errlen), path, err, errlen);
 }
 
 char *config_to_yaml(const Config *cfg) {
@@ -999,14 +872,5 @@ char *config_to_yaml(const Config *cfg) {
 int config_from_yaml_string(Config *cfg, const char *yaml, const char *origin, char *err, size_t errlen) {
     if (!origin) origin = "<string>";
     if (!yaml) return cfg_errf(err, errlen, "%s: no YAML text", origin);
-    CfgNode *file = cfg_parse_string(yaml, origin, err, errlen);
-    if (!file) return -1;
-    CfgNode *tree = compose_from(file, NULL, 0, NULL, NULL, err, errlen);
-    cfg_free(file);
-    if (!tree) return -1;
-    int rc = config_bind(cfg, tree, err, errlen);
-    cfg_free(tree);
-    if (rc) return rc;
-    snprintf(cfg->source, sizeof cfg->source, "%s", origin);
-    return 0;
+    return config_load_text(cfg, yaml, strlen(yaml), origin, 0, NULL, err, errlen);
 }

@@ -132,7 +132,6 @@ typedef struct {
     double def_float[2];   // default of CONFIG_FLOAT ([0]) and CONFIG_FLOAT_PAIR
     const char *def_str;   // default of CONFIG_STR
     const char *choices;   // allowed values "a|b|c" of an enumerated string, else NULL
-    const char *doc;       // one-line description
 } ConfigField;
 
 // The schema: every field of Config, section by section, in file order; *n gets the count.

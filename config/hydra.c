@@ -79,38 +79,31 @@ static int find_opt(const char *name, FILE *err_out) {
     return found;
 }
 
-// Stores option id's value in a.
-static int set_value(HydraArgs *a, int id, const char *v, FILE *err_out) {
-    char name[64];
-    opt_name(id, name, sizeof name);
+// Stores option id (with its value v, for the options that take one) in a.
+static int set_option(HydraArgs *a, int id, const char *v, FILE *err_out) {
     switch (id) {
-    case O_CFG:
-        if (!strcmp(v, "job")) a->cfg = HYDRA_CFG_JOB;
-        else if (!strcmp(v, "hydra")) a->cfg = HYDRA_CFG_HYDRA;
-        else if (!strcmp(v, "all")) a->cfg = HYDRA_CFG_ALL;
-        else {
-            char msg[600];
-            snprintf(msg, sizeof msg, "argument %s: invalid choice: '%s' (choose from 'job', 'hydra', 'all')", name, v);
-            return usage_error(err_out, "%s%s", msg, "");
-        }
-        return 0;
+    case O_HELP: a->help = true; return 0;
+    case O_HYDRA_HELP: a->hydra_help = true; return 0;
+    case O_RESOLVE: a->resolve = true; return 0;
+    case O_RUN: a->run = true; return 0;
+    case O_MULTIRUN: a->multirun = true; return 0;
+    case O_SC: a->shell_completion = true; return 0;
     case O_PACKAGE: a->package = v; return 0;
     case O_CP: a->config_path = v; return 0;
     case O_CN: a->config_name = v; return 0;
     case O_CD: a->config_dirs[a->n_config_dirs++] = v; return 0;
+    case O_CFG: break;
     }
-    return 0;
-}
-
-static void set_flag(HydraArgs *a, int id) {
-    switch (id) {
-    case O_HELP: a->help = true; break;
-    case O_HYDRA_HELP: a->hydra_help = true; break;
-    case O_RESOLVE: a->resolve = true; break;
-    case O_RUN: a->run = true; break;
-    case O_MULTIRUN: a->multirun = true; break;
-    case O_SC: a->shell_completion = true; break;
-    }
+    static const char *const what[] = {[HYDRA_CFG_JOB] = "job", [HYDRA_CFG_HYDRA] = "hydra", [HYDRA_CFG_ALL] = "all"};
+    for (int k = HYDRA_CFG_JOB; k <= HYDRA_CFG_ALL; k++)
+        if (!strcmp(v, what[k])) {
+            a->cfg = (HydraCfgWhat)k;
+            return 0;
+        }
+    char name[64], msg[600];
+    opt_name(id, name, sizeof name);
+    snprintf(msg, sizeof msg, "argument %s: invalid choice: '%s' (choose from 'job', 'hydra', 'all')", name, v);
+    return usage_error(err_out, "%s%s", msg, "");
 }
 
 int hydra_parse_args(int argc, char **argv, HydraArgs *a, FILE *out, FILE *err_out) {
@@ -141,13 +134,13 @@ int hydra_parse_args(int argc, char **argv, HydraArgs *a, FILE *out, FILE *err_o
         }
         if (!OPTS[id].takes_value) {
             if (eq) rc = usage_error(err_out, "argument %s: ignored explicit argument '%s'", oname, eq + 1);
-            else set_flag(a, id);
+            else set_option(a, id, NULL, err_out);
             continue;
         }
         const char *v = eq ? eq + 1 : NULL;
         if (!v && i + 1 < argc && (argv[i + 1][0] != '-' || !argv[i + 1][1])) v = argv[++i];
         if (!v) rc = usage_error(err_out, "argument %s: expected one argument%s", oname, "");
-        else rc = set_value(a, id, v, err_out);
+        else rc = set_option(a, id, v, err_out);
     }
     if (!rc && !a->version && n_unknown) {
         char list[2048] = "";
@@ -398,29 +391,17 @@ char *hydra_override_dirname(const CfgNode *tree, char *const *task, int n_task)
     // Joined with item_sep, then every '=' replaced by kv_sep (Hydra's re.sub). Both separators
     // come from the config and can be long: the text is cut at CFG_MAX_SCALAR_BYTES (a directory
     // name that long fails anyway) rather than sized as the product of two long strings.
-    size_t kv_len = strlen(kv), item_len = strlen(item), cap = CFG_MAX_SCALAR_BYTES, o = 0;
-    char *out = malloc(cap + 1);
-    if (!out) abort();
-    for (int i = 0; i < n && o < cap; i++) {
-        if (i) {
-            size_t k = item_len < cap - o ? item_len : cap - o;
-            memcpy(out + o, item, k);
-            o += k;
-        }
-        for (const char *c = lines[i]; *c && o < cap; c++) {
-            if (*c == '=') {
-                size_t k = kv_len < cap - o ? kv_len : cap - o;
-                memcpy(out + o, kv, k);
-                o += k;
-            } else {
-                out[o++] = *c;
-            }
+    StrBuf out = {0};
+    const size_t cap = CFG_MAX_SCALAR_BYTES;
+    for (int i = 0; i < n && out.n < cap; i++) {
+        if (i) sb_add(&out, item, strlen(item) < cap - out.n ? strlen(item) : cap - out.n);
+        for (const char *c = lines[i]; *c && out.n < cap; c++) {
+            size_t k = *c == '=' ? strlen(kv) : 1;
+            sb_add(&out, *c == '=' ? kv : c, k < cap - out.n ? k : cap - out.n);
         }
     }
-    out[o] = 0;
     free(lines);
-    char *fit = realloc(out, o + 1);
-    return fit ? fit : out;
+    return sb_take(&out);
 }
 
 char *hydra_get_string(const CfgNode *tree, const char *path, bool *failed, char *err, size_t errlen) {
@@ -463,24 +444,14 @@ static int make_axis(const char *text, Axis *ax, char *err, size_t errlen) {
     CfgOverride ov;
     if (cfg_override_parse_ex(text, true, &ov, err, errlen)) return -1;
     const char *prefix = ov.kind == CFG_OV_FORCE_ADD ? "++" : ov.kind == CFG_OV_ADD ? "+" : ov.kind == CFG_OV_DELETE ? "~" : "";
-    size_t klen = strlen(prefix) + strlen(ov.key) + 1;
-    ax->key = malloc(klen);
-    if (!ax->key) abort();
-    snprintf(ax->key, klen, "%s%s", prefix, ov.key);
+    ax->key = cfg_printf("%s%s", prefix, ov.key);
     ax->n = ov.n_sweep ? (int)ov.n_sweep : 1;
-    ax->values = calloc((size_t)ax->n, sizeof *ax->values);
-    if (!ax->values) abort();
-    if (!ov.n_sweep) {
-        ax->values[0] = cfg_strdup(text);
-    } else {
-        for (int i = 0; i < ax->n; i++) {
-            char *v = cfg_override_render(ov.sweep[i]);
-            size_t len = klen + strlen(v) + 1;
-            ax->values[i] = malloc(len);
-            if (!ax->values[i]) abort();
-            snprintf(ax->values[i], len, "%s=%s", ax->key, v);
-            free(v);
-        }
+    ax->values = cfg_realloc(NULL, (size_t)ax->n * sizeof *ax->values);
+    if (!ov.n_sweep) ax->values[0] = cfg_strdup(text);
+    for (int i = 0; i < (int)ov.n_sweep; i++) {
+        char *v = cfg_override_render(ov.sweep[i]);
+        ax->values[i] = cfg_printf("%s=%s", ax->key, v);
+        free(v);
     }
     cfg_override_free(&ov);
     return 0;
@@ -553,10 +524,7 @@ char **hydra_sweeper_params(const CfgNode *tree, int *n) {
     if (!out) abort();
     for (size_t i = 0; i < p->n; i++) {
         char *v = cfg_repr_alloc(p->kids[i], NULL);  // whole: a long sweep must not be cut
-        size_t len = strlen(p->kids[i]->key) + strlen(v) + 2;
-        out[*n] = malloc(len);
-        if (!out[*n]) abort();
-        snprintf(out[(*n)++], len, "%s=%s", p->kids[i]->key, v);
+        out[(*n)++] = cfg_printf("%s=%s", p->kids[i]->key, v);
         free(v);
     }
     return out;
@@ -737,24 +705,15 @@ int hydra_print_hydra_help(FILE *out, const CfgNode *tree, char *err, size_t err
     return rc;
 }
 
-// Every leaf key of n as "a.b=" (lists are leaves), space-separated, into *buf.
-static void collect_keys(const CfgNode *n, const char *prefix, char **buf, size_t *len, size_t *cap) {
+// Every leaf key of n as " a.b=" (lists are leaves).
+static void collect_keys(const CfgNode *n, const char *prefix, StrBuf *keys) {
     for (size_t i = 0; n->type == CFG_MAP && i < n->n; i++) {
         const CfgNode *k = n->kids[i];
         char path[1024];
         snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", k->key);
         if (!strcmp(path, "hydra.help") || !strcmp(path, "hydra.hydra_help")) continue;
-        if (k->type == CFG_MAP && k->n) {
-            collect_keys(k, path, buf, len, cap);
-            continue;
-        }
-        size_t add = strlen(path) + 2;
-        if (*len + add + 1 > *cap) {
-            *cap = (*len + add + 1) * 2;
-            *buf = realloc(*buf, *cap);
-            if (!*buf) abort();
-        }
-        *len += (size_t)sprintf(*buf + *len, " %s=", path);
+        if (k->type == CFG_MAP && k->n) collect_keys(k, path, keys);
+        else sb_printf(keys, " %s=", path);
     }
 }
 
@@ -767,14 +726,13 @@ int hydra_shell_completion(FILE *out, const CfgNode *tree, char *const *args, in
     if (strcmp(cmd, "install=bash") != 0)
         return cfg_errf(err, errlen, "Unsupported shell completion command '%s' (mingpt knows install=bash and "
                                      "uninstall=bash)", cmd);
-    char *keys = NULL;
-    size_t len = 0, cap = 0;
-    collect_keys(tree, "", &keys, &len, &cap);
+    StrBuf keys = {0};
+    collect_keys(tree, "", &keys);
     fputs("# mingpt bash completion: flags and every config key (eval \"$(./mingpt -sc install=bash)\")\n", out);
     fputs("complete -o nospace -W '--help --hydra-help --version --cfg --resolve --package --run --multirun"
           " --shell-completion --config-path --config-name --config-dir sample", out);
-    fputs(keys ? keys : "", out);
+    fputs(keys.p ? keys.p : "", out);
     fputs("' mingpt ./mingpt\n", out);
-    free(keys);
+    free(keys.p);
     return 0;
 }
