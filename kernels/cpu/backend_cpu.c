@@ -260,6 +260,11 @@ static void cpu_attention_forward(Backend *be, float *out, float *att, const flo
                                  rows_from(key, b0), lp_mode(be));
     }
 }
+// Inference runs in fp32 (kernels/backend.h): no operand rounding whatever matmul_dtype.
+static void cpu_attention_forward_cached(Backend *be, float *out, float *att, float *kcache, float *vcache,
+                                         const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH) {
+    attention_forward_cached(out, att, kcache, vcache, qkv, B, p0, Tn, Tq, T_max, C, NH);
+}
 static void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                    const float *qkv, const float *att, int B, int T, int C, int NH,
                                    float attn_p, DropoutKey key) {
@@ -431,6 +436,7 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
         .layernorm_backward = cpu_layernorm_backward, .matmul_forward = cpu_matmul_forward,
         .matmul_gelu_forward = cpu_matmul_gelu_forward, .matmul_backward = cpu_matmul_backward,
         .attention_forward = cpu_attention_forward, .attention_backward = cpu_attention_backward,
+        .attention_forward_cached = cpu_attention_forward_cached,
         .gelu_forward = cpu_gelu_forward, .gelu_backward = cpu_gelu_backward,
         .residual_forward = cpu_residual_forward,
         .dropout_forward = cpu_dropout_forward, .dropout_backward = cpu_dropout_backward,
