@@ -247,8 +247,9 @@ typedef struct {
     float *logits;            // host (V): the logits of the last feed
 } GPTInfer;
 
-// Allocates the cache and the working set of g on m's backend (2 n_layer block_size C floats, plus
-// about n_head block_size^2 + 20 block_size C for the activations). The backend must run fp32 matmuls
+// Allocates the cache and the working set of g on m's backend: 2 n_layer block_size C floats for the
+// cache, about block_size (n_head block_size + 19 C + 2 V) for the activations (the forward-only
+// layout of gpt_forward_inference for one row of block_size). The backend must run fp32 matmuls
 // and have attention_forward_cached (both built-in backends do). Returns non-zero with a message in
 // err otherwise or when out of memory (g is then empty; gpt_infer_end on it is a no-op).
 int gpt_infer_begin(GPTInfer *g, GPT *m, char *err, size_t errlen);
@@ -256,9 +257,10 @@ int gpt_infer_begin(GPTInfer *g, GPT *m, char *err, size_t errlen);
 void gpt_infer_end(GPTInfer *g);
 // Empties the cache: the next token is at position 0.
 void gpt_infer_reset(GPTInfer *g);
-// Appends tokens (n) host int32 at positions pos .. pos+n-1 and returns the logits (V,) host fp32 at
-// the last of them (valid until the next feed), or NULL when n < 1 or pos + n > block_size (nothing
-// done). The parameters are m's current ones; m's training activations are not touched.
+// Appends tokens (n) host int32, each in [0, V), at positions pos .. pos+n-1 and returns the logits
+// (V,) host fp32 at the last of them (valid until the next feed), or NULL when n < 1 or
+// pos + n > block_size (nothing done). The parameters are m's current ones; m's training
+// activations are not touched.
 const float *gpt_infer_feed(GPTInfer *g, const int32_t *tokens, int n);
 // The logits (V,) for the token after ctx (n) host int32, n >= 1: gpt_forward on the last
 // min(n, block_size) tokens, at its last position (minGPT's generate() crops the context so). While

@@ -136,8 +136,9 @@ static Operand weight_operand(Backend *be, int k, const float *w, size_t n) {
 // the version contract of Backend.cast_weights, as the CUDA backend has.
 static void touch(Backend *be, const void *p, size_t bytes) {
     CpuCtx *c = be->ctx;
+    if (!c->wvalid) return;   // (no copy: wparams may be NULL, and NULL + 0 is undefined)
     const char *a = p, *lo = (const char *)c->wparams, *hi = (const char *)(c->wparams + c->wn);
-    if (c->wvalid && a < hi && a + bytes > lo) c->wvalid = 0;
+    if (a < hi && a + bytes > lo) c->wvalid = 0;
 }
 
 // ============================================================================
