@@ -3,6 +3,7 @@
 //   mingpt [--cfg job|hydra|all [--resolve] [-p PKG]] [--help] [-cn NAME] [-cp DIR] [-cd DIR]
 //          [-m] [key=value | +key=value | ++key=value | ~key ...]
 //   mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N] [--temperature F] [--top_k K] [--seed S]
+//                 [--device cpu|cuda|auto]
 //   mingpt info SNAPSHOT [--json]
 //   mingpt export --snapshot PATH --out MODEL.safetensors [--dtype float32|bfloat16|float16]
 //

@@ -18,7 +18,8 @@
 //   bench_train train ... [--amp fp32|bf16|fp16] runs the backend's matmuls in that dtype, and
 //       prints after the RESULT line one GEMMCLASS line per shape class of the dispatch table.
 //   bench_train sample --n_layer L --n_head H --n_embd C --block T [--vocab V] [--tokens N]
-//       chars/s of KV-cache sampling (model/gpt_infer.h) from a random-init model.
+//       chars/s of KV-cache sampling (model/gpt.h: gpt_infer_next, the path of `mingpt sample`) from a
+//       random-init model on the CPU backend.
 //   bench_train init   --n_layer L --n_head H --n_embd C --block T --vocab V --seed S --out P
 //       Writes gpt_init_weights' parameters: P.bin (fp32, flat layout) and P.txt (one line
 //       per tensor: name rows cols offset), so bench/bench_quality.py starts PyTorch from
@@ -40,7 +41,6 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "model/gpt.h"
-#include "model/gpt_infer.h"
 #include "trainer/adamw.h"
 #include "trainer/train_step.h"
 
@@ -254,7 +254,7 @@ static int bench_sample(const Args *a) {
     if (gpt_build(&m, &s, 1, 1, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
     gpt_init_weights(&m, 1337);
     GPTInfer inf;
-    if (gpt_infer_init(&inf, &m.shape, m.params_memory, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
+    if (gpt_infer_begin(&inf, &m, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
     const int V = a->vocab, T = a->block, n = a->tokens;
     const int n_ctx = (n > T ? n : T) + 1;
     int32_t *ctx = malloc(sizeof(int32_t) * n_ctx);
@@ -276,7 +276,7 @@ static int bench_sample(const Args *a) {
            "in_window_tokens=%ld in_window_chars_s=%.1f\n", a->n_layer, a->n_head, a->n_embd, T, V,
            omp_get_max_threads(), n, long_cs, drawn, in_cs);
     free(ctx); free(d.pr);
-    gpt_infer_free(&inf);
+    gpt_infer_end(&inf);
     gpt_free(&m);
     return 0;
 }

@@ -76,6 +76,13 @@ struct Backend {
     // element (b,h,t,t2) has global index dropout_global_index(k, b, NH*T*T, (h*T + t)*T + t2).
     void (*attention_forward)(Backend *be, float *out, float *att, const float *qkv,
                               int B, int T, int C, int NH, float attn_p, DropoutKey k);
+    // Incremental inference over a key/value cache (model/gpt.h: gpt_infer_feed): the keys and
+    // values of qkv (B,Tn,3C), positions p0 .. p0+Tn-1, are written into kcache and vcache
+    // (B,T_max,C) at those rows, then the last Tq new queries attend causally to the cached
+    // positions up to their own: att (B,NH,Tq,p0+Tn), out (B,Tq,C). No dropout; fp32 whatever
+    // matmul_dtype.
+    void (*attention_forward_cached)(Backend *be, float *out, float *att, float *kcache, float *vcache,
+                                     const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH);
     void (*attention_backward)(Backend *be, float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att, int B, int T, int C, int NH,
                                float attn_p, DropoutKey k);

@@ -400,6 +400,10 @@ static bool fused_loss_grad(const GPT *m) { return m->train && m->be->crossentro
 // Input of block l: the embedding for block 0, else the previous block's output.
 static float *block_input(const GPTActs *a, int l) { return l == 0 ? a->encoded : a->h[l - 1].res_3; }
 
+// The key/value cache of an incremental forward (gpt_infer_feed): layer l's keys and values are
+// rows of kcache / vcache + l * T_max * C; the batch's T rows are the positions p0 .. p0+T-1.
+typedef struct { float *kcache, *vcache; int p0, T_max; } KVStep;
+
 // One pre-LN block, x (B,T,C) = block_input(a, l) -> a->h[l].res_3 (B,T,C):
 //   res_2 = x + drop(attn.c_proj(attn(ln_1(x))))                 causal self-attention, c_attn C->3C
 //   res_3 = res_2 + drop(mlp.c_proj(gelu(c_fc(ln_2(res_2)))))    MLP C->4C->C
@@ -409,11 +413,14 @@ static float *block_input(const GPTActs *a, int l) { return l == 0 ? a->encoded 
 // recompute: activation checkpointing's backward, which needs the block's activations up to
 // c_fc only (not mlp.c_proj, the last residual add or the next LayerNorm). Both uses run the
 // same ops on the same inputs, so the recomputed activations are the forward's bit for bit.
-static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recompute) {
+// kv: incremental inference (B = 1, no dropout): the attention reads the earlier positions from
+// the cache, and in the last block only the last row attends and goes on (only its logits are
+// wanted; every row's keys and values are cached by then).
+static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recompute, const KVStep *kv) {
     const GPTShape *s = &m->shape;
     const int C = s->n_embd, NH = s->n_head, BT = B * T;
-    const long BTC = (long)BT * C;
-    const float resid_p = m->train ? s->resid_pdrop : 0.0f, attn_p = m->train ? s->attn_pdrop : 0.0f;
+    const bool train = m->train && !kv;
+    const float resid_p = train ? s->resid_pdrop : 0.0f, attn_p = train ? s->attn_pdrop : 0.0f;
     Backend *be = m->be;
     const GPTParams *p = &m->params;
     const BlockParams *w = &p->h[l];
@@ -422,23 +429,35 @@ static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recomput
     if (l == 0 || recompute)
         be->layernorm_forward(be, h->ln_1, h->ln_1_mean, h->ln_1_rstd, x, w->ln_1_w, w->ln_1_b, BT, C);
     be->matmul_forward(be, h->qkv, h->ln_1, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
-    be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
-    be->matmul_forward(be, a->branch, h->atty, w->attn_proj_w, w->attn_proj_b, BT, C, C);
-    be->dropout_forward(be, a->branch, a->branch, BTC, (long)T * C, resid_p, site_key(m, l, SITE_ATTN_RESID));
-    be->residual_layernorm_forward(be, h->res_2, h->ln_2, h->ln_2_mean, h->ln_2_rstd, x, a->branch,
-                                   w->ln_2_w, w->ln_2_b, BT, C);
-    be->matmul_gelu_forward(be, h->fch, h->fch_gelu, h->ln_2, w->c_fc_w, w->c_fc_b, BT, C, 4 * C);
+    // Rows r0 .. BT-1 go on after the attention (all but in the last block of an incremental
+    // forward, where every row's keys and values are cached and the last row attends); o is row
+    // r0's offset.
+    const int r0 = kv && l == s->n_layer - 1 ? BT - 1 : 0, N = BT - r0;
+    const size_t o = (size_t)r0 * C;
+    if (kv) {
+        const size_t layer = (size_t)l * kv->T_max * C;
+        be->attention_forward_cached(be, h->atty + o, h->att, kv->kcache + layer, kv->vcache + layer, h->qkv, B,
+                                     kv->p0, T, N, kv->T_max, C, NH);
+    } else {
+        be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
+    }
+    const long NC = (long)N * C, row_len = kv ? C : (long)T * C;   // dropout's batch rows (off with kv)
+    be->matmul_forward(be, a->branch + o, h->atty + o, w->attn_proj_w, w->attn_proj_b, N, C, C);
+    be->dropout_forward(be, a->branch + o, a->branch + o, NC, row_len, resid_p, site_key(m, l, SITE_ATTN_RESID));
+    be->residual_layernorm_forward(be, h->res_2 + o, h->ln_2 + o, h->ln_2_mean + r0, h->ln_2_rstd + r0, x + o,
+                                   a->branch + o, w->ln_2_w, w->ln_2_b, N, C);
+    be->matmul_gelu_forward(be, h->fch + 4 * o, h->fch_gelu + 4 * o, h->ln_2 + o, w->c_fc_w, w->c_fc_b, N, C, 4 * C);
     if (recompute) return;
-    be->matmul_forward(be, a->branch, h->fch_gelu, w->mlp_proj_w, w->mlp_proj_b, BT, 4 * C, C);
-    be->dropout_forward(be, a->branch, a->branch, BTC, (long)T * C, resid_p, site_key(m, l, SITE_MLP_RESID));
+    be->matmul_forward(be, a->branch + o, h->fch_gelu + 4 * o, w->mlp_proj_w, w->mlp_proj_b, N, 4 * C, C);
+    be->dropout_forward(be, a->branch + o, a->branch + o, NC, row_len, resid_p, site_key(m, l, SITE_MLP_RESID));
     const bool last = l == s->n_layer - 1;
-    be->residual_layernorm_forward(be, h->res_3,
-                                   last ? a->ln_f : a->h[l + 1].ln_1,
-                                   last ? a->ln_f_mean : a->h[l + 1].ln_1_mean,
-                                   last ? a->ln_f_rstd : a->h[l + 1].ln_1_rstd,
-                                   h->res_2, a->branch,
+    be->residual_layernorm_forward(be, h->res_3 + o,
+                                   (last ? a->ln_f : a->h[l + 1].ln_1) + o,
+                                   (last ? a->ln_f_mean : a->h[l + 1].ln_1_mean) + r0,
+                                   (last ? a->ln_f_rstd : a->h[l + 1].ln_1_rstd) + r0,
+                                   h->res_2 + o, a->branch + o,
                                    last ? p->ln_f_w : p->h[l + 1].ln_1_w,
-                                   last ? p->ln_f_b : p->h[l + 1].ln_1_b, BT, C);
+                                   last ? p->ln_f_b : p->h[l + 1].ln_1_b, N, C);
 }
 
 // The forward pass of gpt_forward and gpt_forward_inference into the activations `a`.
@@ -458,7 +477,7 @@ static float forward(GPT *m, GPTActs *a, const int32_t *idx, const int32_t *targ
 
     be->encoder_forward(be, a->encoded, m->inputs, p->wte, p->wpe, B, T, C);
     be->dropout_forward(be, a->encoded, a->encoded, BTC, (long)T * C, embd_p, site_key(m, 0, SITE_EMBD));
-    for (int l = 0; l < L; l++) block_forward(m, a, l, B, T, false);
+    for (int l = 0; l < L; l++) block_forward(m, a, l, B, T, false, NULL);
     be->matmul_forward(be, a->logits, a->ln_f, p->lm_head_w, NULL, BT, C, V);
 
     if (!targets) { m->n_valid = 0; m->mean_loss = -1.0f; return -1.0f; }
@@ -493,6 +512,87 @@ float gpt_forward_inference(GPT *m, const int32_t *idx, const int32_t *targets, 
         fatal_error("gpt_forward_inference: batch (%d, %d) outside (%d, %d)", B, T, m->B_infer, m->T);
     m->acts_overwritten = true;
     return forward(m, &m->infer, idx, targets, B, T, false, 0, 0);
+}
+
+// ============================================================================
+// Incremental inference: a key/value cache, the same blocks
+// ============================================================================
+int gpt_infer_begin(GPTInfer *g, GPT *m, char *err, size_t errlen) {
+    memset(g, 0, sizeof *g);
+    Backend *be = m->be;
+    if (be->matmul_dtype != DTYPE_FP32 || !be->attention_forward_cached) {
+        snprintf(err, errlen, "model: incremental inference runs in fp32 on a backend with attention_forward_cached; "
+                 "the %s backend here has %s", be->name,
+                 be->attention_forward_cached ? "low-precision matmuls" : "no such op");
+        return 1;
+    }
+    const GPTShape *s = &m->shape;
+    const size_t T = (size_t)s->block_size, C = (size_t)s->n_embd, L = (size_t)s->n_layer;
+    g->m = m;
+    g->acts.h = calloc(L, sizeof(BlockActs));
+    g->tokens = malloc(T * sizeof(int32_t));
+    g->logits = malloc((size_t)s->vocab_size * sizeof(float));
+    const size_t n_acts = layout_acts(s, 1, T, gelu_recomputed(be), ACTS_INFER, NULL, NULL, NULL);
+    g->acts_memory = be->alloc(be, n_acts * sizeof(float));
+    g->kv_memory = be->alloc(be, 2 * L * T * C * sizeof(float));
+    g->inputs = be->alloc(be, T * sizeof(int32_t));
+    if (!g->acts.h || !g->tokens || !g->logits || !g->acts_memory || !g->kv_memory || !g->inputs) {
+        snprintf(err, errlen, "model: out of %s memory (a key/value cache of %zu floats and %zu activation floats)",
+                 be->name, 2 * L * T * C, n_acts);
+        gpt_infer_end(g);
+        return 1;
+    }
+    layout_acts(s, 1, T, gelu_recomputed(be), ACTS_INFER, g->acts_memory, &g->acts, NULL);
+    return 0;
+}
+
+void gpt_infer_end(GPTInfer *g) {
+    if (g->m) {
+        Backend *be = g->m->be;
+        be->free(be, g->acts_memory);
+        be->free(be, g->kv_memory);
+        be->free(be, g->inputs);
+    }
+    free(g->acts.h);
+    free(g->tokens);
+    free(g->logits);
+    memset(g, 0, sizeof *g);
+}
+
+void gpt_infer_reset(GPTInfer *g) { g->pos = 0; }
+
+const float *gpt_infer_feed(GPTInfer *g, const int32_t *tokens, int n) {
+    GPT *m = g->m;
+    const GPTShape *s = &m->shape;
+    const int C = s->n_embd, V = s->vocab_size, T = s->block_size, p0 = g->pos;
+    if (n < 1 || n > T - p0) return NULL;
+    Backend *be = m->be;
+    GPTActs *a = &g->acts;
+    const GPTParams *p = &m->params;
+    memcpy(g->tokens + p0, tokens, (size_t)n * sizeof(int32_t));
+    be->upload(be, g->inputs, tokens, (size_t)n * sizeof(int32_t));
+    // the rows are positions p0 .. p0+n-1: their embeddings start at row p0 of wpe
+    be->encoder_forward(be, a->encoded, g->inputs, p->wte, p->wpe + (size_t)p0 * C, 1, n, C);
+    const size_t cache = (size_t)s->n_layer * T * C;
+    const KVStep kv = { g->kv_memory, g->kv_memory + cache, p0, T };
+    for (int l = 0; l < s->n_layer; l++) block_forward(m, a, l, 1, n, false, &kv);
+    be->matmul_forward(be, a->logits, a->ln_f + (size_t)(n - 1) * C, p->lm_head_w, NULL, 1, C, V);
+    be->download(be, g->logits, a->logits, (size_t)V * sizeof(float));
+    g->pos = p0 + n;
+    return g->logits;
+}
+
+const float *gpt_infer_next(GPTInfer *g, const int32_t *ctx, long n) {
+    if (n < 1) return NULL;
+    const int T = g->m->shape.block_size;
+    const int32_t *win = n > T ? ctx + (n - T) : ctx;
+    const int w = n > T ? T : (int)n;
+    // The cache holds a prefix of this window: extend it. Otherwise (a new prompt, or the window
+    // slid: every position changed) recompute the window.
+    if (g->pos < w && memcmp(g->tokens, win, (size_t)g->pos * sizeof(int32_t)) == 0)
+        return gpt_infer_feed(g, win + g->pos, w - g->pos);
+    g->pos = 0;
+    return gpt_infer_feed(g, win, w);
 }
 
 // ============================================================================
@@ -544,7 +644,7 @@ void gpt_backward(GPT *m) {
         BlockActs *h = &a->h[l];
         // Activation checkpointing: the block's activations, from its saved input, into the shared
         // working set (which still holds the last block's from the forward pass).
-        if (m->checkpointing && l < s->n_layer - 1) block_forward(m, a, l, B, T, true);
+        if (m->checkpointing && l < s->n_layer - 1) block_forward(m, a, l, B, T, true, NULL);
         // MLP branch (without dropout the branch's gradient is dres itself: no copy)
         const float *dbr = branch_grad(m, l, SITE_MLP_RESID, resid_p, BTC);
         if (gelu_recomputed(be)) be->gelu_forward(be, h->fch_gelu, h->fch, 4 * BTC);   // into d->dfch

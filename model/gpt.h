@@ -229,6 +229,47 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
 // counts them). The training activations are overwritten: gpt_backward may not follow.
 float gpt_forward_inference(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T);
 
+// ---- Incremental inference (sampling): minGPT's generate() on one sequence, with a key/value cache
+// on the model's backend, through the same blocks and ops as gpt_forward. Feeding tokens runs the
+// forward of the new positions only: each layer's keys and values of every position fed so far stay
+// in the cache, which Backend.attention_forward_cached extends and attends over, so a new token costs
+// one token's forward (one matrix-vector product per weight matrix, attention over the cached
+// positions) instead of a forward over the whole context. In the last block only the last row goes
+// on after the attention (only its logits are returned). Dropout is off. The logits equal
+// gpt_forward's at the same position up to fp32 rounding (tests/test_infer.c: within 1e-5).
+typedef struct {
+    GPT *m;                   // the model (not owned; must outlive this)
+    int pos;                  // positions held by the cache, 0 .. block_size
+    int32_t *tokens;          // (block_size) host: the tokens at those positions
+    float *kv_memory;         // backend: the keys (n_layer, block_size, C), then the values (same shape)
+    float *acts_memory;       // backend: one working set for up to block_size rows (every block shares it)
+    GPTActs acts;             // views into acts_memory
+    int32_t *inputs;          // backend (block_size): the tokens of one feed
+    float *logits;            // host (V): the logits of the last feed
+} GPTInfer;
+
+// Allocates the cache and the working set of g on m's backend: 2 n_layer block_size C floats for the
+// cache, about block_size (n_head block_size + 19 C + 2 V) for the activations (the forward-only
+// layout of gpt_forward_inference for one row of block_size). The backend must run fp32 matmuls
+// and have attention_forward_cached (both built-in backends do). Returns non-zero with a message in
+// err otherwise or when out of memory (g is then empty; gpt_infer_end on it is a no-op).
+int gpt_infer_begin(GPTInfer *g, GPT *m, char *err, size_t errlen);
+// Frees what gpt_infer_begin allocated.
+void gpt_infer_end(GPTInfer *g);
+// Empties the cache: the next token is at position 0.
+void gpt_infer_reset(GPTInfer *g);
+// Appends tokens (n) host int32, each in [0, V), at positions pos .. pos+n-1 and returns the logits
+// (V,) host fp32 at the last of them (valid until the next feed), or NULL when n < 1 or
+// pos + n > block_size (nothing done). The parameters are m's current ones; m's training
+// activations are not touched.
+const float *gpt_infer_feed(GPTInfer *g, const int32_t *tokens, int n);
+// The logits (V,) for the token after ctx (n) host int32, n >= 1: gpt_forward on the last
+// min(n, block_size) tokens, at its last position (minGPT's generate() crops the context so). While
+// the cropped window extends the cached tokens the cache is extended; otherwise (a new context, or a
+// window that slid past block_size, which moves every position) it is refilled with the window in one
+// feed. NULL when n < 1.
+const float *gpt_infer_next(GPTInfer *g, const int32_t *ctx, long n);
+
 // Sets every gradient to 0.
 void gpt_zero_grad(GPT *m);
 

@@ -1,11 +1,11 @@
-// tests/test_infer.c — the key/value-cache inference path (model/gpt_infer.h) against the
-// full forward pass (gpt_forward): the same logits at every position within 1e-5 relative
-// to the largest logit, token by token, in chunks, and past block_size (minGPT's cropping),
-// so sampling draws from the same distribution as a full forward would give.
+// tests/test_infer.c — the model's incremental inference with a key/value cache (model/gpt.h:
+// gpt_infer_*, on the CPU backend) against the full forward pass (gpt_forward): the same logits
+// at every position within 1e-5 relative to the largest logit, token by token, in chunks, and past
+// block_size (minGPT's cropping), so sampling draws from the same distribution as a full forward
+// would give. The emulated CUDA backend's incremental inference: tests/cuda/test_cuda_layouts.c.
 #include "tests/test_util.h"
 
 #include "model/gpt.h"
-#include "model/gpt_infer.h"
 
 #define TOL_LOGITS 1e-5
 
@@ -45,7 +45,7 @@ static void test_step_matches_forward(void **state) {
         full_logits(&m, x, sh->T, ref);
         GPTInfer g;
         char err[256];
-        if (gpt_infer_init(&g, &m.shape, m.params_memory, err, sizeof err)) fail_msg("%s", err);
+        if (gpt_infer_begin(&g, &m, err, sizeof err)) fail_msg("%s", err);
         for (int t = 0; t < sh->T; t++) {
             const float *lg = gpt_infer_feed(&g, x + t, 1);
             assert_non_null(lg);
@@ -54,7 +54,7 @@ static void test_step_matches_forward(void **state) {
             assert_close_rel(lg, ref + (size_t)t * sh->V, sh->V, TOL_LOGITS, what);
         }
         assert_null(gpt_infer_feed(&g, x, 1));   // the cache is full
-        gpt_infer_free(&g);
+        gpt_infer_end(&g);
         free(x); free(ref);
         gpt_free(&m);
     }
@@ -71,7 +71,7 @@ static void test_chunks_match_forward(void **state) {
     full_logits(&m, x, sh->T, ref);
     GPTInfer g;
     char err[256];
-    if (gpt_infer_init(&g, &m.shape, m.params_memory, err, sizeof err)) fail_msg("%s", err);
+    if (gpt_infer_begin(&g, &m, err, sizeof err)) fail_msg("%s", err);
     const int chunks[] = { 7, 1, 13, 2, 17 };   // sums to 40 = block_size
     int pos = 0;
     for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
@@ -82,7 +82,7 @@ static void test_chunks_match_forward(void **state) {
     // reset starts over at position 0
     gpt_infer_reset(&g);
     assert_close_rel(gpt_infer_feed(&g, x, 1), ref, sh->V, TOL_LOGITS, "after reset");
-    gpt_infer_free(&g);
+    gpt_infer_end(&g);
     free(x); free(ref);
     gpt_free(&m);
 }
@@ -100,7 +100,7 @@ static void test_next_crops_like_generate(void **state) {
         tokens(ctx, n_total, sh->V, 500 + k);
         GPTInfer g;
         char err[256];
-        if (gpt_infer_init(&g, &m.shape, m.params_memory, err, sizeof err)) fail_msg("%s", err);
+        if (gpt_infer_begin(&g, &m, err, sizeof err)) fail_msg("%s", err);
         for (int n = 1; n <= n_total; n++) {
             const int w = n < sh->T ? n : sh->T;
             full_logits(&m, ctx + (n - w), w, ref);
@@ -113,19 +113,48 @@ static void test_next_crops_like_generate(void **state) {
         tokens(ctx, 5, sh->V, 600 + k);
         full_logits(&m, ctx, 5, ref);
         assert_close_rel(gpt_infer_next(&g, ctx, 5), ref + 4 * sh->V, sh->V, TOL_LOGITS, "new prompt");
-        gpt_infer_free(&g);
+        gpt_infer_end(&g);
         free(ctx); free(ref);
         gpt_free(&m);
     }
 }
 
-static void test_bad_shape(void **state) {
-    GPTShape s = { 10, 8, 1, 3, 16, 0, 0, 0 };   // 16 % 3 != 0
+// Inference leaves the training forward's activations alone (its own working set and cache).
+static void test_training_acts_untouched(void **state) {
+    const Shape *sh = &shapes[0];
+    GPT m;
+    build_random(&m, sh, 2, sh->T, 700);
+    const long n = 2L * sh->T;
+    int32_t *x = malloc(sizeof(int32_t) * n);
+    tokens(x, n, sh->V, 701);
+    gpt_forward(&m, x, NULL, 2, sh->T, false, 0, 0);
+    float *before = malloc(sizeof(float) * m.num_acts);
+    memcpy(before, m.acts_memory, sizeof(float) * m.num_acts);
     GPTInfer g;
     char err[256];
-    float p = 0;
-    assert_int_not_equal(gpt_infer_init(&g, &s, &p, err, sizeof err), 0);
-    assert_non_null(strstr(err, "shape"));
+    if (gpt_infer_begin(&g, &m, err, sizeof err)) fail_msg("%s", err);
+    assert_non_null(gpt_infer_next(&g, x, sh->T + 3));
+    assert_memory_equal(before, m.acts_memory, sizeof(float) * m.num_acts);
+    gpt_infer_end(&g);
+    free(x); free(before);
+    gpt_free(&m);
+}
+
+// Inference runs in fp32: a backend with low-precision matmuls is refused with a message, and the
+// refused (empty) state can be ended.
+static void test_low_precision_refused(void **state) {
+    GPTShape s = { 10, 8, 1, 2, 16, 0, 0, 0 };
+    Backend *be = backend_cpu_create(DTYPE_BF16);
+    assert_non_null(be);
+    GPT m;
+    GPTInfer g;
+    char err[256];
+    if (gpt_build_on(&m, &s, 1, 1, be, err, sizeof err)) fail_msg("%s", err);
+    assert_int_not_equal(gpt_infer_begin(&g, &m, err, sizeof err), 0);
+    assert_non_null(strstr(err, "fp32"));
+    gpt_infer_end(&g);
+    gpt_free(&m);
+    be->destroy(be);
 }
 
 int main(void) {
@@ -133,7 +162,8 @@ int main(void) {
         cmocka_unit_test(test_step_matches_forward),
         cmocka_unit_test(test_chunks_match_forward),
         cmocka_unit_test(test_next_crops_like_generate),
-        cmocka_unit_test(test_bad_shape),
+        cmocka_unit_test(test_training_acts_untouched),
+        cmocka_unit_test(test_low_precision_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

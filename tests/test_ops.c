@@ -436,6 +436,93 @@ static void test_attention_forward_dropout(void **state) {
     free(qkv); free(o1); free(o2); free(att);
 }
 
+// attention_forward_cached (incremental inference) against the naive reference on the whole
+// sequence, fed in chunks of new positions: every chunk's keys and values land in the cache, and
+// the outputs and probabilities of its last Tq rows equal the reference's rows at those positions.
+// Garbage in out and att first: the op must write every element it owns.
+static void attention_cached_case(const AttCfg *cf, const int *chunks, const int *tq, int n_chunks, uint64_t seed) {
+    const int B = cf->B, T = cf->T, C = cf->C, NH = cf->NH;
+    const long C3 = 3L * C, nq = (long)B * T * C3, no = (long)B * T * C, na = (long)B * NH * T * T;
+    TestRng r = test_rng(seed);
+    float *qkv = frand(&r, nq, -2, 2), *kc = falloc(no), *vc = falloc(no);
+    float *chunk = falloc(nq), *out = falloc(no), *att = falloc(na);
+    double *qkvd = to_double(qkv, nq), *ref = dalloc(no), *refa = dalloc(na), *ro = dalloc(no), *ra = dalloc(na);
+    ref_attention(ref, refa, qkvd, B, T, C, NH, 0.0f, 0);
+    int p0 = 0;
+    for (int c = 0; c < n_chunks; c++) {
+        const int Tn = chunks[c], Tq = tq[c], L = p0 + Tn, q0 = p0 + Tn - Tq;   // q0: first attending position
+        for (int b = 0; b < B; b++)
+            memcpy(chunk + (long)b * Tn * C3, qkv + ((long)b * T + p0) * C3, sizeof(float) * (size_t)(Tn * C3));
+        for (long i = 0; i < na; i++) att[i] = 7.0f;
+        for (long i = 0; i < no; i++) out[i] = 7.0f;
+        attention_forward_cached(out, att, kc, vc, chunk, B, p0, Tn, Tq, T, C, NH);
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < L; t++)   // the cache holds every position fed so far, exactly
+                for (int i = 0; i < C; i++) {
+                    assert_true(kc[((long)b * T + t) * C + i] == qkv[((long)b * T + t) * C3 + C + i]);
+                    assert_true(vc[((long)b * T + t) * C + i] == qkv[((long)b * T + t) * C3 + 2 * C + i]);
+                }
+            for (int t = 0; t < Tq; t++) {
+                memcpy(ro + ((long)b * Tq + t) * C, ref + ((long)b * T + q0 + t) * C, sizeof(double) * (size_t)C);
+                for (int h = 0; h < NH; h++)
+                    memcpy(ra + (((long)b * NH + h) * Tq + t) * L, refa + (((long)b * NH + h) * T + q0 + t) * T,
+                           sizeof(double) * (size_t)L);
+            }
+        }
+        char what[96];
+        snprintf(what, sizeof what, "attention_forward_cached out (p0 %d, Tn %d, Tq %d)", p0, Tn, Tq);
+        check_fwd(out, ro, (long)B * Tq * C, what);
+        snprintf(what, sizeof what, "attention_forward_cached att (p0 %d, Tn %d, Tq %d)", p0, Tn, Tq);
+        check_fwd(att, ra, (long)B * NH * Tq * L, what);
+        p0 += Tn;
+    }
+    assert_int_equal(p0, T);
+    free(qkv); free(kc); free(vc); free(chunk); free(out); free(att);
+    free(qkvd); free(ref); free(refa); free(ro); free(ra);
+}
+
+static void test_attention_forward_cached(void **state) {
+    // Every new position alone (sampling), then chunks of 1, 3 and the rest with some only the last
+    // row attending (the model's last block), then the whole sequence at once.
+    for (size_t k = 0; k < sizeof att_cfgs / sizeof *att_cfgs; k++) {
+        const AttCfg *cf = &att_cfgs[k];
+        int ones[64], all_q[64];
+        for (int t = 0; t < cf->T; t++) ones[t] = all_q[t] = 1;
+        attention_cached_case(cf, ones, all_q, cf->T, 730 + k);
+        if (cf->T >= 5) {
+            const int chunks[] = { 1, 3, cf->T - 4 }, tq[] = { 1, 1, cf->T - 4 }, tq_last[] = { 1, 3, 1 };
+            attention_cached_case(cf, chunks, tq, 3, 740 + k);
+            attention_cached_case(cf, chunks, tq_last, 3, 745 + k);
+        }
+        const int whole[] = { cf->T };
+        attention_cached_case(cf, whole, whole, 1, 750 + k);
+    }
+    // Threads over (b,h) and more keys than one transposed tile of keys (hs 64: 128 keys).
+    const AttCfg big = { 2, 150, 128, 2 };
+    const int chunks[] = { 149, 1 }, tq[] = { 149, 1 };
+    attention_cached_case(&big, chunks, tq, 2, 760);
+    const int tail[] = { 140, 10 }, tq_tail[] = { 140, 3 };
+    attention_cached_case(&big, tail, tq_tail, 2, 761);
+}
+
+// The whole sequence in one call is attention_forward without dropout, bit for bit.
+static void test_attention_forward_cached_is_forward(void **state) {
+    const AttCfg cfgs[] = { att_cfgs[0], att_cfgs[1], att_cfgs[2], { 2, 150, 128, 2 } };
+    for (size_t k = 0; k < sizeof cfgs / sizeof *cfgs; k++) {
+        const AttCfg *cf = &cfgs[k];
+        const long nq = (long)cf->B * cf->T * 3 * cf->C, no = (long)cf->B * cf->T * cf->C;
+        const long na = (long)cf->B * cf->NH * cf->T * cf->T;
+        TestRng r = test_rng(770 + k);
+        float *qkv = frand(&r, nq, -2, 2), *o1 = falloc(no), *o2 = falloc(no), *a1 = falloc(na), *a2 = falloc(na);
+        float *kc = falloc(no), *vc = falloc(no);
+        attention_forward(o1, a1, qkv, cf->B, cf->T, cf->C, cf->NH, 0.0f, DK(ATT_KEY));
+        attention_forward_cached(o2, a2, kc, vc, qkv, cf->B, 0, cf->T, cf->T, cf->T, cf->C, cf->NH);
+        assert_memory_equal(o1, o2, sizeof(float) * no);
+        assert_memory_equal(a1, a2, sizeof(float) * na);
+        free(qkv); free(o1); free(o2); free(a1); free(a2); free(kc); free(vc);
+    }
+}
+
 // Backward vs FD for each config and p; with p > 0 the mask is fixed by the same key in the
 // op and the reference, so L is smooth in qkv.
 static void test_attention_backward(void **state) {
@@ -909,6 +996,8 @@ int main(void) {
         cmocka_unit_test(test_matmul_backward),
         cmocka_unit_test(test_attention_forward),
         cmocka_unit_test(test_attention_forward_dropout),
+        cmocka_unit_test(test_attention_forward_cached),
+        cmocka_unit_test(test_attention_forward_cached_is_forward),
         cmocka_unit_test(test_attention_backward),
         cmocka_unit_test(test_attention_causal),
         cmocka_unit_test(test_gelu_forward),

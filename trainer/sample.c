@@ -1,7 +1,8 @@
-// trainer/sample.c — autoregressive sampling from a trained snapshot, with the key/value
-// cache of model/gpt_infer.h: each new character costs one token's forward while the
-// context fits in block_size; past it, the context is cropped to its last block_size
-// characters (minGPT's generate), which moves every position, so the window is recomputed.
+// trainer/sample.c — autoregressive sampling from a trained snapshot on any backend, through the
+// model's incremental inference (model/gpt.h, gpt_infer_next): each new character costs one
+// token's forward while the context fits in block_size; past it, the context is cropped to its
+// last block_size characters (minGPT's generate), which moves every position, so the window is
+// recomputed.
 #include "trainer/sample.h"
 
 #include <errno.h>
@@ -12,15 +13,15 @@
 
 #include "data/char_dataset.h"
 #include "data/sampler.h"
+#include "kernels/backend.h"
 #include "model/gpt.h"
-#include "model/gpt_infer.h"
 #include "trainer/snapshot.h"
 
 enum { SAMPLE_CHUNK = 1 << 16 };   // tokens generated between two slides of the context
 
 static void sample_usage(FILE *f) {
     fprintf(f, "usage: mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N] "
-               "[--temperature F] [--top_k K] [--seed S]\n");
+               "[--temperature F] [--top_k K] [--seed S] [--device cpu|cuda|auto]\n");
 }
 
 static int parse_long(const char *s, long *v) {
@@ -31,7 +32,7 @@ static int parse_long(const char *s, long *v) {
 }
 
 int sample_parse_args(int argc, char **argv, SampleOptions *o) {
-    *o = (SampleOptions){ NULL, "\n", 500, 1.0, 0, 1337 };
+    *o = (SampleOptions){ NULL, "\n", 500, 1.0, 0, 1337, "cpu" };
     for (int i = 1; i < argc; i++) {
         char key[64];
         const char *val = NULL, *a = argv[i], *eq = strchr(a, '=');
@@ -63,6 +64,12 @@ int sample_parse_args(int argc, char **argv, SampleOptions *o) {
                 fprintf(stderr, "mingpt sample: --temperature must be a number > 0, got '%s'\n", val);
                 return 2;
             }
+        } else if (strcmp(key, "--device") == 0) {
+            if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0 && strcmp(val, "auto") != 0) {
+                fprintf(stderr, "mingpt sample: --device must be cpu, cuda or auto, got '%s'\n", val);
+                return 2;
+            }
+            o->device = val;
         } else { fprintf(stderr, "mingpt sample: unknown option '%s'\n", key); sample_usage(stderr); return 2; }
     }
     if (!o->snapshot) { fprintf(stderr, "mingpt sample: --snapshot PATH is required\n"); sample_usage(stderr); return 2; }
@@ -107,6 +114,18 @@ static int pick(const float *logits, int V, double temperature, int top_k, doubl
     return last;
 }
 
+// The backend of --device, fp32 (sampling runs no low precision). NULL after saying why on stderr.
+static Backend *sample_backend(const char *device) {
+    char err[2048];
+    Backend *be = backend_create(device, 0, DTYPE_FP32, err, sizeof err);
+    if (be) return be;
+    // backend_create names the trainer's key; the reason after it is what matters here
+    const char *key = "trainer_config.device=cuda: ";
+    const char *why = strncmp(err, key, strlen(key)) == 0 ? err + strlen(key) : err;
+    fprintf(stderr, "mingpt: error: sample --device %s: %s\n", device, why);
+    return NULL;
+}
+
 int sample_run(const SampleOptions *o, FILE *out) {
     char err[2048];
     Snapshot snap;
@@ -116,14 +135,22 @@ int sample_run(const SampleOptions *o, FILE *out) {
     }
     int rc = 1;
     CharDataset ds = {0};
+    Backend *be = NULL;
+    GPT m = {0};
     GPTInfer inf = {0};
     int32_t *ctx = NULL;
     double *probs = NULL;
     const int T = snap.shape.block_size;
     if (chardataset_from_vocab(&ds, snap.vocab, snap.vocab_size, T)) { fprintf(stderr, "mingpt: error: out of memory\n"); goto done; }
-    GPTShape shape = snap.shape;   // snapshot_load checked it and its parameter count
+    if (!(be = sample_backend(o->device))) { rc = 2; goto done; }
+    GPTShape shape = snap.shape;
     shape.embd_pdrop = shape.resid_pdrop = shape.attn_pdrop = 0.0f;
-    if (gpt_infer_init(&inf, &shape, snap.params, err, sizeof err)) { fprintf(stderr, "mingpt: error: %s\n", err); goto done; }
+    // snapshot_load checked the parameter count against the shape: snap.params is the model's layout
+    if (gpt_build_on(&m, &shape, 1, 1, be, err, sizeof err) || gpt_infer_begin(&inf, &m, err, sizeof err)) {
+        fprintf(stderr, "mingpt: error: %s\n", err);
+        goto done;
+    }
+    gpt_set_params(&m, snap.params);
 
     // The model sees only the last block_size tokens: ctx holds the prompt plus room to
     // generate, and slides its last T tokens to the front when full, so any
@@ -158,7 +185,9 @@ int sample_run(const SampleOptions *o, FILE *out) {
 done:
     free(ctx);
     free(probs);
-    gpt_infer_free(&inf);
+    gpt_infer_end(&inf);
+    gpt_free(&m);
+    if (be) be->destroy(be);
     chardataset_free(&ds);
     snapshot_free(&snap);
     return rc;

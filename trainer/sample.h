@@ -12,17 +12,20 @@ typedef struct {
     double temperature;     // > 0; logits are divided by it (default 1.0)
     int top_k;              // keep the k most likely characters; 0 = all (default 0)
     uint64_t seed;          // sampling RNG seed (default 1337)
+    const char *device;     // the backend: "cpu" (default), "cuda" or "auto", as trainer_config.device
 } SampleOptions;
 
 // Parses `sample` arguments (argv[0] is "sample"): --snapshot PATH, --prompt TEXT,
-// --max_new_tokens N, --temperature F, --top_k K, --seed S (also as --key=value).
+// --max_new_tokens N, --temperature F, --top_k K, --seed S, --device cpu|cuda|auto (also as
+// --key=value).
 // Returns 0, or 2 after printing usage / the bad argument to stderr.
 int sample_parse_args(int argc, char **argv, SampleOptions *o);
 
 // Loads the snapshot, checks the prompt against its vocabulary, and writes the prompt
 // followed by max_new_tokens sampled characters to out. The context is cropped to the
-// last block_size characters, as minGPT's generate() does. Returns an exit code
-// (0 ok, 1 bad snapshot or I/O, 2 prompt outside the vocabulary / bad option).
+// last block_size characters, as minGPT's generate() does. The model runs on --device's backend
+// in fp32. Returns an exit code (0 ok, 1 bad snapshot, I/O or out of memory, 2 prompt outside the
+// vocabulary / bad option / --device cuda without a usable GPU).
 int sample_run(const SampleOptions *o, FILE *out);
 
 #endif

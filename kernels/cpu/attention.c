@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/bf16.h"
@@ -34,6 +35,8 @@
 #define KT_FLOATS 8192
 // Rows of a dropout-masked attention block on the stack (4 rows x T).
 #define ROWS 4
+// attention_forward_cached runs serially up to this many score multiply-adds.
+#define CACHED_SERIAL_WORK (1L << 16)
 
 
 // ---------------------------------------------------------------- scores
@@ -82,29 +85,72 @@ static void scores(int R, float *S, long lds, const float *A, long lda, const fl
     }
 }
 
-// S rows [0,T) x keys [0,T) (lower triangle and a few entries past it, up to the end of each
-// 4-row block) = scale * A B^T, A and B (T, hs) with row strides lda, ldb. B is transposed
-// chunk by chunk into a stack tile so the inner loop runs over keys.
-static void scores_causal(float *S, int T, const float *A, long lda, const float *Bm, long ldb,
+// S rows [0,Tn) x keys [0,L), L = p0 + Tn: row t is the query at position p0 + t and sees keys
+// [0, p0 + t] (the causal triangle, and a few entries past it, up to the last row of its 4-row
+// block) = scale * A B^T, A (Tn, hs) and B (L, hs) with row strides lda, ldb; S has row stride L.
+// p0 = 0 is the square (T, T) case of the training kernels; p0 > 0, new queries over a key/value
+// cache. B is transposed chunk by chunk into a stack tile so the inner loop runs over keys.
+static void scores_causal(float *S, int p0, int Tn, const float *A, long lda, const float *Bm, long ldb,
                           int hs, float scale) {
+    const int L = p0 + Tn;
     int kc = KT_FLOATS / (hs > 0 ? hs : 1);
     kc = kc / (2 * VL) * (2 * VL);
     if (kc < 2 * VL) kc = 2 * VL;   // hs > KT_FLOATS / 32: bigger tile (still only 4 KiB x hs/128)
     const int ldk = kc;
     float kT[hs * ldk > KT_FLOATS ? hs * ldk : KT_FLOATS];
-    for (int j0 = 0; j0 < T; j0 += kc) {
-        const int j1 = j0 + kc < T ? j0 + kc : T;
+    for (int j0 = 0; j0 < L; j0 += kc) {
+        const int j1 = j0 + kc < L ? j0 + kc : L;
         for (int j = j0; j < j1; j++)
             for (int i = 0; i < hs; i++) kT[(long)i * ldk + (j - j0)] = Bm[(long)j * ldb + i];
         for (int i = 0; i < hs; i++)   // zero padding read by the partial key group
             for (int j = j1 - j0; j < ldk && j < j1 - j0 + VL; j++) kT[(long)i * ldk + j] = 0.0f;
-        // Rows t >= j0 see keys [j0, min(j1, t+1)); a 4-row block computes up to its last row.
-        for (int t0 = j0 / ROWS * ROWS; t0 < T; t0 += ROWS) {
-            const int R = T - t0 < ROWS ? T - t0 : ROWS;
-            const int jend = t0 + R < j1 ? t0 + R : j1;
+        // Rows t with p0 + t >= j0 see keys [j0, min(j1, p0 + t + 1)); a 4-row block computes up to
+        // its last row.
+        const int first = j0 > p0 ? (j0 - p0) / ROWS * ROWS : 0;
+        for (int t0 = first; t0 < Tn; t0 += ROWS) {
+            const int R = Tn - t0 < ROWS ? Tn - t0 : ROWS;
+            const int jend = p0 + t0 + R < j1 ? p0 + t0 + R : j1;
             if (jend <= j0) continue;
-            scores(R, S + (long)t0 * T + j0, T, A + (long)t0 * lda, lda, kT, ldk, jend - j0, hs, scale);
+            scores(R, S + (long)t0 * L + j0, L, A + (long)t0 * lda, lda, kT, ldk, jend - j0, hs, scale);
         }
+    }
+}
+
+// s[j] = scale * q . K[j] for keys j < n, K rows ldk apart: ONE query row (a token of sampling),
+// where transposing the keys into a tile would cost as much as the products. Four keys at a time.
+static void scores_row(float *s, const float *q, const float *K, long ldk, int n, int hs, float scale) {
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const float *k0 = K + (long)j * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
+        VF a0 = vset1(0.0f), a1 = a0, a2 = a0, a3 = a0;
+        int i = 0;
+        for (; i + VL <= hs; i += VL) {
+            const VF x = vload(q + i);
+            a0 += x * vload(k0 + i);
+            a1 += x * vload(k1 + i);
+            a2 += x * vload(k2 + i);
+            a3 += x * vload(k3 + i);
+        }
+        float s0 = vsum(a0), s1 = vsum(a1), s2 = vsum(a2), s3 = vsum(a3);
+        for (; i < hs; i++) {
+            s0 += q[i] * k0[i];
+            s1 += q[i] * k1[i];
+            s2 += q[i] * k2[i];
+            s3 += q[i] * k3[i];
+        }
+        s[j] = s0 * scale;
+        s[j + 1] = s1 * scale;
+        s[j + 2] = s2 * scale;
+        s[j + 3] = s3 * scale;
+    }
+    for (; j < n; j++) {
+        const float *kj = K + (long)j * ldk;
+        VF a = vset1(0.0f);
+        int i = 0;
+        for (; i + VL <= hs; i += VL) a += vload(q + i) * vload(kj + i);
+        float t = vsum(a);
+        for (; i < hs; i++) t += q[i] * kj[i];
+        s[j] = t * scale;
     }
 }
 
@@ -221,7 +267,7 @@ void attention_forward_lp(float *out, float *att, const float *qkv, int B, int T
             float *att_bh = att + ((long)b * NH + h) * T * T;
             const uint64_t idx_bh = dropout_global_index(drop, b, (int64_t)NH * T * T, (int64_t)h * T * T);
             // Scores into att, then softmax row by row (zeros above the diagonal).
-            scores_causal(att_bh, T, q, C3, k, C3, hs, scale);
+            scores_causal(att_bh, 0, T, q, C3, k, C3, hs, scale);
             for (int t = 0; t < T; t++) softmax_row(att_bh + (long)t * T, t + 1, T);
             // out rows = drop(att rows) @ v; a 4-row block uses keys [0, t0 + R).
             float pd[ROWS * T];
@@ -248,6 +294,57 @@ void attention_forward_lp(float *out, float *att, const float *qkv, int B, int T
             }
         }
     }
+}
+
+// ---------------------------------------------------------------- forward over a key/value cache
+// The keys and values of the Tn new positions p0 .. p0+Tn-1 go into the cache, then the last Tq of
+// them attend to every cached position up to their own (ops.h). The same kernels as
+// attention_forward, with the keys and values read from the cache: for p0 = 0 and Tq = Tn the very
+// same operations.
+
+// One (b,h) plane: the Tq queries at positions p0 .. p0+Tq-1, q (Tq, hs) stride 3C, over the keys
+// and values 0 .. p0+Tq-1, k and v (p0+Tq, hs) stride C; att_bh (Tq, p0+Tq).
+static void cached_plane(float *out, float *att_bh, const float *q, const float *k, const float *v, int p0, int Tq,
+                         int C, int hs, float scale) {
+    const int L = p0 + Tq;
+    if (Tq == 1)   // one query (p0 = 0 too: a single score, whose softmax is exactly 1 either way)
+        scores_row(att_bh, q, k, C, L, hs, scale);
+    else
+        scores_causal(att_bh, p0, Tq, q, 3L * C, k, C, hs, scale);
+    for (int t = 0; t < Tq; t++) softmax_row(att_bh + (long)t * L, p0 + t + 1, L);
+    for (int t0 = 0; t0 < Tq; t0 += ROWS) {   // a 4-row block uses keys [0, p0 + t0 + R)
+        const int R = Tq - t0 < ROWS ? Tq - t0 : ROWS;
+        rowmix(R, out + (long)t0 * C, C, att_bh + (long)t0 * L, L, v, C, p0 + t0 + R, hs, 0);
+    }
+}
+
+void attention_forward_cached(float *out, float *att, float *kcache, float *vcache, const float *qkv, int B,
+                              int p0, int Tn, int Tq, int T_max, int C, int NH) {
+    const int hs = C / NH, L = p0 + Tn, q0 = Tn - Tq;   // q0: the first new row that attends
+    const long C3 = 3L * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < Tn; t++) {
+            const float *src = qkv + ((long)b * Tn + t) * C3;
+            const long dst = ((long)b * T_max + p0 + t) * C;
+            memcpy(kcache + dst, src + C, (size_t)C * sizeof(float));
+            memcpy(vcache + dst, src + 2L * C, (size_t)C * sizeof(float));
+        }
+#define CACHED_PLANE(b, h) cached_plane(out + (long)(b) * Tq * C + (long)(h) * hs, \
+        att + ((long)(b) * NH + (h)) * Tq * L, qkv + ((long)(b) * Tn + q0) * C3 + (long)(h) * hs, \
+        kcache + (long)(b) * T_max * C + (long)(h) * hs, vcache + (long)(b) * T_max * C + (long)(h) * hs, \
+        p0 + q0, Tq, C, hs, scale)
+    // One new row (each step of sampling) is too little work for a thread team, whose start
+    // costs as much as the row (libgomp starts one even under a false if clause).
+    if ((long)B * NH * Tq * L * hs <= CACHED_SERIAL_WORK) {
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < NH; h++) CACHED_PLANE(b, h);
+        return;
+    }
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) CACHED_PLANE(b, h);
+#undef CACHED_PLANE
 }
 
 // ---------------------------------------------------------------- backward
@@ -308,7 +405,7 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
             }
             // dPd = dout v^T (lower triangle), then per row: dP = dPd * mask;
             // dS = att * (dP - sum(att * dP)) * scale; zero the rest of the row's 4-block.
-            scores_causal(ds, T, dy, C, v, C3, hs, 1.0f);
+            scores_causal(ds, 0, T, dy, C, v, C3, hs, 1.0f);
             float m[T];
             for (int t = 0; t < T; t++) {
                 float *row = ds + (long)t * T;

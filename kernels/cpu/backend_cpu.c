@@ -132,8 +132,9 @@ static Operand weight_operand(Backend *be, int k, const float *w, size_t n) {
 // the version contract of Backend.cast_weights, as the CUDA backend has.
 static void touch(Backend *be, const void *p, size_t bytes) {
     CpuCtx *c = be->ctx;
+    if (!c->wvalid) return;   // (no copy: wparams may be NULL, and NULL + 0 is undefined)
     const char *a = p, *lo = (const char *)c->wparams, *hi = (const char *)(c->wparams + c->wn);
-    if (c->wvalid && a < hi && a + bytes > lo) c->wvalid = 0;
+    if (a < hi && a + bytes > lo) c->wvalid = 0;
 }
 
 // ============================================================================
@@ -254,6 +255,11 @@ static void cpu_attention_forward(Backend *be, float *out, float *att, const flo
             attention_forward_lp(o, a, rounded(be, SLOT_A, x, (size_t)n * 3 * tc), n, T, C, NH, attn_p,
                                  rows_from(key, b0), lp_mode(be));
     }
+}
+// Inference runs in fp32 (kernels/backend.h): no operand rounding whatever matmul_dtype.
+static void cpu_attention_forward_cached(Backend *be, float *out, float *att, float *kcache, float *vcache,
+                                         const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH) {
+    attention_forward_cached(out, att, kcache, vcache, qkv, B, p0, Tn, Tq, T_max, C, NH);
 }
 static void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                    const float *qkv, const float *att, int B, int T, int C, int NH,
@@ -417,6 +423,7 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
         .layernorm_backward = cpu_layernorm_backward, .matmul_forward = cpu_matmul_forward,
         .matmul_gelu_forward = cpu_matmul_gelu_forward, .matmul_backward = cpu_matmul_backward,
         .attention_forward = cpu_attention_forward, .attention_backward = cpu_attention_backward,
+        .attention_forward_cached = cpu_attention_forward_cached,
         .gelu_forward = cpu_gelu_forward, .gelu_backward = cpu_gelu_backward,
         .dropout_forward = cpu_dropout_forward, .dropout_backward = cpu_dropout_backward,
         .crossentropy_forward = cpu_crossentropy_forward,

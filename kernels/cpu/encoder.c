@@ -11,6 +11,10 @@
 // out (B,T,C) = wte (V,C)[inp (B,T)] + wpe (T_max,C)[t].
 void encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe,
                      int B, int T, int C) {
+    if ((long)B * T == 1) {   // a token of inference: no thread team
+        for (int c = 0; c < C; c++) out[c] = wte[(size_t)inp[0] * C + c] + wpe[c];
+        return;
+    }
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {

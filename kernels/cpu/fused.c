@@ -19,25 +19,28 @@ void matmul_gelu_forward(float *pre, float *out, const float *inp, const float *
     matmul_gelu_forward_t(GEMM_F32, pre, out, inp, weight, bias, N, C, OC);
 }
 
+// One row: p (OC,) += bias (or no bias), o = gelu(p).
+static void bias_gelu_row(float *p, float *o, const float *bias, int OC) {
+    int c = 0;
+    for (; c + VL <= OC; c += VL) {
+        VF x = vload(p + c);
+        if (bias) x += vload(bias + c);
+        vstore(p + c, x);
+        const VF u = GELU_K * (x + GELU_A * x * x * x);
+        vstore(o + c, x / (1.0f + vexp(-2.0f * u)));
+    }
+    for (; c < OC; c++) {
+        const float x = p[c] + (bias ? bias[c] : 0.0f);
+        p[c] = x;
+        const float u = GELU_K * (x + GELU_A * x * x * x);
+        o[c] = x / (1.0f + expf_fast(-2.0f * u));
+    }
+}
+
 void matmul_gelu_forward_t(GemmType t, float *pre, float *out, const void *inp, const void *weight,
                            const float *bias, int N, int C, int OC) {
-    cpu_gemm(t, 0, 1, N, OC, C, inp, C, weight, C, 0.0f, pre, OC);
+    matmul_forward_t(t, pre, inp, weight, NULL, N, C, OC);   // beta = 0: the GEMM alone
+    if (N == 1) { bias_gelu_row(pre, out, bias, OC); return; }   // a token of inference: no thread team
     #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        float *p = pre + (size_t)n * OC, *o = out + (size_t)n * OC;
-        int c = 0;
-        for (; c + VL <= OC; c += VL) {
-            VF x = vload(p + c);
-            if (bias) x += vload(bias + c);
-            vstore(p + c, x);
-            const VF u = GELU_K * (x + GELU_A * x * x * x);
-            vstore(o + c, x / (1.0f + vexp(-2.0f * u)));
-        }
-        for (; c < OC; c++) {
-            const float x = p[c] + (bias ? bias[c] : 0.0f);
-            p[c] = x;
-            const float u = GELU_K * (x + GELU_A * x * x * x);
-            o[c] = x / (1.0f + expf_fast(-2.0f * u));
-        }
-    }
+    for (int n = 0; n < N; n++) bias_gelu_row(pre + (size_t)n * OC, out + (size_t)n * OC, bias, OC);
 }

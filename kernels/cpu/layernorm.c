@@ -42,6 +42,7 @@ static inline void ln_row(float *o, const float *x, const float *w, const float 
 // out (N,C) = (inp - mean) * rstd * weight + bias; mean (N,), rstd (N,) saved.
 void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                        const float *weight, const float *bias, int N, int C) {
+    if (N == 1) { ln_row(out, inp, weight, bias, C, mean, rstd); return; }   // a token of inference: no thread team
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
         ln_row(out + (size_t)n * C, inp + (size_t)n * C, weight, bias, C, &mean[n], &rstd[n]);
@@ -49,17 +50,22 @@ void layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 
 // res (N,C) = a + b, then out/mean/rstd = layernorm(res): one pass over the residual stream,
 // each row normalised while it is still in L1.
+static inline void residual_ln_row(float *r, float *o, const float *ar, const float *br, const float *weight,
+                                   const float *bias, int C, float *mean, float *rstd) {
+    int c = 0;
+    for (; c + VL <= C; c += VL) vstore(r + c, vload(ar + c) + vload(br + c));
+    for (; c < C; c++) r[c] = ar[c] + br[c];
+    ln_row(o, r, weight, bias, C, mean, rstd);
+}
+
 void residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
                                 const float *a, const float *b, const float *weight,
                                 const float *bias, int N, int C) {
+    if (N == 1) { residual_ln_row(res, out, a, b, weight, bias, C, mean, rstd); return; }   // no thread team
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
-        const float *ar = a + (size_t)n * C, *br = b + (size_t)n * C;
-        float *r = res + (size_t)n * C;
-        int c = 0;
-        for (; c + VL <= C; c += VL) vstore(r + c, vload(ar + c) + vload(br + c));
-        for (; c < C; c++) r[c] = ar[c] + br[c];
-        ln_row(out + (size_t)n * C, r, weight, bias, C, &mean[n], &rstd[n]);
+        const size_t o = (size_t)n * C;
+        residual_ln_row(res + o, out + o, a + o, b + o, weight, bias, C, &mean[n], &rstd[n]);
     }
 }
 

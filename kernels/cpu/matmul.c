@@ -1,5 +1,6 @@
 // kernels/cpu/matmul.c — nn.Linear forward and backward on the GEMM of kernels/cpu/gemm.h,
 // with fp32 or bf16 operands.
+#include <cblas.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -14,11 +15,19 @@ void matmul_forward_t(GemmType t, float *out, const void *inp, const void *weigh
     float beta = 0.0f;
     if (bias) {
         // Seed every row with the bias and let the GEMM accumulate onto it (beta = 1).
-        #pragma omp parallel for schedule(static)
-        for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
+        if (N == 1) {
+            memcpy(out, bias, (size_t)OC * sizeof(float));   // no thread team for one row
+        } else {
+            #pragma omp parallel for schedule(static)
+            for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
+        }
         beta = 1.0f;
     }
-    cpu_gemm(t, 0, 1, N, OC, C, inp, C, weight, C, beta, out, OC);
+    // One row (a token of incremental inference) is a matrix-vector product: OpenBLAS's sgemv.
+    if (N == 1 && t == GEMM_F32)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, OC, C, 1.0f, weight, C, inp, 1, beta, out, 1);
+    else
+        cpu_gemm(t, 0, 1, N, OC, C, inp, C, weight, C, beta, out, OC);
 }
 
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {

@@ -67,6 +67,17 @@ void bias_backward(float *dbias, const float *dout, int N, int OC);
 // into att when dk maps rows {0, 1}, the index in the global batch under data parallelism.
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
                        float attn_p, DropoutKey dk);
+// Incremental inference (sampling; no dropout): attention of new positions over a key/value cache.
+// qkv (B,Tn,3C) holds positions p0 .. p0+Tn-1 of each sequence; their keys and values are first
+// copied into kcache and vcache (B,T_max,C), rows p0 .. p0+Tn-1 (rows 0 .. p0-1 hold the earlier
+// positions' from earlier calls; p0 + Tn <= T_max). Then the queries of the LAST Tq new rows
+// (1 <= Tq <= Tn; Tq < Tn when only the last positions' outputs are wanted) attend causally over
+// the L = p0 + Tn cached positions: att (B,NH,Tq,L) = softmax(q k^T / sqrt(hs)) over the keys
+// 0 .. p of the query at position p (written as 0 for later keys), out (B,Tq,C) = att @ v, heads
+// concatenated. p0 = 0, Tq = Tn = T: exactly attention_forward's att and out with attn_p = 0 (the
+// same operations, bit for bit).
+void attention_forward_cached(float *out, float *att, float *kcache, float *vcache, const float *qkv, int B,
+                              int p0, int Tn, int Tq, int T_max, int C, int NH);
 // dqkv (B,T,3C) += gradient given dout (B,T,C). scratch (B,NH,T,T) is overwritten.
 // O(T^2 * hs) per (b,h), parallel over (b,h).
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,

@@ -283,3 +283,97 @@ void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const floa
     default: attention_backward_t<float>(c, dqkv, scratch, dout, qkv, att, d, key); break;
     }
 }
+
+// ---------------------------------------------------------------- forward over a key/value cache
+// Incremental inference (kernels/backend.h: attention_forward_cached), fp32 whatever the compute
+// dtype: sampling feeds one new row per step, a matrix-vector product per head, so three plain
+// kernels (append the Tn new keys and values, scores + softmax of the last Tq queries, att v)
+// rather than cuBLAS.
+
+// kcache/vcache (B,T_max,C) rows p0 .. p0+Tn-1 <- the k and v thirds of qkv (B,Tn,3C)
+__global__ void kv_append_kernel(float *__restrict__ kc, float *__restrict__ vc, const float *__restrict__ qkv,
+                                 int B, int Tn, int p0, int T_max, int C) {
+    const size_t total = (size_t)B * Tn * C;
+    GRID_STRIDE(idx, total) {
+        const int c = (int)(idx % C);
+        const size_t r = idx / C;
+        const int t = (int)(r % Tn);
+        const size_t b = r / Tn;
+        const float *src = qkv + r * 3 * (size_t)C + c;
+        const size_t dst = (b * T_max + p0 + t) * (size_t)C + c;
+        kc[dst] = src[C];
+        vc[dst] = src[2 * C];
+    }
+}
+
+// Rows of the queries: new row q0 + t (t < Tq) of Tn, at position p = pq + t (pq = p0 + q0); its
+// softmax runs over the cached positions 0 .. p of L = p0 + Tn.
+struct CachedDims {
+    int NH, Tn, q0, Tq, pq, L, T_max, C;
+};
+
+// One warp per row (b,h,t) of att (B*NH*Tq rows of L): the scaled scores of the query at position
+// pq+t against the cached keys 0 .. pq+t, their softmax, zeros after them.
+__global__ void cached_softmax_kernel(float *__restrict__ att, const float *__restrict__ qkv,
+                                      const float *__restrict__ kc, int rows, CachedDims d, float scale) {
+    const int lane = threadIdx.x & 31;
+    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    if (row >= rows) return;  // warp-uniform
+    const int hs = d.C / d.NH, t = row % d.Tq, n = d.pq + t + 1;
+    const int bh = row / d.Tq, h = bh % d.NH;
+    const size_t b = (size_t)(bh / d.NH);
+    const float *q = qkv + (b * d.Tn + d.q0 + t) * 3 * (size_t)d.C + (size_t)h * hs;
+    const float *k = kc + b * d.T_max * (size_t)d.C + (size_t)h * hs;
+    float *a = att + (size_t)row * d.L;
+    float maxv = -INFINITY;
+    for (int j = lane; j < n; j += 32) {
+        const float *kj = k + (size_t)j * d.C;
+        float s = 0.0f;
+        for (int i = 0; i < hs; i++) s += q[i] * kj[i];
+        a[j] = s * scale;
+        maxv = fmaxf(maxv, a[j]);
+    }
+    maxv = warp_max(maxv);
+    float sum = 0.0f;
+    for (int j = lane; j < n; j += 32) {
+        const float e = expf(a[j] - maxv);
+        a[j] = e;
+        sum += e;
+    }
+    const float inv = 1.0f / warp_sum(sum);
+    for (int j = lane; j < d.L; j += 32) a[j] = j < n ? a[j] * inv : 0.0f;
+}
+
+// out (B,Tq,C): element (b,t,c) = sum over the cached positions j <= pq+t of att[b,h,t,j] v[b,j,c],
+// h = c / hs (threads of a warp read consecutive channels of each v row)
+__global__ void cached_av_kernel(float *__restrict__ out, const float *__restrict__ att,
+                                 const float *__restrict__ vc, size_t total, CachedDims d) {
+    const int hs = d.C / d.NH;
+    GRID_STRIDE(idx, total) {
+        const int c = (int)(idx % d.C);
+        const size_t r = idx / d.C;
+        const int t = (int)(r % d.Tq);
+        const size_t b = r / d.Tq;
+        const float *a = att + ((b * d.NH + (size_t)(c / hs)) * d.Tq + t) * (size_t)d.L;
+        const float *v = vc + b * d.T_max * (size_t)d.C + c;
+        float s = 0.0f;
+        for (int j = 0; j <= d.pq + t; j++) s += a[j] * v[(size_t)j * d.C];
+        out[idx] = s;
+    }
+}
+
+void cuda_attention_forward_cached(CudaCtx *c, float *out, float *att, float *kcache, float *vcache,
+                                   const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH) {
+    if (B <= 0 || Tn <= 0 || Tq <= 0) return;
+    const size_t n = (size_t)B * Tn * C, nq = (size_t)B * Tq * C;
+    LAUNCH(kv_append_kernel, grid_for(c, n), BLOCK, 0, c->stream)(kcache, vcache, qkv, B, Tn, p0, T_max, C);
+    LAUNCH_CHECK();
+    CachedDims d;
+    d.NH = NH; d.Tn = Tn; d.q0 = Tn - Tq; d.Tq = Tq; d.pq = p0 + Tn - Tq; d.L = p0 + Tn; d.T_max = T_max; d.C = C;
+    const int rows = B * NH * Tq;
+    LAUNCH(cached_softmax_kernel, ceil_div(rows, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, c->stream)(
+        att, qkv, kcache, rows, d, 1.0f / sqrtf((float)(C / NH)));
+    LAUNCH_CHECK();
+    LAUNCH(cached_av_kernel, grid_for(c, nq), BLOCK, 0, c->stream)(out, att, vcache, nq, d);
+    LAUNCH_CHECK();
+}

@@ -116,6 +116,10 @@ static void be_attention_forward(Backend *be, float *out, float *att, const floa
                                  int B, int T, int C, int NH, float attn_p, DropoutKey key) {
     cuda_attention_forward(CX(be), out, att, qkv, B, T, C, NH, attn_p, key);
 }
+static void be_attention_forward_cached(Backend *be, float *out, float *att, float *kcache, float *vcache,
+                                        const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH) {
+    cuda_attention_forward_cached(CX(be), out, att, kcache, vcache, qkv, B, p0, Tn, Tq, T_max, C, NH);
+}
 static void be_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *att, int B, int T, int C, int NH,
                                   float attn_p, DropoutKey key) {
@@ -234,6 +238,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->matmul_backward = be_matmul_backward;
     be->attention_forward = be_attention_forward;
     be->attention_backward = be_attention_backward;
+    be->attention_forward_cached = be_attention_forward_cached;
     be->gelu_backward = be_gelu_backward;
     be->dropout_forward = be_dropout_forward;
     be->dropout_backward = be_dropout_backward;

@@ -66,6 +66,9 @@ void cuda_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv
 void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
                              const float *qkv, const float *att, int B, int T, int C, int NH,
                              float attn_p, DropoutKey k);
+// key/value-cache attention of inference (Backend.attention_forward_cached), fp32 in every dtype
+void cuda_attention_forward_cached(CudaCtx *c, float *out, float *att, float *kcache, float *vcache,
+                                   const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH);
 
 // classifier.cu
 void cuda_crossentropy_forward(CudaCtx *c, float *losses, float *probs, const float *logits,

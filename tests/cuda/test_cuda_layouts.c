@@ -4,6 +4,11 @@
 //     the same rows; a batch of all B_infer rows (more than the training batch: the attention
 //     and GEMM scratch grow) against the CPU backend's gpt_forward, B rows at a time, within
 //     fp32 tolerance (1e-5 of the largest logit; the GEMMs sum in other orders);
+//   * incremental inference (gpt_infer_*: the key/value cache, Backend.attention_forward_cached):
+//     on the CUDA backend, the logits of a context growing one token at a time past block_size
+//     (cache extended, then the window recomputed as it slides) and of chunks of several new
+//     tokens equal the CPU backend's full forward at the same position within 1e-5 of the
+//     largest logit;
 //   * activation checkpointing: STEPS train_step calls (AdamW, clipping, dropout on) with and
 //     without it on the CUDA backend give the same loss, gradient norm, gradients and parameters
 //     bit for bit (the recomputation runs the same kernels on the same inputs; this backend has
@@ -83,6 +88,39 @@ static void test_inference(void **state) {
     cu->destroy(cu); cpu->destroy(cpu);
 }
 
+static void test_incremental_inference(void **state) {
+    Backend *cu = cuda(), *cpu = backend_cpu_create(DTYPE_FP32);
+    GPT mc, mr;
+    build(&mc, cu, false);
+    build(&mr, cpu, false);   // the same weights (gpt_init_weights computes them on the host)
+    GPTInfer g;
+    char err[512], what[64];
+    if (gpt_infer_begin(&g, &mc, err, sizeof err)) fail_msg("gpt_infer_begin: %s", err);
+    enum { N_CTX = 2 * T + 5 };
+    int32_t ctx[N_CTX];
+    TestRng r = test_rng(5);
+    tokens(&r, ctx, N_CTX);
+    for (int n = 1; n <= N_CTX; n++) {   // minGPT's generate: the last min(n, T) tokens
+        const int w = n < T ? n : T;
+        gpt_forward(&mr, ctx + (n - w), NULL, 1, w, false, 0, 0);
+        snprintf(what, sizeof what, "context %d, cuda incremental vs cpu forward", n);
+        assert_close_rel(gpt_infer_next(&g, ctx, n), mr.acts.logits + (size_t)(w - 1) * V, V, 1e-5, what);
+    }
+    // chunks of new tokens after a reset: positions p0 > 0 with several rows at once
+    gpt_forward(&mr, ctx, NULL, 1, T, false, 0, 0);
+    gpt_infer_reset(&g);
+    const int chunks[] = { 3, 1, 4, 4 };   // sums to T
+    for (int c = 0, p0 = 0; c < 4; p0 += chunks[c], c++) {
+        snprintf(what, sizeof what, "chunk of %d at position %d", chunks[c], p0);
+        assert_close_rel(gpt_infer_feed(&g, ctx + p0, chunks[c]), mr.acts.logits + (size_t)(p0 + chunks[c] - 1) * V, V,
+                         1e-5, what);
+    }
+    assert_null(gpt_infer_feed(&g, ctx, 1));   // the cache is full
+    gpt_infer_end(&g);
+    gpt_free(&mc); gpt_free(&mr);
+    cu->destroy(cu); cpu->destroy(cpu);
+}
+
 typedef struct { GPT m; AdamW opt; LossScaler ls; } Run;
 
 static void run_init(Run *r, Backend *be, bool ckpt) {
@@ -137,6 +175,7 @@ static void test_checkpointing(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inference),
+        cmocka_unit_test(test_incremental_inference),
         cmocka_unit_test(test_checkpointing),
     };
     return cmocka_run_group_tests_name("cuda layouts: evaluation and checkpointing", tests, NULL, NULL);

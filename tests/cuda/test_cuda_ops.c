@@ -555,6 +555,77 @@ static void test_attention(void **state) {
     }
 }
 
+// Incremental inference's attention over a key/value cache: fp32 in every dtype group (nothing is
+// rounded: u = 0 in the attention bounds above, L keys), chunks of new positions fed one after
+// another into caches of T rows on both backends; the cached keys and values are copies, bitwise
+// equal. Chunks: one position, two whose last only attends (the model's last block), the rest.
+static void test_attention_cached(void **state) {
+    Fx *f = *state;
+    for (int k = 0; k < NDIMS; k++) {
+        const Dims *D = &DIMS[k];
+        const int B = D->B, T = D->T, C = D->C, NH = D->NH, hs = C / NH;
+        const long C3 = 3L * C;
+        const size_t BTC = (size_t)B * T * C, NATT = (size_t)B * NH * T * T;
+        const double scale = 1.0 / sqrt((double)hs);
+        float *qkv = rnd(3 * BTC, -1, 1), *chunk = malloc(3 * BTC * 4);
+        float *kc = calloc(BTC, 4), *vc = calloc(BTC, 4), *out = malloc(BTC * 4), *att = malloc(NATT * 4);
+        float *d_kc = f->cu->alloc(f->cu, BTC * 4), *d_vc = f->cu->alloc(f->cu, BTC * 4);
+        float *d_out = f->cu->alloc(f->cu, BTC * 4), *d_att = f->cu->alloc(f->cu, NATT * 4);
+        float *d_chunk = f->cu->alloc(f->cu, 3 * BTC * 4);
+        const int chunks[] = { 1, 2, T - 3 }, tq[] = { 1, 1, T - 3 };
+        int p0 = 0;
+        for (int c = 0; c < 3; c++) {
+            const int Tn = chunks[c], Tq = tq[c], L = p0 + Tn, q0 = p0 + Tn - Tq;
+            for (int b = 0; b < B; b++)
+                memcpy(chunk + (long)b * Tn * C3, qkv + ((long)b * T + p0) * C3, sizeof(float) * (size_t)(Tn * C3));
+            f->cpu->attention_forward_cached(f->cpu, out, att, kc, vc, chunk, B, p0, Tn, Tq, T, C, NH);
+            f->cu->upload(f->cu, d_chunk, chunk, (size_t)B * Tn * C3 * 4);
+            f->cu->attention_forward_cached(f->cu, d_out, d_att, d_kc, d_vc, d_chunk, B, p0, Tn, Tq, T, C, NH);
+            const size_t n_out = (size_t)B * Tq * C, n_att = (size_t)B * NH * Tq * L;
+            float *g_out = down(f->cu, d_out, n_out), *g_att = down(f->cu, d_att, n_att);
+            float *g_kc = down(f->cu, d_kc, BTC), *g_vc = down(f->cu, d_vc, BTC);
+            double *m_out = dzeros(n_out), *m_att = dzeros(n_att);
+            #define Q(b, t, h, i) qkv[((size_t)(b) * T + (t)) * C3 + (size_t)(h) * hs + (i)]
+            #define KK(b, t, h, i) qkv[((size_t)(b) * T + (t)) * C3 + C + (size_t)(h) * hs + (i)]
+            #define VV(b, t, h, i) qkv[((size_t)(b) * T + (t)) * C3 + 2 * C + (size_t)(h) * hs + (i)]
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < NH; h++)
+                    for (int t = 0; t < Tq; t++) {
+                        const int pos = q0 + t;
+                        const size_t row = (((size_t)b * NH + h) * Tq + t) * L;
+                        double Dt = 0;
+                        for (int j = 0; j <= pos; j++) {
+                            double sq = 0;
+                            for (int i = 0; i < hs; i++) sq += fabs(Q(b, pos, h, i)) * fabs(KK(b, j, h, i));
+                            Dt = fmax(Dt, scale * sq * 2.2 * gam(hs));
+                        }
+                        const double E = expm1(2 * Dt) + 2 * (L + 4) * U32;
+                        for (int j = 0; j < L; j++) m_att[row + j] = E * att[row + j];
+                        for (int i = 0; i < hs; i++) {
+                            double a = 0;
+                            for (int j = 0; j <= pos; j++) a += att[row + j] * fabs(VV(b, j, h, i));
+                            m_out[((size_t)b * Tq + t) * C + (size_t)h * hs + i] = a * (E + 2.2 * gam(L));
+                        }
+                    }
+            #undef Q
+            #undef KK
+            #undef VV
+            char what[64];
+            snprintf(what, sizeof what, "attention_forward_cached att (p0 %d, Tq %d)", p0, Tq);
+            check(what, g_att, att, m_att, n_att, 1.0, 0, 1e-30);
+            snprintf(what, sizeof what, "attention_forward_cached out (p0 %d, Tq %d)", p0, Tq);
+            check(what, g_out, out, m_out, n_out, 1.0, 0, 0);
+            check_equal("attention_forward_cached key cache", g_kc, kc, BTC);
+            check_equal("attention_forward_cached value cache", g_vc, vc, BTC);
+            free(g_out); free(g_att); free(g_kc); free(g_vc); free(m_out); free(m_att);
+            p0 += Tn;
+        }
+        f->cu->free(f->cu, d_kc); f->cu->free(f->cu, d_vc); f->cu->free(f->cu, d_out); f->cu->free(f->cu, d_att);
+        f->cu->free(f->cu, d_chunk);
+        free(qkv); free(chunk); free(kc); free(vc); free(out); free(att);
+    }
+}
+
 // ================================================================ element-wise ops
 static void test_gelu_backward(void **state) {
     Fx *f = *state;
@@ -851,6 +922,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_gelu_forward),
         cmocka_unit_test(test_matmul_backward),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_gelu_backward),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_global_rows),

@@ -116,6 +116,15 @@ run r12b $MPIRUN -np 2 ./mingpt $(common) $(snap r12) trainer_config.batch_size=
 grep -q "Global batch: 16 sequences = batch_size 8 x grad_accum_steps 1 x world_size 2" "$WORK/r12b.log" &&
   ok "the global batch is printed" || bad "the global batch is printed" "$(head -20 "$WORK/r12b.log")"
 
+# `mingpt sample` is one process and starts no MPI: under mpirun each rank prints the text one
+# process samples (lines of the two ranks may interleave)
+if run sample1 ./mingpt sample --snapshot $WORK/full.bin --prompt T --max_new_tokens 60 --seed 5 &&
+   run sample2 $MPIRUN -np 2 ./mingpt sample --snapshot $WORK/full.bin --prompt T --max_new_tokens 60 --seed 5; then
+  [ "$(sort "$WORK/sample2.log")" = "$(cat "$WORK/sample1.log" "$WORK/sample1.log" | sort)" ] &&
+    ok "mpirun -np 2 mingpt sample: each rank samples the one-process text" ||
+    bad "mpirun -np 2 mingpt sample" "$(cat "$WORK/sample2.log")"
+fi
+
 # -np 3 over a whole epoch of a window count not divisible by 3
 for tr in 0.0030 0.0031 0.0032 0.0033; do
   N3=$(./mingpt $(common) gpt_config.n_embd=16 data_config.truncate=$tr trainer_config.max_iters=1 \
