@@ -92,7 +92,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None):
         b, t = idx.size()
-        pos = torch.arange(0, t, dtype=torch.long).unsqueeze(0)
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device).unsqueeze(0)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))
         for block in self.transformer.h:
             x = block(x)

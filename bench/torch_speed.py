@@ -14,8 +14,11 @@
 #   --compile 1  the model through torch.compile (default backend, inductor); its first
 #                iterations compile: compile_s = time of the warm-up iterations minus that many
 #                median iterations
-#   --amp bf16   forward (and loss) under torch.autocast("cpu", dtype=torch.bfloat16), as
-#                PyTorch's CPU mixed precision; the optimizer state stays fp32.
+#   --amp bf16   forward (and loss) under torch.autocast(device, dtype=torch.bfloat16), as
+#                PyTorch's mixed precision; the optimizer state stays fp32. --amp fp16 (CUDA):
+#                float16 autocast with a GradScaler, as the tutorial.
+#   --device cuda  on the GPU (timed after torch.cuda.synchronize(); TF32 off, as mingpt's fp32);
+#                rss_kib is then the peak of torch.cuda.max_memory_allocated in KiB.
 # Prints one RESULT line; exits 3 (with a message) when this torch lacks a requested mode.
 import argparse
 import os
@@ -56,7 +59,8 @@ def main():
                  ("compile", 0), ("probe", 0)]:
         ap.add_argument("--" + k, type=int, default=d)
     ap.add_argument("--dropout", type=float, default=0.0)
-    ap.add_argument("--amp", choices=("fp32", "bf16"), default="fp32")
+    ap.add_argument("--amp", choices=("fp32", "bf16", "fp16"), default="fp32")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     a = ap.parse_args()
     caps = capabilities()
     if a.probe:
@@ -68,28 +72,43 @@ def main():
             print(f"torch_speed: torch {caps['version']} has no {want}", file=sys.stderr)
             return UNAVAILABLE
     torch.set_num_threads(a.torch_threads)
+    dev = a.device
+    if dev == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(1337)
     B, T, V = a.batch, a.block, a.vocab
     model = GPT(V, T, a.n_layer, a.n_head, a.n_embd, a.dropout, a.dropout, a.dropout, sdpa=bool(a.sdpa))
-    model.train()
+    model.to(dev).train()
     opt = model.configure_optimizer(1e-4, (0.9, 0.95), 1e-8, 0.1)
     fwd = torch.compile(model) if a.compile else model
     g = torch.Generator().manual_seed(1)
-    batches = [(torch.randint(0, V, (B, T), generator=g), torch.randint(0, V, (B, T), generator=g))
+    batches = [(torch.randint(0, V, (B, T), generator=g).to(dev), torch.randint(0, V, (B, T), generator=g).to(dev))
                for _ in range(4)]
+    scaler = torch.cuda.amp.GradScaler() if a.amp == "fp16" else None
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     times = []
     for it in range(a.warmup + a.iters):
         x, y = batches[it % 4]
+        sync()
         t0 = time.perf_counter()
-        if a.amp == "bf16":
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+        if a.amp != "fp32":
+            with torch.autocast(dev, dtype=torch.bfloat16 if a.amp == "bf16" else torch.float16):
                 _, loss = fwd(x, y)
         else:
             _, loss = fwd(x, y)
         opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+        sync()
         times.append(1e3 * (time.perf_counter() - t0))
     timed = times[a.warmup:]
     med = statistics.median(timed)
@@ -98,7 +117,8 @@ def main():
           f"dropout={a.dropout} sdpa={a.sdpa} compile={a.compile} amp={a.amp} "
           f"torch_threads={torch.get_num_threads()} blas_threads={os.environ.get('OPENBLAS_NUM_THREADS', '-')} "
           f"ms_median={med:.3f} ms_min={min(timed):.3f} ms_max={max(timed):.3f} tok_s={B * T / (med * 1e-3):.1f} "
-          f"compile_s={compile_s:.1f} rss_kib={peak_rss_kib()} loss={loss.item():.4f}", flush=True)
+          f"compile_s={compile_s:.1f} device={dev} "
+          f"rss_kib={torch.cuda.max_memory_allocated() // 1024 if dev == 'cuda' else peak_rss_kib()} loss={loss.item():.4f}", flush=True)
     return 0
 
 

@@ -217,6 +217,17 @@ cuda-negative: mingpt $(B)/cuda-tests/cuda_probe
 cuda-emu-nccl: $(NCCL_EMU_BIN) $(EMU_SO) $(B)/libmingpt_mpi.so
 	@env $(CUDA_TEST_ENV) bash tests/cuda/test_nccl_emu.sh $(NCCL_EMU_BIN) $(EMU_SO) $(B)/libmingpt_mpi.so
 
+# ---------------------------------------------------------------- on a real GPU
+# `make gpu-tests`: the op, training, layout and loss-scaler suites linked with the nvcc objects
+# instead of the emulated ones, for a machine with a GPU (the cast suite counts emulated launches
+# and stays emulated-only). Not part of `make test`: the CI machine has no GPU.
+GPU_TESTS := test_cuda_ops test_cuda_train test_cuda_layouts test_loss_scaler
+GPU_BIN   := $(GPU_TESTS:%=$(B)/gpu-tests/%)
+$(B)/gpu-tests/%: tests/cuda/%.c $(CUDA_OBJ) $(B)/libmingpt.a tests/test_util.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(CUDA_OBJ) $(B)/libmingpt.a $(LDLIBS) $(CUDA_LDLIBS) -lcmocka
+.PHONY: gpu-tests
+gpu-tests: $(GPU_BIN)
 else  # CUDA=0: nothing CUDA is built or tested
 .PHONY: cuda-test
 EXTRA_TESTS += cuda-test

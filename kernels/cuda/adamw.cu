@@ -1,6 +1,9 @@
 // kernels/cuda/adamw.cu — one torch.optim.AdamW element update on fp32 master weights
 // (the host computes decay_factor, step_size and bc2_sqrt; see kernels/backend.h). The
-// expression order is the CPU backend's.
+// expression order is the CPU backend's, and each product and sum is rounded on its own
+// (__fmul_rn/__fadd_rn are never contracted into FMAs; sqrtf and / are IEEE without
+// --use_fast_math), so both backends give the same bits: on an H100 nvcc's contraction of
+// p * decay - step put p hundreds of ulp from the CPU's where the two terms cancel.
 #include "kernels/cuda/cuda_ops.cuh"
 
 __global__ void adamw_kernel(float *__restrict__ p, const float *__restrict__ g, float *__restrict__ m,
@@ -8,12 +11,12 @@ __global__ void adamw_kernel(float *__restrict__ p, const float *__restrict__ g,
                              float decay_factor, float step_size, float bc2_sqrt) {
     GRID_STRIDE(i, n) {
         const float gi = g[i];
-        const float mi = beta1 * m[i] + (1.0f - beta1) * gi;
-        const float vi = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        const float mi = __fadd_rn(__fmul_rn(beta1, m[i]), __fmul_rn(1.0f - beta1, gi));
+        const float vi = __fadd_rn(__fmul_rn(beta2, v[i]), __fmul_rn(__fmul_rn(1.0f - beta2, gi), gi));
         m[i] = mi;
         v[i] = vi;
-        const float denom = sqrtf(vi) / bc2_sqrt + eps;
-        p[i] = p[i] * decay_factor - step_size * mi / denom;
+        const float denom = __fadd_rn(sqrtf(vi) / bc2_sqrt, eps);
+        p[i] = __fadd_rn(__fmul_rn(p[i], decay_factor), -(__fmul_rn(step_size, mi) / denom));
     }
 }
 
