@@ -232,7 +232,9 @@ static void save_cache(void) {
             const GemmClass *c = &merged[i];
             fprintf(f, "class %d %d %d %d %d %d %d %d %d %d", c->ta, c->tb, c->m_log2, c->n_log2, c->k_log2, c->threads,
                     c->m, c->n, c->k, c->impl);
-            for (int k = 0; k < GEMM_N_IMPL; k++) fprintf(f, " %.1f", c->gflops[k]);
+            // %.17g reads back as the same double, so a later process's choose() decides as this
+            // one did (with %.1f two close timings could print alike and tie the other way)
+            for (int k = 0; k < GEMM_N_IMPL; k++) fprintf(f, " %.17g", c->gflops[k]);
             fputc('\n', f);
         }
         ok = fflush(f) == 0 && !ferror(f);
