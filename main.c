@@ -525,7 +525,7 @@ static bool wants_multirun(const App *app) {
 
 // Flag combinations Hydra refuses (its uncaught ValueErrors: printed bare).
 static int check_flags(const HydraArgs *a) {
-    int commands = a->run + a->multirun + (a->cfg != HYDRA_CFG_NONE) + a->shell_completion;
+    int commands = a->run + a->multirun + (a->cfg != HYDRA_CFG_NONE) + (a->info != NULL) + a->shell_completion;
     if (commands > 1) {
         fprintf(stderr, "Only one of --run, --multirun, --cfg, --info and --shell_completion can be specified\n");
         return EXIT_USAGE;
@@ -535,6 +535,20 @@ static int check_flags(const HydraArgs *a) {
         return EXIT_USAGE;
     }
     return 0;
+}
+
+// --info: of Hydra's pages, mingpt has the config search path (no defaults list, no plugins).
+static int print_info(const HydraArgs *a) {
+    if (strcmp(a->info, "searchpath") != 0) {
+        fprintf(stderr, "mingpt: error: --info %s is not supported (mingpt has no config groups or plugins); "
+                "--info searchpath is\n", a->info);
+        return EXIT_USAGE;
+    }
+    SearchPath sp;
+    hydra_search_path(a, &sp);
+    search_path_print(stdout, &sp);
+    search_path_free(&sp);
+    return EXIT_OK;
 }
 
 // Finds the config and builds Hydra's defaults for the `hydra` node.
@@ -558,8 +572,11 @@ static int app_init(App *app, const HydraArgs *a) {
     char cname[256];
     size_t nl = strlen(name);
     snprintf(cname, sizeof cname, "%.*s", (int)(nl > 5 && !strcmp(name + nl - 5, ".yaml") ? nl - 5 : nl), name);
-    HydraStatic st = {.config_name = cname, .config_dir = abs_dir, .cwd = app->cwd};
+    SearchPath sp;
+    hydra_search_path(a, &sp);
+    HydraStatic st = {.config_name = cname, .config_dir = abs_dir, .cwd = app->cwd, .search_path = &sp};
     app->hydra_defaults = hydra_defaults_node(&st);
+    search_path_free(&sp);
     (void)cfg_now();  // fix ${now:} at start-up, as Hydra does
     return 0;
 }
@@ -605,6 +622,10 @@ int main(int argc, char **argv) {
         fputs(desc, stdout);
     }
     if (!rc && !a.version) rc = check_flags(&a);
+    if (!rc && !a.version && a.info) {  // needs no config: it says where configs are looked for
+        rc = print_info(&a);
+        a.version = true;  // done
+    }
     App app = {0};
     if (!rc && !a.version) rc = app_init(&app, &a);
     if (!rc && !a.version) {
