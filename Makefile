@@ -75,8 +75,14 @@ $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# Where ./mingpt looks for the CUDA backend (mk/cuda.mk builds it), relative to the binary.
-$(B)/kernels/backend.o: CFLAGS += -DMINGPT_CUDA_LIB='"$(B)/libmingpt_cuda.so"'
+# The commit --version names (trainer/version.h). $(B)/.git-commit keeps the last one and changes
+# only with it, so a new commit recompiles trainer/version.c alone.
+MINGPT_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(B)/.git-commit: FORCE
+	@mkdir -p $(dir $@)
+	$(if $(call streq,$(file <$@),$(MINGPT_COMMIT)),@:,$(file >$@,$(MINGPT_COMMIT))@:)
+$(B)/trainer/version.o: $(B)/.git-commit
+$(B)/trainer/version.o: CFLAGS += -DMINGPT_GIT_COMMIT='"$(MINGPT_COMMIT)"'
 
 $(B)/libmingpt.a: $(LIB_OBJ)
 	@rm -f $@

@@ -31,6 +31,7 @@
 #include "trainer/sample.h"
 #include "trainer/state_dict.h"
 #include "trainer/trainer.h"
+#include "trainer/version.h"
 
 #define ERRLEN 8192
 
@@ -616,11 +617,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "export") == 0) return export_main(argc - 1, argv + 1);
     HydraArgs a;
     int rc = hydra_parse_args(argc, argv, &a, stdout, stderr);
-    if (!rc && a.version) {   // after Hydra's line: what mingpt computes with
-        char desc[4096];
-        backend_cpu_describe(desc, sizeof desc);
-        fputs(desc, stdout);
-    }
+    if (!rc && a.version) version_print(stdout);  // after Hydra's line: mingpt and its backends
     if (!rc && !a.version) rc = check_flags(&a);
     if (!rc && !a.version && a.info) {  // needs no config: it says where configs are looked for
         rc = print_info(&a);

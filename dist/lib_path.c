@@ -1,6 +1,7 @@
 // dist/lib_path.c — see lib_path.h.
 #include "dist/lib_path.h"
 
+#include <dlfcn.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,4 +39,11 @@ int lib_path(const char *env, const char *rel, char *out, size_t len) {
     snprintf(installed, sizeof installed, "%s/%s", installed_dir, base ? base + 1 : rel);
     if (exists(installed, S_IFREG) || exists(installed_dir, S_IFDIR)) snprintf(out, len, "%s", installed);
     return LIB_PATH_OK;
+}
+
+void lib_path_call_version(void *lib, const char *sym, char *buf, size_t len) {
+    typedef void (*VersionFn)(char *, size_t);
+    VersionFn fn = (VersionFn)dlsym(lib, sym);
+    if (fn) fn(buf, len);
+    else snprintf(buf, len, "version unknown (no %s in the library)", sym);
 }

@@ -27,4 +27,8 @@ int lib_path(const char *env, const char *rel, char *out, size_t len);
 // The directory of the running executable (/proc/self/exe, symbolic links resolved), or -1.
 int lib_path_exe_dir(char *out, size_t len);
 
+// For --version: calls `void sym(char *buf, size_t len)` of the dlopen'ed library lib (a
+// version string, exported by the library), or writes "version unknown (no sym in the library)".
+void lib_path_call_version(void *lib, const char *sym, char *buf, size_t len);
+
 #endif
