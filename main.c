@@ -21,6 +21,7 @@
 
 #include "config/cfg_interp.h"
 #include "config/cfg_override.h"
+#include "config/completion.h"
 #include "config/config.h"
 #include "config/hydra.h"
 #include "dist/comm.h"
@@ -479,11 +480,10 @@ static int run_sweep(const App *app, char *const *ov, int n) {
 
 // ========================================================================== printing commands
 
-// --cfg / --help / --hydra-help / -sc: print and exit.
+// --cfg / --help / --hydra-help: print and exit.
 static int print_command(const App *app) {
     const HydraArgs *a = app->args;
-    bool sc = a->shell_completion;
-    CfgNode *tree = compose(app, sc ? NULL : a->overrides, sc ? 0 : a->n_overrides);
+    CfgNode *tree = compose(app, a->overrides, a->n_overrides);
     if (!tree) return EXIT_USAGE;
     char **task = calloc((size_t)a->n_overrides + 1, sizeof *task), **hydra = calloc((size_t)a->n_overrides + 1, sizeof *hydra);
     if (!task || !hydra) abort();
@@ -494,12 +494,11 @@ static int print_command(const App *app) {
     set_runtime(&job, NULL);  // under --cfg, runtime.output_dir is null
     char err[ERRLEN];
     int rc;
-    if (sc) rc = hydra_shell_completion(stdout, tree, a->overrides, a->n_overrides, err, sizeof err);
-    else if (a->help) rc = hydra_print_help(stdout, tree, a->resolve, err, sizeof err);
+    if (a->help) rc = hydra_print_help(stdout, tree, a->resolve, err, sizeof err);
     else if (a->hydra_help) rc = hydra_print_hydra_help(stdout, tree, err, sizeof err);
     else rc = hydra_print_cfg(stdout, tree, a->cfg, a->package, a->resolve, err, sizeof err);
     if (rc) {
-        if (strncmp(err, "package '", 9) == 0 || sc) fprintf(stderr, "%s\n", err);  // Hydra prints these bare
+        if (strncmp(err, "package '", 9) == 0) fprintf(stderr, "%s\n", err);  // Hydra prints it bare
         else hydra_report(stderr, err);
     }
     cfg_free(tree);
@@ -618,15 +617,15 @@ int main(int argc, char **argv) {
     HydraArgs a;
     int rc = hydra_parse_args(argc, argv, &a, stdout, stderr);
     if (!rc && a.version) version_print(stdout);  // after Hydra's line: mingpt and its backends
-    if (!rc && !a.version) rc = check_flags(&a);
-    if (!rc && !a.version && a.info) {  // needs no config: it says where configs are looked for
-        rc = print_info(&a);
-        a.version = true;  // done
-    }
+    bool done = rc || a.version;
+    if (!done) done = (rc = check_flags(&a)) != 0;
+    // --info and -sc need no config: they say where configs are looked for, or find it themselves
+    if (!done && a.info) { rc = print_info(&a); done = true; }
+    if (!done && a.shell_completion) { rc = completion_main(&a, stdout, stderr); done = true; }
     App app = {0};
-    if (!rc && !a.version) rc = app_init(&app, &a);
-    if (!rc && !a.version) {
-        bool printing = a.help || a.hydra_help || a.cfg != HYDRA_CFG_NONE || a.shell_completion;
+    if (!done) done = (rc = app_init(&app, &a)) != 0;
+    if (!done) {
+        bool printing = a.help || a.hydra_help || a.cfg != HYDRA_CFG_NONE;
         if (printing) rc = print_command(&app);
         else if (!(rc = open_comm(&app, &argc, &argv))) {
             if (wants_multirun(&app)) rc = run_sweep(&app, a.overrides, a.n_overrides);

@@ -722,35 +722,3 @@ int hydra_print_hydra_help(FILE *out, const CfgNode *tree, char *err, size_t err
     free(tmpl);
     return rc;
 }
-
-// Every leaf key of n as " a.b=" (lists are leaves).
-static void collect_keys(const CfgNode *n, const char *prefix, StrBuf *keys) {
-    for (size_t i = 0; n->type == CFG_MAP && i < n->n; i++) {
-        const CfgNode *k = n->kids[i];
-        char path[1024];
-        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", k->key);
-        if (!strcmp(path, "hydra.help") || !strcmp(path, "hydra.hydra_help")) continue;
-        if (k->type == CFG_MAP && k->n) collect_keys(k, path, keys);
-        else sb_printf(keys, " %s=", path);
-    }
-}
-
-int hydra_shell_completion(FILE *out, const CfgNode *tree, char *const *args, int n, char *err, size_t errlen) {
-    const char *cmd = n > 0 ? args[0] : "";
-    if (!strcmp(cmd, "uninstall=bash")) {
-        fputs("complete -r mingpt ./mingpt\n", out);
-        return 0;
-    }
-    if (strcmp(cmd, "install=bash") != 0)
-        return cfg_errf(err, errlen, "Unsupported shell completion command '%s' (mingpt knows install=bash and "
-                                     "uninstall=bash)", cmd);
-    StrBuf keys = {0};
-    collect_keys(tree, "", &keys);
-    fputs("# mingpt bash completion: flags and every config key (eval \"$(./mingpt -sc install=bash)\")\n", out);
-    fputs("complete -o nospace -W '--help --hydra-help --version --cfg --resolve --package --run --multirun"
-          " --shell-completion --config-path --config-name --config-dir sample", out);
-    fputs(keys.p ? keys.p : "", out);
-    fputs("' mingpt ./mingpt\n", out);
-    free(keys.p);
-    return 0;
-}

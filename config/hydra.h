@@ -140,8 +140,4 @@ int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, char *err, si
 // --hydra-help: hydra.hydra_help.template with mingpt's flags.
 int hydra_print_hydra_help(FILE *out, const CfgNode *tree, char *err, size_t errlen);
 
-// -sc install=bash / uninstall=bash: a bash completion script for the flags and every key of
-// tree (dotted, with '='). Returns 0, or -1 with the message in err.
-int hydra_shell_completion(FILE *out, const CfgNode *tree, char *const *args, int n, char *err, size_t errlen);
-
 #endif
