@@ -7,6 +7,7 @@
 #   make test     deps + build + every test (+ make fuzz and make valgrind)
 #   make test SAN=1   the same, every object built with AddressSanitizer + UBSan (in build/san)
 #   make fuzz     libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each; make valgrind: see mk/hardening.mk
+#   make install PREFIX=/usr/local [DESTDIR=...] / make uninstall   see mk/install.mk
 #
 # Layout: config/ data/ model/ kernels/cpu/ trainer/ are compiled into build/libmingpt.a;
 # main.c links it into ./mingpt; each tests/test_*.c is a cmocka program linked with it.

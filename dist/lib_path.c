@@ -35,7 +35,9 @@ int lib_path(const char *env, const char *rel, char *out, size_t len) {
     snprintf(out, len, "%s/%s", dir, rel);
     if (exists(out, S_IFREG)) return LIB_PATH_OK;
     const char *base = strrchr(rel, '/');
-    snprintf(installed_dir, sizeof installed_dir, "%s/%s", dir, LIB_PATH_INSTALLED_LIBS);
+    char *slash = strrchr(dir, '/');  // <exe dir>/../lib/mingpt, written without the ".."
+    if (slash) *slash = 0;
+    snprintf(installed_dir, sizeof installed_dir, "%s/%s", dir, LIB_PATH_INSTALLED_LIBS + 3);
     snprintf(installed, sizeof installed, "%s/%s", installed_dir, base ? base + 1 : rel);
     if (exists(installed, S_IFREG) || exists(installed_dir, S_IFDIR)) snprintf(out, len, "%s", installed);
     return LIB_PATH_OK;
