@@ -20,7 +20,7 @@ INSTALL_MANIFEST = $(PREFIX)/share/mingpt/install-manifest
 .PHONY: install uninstall
 # The recipe lists each file it writes in the manifest (PREFIX paths, without DESTDIR).
 install: mingpt
-	@set -e; case "$(PREFIX)" in /*) ;; *) echo "install: PREFIX must be absolute (got '$(PREFIX)')"; exit 2;; esac; \
+	@set -e; case "$(PREFIX)" in /*) ;; *) echo "install: PREFIX must be absolute (got '$(PREFIX)')" >&2; exit 2;; esac; \
 	root="$(DESTDIR)$(PREFIX)"; list=$$(mktemp); trap 'rm -f "$$list"' EXIT; \
 	put() { install -D -m "$$1" "$$2" "$$root/$$3"; echo "$(PREFIX)/$$3" >> "$$list"; echo "  $(PREFIX)/$$3"; }; \
 	echo "install: into $(DESTDIR)$(PREFIX)"; \
@@ -39,8 +39,8 @@ uninstall:
 	@set -e; m="$(DESTDIR)$(INSTALL_MANIFEST)"; \
 	if [ ! -f "$$m" ]; then echo "uninstall: nothing to remove ($$m not found: mingpt is not installed in $(DESTDIR)$(PREFIX))"; exit 0; fi; \
 	bad=0; while IFS= read -r f; do \
-	  case "$$f" in "$(PREFIX)"/*) case "$$f" in *..*) bad=1; echo "uninstall: skipping '$$f' ($$m: a path with ..)"; continue;; esac;; \
-	  *) bad=1; echo "uninstall: skipping '$$f' ($$m: not under $(PREFIX))"; continue;; esac; \
+	  case "$$f" in "$(PREFIX)"/*) case "$$f" in *..*) bad=1; echo "uninstall: skipping '$$f' ($$m: a path with ..)" >&2; continue;; esac;; \
+	  *) bad=1; echo "uninstall: skipping '$$f' ($$m: not under $(PREFIX))" >&2; continue;; esac; \
 	  if [ -e "$(DESTDIR)$$f" ] || [ -L "$(DESTDIR)$$f" ]; then rm -f "$(DESTDIR)$$f"; echo "  removed $$f"; fi; \
 	done < "$$m"; rm -f "$$m"; \
 	rmdir "$(DESTDIR)$(PREFIX)/lib/mingpt" "$(DESTDIR)$(PREFIX)/share/mingpt" 2>/dev/null || true; \
