@@ -11,12 +11,13 @@ SANV=$([ "$BDIR" = build/san ] && echo 1 || echo 0)
 mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s -C "$REPO" B="$BDIR" SAN=$SANV "$@"; }
 export OMP_NUM_THREADS=1
 PFX=$WORK/pfx
+cd "$WORK" || exit 1
 
 mk install PREFIX="$PFX" > install.out 2>&1; rc=$?
 [ $rc -eq 0 ] && ok "make install PREFIX=\$tmp" || bad "make install (rc $rc)" "$(tail -5 install.out)"
 want=(bin/mingpt share/mingpt/gpt2_train_cfg.yaml share/mingpt/char_cpu.yaml share/man/man1/mingpt.1
       share/bash-completion/completions/mingpt share/mingpt/install-manifest)
-for l in libmingpt_cuda.so libmingpt_mpi.so libmingpt_plot.so; do [ -f "$BDIR/$l" ] && want+=(lib/mingpt/$l); done
+for l in libmingpt_cuda.so libmingpt_mpi.so libmingpt_plot.so; do [ -f "$REPO/$BDIR/$l" ] && want+=(lib/mingpt/$l); done
 missing=""; for f in "${want[@]}"; do [ -f "$PFX/$f" ] || missing+=" $f"; done
 [ -z "$missing" ] && ok "installed: ${#want[@]} files (the binary, libraries built, configs, man page, completion)" \
   || bad "installed files" "missing:$missing"
@@ -38,7 +39,7 @@ out=$(cd / && "$PFX/bin/mingpt" --cfg job 2>&1); rc=$?
 (cd / && "$PFX/bin/mingpt" --info searchpath) | grep -q "| mingpt *| file://$PFX/share/mingpt *|" \
   && ok "--info searchpath names the installed share directory" || bad "--info searchpath" "$(cd / && "$PFX/bin/mingpt" --info searchpath)"
 check_ver() {  # NAME LIB: --version names the installed library
-  if [ -f "$BDIR/$2" ]; then
+  if [ -f "$REPO/$BDIR/$2" ]; then
     "$PFX/bin/mingpt" --version | grep -Eq "^$1: .* \($PFX/lib/mingpt/$2\)$" && ok "--version: $1 from $PFX/lib/mingpt" \
       || bad "--version: $1 from $PFX/lib/mingpt" "$("$PFX/bin/mingpt" --version)"
   fi
