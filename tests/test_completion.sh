@@ -74,4 +74,6 @@ check "uninstall=bash" 0 "complete -r mingpt ./mingpt" "" -- "$M" -sc uninstall=
 check "-sc without a subcommand" 2 "" "Expecting one subcommand from ['install', 'uninstall', 'query'] to be set" -- "$M" -sc
 check "-sc install=zsh" 2 "" "No completion plugin for 'zsh' found, available : 
 	bash" -- "$M" -sc install=zsh
+bad_input cli-sc-shell 2 'No completion plugin for' -- "$M" -sc install=zsh
+bad_input cli-sc-missing 2 'Expecting one subcommand from' -- "$M" -sc uninstall=bash query=x
 finish

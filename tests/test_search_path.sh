@@ -66,6 +66,7 @@ check "--info searchpath needs no config" 0 "~provider|Provider" "" -- "$PFX/bin
 check "--info without a value (all) is not supported" 2 "" \
   "mingpt: error: --info all is not supported (mingpt has no config groups or plugins); --info searchpath is" \
   -- "$M" --info
+bad_input cli-info-page 2 '--info defaults is not supported (mingpt has no config groups or plugins); --info searchpath is' -- "$M" --info defaults
 check "--info bogus" 2 "" "~mingpt: error: argument --info/-i: invalid choice: 'bogus' \(choose from 'all', 'config', 'defaults', 'defaults-tree', 'plugins', 'searchpath'\)$" \
   -- "$M" --info bogus
 check "--info with --cfg" 2 "" "Only one of --run, --multirun, --cfg, --info and --shell_completion can be specified" \
