@@ -242,12 +242,16 @@ void completion_query(const char *line, FILE *out) {
         if (sub) goto done;
     }
     HydraArgs a;
-    FILE *null = fopen("/dev/null", "w");
-    // (a flag whose value is being typed is left out: it would be an incomplete line)
+    memset(&a, 0, sizeof a);
+    // (a flag whose value is being typed is left out: it would be an incomplete line; a line
+    // argparse refuses completes as if it had no flags)
     const int n_parse = prev && prev[0] == '-' ? argc - 1 : argc;
-    const bool parsed = null && hydra_parse_args(n_parse, argv, &a, null, null) == 0;
+    FILE *null = fopen("/dev/null", "w");
+    if (null && hydra_parse_args(n_parse, argv, &a, null, null) != 0) {
+        hydra_args_free(&a);
+        memset(&a, 0, sizeof a);
+    }
     if (null) fclose(null);
-    if (!parsed) memset(&a, 0, sizeof a);  // a line argparse refuses: complete as if it had no flags
     if (prev && prev[0] == '-' && complete_flag_value(out, prev, &a, word)) goto free_args;
     if (word[0] == '-') {
         for (size_t i = 0; i < COUNT(FLAGS); i++) emit_if(out, word, FLAGS[i]);
@@ -259,7 +263,7 @@ void completion_query(const char *line, FILE *out) {
     if (tree) complete_override(out, tree, word, true);
     cfg_free(tree);
 free_args:
-    if (parsed) hydra_args_free(&a);
+    hydra_args_free(&a);
 done:
     free(argv);
     free(copy);
