@@ -11,10 +11,6 @@
 #include "config/config.h"
 
 static const char *const SUBCOMMANDS[] = {"sample", "info", "export", "plot", "runs"};
-static const char *const FLAGS[] = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve",
-                                    "--package", "-p", "--run", "-r", "--multirun", "-m", "--shell-completion",
-                                    "-sc", "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
-                                    "--info", "-i"};
 #define COUNT(a) (sizeof(a) / sizeof *(a))
 
 // Enumerated values of keys outside the schema (Hydra's own settings).
@@ -40,11 +36,10 @@ static const char BASH_SCRIPT[] =
     "    line=${line#*[[:space:]]}\n"
     "    [ \"$line\" = \"${COMP_LINE:0:COMP_POINT}\" ] && return 0\n"
     "    local word=${line##*[[:space:]]} cur=${COMP_WORDS[COMP_CWORD]}\n"
-    "    local prefix=${word%\"$cur\"} c IFS=$'\\n'\n"
+    "    local prefix=${word%\"$cur\"} c cands\n"
+    "    mapfile -t cands < <(\"$exe\" --shell-completion \"query=$line\" 2>/dev/null)\n"
     "    COMPREPLY=()\n"
-    "    for c in $(\"$exe\" --shell-completion \"query=$line\" 2>/dev/null); do\n"
-    "        COMPREPLY+=(\"${c#\"$prefix\"}\")\n"
-    "    done\n"
+    "    for c in \"${cands[@]}\"; do COMPREPLY+=(\"${c#\"$prefix\"}\"); done\n"
     "    if [ ${#COMPREPLY[@]} -eq 1 ] && [[ ${COMPREPLY[0]} != *[=.] ]]; then COMPREPLY[0]+=' '; fi\n"
     "}\n"
     "complete -o nospace -o default -F _mingpt_completion mingpt ./mingpt\n";
@@ -254,7 +249,9 @@ void completion_query(const char *line, FILE *out) {
     if (null) fclose(null);
     if (prev && prev[0] == '-' && complete_flag_value(out, prev, &a, word)) goto free_args;
     if (word[0] == '-') {
-        for (size_t i = 0; i < COUNT(FLAGS); i++) emit_if(out, word, FLAGS[i]);
+        const char *flags[64];
+        const size_t n_flags = hydra_flags(flags, 64);
+        for (size_t i = 0; i < n_flags; i++) emit_if(out, word, flags[i]);
         goto free_args;
     }
     if (argc == 1)

@@ -36,6 +36,15 @@ static const Opt OPTS[] = {
 static const char *const INFO_CHOICES[] = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"};
 #define N_OPTS (int)(sizeof OPTS / sizeof OPTS[0])
 
+size_t hydra_flags(const char **names, size_t max) {
+    size_t n = 0;
+    for (int i = 0; i < N_OPTS; i++) {
+        if (n < max) names[n++] = OPTS[i].lng;
+        if (OPTS[i].shrt && n < max) names[n++] = OPTS[i].shrt;
+    }
+    return n;
+}
+
 void hydra_usage(FILE *f) {
     fputs("usage: mingpt [--help] [--hydra-help] [--version]\n"
           "              [--cfg {job,hydra,all}] [--resolve]\n"

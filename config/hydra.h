@@ -41,6 +41,10 @@ typedef struct {
 int hydra_parse_args(int argc, char **argv, HydraArgs *a, FILE *out, FILE *err_out);
 void hydra_args_free(HydraArgs *a);
 
+// Every flag's option strings (long, then short when it has one), in Hydra's order, into names
+// (at most max); returns the count. For shell completion.
+size_t hydra_flags(const char **names, size_t max);
+
 // argparse's usage text for mingpt (and the `sample` subcommand).
 void hydra_usage(FILE *f);
 
