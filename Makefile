@@ -7,6 +7,7 @@
 #   make test     deps + build + every test (+ make fuzz and make valgrind)
 #   make test SAN=1   the same, every object built with AddressSanitizer + UBSan (in build/san)
 #   make fuzz     libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each; make valgrind: see mk/hardening.mk
+#   make install PREFIX=/usr/local [DESTDIR=...] / make uninstall   see mk/install.mk
 #
 # Layout: config/ data/ model/ kernels/cpu/ trainer/ are compiled into build/libmingpt.a;
 # main.c links it into ./mingpt; each tests/test_*.c is a cmocka program linked with it.
@@ -75,8 +76,14 @@ $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# Where ./mingpt looks for the CUDA backend (mk/cuda.mk builds it), relative to the binary.
-$(B)/kernels/backend.o: CFLAGS += -DMINGPT_CUDA_LIB='"$(B)/libmingpt_cuda.so"'
+# The commit --version names (trainer/version.h). $(B)/.git-commit keeps the last one and changes
+# only with it, so a new commit recompiles trainer/version.c alone.
+MINGPT_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(B)/.git-commit: FORCE
+	@mkdir -p $(dir $@)
+	$(if $(call streq,$(file <$@),$(MINGPT_COMMIT)),@:,$(file >$@,$(MINGPT_COMMIT))@:)
+$(B)/trainer/version.o: $(B)/.git-commit
+$(B)/trainer/version.o: CFLAGS += -DMINGPT_GIT_COMMIT='"$(MINGPT_COMMIT)"'
 
 $(B)/libmingpt.a: $(LIB_OBJ)
 	@rm -f $@

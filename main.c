@@ -21,6 +21,7 @@
 
 #include "config/cfg_interp.h"
 #include "config/cfg_override.h"
+#include "config/completion.h"
 #include "config/config.h"
 #include "config/hydra.h"
 #include "dist/comm.h"
@@ -31,6 +32,7 @@
 #include "trainer/sample.h"
 #include "trainer/state_dict.h"
 #include "trainer/trainer.h"
+#include "trainer/version.h"
 
 #define ERRLEN 8192
 
@@ -478,11 +480,10 @@ static int run_sweep(const App *app, char *const *ov, int n) {
 
 // ========================================================================== printing commands
 
-// --cfg / --help / --hydra-help / -sc: print and exit.
+// --cfg / --help / --hydra-help: print and exit.
 static int print_command(const App *app) {
     const HydraArgs *a = app->args;
-    bool sc = a->shell_completion;
-    CfgNode *tree = compose(app, sc ? NULL : a->overrides, sc ? 0 : a->n_overrides);
+    CfgNode *tree = compose(app, a->overrides, a->n_overrides);
     if (!tree) return EXIT_USAGE;
     char **task = calloc((size_t)a->n_overrides + 1, sizeof *task), **hydra = calloc((size_t)a->n_overrides + 1, sizeof *hydra);
     if (!task || !hydra) abort();
@@ -493,12 +494,11 @@ static int print_command(const App *app) {
     set_runtime(&job, NULL);  // under --cfg, runtime.output_dir is null
     char err[ERRLEN];
     int rc;
-    if (sc) rc = hydra_shell_completion(stdout, tree, a->overrides, a->n_overrides, err, sizeof err);
-    else if (a->help) rc = hydra_print_help(stdout, tree, a->resolve, err, sizeof err);
+    if (a->help) rc = hydra_print_help(stdout, tree, a->resolve, err, sizeof err);
     else if (a->hydra_help) rc = hydra_print_hydra_help(stdout, tree, err, sizeof err);
     else rc = hydra_print_cfg(stdout, tree, a->cfg, a->package, a->resolve, err, sizeof err);
     if (rc) {
-        if (strncmp(err, "package '", 9) == 0 || sc) fprintf(stderr, "%s\n", err);  // Hydra prints these bare
+        if (strncmp(err, "package '", 9) == 0) fprintf(stderr, "%s\n", err);  // Hydra prints it bare
         else hydra_report(stderr, err);
     }
     cfg_free(tree);
@@ -525,7 +525,7 @@ static bool wants_multirun(const App *app) {
 
 // Flag combinations Hydra refuses (its uncaught ValueErrors: printed bare).
 static int check_flags(const HydraArgs *a) {
-    int commands = a->run + a->multirun + (a->cfg != HYDRA_CFG_NONE) + a->shell_completion;
+    int commands = a->run + a->multirun + (a->cfg != HYDRA_CFG_NONE) + (a->info != NULL) + a->shell_completion;
     if (commands > 1) {
         fprintf(stderr, "Only one of --run, --multirun, --cfg, --info and --shell_completion can be specified\n");
         return EXIT_USAGE;
@@ -535,6 +535,20 @@ static int check_flags(const HydraArgs *a) {
         return EXIT_USAGE;
     }
     return 0;
+}
+
+// --info: of Hydra's pages, mingpt has the config search path (no defaults list, no plugins).
+static int print_info(const HydraArgs *a) {
+    if (strcmp(a->info, "searchpath") != 0) {
+        fprintf(stderr, "mingpt: error: --info %s is not supported (mingpt has no config groups or plugins); "
+                "--info searchpath is\n", a->info);
+        return EXIT_USAGE;
+    }
+    SearchPath sp;
+    hydra_search_path(a, &sp);
+    search_path_print(stdout, &sp);
+    search_path_free(&sp);
+    return EXIT_OK;
 }
 
 // Finds the config and builds Hydra's defaults for the `hydra` node.
@@ -558,8 +572,11 @@ static int app_init(App *app, const HydraArgs *a) {
     char cname[256];
     size_t nl = strlen(name);
     snprintf(cname, sizeof cname, "%.*s", (int)(nl > 5 && !strcmp(name + nl - 5, ".yaml") ? nl - 5 : nl), name);
-    HydraStatic st = {.config_name = cname, .config_dir = abs_dir, .cwd = app->cwd};
+    SearchPath sp;
+    hydra_search_path(a, &sp);
+    HydraStatic st = {.config_name = cname, .config_dir = abs_dir, .cwd = app->cwd, .search_path = &sp};
     app->hydra_defaults = hydra_defaults_node(&st);
+    search_path_free(&sp);
     (void)cfg_now();  // fix ${now:} at start-up, as Hydra does
     return 0;
 }
@@ -599,16 +616,16 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "export") == 0) return export_main(argc - 1, argv + 1);
     HydraArgs a;
     int rc = hydra_parse_args(argc, argv, &a, stdout, stderr);
-    if (!rc && a.version) {   // after Hydra's line: what mingpt computes with
-        char desc[4096];
-        backend_cpu_describe(desc, sizeof desc);
-        fputs(desc, stdout);
-    }
-    if (!rc && !a.version) rc = check_flags(&a);
+    if (!rc && a.version) version_print(stdout);  // after Hydra's line: mingpt and its backends
+    bool done = rc || a.version;
+    if (!done) done = (rc = check_flags(&a)) != 0;
+    // --info and -sc need no config: they say where configs are looked for, or find it themselves
+    if (!done && a.info) { rc = print_info(&a); done = true; }
+    if (!done && a.shell_completion) { rc = completion_main(&a, stdout, stderr); done = true; }
     App app = {0};
-    if (!rc && !a.version) rc = app_init(&app, &a);
-    if (!rc && !a.version) {
-        bool printing = a.help || a.hydra_help || a.cfg != HYDRA_CFG_NONE || a.shell_completion;
+    if (!done) done = (rc = app_init(&app, &a)) != 0;
+    if (!done) {
+        bool printing = a.help || a.hydra_help || a.cfg != HYDRA_CFG_NONE;
         if (printing) rc = print_command(&app);
         else if (!(rc = open_comm(&app, &argc, &argv))) {
             if (wants_multirun(&app)) rc = run_sweep(&app, a.overrides, a.n_overrides);

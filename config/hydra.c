@@ -14,11 +14,12 @@
 
 // ========================================================================== flags (argparse)
 
-enum { O_HELP, O_HYDRA_HELP, O_VERSION, O_CFG, O_RESOLVE, O_PACKAGE, O_RUN, O_MULTIRUN, O_SC, O_CP, O_CN, O_CD };
+enum { O_HELP, O_HYDRA_HELP, O_VERSION, O_CFG, O_RESOLVE, O_PACKAGE, O_RUN, O_MULTIRUN, O_SC, O_CP, O_CN, O_CD, O_INFO };
 
 typedef struct {
     const char *lng, *shrt;  // option strings, in Hydra's order (argparse names it "--cfg/-c")
     bool takes_value;
+    bool optional;           // argparse nargs='?': the value may be left out (--info)
 } Opt;
 
 static const Opt OPTS[] = {
@@ -28,8 +29,21 @@ static const Opt OPTS[] = {
     [O_RUN] = {"--run", "-r", false},            [O_MULTIRUN] = {"--multirun", "-m", false},
     [O_SC] = {"--shell-completion", "-sc", false}, [O_CP] = {"--config-path", "-cp", true},
     [O_CN] = {"--config-name", "-cn", true},     [O_CD] = {"--config-dir", "-cd", true},
+    [O_INFO] = {"--info", "-i", true, true},
 };
+
+// --info's choices (Hydra 1.3's argparse), and the value it takes without one.
+static const char *const INFO_CHOICES[] = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"};
 #define N_OPTS (int)(sizeof OPTS / sizeof OPTS[0])
+
+size_t hydra_flags(const char **names, size_t max) {
+    size_t n = 0;
+    for (int i = 0; i < N_OPTS; i++) {
+        if (n < max) names[n++] = OPTS[i].lng;
+        if (OPTS[i].shrt && n < max) names[n++] = OPTS[i].shrt;
+    }
+    return n;
+}
 
 void hydra_usage(FILE *f) {
     fputs("usage: mingpt [--help] [--hydra-help] [--version]\n"
@@ -38,6 +52,7 @@ void hydra_usage(FILE *f) {
           "              [--shell-completion] [--config-path CONFIG_PATH]\n"
           "              [--config-name CONFIG_NAME]\n"
           "              [--config-dir CONFIG_DIR]\n"
+          "              [--info [{all,config,defaults,defaults-tree,plugins,searchpath}]]\n"
           "              [overrides ...]\n"
           "       mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N]\n"
           "                     [--temperature F] [--top_k K] [--seed S]\n",
@@ -92,7 +107,21 @@ static int set_option(HydraArgs *a, int id, const char *v, FILE *err_out) {
     case O_CP: a->config_path = v; return 0;
     case O_CN: a->config_name = v; return 0;
     case O_CD: a->config_dirs[a->n_config_dirs++] = v; return 0;
+    case O_INFO: break;
     case O_CFG: break;
+    }
+    char name[64], msg[600];
+    opt_name(id, name, sizeof name);
+    if (id == O_INFO) {
+        if (!v) v = INFO_CHOICES[0];
+        for (size_t k = 0; k < sizeof INFO_CHOICES / sizeof *INFO_CHOICES; k++)
+            if (!strcmp(v, INFO_CHOICES[k])) {
+                a->info = INFO_CHOICES[k];
+                return 0;
+            }
+        snprintf(msg, sizeof msg, "argument %s: invalid choice: '%s' (choose from 'all', 'config', 'defaults', "
+                 "'defaults-tree', 'plugins', 'searchpath')", name, v);
+        return usage_error(err_out, "%s%s", msg, "");
     }
     static const char *const what[] = {[HYDRA_CFG_JOB] = "job", [HYDRA_CFG_HYDRA] = "hydra", [HYDRA_CFG_ALL] = "all"};
     for (int k = HYDRA_CFG_JOB; k <= HYDRA_CFG_ALL; k++)
@@ -100,8 +129,6 @@ static int set_option(HydraArgs *a, int id, const char *v, FILE *err_out) {
             a->cfg = (HydraCfgWhat)k;
             return 0;
         }
-    char name[64], msg[600];
-    opt_name(id, name, sizeof name);
     snprintf(msg, sizeof msg, "argument %s: invalid choice: '%s' (choose from 'job', 'hydra', 'all')", name, v);
     return usage_error(err_out, "%s%s", msg, "");
 }
@@ -139,7 +166,7 @@ int hydra_parse_args(int argc, char **argv, HydraArgs *a, FILE *out, FILE *err_o
         }
         const char *v = eq ? eq + 1 : NULL;
         if (!v && i + 1 < argc && (argv[i + 1][0] != '-' || !argv[i + 1][1])) v = argv[++i];
-        if (!v) rc = usage_error(err_out, "argument %s: expected one argument%s", oname, "");
+        if (!v && !OPTS[id].optional) rc = usage_error(err_out, "argument %s: expected one argument%s", oname, "");
         else rc = set_option(a, id, v, err_out);
     }
     if (!rc && !a->version && n_unknown) {
@@ -180,48 +207,41 @@ static bool is_file(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// p made absolute against the current directory (not normalized beyond dropping "./").
-static void absolute(const char *p, char *out, size_t len) {
-    char cwd[PATH_MAX];
-    if (p[0] == '/' || !getcwd(cwd, sizeof cwd)) {
-        snprintf(out, len, "%s", p);
-        return;
-    }
-    int w;
-    if (!strcmp(p, ".") || !strcmp(p, "./")) w = snprintf(out, len, "%s", cwd);
-    else w = snprintf(out, len, "%s/%s", cwd, strncmp(p, "./", 2) == 0 ? p + 2 : p);
-    if (w < 0 || (size_t)w >= len) out[len - 1] = 0;  // truncated: still a string
+void hydra_search_path(const HydraArgs *a, SearchPath *sp) {
+    search_path_build(sp, a->config_path, a->config_dirs, a->n_config_dirs);
 }
 
 int hydra_find_config(const HydraArgs *a, char *path, size_t len, char *err, size_t errlen) {
     const char *name = a->config_name ? a->config_name : HYDRA_DEFAULT_CONFIG;
-    const char *primary = a->config_path ? a->config_path : ".";
-    char abs_primary[PATH_MAX], abs_dir[PATH_MAX];
-    absolute(primary, abs_primary, sizeof abs_primary);
-    if (a->config_path && !is_dir(primary))
+    char abs_dir[PATH_MAX];
+    if (a->config_path && !is_dir(a->config_path)) {
+        search_path_absolute(a->config_path, abs_dir, sizeof abs_dir);
         return cfg_errf(err, errlen,
                         "Primary config directory not found.\nCheck that the config directory '%s' exists and readable",
-                        abs_primary);
+                        abs_dir);
+    }
     for (int i = 0; i < a->n_config_dirs; i++) {
-        absolute(a->config_dirs[i], abs_dir, sizeof abs_dir);
+        search_path_absolute(a->config_dirs[i], abs_dir, sizeof abs_dir);
         if (!is_dir(a->config_dirs[i]))
             return cfg_errf(err, errlen, "Additional config directory '%s' not found", abs_dir);
     }
-    if (!config_path(path, len, primary, name) && is_file(path)) return 0;
-    for (int i = 0; i < a->n_config_dirs; i++)
-        if (!config_path(path, len, a->config_dirs[i], name) && is_file(path)) return 0;
-    // Not found anywhere: Hydra's message with the search path.
-    char sp[4096];
-    int o = snprintf(sp, sizeof sp, "\tprovider=hydra, path=pkg://hydra.conf\n\tprovider=main, path=file://%s\n",
-                     abs_primary);
-    for (int i = 0; i < a->n_config_dirs && o > 0 && (size_t)o < sizeof sp; i++) {
-        absolute(a->config_dirs[i], abs_dir, sizeof abs_dir);
-        o += snprintf(sp + o, sizeof sp - (size_t)o, "\tprovider=command-line, path=file://%s\n", abs_dir);
-    }
+    SearchPath sp;
+    hydra_search_path(a, &sp);
+    for (int i = 0; i < sp.n; i++)  // the first place that has it, in search path order
+        if (sp.dirs[i].lookup && !config_path(path, len, sp.dirs[i].lookup, name) && is_file(path)) {
+            search_path_free(&sp);
+            return 0;
+        }
+    // Not found anywhere: Hydra's message with every place looked in.
+    char lines[8192];
+    search_path_lines(&sp, lines, sizeof lines);
+    search_path_free(&sp);
+    size_t n = strlen(lines);
+    if (n && lines[n - 1] == '\n') lines[n - 1] = 0;
     return cfg_errf(err, errlen,
                     "Cannot find primary config '%s'. Check that it's in your config search path.\n\n"
-                    "Config search path:\n%s\tprovider=schema, path=structured://",
-                    name, sp);
+                    "Config search path:\n%s",
+                    name, lines);
 }
 
 // ========================================================================== the hydra node
@@ -308,13 +328,18 @@ CfgNode *hydra_defaults_node(const HydraStatic *st) {
     if (!h) abort();  // the text above is fixed: a failure is a bug
     put_path(h, "job.config_name", cfg_new_str(st->config_name ? st->config_name : ""));
     put_path(h, "runtime.cwd", cfg_new_str(st->cwd ? st->cwd : ""));
-    CfgNode *src = cfg_new_map(), *list = cfg_new_list();
-    char url[PATH_MAX + 8];
-    snprintf(url, sizeof url, "file://%s", st->config_dir ? st->config_dir : "");
-    cfg_map_put(src, "path", cfg_new_str(url));
-    cfg_map_put(src, "schema", cfg_new_str("file"));
-    cfg_map_put(src, "provider", cfg_new_str("main"));
-    cfg_list_push(list, src);
+    // Hydra's ConfigSourceInfo list: path without its scheme, schema, provider.
+    CfgNode *list = cfg_new_list();
+    const SearchDir main_only = {.provider = "main", .schema = "file", .path = (char *)(st->config_dir ? st->config_dir : "")};
+    const int n = st->search_path ? st->search_path->n : 1;
+    for (int i = 0; i < n; i++) {
+        const SearchDir *d = st->search_path ? &st->search_path->dirs[i] : &main_only;
+        CfgNode *src = cfg_new_map();
+        cfg_map_put(src, "path", cfg_new_str(d->path));
+        cfg_map_put(src, "schema", cfg_new_str(d->schema));
+        cfg_map_put(src, "provider", cfg_new_str(d->provider));
+        cfg_list_push(list, src);
+    }
     put_path(h, "runtime.config_sources", list);
     return h;
 }
@@ -688,6 +713,8 @@ static const char FLAGS_HELP[] =
     "                    The config_path is absolute or relative to the current directory\n"
     "--config-name,-cn : Overrides the config_name (default: " HYDRA_DEFAULT_CONFIG ")\n"
     "--config-dir,-cd : Adds an additional config dir to the config search path\n"
+    "--info,-i : Print Hydra information [all|config|defaults|defaults-tree|plugins|searchpath]"
+    " (mingpt: searchpath)\n"
     "Overrides : Any key=value arguments to override config values (use dots for.nested=overrides)\n"
     "\n"
     "mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N] [--temperature F] [--top_k K] [--seed S]\n"
@@ -703,36 +730,4 @@ int hydra_print_hydra_help(FILE *out, const CfgNode *tree, char *err, size_t err
     if (!rc) fputc('\n', out);
     free(tmpl);
     return rc;
-}
-
-// Every leaf key of n as " a.b=" (lists are leaves).
-static void collect_keys(const CfgNode *n, const char *prefix, StrBuf *keys) {
-    for (size_t i = 0; n->type == CFG_MAP && i < n->n; i++) {
-        const CfgNode *k = n->kids[i];
-        char path[1024];
-        snprintf(path, sizeof path, "%s%s%s", prefix, *prefix ? "." : "", k->key);
-        if (!strcmp(path, "hydra.help") || !strcmp(path, "hydra.hydra_help")) continue;
-        if (k->type == CFG_MAP && k->n) collect_keys(k, path, keys);
-        else sb_printf(keys, " %s=", path);
-    }
-}
-
-int hydra_shell_completion(FILE *out, const CfgNode *tree, char *const *args, int n, char *err, size_t errlen) {
-    const char *cmd = n > 0 ? args[0] : "";
-    if (!strcmp(cmd, "uninstall=bash")) {
-        fputs("complete -r mingpt ./mingpt\n", out);
-        return 0;
-    }
-    if (strcmp(cmd, "install=bash") != 0)
-        return cfg_errf(err, errlen, "Unsupported shell completion command '%s' (mingpt knows install=bash and "
-                                     "uninstall=bash)", cmd);
-    StrBuf keys = {0};
-    collect_keys(tree, "", &keys);
-    fputs("# mingpt bash completion: flags and every config key (eval \"$(./mingpt -sc install=bash)\")\n", out);
-    fputs("complete -o nospace -W '--help --hydra-help --version --cfg --resolve --package --run --multirun"
-          " --shell-completion --config-path --config-name --config-dir sample", out);
-    fputs(keys.p ? keys.p : "", out);
-    fputs("' mingpt ./mingpt\n", out);
-    free(keys.p);
-    return 0;
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "config/cfg_tree.h"
+#include "config/search_path.h"
 
 #define HYDRA_VERSION "1.3.2"           // the Hydra whose behaviour mingpt copies
 #define HYDRA_DEFAULT_CONFIG "gpt2_train_cfg"
@@ -23,8 +24,10 @@ typedef enum { HYDRA_CFG_NONE, HYDRA_CFG_JOB, HYDRA_CFG_HYDRA, HYDRA_CFG_ALL } H
 typedef struct {
     bool help, hydra_help, version, resolve, run, multirun, shell_completion;
     HydraCfgWhat cfg;             // --cfg/-c
+    const char *info;             // --info/-i [all|config|defaults|defaults-tree|plugins|searchpath]
+                                  // ("all" when given without a value), or NULL
     const char *package;          // --package/-p, or NULL
-    const char *config_path;      // --config-path/-cp, or NULL (the current directory)
+    const char *config_path;      // --config-path/-cp, or NULL (the search path of config/search_path.h)
     const char *config_name;      // --config-name/-cn, or NULL (HYDRA_DEFAULT_CONFIG)
     const char **config_dirs;     // --config-dir/-cd, in order (may repeat)
     int n_config_dirs;
@@ -38,6 +41,10 @@ typedef struct {
 int hydra_parse_args(int argc, char **argv, HydraArgs *a, FILE *out, FILE *err_out);
 void hydra_args_free(HydraArgs *a);
 
+// Every flag's option strings (long, then short when it has one), in Hydra's order, into names
+// (at most max); returns the count. For shell completion.
+size_t hydra_flags(const char **names, size_t max);
+
 // argparse's usage text for mingpt (and the `sample` subcommand).
 void hydra_usage(FILE *f);
 
@@ -48,9 +55,13 @@ void hydra_report(FILE *f, const char *msg);
 
 // ---- config search path -------------------------------------------------------------------
 
-// The primary config file: <config_path or .>/<name>.yaml, else the first --config-dir that has
-// it. Returns 0 with the file in path, or -1 with Hydra's message (Cannot find primary config
-// ..., Primary config directory not found ..., Additional config directory ... not found).
+// The config search path of these arguments (config/search_path.h). Free with search_path_free.
+void hydra_search_path(const HydraArgs *a, SearchPath *sp);
+
+// The primary config file: <name>.yaml in the first directory of the search path that has it
+// (relative when the directory was given relative, e.g. -cp conf). Returns 0 with the file in
+// path, or -1 with Hydra's message (Cannot find primary config ... with every place looked in,
+// Primary config directory not found ..., Additional config directory ... not found).
 int hydra_find_config(const HydraArgs *a, char *path, size_t len, char *err, size_t errlen);
 
 // ---- the hydra node -----------------------------------------------------------------------
@@ -58,7 +69,9 @@ int hydra_find_config(const HydraArgs *a, char *path, size_t len, char *err, siz
 // What Hydra knows about the job before its config is composed.
 typedef struct {
     const char *config_name;   // hydra.job.config_name
-    const char *config_dir;    // absolute directory of the primary config (runtime.config_sources)
+    const char *config_dir;    // absolute directory of the primary config (runtime.config_sources
+                               // when search_path is NULL)
+    const SearchPath *search_path;  // runtime.config_sources: every place of the search path
     const char *cwd;           // launch directory (hydra.runtime.cwd)
 } HydraStatic;
 
@@ -130,9 +143,5 @@ int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, char *err, si
 
 // --hydra-help: hydra.hydra_help.template with mingpt's flags.
 int hydra_print_hydra_help(FILE *out, const CfgNode *tree, char *err, size_t errlen);
-
-// -sc install=bash / uninstall=bash: a bash completion script for the flags and every key of
-// tree (dotted, with '='). Returns 0, or -1 with the message in err.
-int hydra_shell_completion(FILE *out, const CfgNode *tree, char *const *args, int n, char *err, size_t errlen);
 
 #endif

@@ -68,14 +68,15 @@ int comm_launched(char *err, size_t errlen) {
 // ============================================================================
 typedef Comm *(*MpiCreateFn)(int *, char ***, char *, size_t);
 
-Comm *comm_mpi_open(int *argc, char ***argv, char *err, size_t errlen) {
+// The MPI communicator's library, opened (RTLD_GLOBAL: libmpi's own plugins, dlopen'ed by Open
+// MPI, resolve against it); the path tried goes into path. NULL with the message in err.
+static void *open_mpi_library(char *path, size_t pathlen, char *err, size_t errlen) {
 #ifdef MINGPT_MPI_LIB
     const char *built = MINGPT_MPI_LIB;
 #else
     const char *built = NULL;
 #endif
-    char path[4600];
-    const int where = lib_path("MINGPT_MPI_LIB", built, path, sizeof path);
+    const int where = lib_path("MINGPT_MPI_LIB", built, path, pathlen);
     if (where == LIB_PATH_NOT_BUILT) {
         snprintf(err, errlen, "this mingpt was built without MPI support (build with libopenmpi-dev installed)");
         return NULL;
@@ -86,9 +87,28 @@ Comm *comm_mpi_open(int *argc, char ***argv, char *err, size_t errlen) {
                  "install libopenmpi-dev and rebuild)", path);
         return NULL;
     }
-    // RTLD_GLOBAL: libmpi's own plugins (dlopen'ed by Open MPI) resolve against it.
     void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-    if (!lib) { snprintf(err, errlen, "cannot load MPI support: %s", dlerror()); return NULL; }
+    if (!lib) snprintf(err, errlen, "cannot load MPI support: %s", dlerror());
+    return lib;
+}
+
+void comm_mpi_describe_build(char *buf, size_t len) {
+    char path[4600], err[1024], ver[256];
+    void *lib = open_mpi_library(path, sizeof path, err, sizeof err);
+    if (!lib) {
+        if (strstr(err, "built without MPI support (build with")) snprintf(buf, len, "MPI: not built\n");
+        else if (access(path, F_OK) != 0) snprintf(buf, len, "MPI: library not found: %s\n", path);
+        else snprintf(buf, len, "MPI: %s\n", err);
+        return;
+    }
+    lib_path_call_version(lib, "comm_mpi_version", ver, sizeof ver);
+    snprintf(buf, len, "MPI: %s (%s)\n", ver, path);
+}
+
+Comm *comm_mpi_open(int *argc, char ***argv, char *err, size_t errlen) {
+    char path[4600];
+    void *lib = open_mpi_library(path, sizeof path, err, errlen);
+    if (!lib) return NULL;
     MpiCreateFn fn = (MpiCreateFn)dlsym(lib, "comm_mpi_create");
     if (!fn) { snprintf(err, errlen, "%.600s has no comm_mpi_create", path); return NULL; }
     return fn(argc, argv, err, errlen);

@@ -83,6 +83,11 @@ int comm_launched(char *err, size_t errlen);
 // NULL with a message when MPI cannot be loaded or initialised.
 Comm *comm_mpi_open(int *argc, char ***argv, char *err, size_t errlen);
 
+// For --version: "MPI: Open MPI 4.1.4, MPI 3.1 (<library>)\n", the MPI the communicator's
+// library was compiled with (its comm_mpi_version; loading it starts nothing, MPI_Init is not
+// called), or "MPI: not built\n" / "MPI: library not found: <path>\n".
+void comm_mpi_describe_build(char *buf, size_t len);
+
 void comm_stats_reset(Comm *c);
 
 #ifdef __cplusplus

@@ -321,6 +321,18 @@ static long env_long(const char *name, long dflt) {
     return v && *v ? strtol(v, NULL, 10) : dflt;
 }
 
+// For --version (comm_mpi_describe_build): the MPI library this file was compiled against,
+// from mpi.h's constants (no MPI call: MPI is not initialised then).
+__attribute__((visibility("default")))
+void comm_mpi_version(char *buf, size_t len) {
+#ifdef OMPI_MAJOR_VERSION
+    snprintf(buf, len, "Open MPI %d.%d.%d, MPI %d.%d", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, OMPI_RELEASE_VERSION,
+             MPI_VERSION, MPI_SUBVERSION);
+#else
+    snprintf(buf, len, "MPI %d.%d", MPI_VERSION, MPI_SUBVERSION);
+#endif
+}
+
 __attribute__((visibility("default")))
 Comm *comm_mpi_create(int *argc, char ***argv, char *err, size_t errlen) {
     int provided = 0;

@@ -1,10 +1,27 @@
 // dist/lib_path.c — see lib_path.h.
 #include "dist/lib_path.h"
 
+#include <dlfcn.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+int lib_path_exe_dir(char *out, size_t len) {
+    char exe[4096];
+    const ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return -1;
+    exe[k] = 0;
+    const int w = snprintf(out, len, "%s", dirname(exe));
+    return w < 0 || (size_t)w >= len ? -1 : 0;
+}
+
+static int exists(const char *p, mode_t type) {
+    struct stat st;
+    return stat(p, &st) == 0 && (st.st_mode & S_IFMT) == type;
+}
 
 int lib_path(const char *env, const char *rel, char *out, size_t len) {
     const char *over = env ? getenv(env) : NULL;
@@ -13,10 +30,22 @@ int lib_path(const char *env, const char *rel, char *out, size_t len) {
         return LIB_PATH_OK;
     }
     if (!rel) return LIB_PATH_NOT_BUILT;
-    char exe[4096];
-    const ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k <= 0) return LIB_PATH_NO_EXE;
-    exe[k] = 0;
-    snprintf(out, len, "%s/%s", dirname(exe), rel);
+    char dir[4096], installed_dir[4200], installed[4400];
+    if (lib_path_exe_dir(dir, sizeof dir)) return LIB_PATH_NO_EXE;
+    snprintf(out, len, "%s/%s", dir, rel);
+    if (exists(out, S_IFREG)) return LIB_PATH_OK;
+    const char *base = strrchr(rel, '/');
+    char *slash = strrchr(dir, '/');  // <exe dir>/../lib/mingpt, written without the ".."
+    if (slash) *slash = 0;
+    snprintf(installed_dir, sizeof installed_dir, "%s/%s", dir, LIB_PATH_INSTALLED_LIBS + 3);
+    snprintf(installed, sizeof installed, "%s/%s", installed_dir, base ? base + 1 : rel);
+    if (exists(installed, S_IFREG) || exists(installed_dir, S_IFDIR)) snprintf(out, len, "%s", installed);
     return LIB_PATH_OK;
+}
+
+void lib_path_call_version(void *lib, const char *sym, char *buf, size_t len) {
+    typedef void (*VersionFn)(char *, size_t);
+    VersionFn fn = (VersionFn)dlsym(lib, sym);
+    if (fn) fn(buf, len);
+    else snprintf(buf, len, "version unknown (no %s in the library)", sym);
 }

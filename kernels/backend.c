@@ -14,21 +14,19 @@
 
 typedef Backend *(*CudaCreateFn)(ComputeDtype, int, char *, size_t);
 
-// The CUDA backend's constructor: linked in (the emulated test programs), or loaded from a
-// shared library, so that cuBLAS is loaded only when needed: the one the environment variable
-// MINGPT_CUDA_LIB names (a path, absolute in practice; tests point it at the emulated build,
-// build/emu/libmingpt_cuda.so), else the build's MINGPT_CUDA_LIB next to the executable.
-// NULL with the reason in why when there is none.
-static CudaCreateFn find_cuda_backend(char *why, size_t whylen) {
-    if (backend_cuda_create) return backend_cuda_create;
+// The CUDA backend's shared library, opened: the one the environment variable MINGPT_CUDA_LIB
+// names (a path, absolute in practice; tests point it at the emulated build,
+// build/emu/libmingpt_cuda.so), else the build's MINGPT_CUDA_LIB next to the executable (or in
+// an installed mingpt's lib directory, dist/lib_path.h). The path tried goes into path; NULL
+// with the reason in why when there is none.
+static void *open_cuda_library(char *path, size_t pathlen, char *why, size_t whylen) {
 #ifdef MINGPT_CUDA_LIB
     const char *built = MINGPT_CUDA_LIB;
 #else
     const char *built = NULL;
 #endif
-    char path[4600];
     const char *over = getenv("MINGPT_CUDA_LIB");
-    const int where = lib_path("MINGPT_CUDA_LIB", built, path, sizeof path);
+    const int where = lib_path("MINGPT_CUDA_LIB", built, path, pathlen);
     if (where == LIB_PATH_NOT_BUILT) {
         snprintf(why, whylen, "this mingpt was built without the CUDA backend (build with nvcc on PATH and CUDA=1)");
         return NULL;
@@ -41,10 +39,37 @@ static CudaCreateFn find_cuda_backend(char *why, size_t whylen) {
         return NULL;
     }
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) { snprintf(why, whylen, "cannot load the CUDA backend: %s", dlerror()); return NULL; }
-    CudaCreateFn fn = (CudaCreateFn)dlsym(lib, "backend_cuda_create");
-    if (!fn) snprintf(why, whylen, "%.600s has no backend_cuda_create", path);
+    if (!lib) snprintf(why, whylen, "cannot load the CUDA backend: %s", dlerror());
+    return lib;
+}
+
+// The CUDA backend's constructor: linked in (the emulated test programs), or loaded from the
+// shared library, so that cuBLAS is loaded only when needed. NULL with the reason in why.
+static CudaCreateFn find_cuda_backend(char *why, size_t whylen) {
+    if (backend_cuda_create) return backend_cuda_create;
+    char path[4600];
+    void *lib = open_cuda_library(path, sizeof path, why, whylen);
+    CudaCreateFn fn = lib ? (CudaCreateFn)dlsym(lib, "backend_cuda_create") : NULL;
+    if (lib && !fn) snprintf(why, whylen, "%.600s has no backend_cuda_create", path);
     return fn;
+}
+
+void backend_cuda_describe_build(char *buf, size_t len) {
+#ifndef MINGPT_CUDA_LIB
+    if (!getenv("MINGPT_CUDA_LIB") || !*getenv("MINGPT_CUDA_LIB")) {
+        snprintf(buf, len, "CUDA: not built\n");
+        return;
+    }
+#endif
+    char path[4600], why[1024], ver[512];
+    void *lib = open_cuda_library(path, sizeof path, why, sizeof why);
+    if (!lib) {
+        if (access(path, F_OK) != 0) snprintf(buf, len, "CUDA: library not found: %s\n", path);
+        else snprintf(buf, len, "CUDA: %s\n", why);
+        return;
+    }
+    lib_path_call_version(lib, "backend_cuda_version", ver, sizeof ver);
+    snprintf(buf, len, "CUDA: %s (%s)\n", ver, path);
 }
 
 Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_dtype, char *err, size_t errlen) {

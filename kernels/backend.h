@@ -173,6 +173,12 @@ void backend_cpu_emulate_low_precision(Backend *be);
 // device: the CUDA device index (the rank's local rank modulo the visible device count).
 Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, char *err, size_t errlen) __attribute__((weak));
 
+// For --version: "CUDA: toolkit 13.0, cuBLAS 13.1.0, NCCL 2.28.9, nvcc build ... (<library>)\n",
+// the header versions the CUDA backend library was compiled with (its backend_cuda_version;
+// loading the library needs no GPU or driver), or "CUDA: not built\n" / "CUDA: library not
+// found: <path>\n" / "CUDA: <why it cannot be loaded>\n".
+void backend_cuda_describe_build(char *buf, size_t len);
+
 // Picks the backend for trainer_config.device: "cpu", "cuda" or "auto" (cuda when a
 // device is present and mingpt was built with CUDA, else cpu). Returns NULL and writes
 // a message into err (naming the missing driver/device or build option) when "cuda"

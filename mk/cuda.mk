@@ -57,6 +57,9 @@ $(CUDA_RU): $(CUDA_OBJ) tests/cuda/check_spills.sh
 # asked for (device=cuda or auto): loading cuBLAS costs ~100 ms, which every other command
 # (--cfg job, --help, sample) must not pay. Path: MINGPT_CUDA_LIB in the Makefile.
 CUDA_SO := $(B)/libmingpt_cuda.so
+# Where ./mingpt looks for it, relative to the binary (without CUDA=1 it is not built, and
+# --version says so)
+$(B)/kernels/backend.o: CFLAGS += -DMINGPT_CUDA_LIB='"$(CUDA_SO)"'
 $(CUDA_SO): $(CUDA_OBJ) | $(CUDA_RU)
 	$(CC) -shared -o $@ $(CUDA_OBJ) $(CUDA_LDLIBS) -lm $(SAN_FLAGS)
 mingpt: | $(CUDA_SO)

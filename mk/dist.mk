@@ -2,7 +2,8 @@
 #
 # dist/comm.c (the single-process communicator and launcher detection) is in libmingpt.a.
 # The MPI communicator (dist/comm_mpi.c) is a shared library, build/libmingpt_mpi.so, that
-# ./mingpt dlopens only when mpirun/srun started it: a plain ./mingpt never loads libmpi
+# ./mingpt dlopens only when mpirun/srun started it (and for --version, which reads its
+# version without initialising MPI): a plain ./mingpt never loads libmpi
 # (which costs tens of milliseconds at start-up) and never calls MPI_Init.
 MPICC    ?= mpicc
 MPI_SO   := $(B)/libmingpt_mpi.so

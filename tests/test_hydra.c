@@ -4,6 +4,7 @@
 // tests/test_hydra_*.sh.
 #include "tests/test_util.h"
 
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -640,6 +641,76 @@ static void test_argparse(void **state) {
     hydra_args_free(&a);
 }
 
+// --info [PAGE] (argparse nargs='?', const 'all') and its choices
+static void test_argparse_info(void **state) {
+    (void)state;
+    HydraArgs a;
+    char out[4096], err[4096];
+    const char *bare[] = {"mingpt", "--info", NULL};
+    assert_int_equal(parse(bare, &a, out, err), 0);
+    assert_string_equal(a.info, "all");
+    hydra_args_free(&a);
+    const char *page[] = {"mingpt", "-i", "searchpath", "x=1", NULL};
+    assert_int_equal(parse(page, &a, out, err), 0);
+    assert_string_equal(a.info, "searchpath");
+    assert_int_equal(a.n_overrides, 1);
+    hydra_args_free(&a);
+    const char *flag_after[] = {"mingpt", "--info", "-m", NULL};  // a flag is not its value
+    assert_int_equal(parse(flag_after, &a, out, err), 0);
+    assert_string_equal(a.info, "all");
+    assert_true(a.multirun);
+    hydra_args_free(&a);
+    const char *bad[] = {"mingpt", "--inf=bogus", NULL};  // abbreviated, = form
+    assert_int_equal(parse(bad, &a, out, err), 2);
+    assert_non_null(strstr(err, "[--info [{all,config,defaults,defaults-tree,plugins,searchpath}]]\n"));
+    assert_non_null(strstr(err, "mingpt: error: argument --info/-i: invalid choice: 'bogus' (choose from 'all', 'config', "
+                                "'defaults', 'defaults-tree', 'plugins', 'searchpath')\n"));
+    hydra_args_free(&a);
+}
+
+// The search path (config/search_path.h): --config-path alone; else the current directory, the
+// executable's directory (here build/tests), its ../share/mingpt, each --config-dir, once each.
+static void test_search_path_order(void **state) {
+    (void)state;
+    char cwd[PATH_MAX], exe[PATH_MAX], lines[8192], want[4 * PATH_MAX + 512];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    assert_true(k > 0);
+    exe[k] = 0;
+    *strrchr(exe, '/') = 0;  // build/tests
+    SearchPath sp;
+    const char *dirs[] = {"extra"};
+    search_path_build(&sp, "conf", dirs, 1);
+    search_path_lines(&sp, lines, sizeof lines);
+    snprintf(want, sizeof want,
+             "\tprovider=hydra, path=pkg://hydra.conf\n\tprovider=main, path=file://%s/conf\n"
+             "\tprovider=command-line, path=file://%s/extra\n\tprovider=schema, path=structured://\n", cwd, cwd);
+    assert_string_equal(lines, want);
+    assert_string_equal(sp.dirs[1].lookup, "conf");  // looked up as given (messages name conf/x.yaml)
+    search_path_free(&sp);
+
+    search_path_build(&sp, NULL, NULL, 0);
+    search_path_lines(&sp, lines, sizeof lines);
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", exe);
+    *strrchr(parent, '/') = 0;
+    snprintf(want, sizeof want,
+             "\tprovider=hydra, path=pkg://hydra.conf\n\tprovider=main, path=file://%s\n"
+             "\tprovider=mingpt, path=file://%s\n\tprovider=mingpt, path=file://%s/share/mingpt\n"
+             "\tprovider=schema, path=structured://\n", cwd, exe, parent);
+    assert_string_equal(lines, want);
+    search_path_free(&sp);
+
+    assert_int_equal(chdir(exe), 0);  // from the executable's own directory: listed once
+    search_path_build(&sp, NULL, NULL, 0);
+    assert_int_equal(sp.n, 4);
+    assert_string_equal(sp.dirs[1].path, exe);
+    assert_string_equal(sp.dirs[2].provider, "mingpt");
+    assert_string_equal(sp.dirs[2].schema, "file");
+    search_path_free(&sp);
+    assert_int_equal(chdir(cwd), 0);
+}
+
 // ------------------------------------------------------------------------- run directories
 
 static void test_run_dir(void **state) {
@@ -711,6 +782,7 @@ int main(void) {
         cmocka_unit_test(test_interpolation_errors), cmocka_unit_test(test_sweep_expansion),
         cmocka_unit_test(test_override_render),      cmocka_unit_test(test_dump_quoting),
         cmocka_unit_test(test_override_dirname),     cmocka_unit_test(test_argparse),
+        cmocka_unit_test(test_argparse_info),        cmocka_unit_test(test_search_path_order),
         cmocka_unit_test(test_run_dir),
         cmocka_unit_test(test_interpolation_nesting_limit), cmocka_unit_test(test_interpolation_chain_limit),
         cmocka_unit_test(test_interpolation_cost_limits),   cmocka_unit_test(test_hydra_output_bounds),

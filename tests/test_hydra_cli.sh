@@ -53,7 +53,10 @@ $M "${SHIPPED[@]}" --cfg hydra > hydra.txt 2>&1
 [ "$(head -1 hydra.txt)" == "hydra:" ] && ! grep -q '^  help:' hydra.txt && ! grep -q '^data_config:' hydra.txt \
   && ok "C1 --cfg hydra: only the hydra node, without its help templates" || bad "C1 --cfg hydra" "$(head -5 hydra.txt)"
 has "C1 --cfg hydra: runtime values" hydra.txt '    output_dir: null' "    cwd: $WORK" '  mode: RUN' '    num: ???' \
-  '    config_name: gpt2_train_cfg' "    - path: file://$REPO"
+  '    config_name: gpt2_train_cfg' "    - path: $REPO" '      schema: file' '      provider: main'
+in_order "C1 --cfg hydra: runtime.config_sources (Hydra's ConfigSourceInfo list)" hydra.txt '    config_sources:' \
+  '    - path: hydra.conf' '      schema: pkg' '      provider: hydra' "    - path: $REPO" '      schema: file' \
+  '      provider: main' "    - path: ''" '      schema: structured' '      provider: schema'
 $M "${SHIPPED[@]}" --cfg all > all.txt 2>&1
 [ "$(head -1 all.txt)" == "hydra:" ] && grep -q '^  help:' all.txt && [ "$(sed -n '/^data_config:/,$p' all.txt)" == "$C1" ] \
   && ok "C1 --cfg all: the hydra node first, then the job config" || bad "C1 --cfg all" "$(head -3 all.txt)"
@@ -151,6 +154,7 @@ USAGE='usage: mingpt [--help] [--hydra-help] [--version]
               [--shell-completion] [--config-path CONFIG_PATH]
               [--config-name CONFIG_NAME]
               [--config-dir CONFIG_DIR]
+              [--info [{all,config,defaults,defaults-tree,plugins,searchpath}]]
               [overrides ...]
        mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N]
                      [--temperature F] [--top_k K] [--seed S]'
@@ -178,11 +182,16 @@ Check that the config directory '$WORK/missing_dir' exists and readable")" -- $M
 mkdir -p extra && printf 'gpt_config:\n  n_layer: 3\n' > extra/other.yaml
 check "F3 -cd extra -cn other" 0 "3" "" -- $M -cd extra -cn other --cfg job -p gpt_config.n_layer
 check "F3 -cd missing" 2 "" "$(hydra_err "Additional config directory '$WORK/nodir' not found")" -- $M "${SHIPPED[@]}" -cd nodir
+# without -cp: the current directory, the binary's directory and the installed share directory
+# (config/search_path.h), then -cd
+EXE_DIR=$(dirname "$(readlink -f "$M")")
 check "F3 -cn in search path listing with -cd" 2 "" "$(hydra_err "Cannot find primary config 'nope'. Check that it's in your config search path.
 
 Config search path:
 	provider=hydra, path=pkg://hydra.conf
 	provider=main, path=file://$WORK
+	provider=mingpt, path=file://$EXE_DIR
+	provider=mingpt, path=file://$(dirname "$EXE_DIR")/share/mingpt
 	provider=command-line, path=file://$WORK/extra
 	provider=schema, path=structured://")" -- $M -cd extra -cn nope
 check "F3 HYDRA_FULL_ERROR=1: no hint line" 2 "" "Additional config directory '$WORK/nodir' not found" \
@@ -191,8 +200,9 @@ check "F3 --config-name with .yaml" 0 "8" "" -- $M "${SHIPPED[@]}" --config-name
 
 # ---------------------------------------------------------------- F4 shell completion
 $M "${SHIPPED[@]}" -sc install=bash > sc.txt 2>&1
-grep -q "^complete -o nospace -W '--help .* trainer_config.batch_size= .*hydra.run.dir= .*' mingpt ./mingpt$" sc.txt \
-  && ok "F4 -sc install=bash completes keys" || bad "F4 -sc install=bash completes keys" "$(cut -c1-300 sc.txt)"
+grep -q "^complete -o nospace -o default -F _mingpt_completion mingpt ./mingpt$" sc.txt \
+  && ok "F4 -sc install=bash prints a completion script" || bad "F4 -sc install=bash prints a completion script" "$(cat sc.txt)"
 ( eval "$(cat sc.txt)" && complete -p mingpt >/dev/null ) && ok "F4 the script installs" || bad "F4 the script installs"
+# what it completes: tests/test_completion.sh
 check "F4 -sc uninstall=bash" 0 "complete -r mingpt ./mingpt" "" -- $M "${SHIPPED[@]}" -sc uninstall=bash
 finish

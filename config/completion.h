@@ -1,0 +1,35 @@
+// config/completion.h — Hydra's shell completion for mingpt (`--shell-completion`/`-sc`, Hydra 1.3:
+// hydra/_internal/hydra.py shell_completion, hydra/plugins/completion_plugin.py).
+//
+//   eval "$(mingpt -sc install=bash)"     defines the bash completion for mingpt (and ./mingpt);
+//                                         `make install` ships the same script
+//   mingpt -sc uninstall=bash             prints the command that removes it
+//   mingpt -sc query="<words>"            one candidate per line for the last of <words> (the
+//                                         command line after `mingpt`, up to the cursor; a
+//                                         trailing space starts a new word); query=bash reads
+//                                         the line from COMP_LINE / COMP_POINT as Hydra's does
+//
+// What a query completes: the subcommands (sample info export plot runs) as the first word;
+// flags (a word starting with '-'); the values of --cfg, --info and --package (config keys) and
+// config names for --config-name; config keys as Hydra does, from the config composed with the
+// line's -cp/-cn/-cd and overrides (hydra.* included): `trainer_config.` lists the section's keys
+// (`trainer_config.batch_size=`; maps end in '.'), a partial key its matches, `key=` the current
+// value and, for enumerated keys, every allowed value (schema choices such as
+// trainer_config.device, booleans true/false, hydra.mode, hydra.job_logging). Nothing is printed
+// where bash's own file name completion fits (paths, a subcommand's arguments), and a line whose
+// config cannot be composed completes from the config without its overrides, or only flags.
+#ifndef MINGPT_COMPLETION_H
+#define MINGPT_COMPLETION_H
+
+#include <stdio.h>
+
+#include "config/hydra.h"
+
+// -sc with a->overrides holding exactly one of install=bash, uninstall=bash, query=...: prints
+// to out and returns 0; otherwise Hydra's message on err and EXIT 2.
+int completion_main(const HydraArgs *a, FILE *out, FILE *err);
+
+// The candidates for line (see above), one per line, to out.
+void completion_query(const char *line, FILE *out);
+
+#endif
