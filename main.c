@@ -6,6 +6,8 @@
 //                 [--device cpu|cuda|auto]
 //   mingpt info SNAPSHOT [--json]
 //   mingpt export --snapshot PATH --out MODEL.safetensors [--dtype float32|bfloat16|float16]
+//   mingpt plot DIR... [--out F.svg|F.png] [--x iter|tokens|time] [--log]
+//   mingpt runs DIR... [--json|--csv]
 //
 // Hydra 1.3 semantics (config/hydra.h): a run composes its config, validates it, creates its
 // output directory (hydra.run.dir) with .hydra/, mingpt.log and summary.json, then trains; -m
@@ -25,6 +27,8 @@
 #include "config/hydra.h"
 #include "dist/comm.h"
 #include "kernels/backend.h"
+#include "report/loss_plot.h"
+#include "report/runs.h"
 #include "trainer/log.h"
 #include "trainer/run_dir.h"
 #include "trainer/info.h"
@@ -597,6 +601,8 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && strcmp(argv[1], "info") == 0) return info_main(argc - 1, argv + 1, stdout);
     if (argc > 1 && strcmp(argv[1], "export") == 0) return export_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "plot") == 0) return plot_main(argc - 1, argv + 1, stdout);
+    if (argc > 1 && strcmp(argv[1], "runs") == 0) return runs_main(argc - 1, argv + 1, stdout);
     HydraArgs a;
     int rc = hydra_parse_args(argc, argv, &a, stdout, stderr);
     if (!rc && a.version) {   // after Hydra's line: what mingpt computes with
