@@ -70,6 +70,7 @@ typedef struct {
     // Activation recomputation: keep each block's input only and recompute the block's forward
     // in the backward pass (model/gpt.h, GPT.checkpointing); the same gradients, bit for bit.
     bool activation_checkpointing;
+    bool plot_log_scale;      // <run dir>/loss.svg with a log10 loss axis (default false)
 } TrainerConfig;
 
 typedef struct {
@@ -88,6 +89,8 @@ typedef struct {
     TrainerConfig trainer;
     OptimizerConfig optim;
     char source[CFG_STR_MAX]; // the YAML file the config came from (for messages)
+    char run_dir[4096];       // the run's output directory (absolute), where the trainer keeps loss.svg;
+                              // set by main.c after binding, "" (config_bind's value): none
 } Config;
 
 // Loads `<config_dir>/<config_name>.yaml` (config_name may carry the .yaml suffix),

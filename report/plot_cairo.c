@@ -114,6 +114,14 @@ static void text_at(cairo_t *cr, const char *s, double x, double y, double ax, d
     cairo_show_text(cr, s);
 }
 
+// Sets the font size to `size`, or smaller (down to 7) when s would be wider than max_w.
+static void fit_font(cairo_t *cr, const char *s, double size, double max_w) {
+    cairo_text_extents_t e;
+    cairo_set_font_size(cr, size);
+    cairo_text_extents(cr, s, &e);
+    if (e.x_advance > max_w) cairo_set_font_size(cr, fmax(7, size * max_w / e.x_advance));
+}
+
 static void draw_axes(const Frame *f, const PlotSpec *s) {
     cairo_t *cr = f->cr;
     double t[MAX_TICKS];
@@ -149,8 +157,8 @@ static void draw_axes(const Frame *f, const PlotSpec *s) {
     cairo_rotate(cr, -M_PI / 2);
     text_at(cr, s->y_label ? s->y_label : "", 0, 0, 0.5, 0.5);
     cairo_restore(cr);
-    cairo_set_font_size(cr, 15);
-    text_at(cr, s->title ? s->title : "", f->x0 + f->w / 2, 12, 0.5, 0);
+    fit_font(cr, s->title ? s->title : "", 15, WIDTH - 20);
+    text_at(cr, s->title ? s->title : "", WIDTH / 2.0, 12, 0.5, 0);
 }
 
 static void draw_series(const Frame *f, const PlotSpec *s, const PlotSeries *ser) {
@@ -209,6 +217,7 @@ static void draw_legend(const Frame *f, const PlotSpec *s, double y) {
         cairo_rectangle(cr, f->x0, y + 4, 28, ROW_H - 8);
         cairo_fill(cr);
         cairo_set_source_rgb(cr, 0, 0, 0);
+        fit_font(cr, s->legend[i] ? s->legend[i] : "", 12, WIDTH - f->x0 - 34 - 8);
         text_at(cr, s->legend[i] ? s->legend[i] : "", f->x0 + 34, y + ROW_H / 2, 0, 0.5);
     }
 }
