@@ -696,7 +696,6 @@ int config_bind(Config *cfg, const CfgNode *tree, char *err, size_t errlen) {
     CfgNode *resolved = resolve ? config_resolve(tree, err, errlen) : NULL;
     if (resolve && !resolved) return -1;
     const CfgNode *t = resolved ? resolved : tree;
-    cfg->run_dir[0] = 0;
     int rc = bind_types(cfg, t, false, err, errlen) || validate(cfg, t, err, errlen) ? -1 : 0;
     cfg_free(resolved);
     return rc;

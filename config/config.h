@@ -89,8 +89,6 @@ typedef struct {
     TrainerConfig trainer;
     OptimizerConfig optim;
     char source[CFG_STR_MAX]; // the YAML file the config came from (for messages)
-    char run_dir[4096];       // the run's output directory (absolute), where the trainer keeps loss.svg;
-                              // set by main.c after binding, "" (config_bind's value): none
 } Config;
 
 // Loads `<config_dir>/<config_name>.yaml` (config_name may carry the .yaml suffix),

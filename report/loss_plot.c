@@ -88,8 +88,8 @@ static void label_or_dir(char *label, const char *dir) {
 }
 
 int report_loss_svg(const char *run_dir, bool log_y, char *err, size_t errlen) {
-    Metrics m;
-    int rc = metrics_load(run_dir, &m, NULL, err, errlen);
+    RunMetrics m;
+    int rc = run_metrics_load(run_dir, &m, NULL, err, errlen);
     if (rc == RUN_READ_ABSENT) return LOSS_SVG_NO_DATA;
     if (rc) return 1;
     char label[LABEL_MAX], title[LABEL_MAX + 16], path[4200];
@@ -103,7 +103,7 @@ int report_loss_svg(const char *run_dir, bool log_y, char *err, size_t errlen) {
     } else {
         rc = m.n_train + m.n_test ? plot_runs(&run, 1, LOSS_X_ITER, log_y, title, path, err, errlen) : LOSS_SVG_NO_DATA;
     }
-    metrics_free(&m);
+    run_metrics_free(&m);
     return rc;
 }
 
@@ -175,7 +175,7 @@ static int parse_plot_args(int argc, char **argv, PlotArgs *a, FILE *out) {
 // The runs the arguments name, their metrics and labels. A directory named on the command line
 // must have metrics.jsonl; a sweep's job without one (failed before training) is skipped with a
 // warning. Returns 0 or the exit code (after the message).
-static int load_runs(const PlotArgs *a, char ***dirs, int *n, Metrics **m, char (**labels)[LABEL_MAX]) {
+static int load_runs(const PlotArgs *a, char ***dirs, int *n, RunMetrics **m, char (**labels)[LABEL_MAX]) {
     char err[8192];
     *dirs = NULL;
     *n = 0;
@@ -195,7 +195,7 @@ static int load_runs(const PlotArgs *a, char ***dirs, int *n, Metrics **m, char 
         *dirs = realloc(*dirs, (size_t)(*n + n_found) * sizeof **dirs);
         if (!*m || !*labels || !*dirs) abort();
         for (int j = 0; j < n_found; j++) {
-            rc = metrics_load(found[j], &(*m)[*n], stderr, err, sizeof err);
+            rc = run_metrics_load(found[j], &(*m)[*n], stderr, err, sizeof err);
             if (rc == RUN_READ_ABSENT && sweep) {
                 fprintf(stderr, "mingpt plot: warning: %s has no metrics.jsonl (the job did not train): left out\n",
                         found[j]);
@@ -222,7 +222,7 @@ int plot_main(int argc, char **argv, FILE *out) {
     int rc = parse_plot_args(argc, argv, &a, out);
     char **dirs = NULL;
     int n = 0;
-    Metrics *m = NULL;
+    RunMetrics *m = NULL;
     char(*labels)[LABEL_MAX] = NULL;
     if (!rc) rc = load_runs(&a, &dirs, &n, &m, &labels);
     if (!rc && n == 0) {
@@ -255,7 +255,7 @@ int plot_main(int argc, char **argv, FILE *out) {
         rc = rc ? EXIT_RUNTIME : EXIT_OK;
         free(runs);
     }
-    for (int i = 0; i < n; i++) metrics_free(&m[i]);
+    for (int i = 0; i < n; i++) run_metrics_free(&m[i]);
     run_dirs_free(dirs, n);
     free(m);
     free(labels);

@@ -17,7 +17,7 @@ typedef enum { LOSS_X_ITER = 0, LOSS_X_TOKENS = 1, LOSS_X_TIME = 2 } LossX;
 // One run's curves and its legend label.
 typedef struct {
     const char *label;
-    const Metrics *m;
+    const RunMetrics *m;
 } RunCurves;
 
 // Draws each run's training loss (solid) and test loss (dashed, marked points), one colour a

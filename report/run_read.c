@@ -49,7 +49,7 @@ static int push(MetricPoint **a, size_t *n, MetricPoint p) {
 }
 
 // One line: 0 taken or ignored, -1 skipped (why in `why`), 1 out of memory.
-static int parse_line(const char *line, size_t len, Metrics *m, char *why, size_t whylen) {
+static int parse_line(const char *line, size_t len, RunMetrics *m, char *why, size_t whylen) {
     json_error_t je;
     json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
     if (!o) { snprintf(why, whylen, "%s", je.text); return -1; }
@@ -83,8 +83,8 @@ static int parse_line(const char *line, size_t len, Metrics *m, char *why, size_
     return rc;
 }
 
-int metrics_parse(const char *text, size_t len, const char *name, Metrics *m, FILE *warn, char *err, size_t errlen) {
-    *m = (Metrics){0};
+int run_metrics_parse(const char *text, size_t len, const char *name, RunMetrics *m, FILE *warn, char *err, size_t errlen) {
+    *m = (RunMetrics){0};
     size_t line_no = 0;
     for (size_t at = 0; at < len;) {
         const char *nl = memchr(text + at, '\n', len - at);
@@ -96,7 +96,7 @@ int metrics_parse(const char *text, size_t len, const char *name, Metrics *m, FI
             char why[256];
             const int rc = parse_line(text + at, end - at, m, why, sizeof why);
             if (rc > 0) {
-                metrics_free(m);
+                run_metrics_free(m);
                 snprintf(err, errlen, "%s: out of memory", name);
                 return 1;
             }
@@ -111,22 +111,22 @@ int metrics_parse(const char *text, size_t len, const char *name, Metrics *m, FI
     return 0;
 }
 
-int metrics_load(const char *dir, Metrics *m, FILE *warn, char *err, size_t errlen) {
-    *m = (Metrics){0};
+int run_metrics_load(const char *dir, RunMetrics *m, FILE *warn, char *err, size_t errlen) {
+    *m = (RunMetrics){0};
     char path[4200];
     unsigned char *buf;
     size_t len;
     int rc = read_in_dir(dir, "metrics.jsonl", RUN_READ_MAX_METRICS, path, sizeof path, &buf, &len, err, errlen);
     if (rc) return rc;
-    rc = metrics_parse((const char *)buf, len, path, m, warn, err, errlen);
+    rc = run_metrics_parse((const char *)buf, len, path, m, warn, err, errlen);
     free(buf);
     return rc;
 }
 
-void metrics_free(Metrics *m) {
+void run_metrics_free(RunMetrics *m) {
     free(m->train);
     free(m->test);
-    *m = (Metrics){0};
+    *m = (RunMetrics){0};
 }
 
 // ========================================================================== summary.json

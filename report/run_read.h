@@ -31,19 +31,19 @@ typedef struct {
     MetricPoint *test;    // lines with "test_loss"
     size_t n_test;
     size_t n_skipped;     // lines that did not parse (each warned about)
-} Metrics;
+} RunMetrics;
 
 // Parses metrics.jsonl text (len bytes; `name` for messages). A line that is not a JSON object
 // with an integer "iter" >= 0 and a number "loss" or "test_loss" is skipped with one warning
 // on `warn` (may be NULL) naming the file and line, e.g. a torn last line of a killed run; a
 // line with neither key (a later kind of line) is ignored silently; unknown keys are ignored.
 // Returns 0, or 1 (out of memory, message in err).
-int metrics_parse(const char *text, size_t len, const char *name, Metrics *m, FILE *warn, char *err, size_t errlen);
+int run_metrics_parse(const char *text, size_t len, const char *name, RunMetrics *m, FILE *warn, char *err, size_t errlen);
 
 // <dir>/metrics.jsonl into m. Returns 0, RUN_READ_ABSENT (no such file), or 1 with the reason
 // in err (not a regular file, larger than RUN_READ_MAX_METRICS, unreadable).
-int metrics_load(const char *dir, Metrics *m, FILE *warn, char *err, size_t errlen);
-void metrics_free(Metrics *m);
+int run_metrics_load(const char *dir, RunMetrics *m, FILE *warn, char *err, size_t errlen);
+void run_metrics_free(RunMetrics *m);
 
 // summary.json's numbers; NaN (or exit_status RUN_SUMMARY_RUNNING, -1) for null or absent.
 typedef struct {

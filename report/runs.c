@@ -34,7 +34,7 @@ static void runs_usage(FILE *f) {
 }
 
 // Numbers the summary lacks (a run in progress or killed) from the last lines of metrics.jsonl.
-static void fill_from_metrics(RunRow *r, const Metrics *m) {
+static void fill_from_metrics(RunRow *r, const RunMetrics *m) {
     const MetricPoint *tr = m->n_train ? &m->train[m->n_train - 1] : NULL;
     const MetricPoint *te = m->n_test ? &m->test[m->n_test - 1] : NULL;
     long last = tr ? tr->iter : -1;
@@ -66,12 +66,12 @@ static int load_row(const char *dir, RunRow *r, char *err, size_t errlen) {
     else snprintf(r->status, sizeof r->status, "failed (%d)", s.exit_status);
     // A failed job's summary says iters 0 when it never trained; metrics say more when it did.
     if (r->iters == 0 && s.exit_status != EXIT_OK) r->iters = -1;
-    Metrics m;
-    rc = metrics_load(dir, &m, stderr, err, errlen);
+    RunMetrics m;
+    rc = run_metrics_load(dir, &m, stderr, err, errlen);
     if (rc == 1) return 2;
     if (rc == 0) {
         fill_from_metrics(r, &m);
-        metrics_free(&m);
+        run_metrics_free(&m);
     }
     rc = overrides_load(dir, ov, sizeof ov, err, errlen);
     if (rc == 1) return 2;

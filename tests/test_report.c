@@ -32,18 +32,18 @@ static void remove_dir(const char *dir) {
     assert_int_equal(system(cmd), 0);
 }
 
-// What metrics_parse warned, captured from a memory stream.
+// What run_metrics_parse warned, captured from a memory stream.
 typedef struct {
     char *text;
     size_t len;
     FILE *f;
 } Capture;
 
-static void parse(const char *text, Metrics *m, Capture *c) {
+static void parse(const char *text, RunMetrics *m, Capture *c) {
     char err[256];
     c->f = open_memstream(&c->text, &c->len);
     assert_non_null(c->f);
-    assert_int_equal(metrics_parse(text, strlen(text), "m.jsonl", m, c->f, err, sizeof err), 0);
+    assert_int_equal(run_metrics_parse(text, strlen(text), "m.jsonl", m, c->f, err, sizeof err), 0);
     fclose(c->f);
 }
 
@@ -61,7 +61,7 @@ static void test_metrics_lines(void **state) {
         "{\"iter\": 2.5, \"test_loss\": 1}\n"                       // 9: iter not an integer
         "{\"iter\": 30, \"loss\": 3.25, \"iter\": 31}\n"            // 10: duplicate key
         "{\"iter\": 40, \"epoch\": 1, \"lo";                        // 11: torn last line
-    Metrics m;
+    RunMetrics m;
     Capture c;
     parse(text, &m, &c);
     assert_int_equal(m.n_train, 2);
@@ -80,7 +80,7 @@ static void test_metrics_lines(void **state) {
         if (!strstr(c.text, want)) fail_msg("no warning for line %d in:\n%s", line, c.text);
     }
     assert_null(strstr(c.text, "m.jsonl:5:"));
-    metrics_free(&m);
+    run_metrics_free(&m);
     free(c.text);
 
     // many lines: the arrays grow; an empty text has nothing
@@ -92,7 +92,7 @@ static void test_metrics_lines(void **state) {
     assert_int_equal(m.n_train, 1000);
     assert_int_equal(m.train[999].iter, 1000);
     assert_true(m.train[999].loss == 1000);
-    metrics_free(&m);
+    run_metrics_free(&m);
     free(c.text);
     free(big);
     parse("", &m, &c);
@@ -164,8 +164,8 @@ static void test_caps(void **state) {
     assert_non_null(strstr(err, "more than the limit of 1048576"));
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     assert_int_equal(mkdir(path, 0777), 0);
-    Metrics m;
-    assert_int_equal(metrics_load(dir, &m, NULL, err, sizeof err), 1);
+    RunMetrics m;
+    assert_int_equal(run_metrics_load(dir, &m, NULL, err, sizeof err), 1);
     assert_non_null(strstr(err, "is not a regular file"));
     remove_dir(dir);
 }

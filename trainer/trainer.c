@@ -114,6 +114,7 @@ typedef struct {
     CommStats comm_since_log; // and since the last progress line
     long saved_iter;         // iteration the stable snapshot on disk holds (-1: none)
     int save_requests_seen;  // SIGUSR1s already turned into a save request
+    const char *run_dir;     // where loss.svg goes (rank 0; NULL: nowhere)
     bool plot_warned;        // a missing plot library was reported (once a run)
 } Trainer;
 
@@ -321,8 +322,8 @@ out:
 // warning (a missing plot library: once), never a reason to stop.
 static void plot_loss(Trainer *t) {
     char err[ERRLEN];
-    if (t->rank != 0 || !t->cfg->run_dir[0]) return;
-    const int rc = report_loss_svg(t->cfg->run_dir, t->cfg->trainer.plot_log_scale, err, sizeof err);
+    if (!t->run_dir) return;
+    const int rc = report_loss_svg(t->run_dir, t->cfg->trainer.plot_log_scale, err, sizeof err);
     if (rc == 0 || rc == LOSS_SVG_NO_DATA || (rc == PLOT_NO_LIBRARY && t->plot_warned)) return;
     log_error("mingpt: warning: loss.svg is not drawn: %s; training goes on\n", err);
     t->plot_warned |= rc == PLOT_NO_LIBRARY;
@@ -880,8 +881,11 @@ static void teardown(Trainer *t) {
 // ============================================================================
 // The run
 // ============================================================================
-int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) {
-    Trainer t = { .cfg = cfg, .comm = comm, .rank = comm->rank, .world = comm->world_size, .saved_iter = -1 };
+int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) { return trainer_run_in(cfg, comm, NULL, res); }
+
+int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, TrainResult *res) {
+    Trainer t = { .cfg = cfg, .comm = comm, .rank = comm->rank, .world = comm->world_size, .saved_iter = -1,
+                  .run_dir = comm->rank == 0 ? run_dir : NULL };
     t.r = (TrainResult){ NAN, NAN, 0, 0, 0, 0, 0, 0, 0 };
     const double t_start = now_s();
     comm->timeout_s = cfg->trainer.collective_timeout_s;

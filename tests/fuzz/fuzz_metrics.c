@@ -1,4 +1,4 @@
-// tests/fuzz/fuzz_metrics.c — libFuzzer target for metrics.jsonl's reader (metrics_parse,
+// tests/fuzz/fuzz_metrics.c — libFuzzer target for metrics.jsonl's reader (run_metrics_parse,
 // report/run_read.h), which `mingpt plot`, `mingpt runs` and a run's loss.svg share.
 //
 // Input: the file's bytes. Checked: the parse succeeds (only out of memory may fail), every
@@ -17,14 +17,14 @@
 } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    Metrics m;
+    RunMetrics m;
     char err[256];
-    CHECK(metrics_parse((const char *)data, size, "fuzz", &m, NULL, err, sizeof err) == 0);
+    CHECK(run_metrics_parse((const char *)data, size, "fuzz", &m, NULL, err, sizeof err) == 0);
     size_t lines = size > 0;
     for (size_t i = 0; i < size; i++) lines += data[i] == '\n' && i + 1 < size;
     CHECK(m.n_train <= lines && m.n_test <= lines && m.n_skipped <= lines);
     for (size_t i = 0; i < m.n_train; i++) CHECK(m.train[i].iter >= 0);
     for (size_t i = 0; i < m.n_test; i++) CHECK(m.test[i].iter >= 0);
-    metrics_free(&m);
+    run_metrics_free(&m);
     return 0;
 }
