@@ -126,7 +126,7 @@ static void csv_text(FILE *out, const char *s) {
     fputc('"', out);
 }
 
-// A number as text ("" / "-" when unknown): %.6g for losses, %.0f for rates, %.1f for seconds.
+// A number as text with fmt ("" / "-" when unknown).
 static void num_text(char *buf, size_t len, double x, const char *fmt, const char *missing) {
     if (isfinite(x)) snprintf(buf, len, fmt, x);
     else snprintf(buf, len, "%s", missing);
@@ -135,8 +135,9 @@ static void num_text(char *buf, size_t len, double x, const char *fmt, const cha
 static void row_numbers(const RunRow *r, const char *missing, char f[5][32]) {
     if (r->iters >= 0) snprintf(f[0], 32, "%ld", r->iters);
     else snprintf(f[0], 32, "%s", missing);
-    num_text(f[1], 32, r->train_loss, "%.4f", missing);
-    num_text(f[2], 32, r->test_loss, "%.4f", missing);
+    // a diverged run's loss can be huge: fixed point up to 1e5, then 4 significant digits
+    num_text(f[1], 32, r->train_loss, fabs(r->train_loss) < 1e5 ? "%.4f" : "%.4g", missing);
+    num_text(f[2], 32, r->test_loss, fabs(r->test_loss) < 1e5 ? "%.4f" : "%.4g", missing);
     num_text(f[3], 32, r->tokens_per_s, "%.0f", missing);
     num_text(f[4], 32, r->wall_s, "%.1f", missing);
 }
