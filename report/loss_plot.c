@@ -46,9 +46,10 @@ int plot_runs(const RunCurves *runs, size_t n, LossX x, bool log_y, const char *
             const MetricPoint *p = test ? runs[r].m->test : runs[r].m->train;
             const size_t np = test ? runs[r].m->n_test : runs[r].m->n_train;
             if (!np) continue;
-            PlotSeries *s = &series[k++];
-            *s = (PlotSeries){.label = labels[r][test], .n = np, .color = (int)r, .dash = test ? PLOT_DASHED : PLOT_SOLID};
-            points += coords(p, np, x, (double **)&s->x, (double **)&s->y);
+            double *xs, *ys;
+            points += coords(p, np, x, &xs, &ys);
+            series[k++] = (PlotSeries){.label = labels[r][test], .x = xs, .y = ys, .n = np, .color = (int)r,
+                                       .dash = test ? PLOT_DASHED : PLOT_SOLID};
         }
     }
     int rc;

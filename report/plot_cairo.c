@@ -300,11 +300,12 @@ int plot_render(const PlotSpec *s, int format, PlotWriteFn write, void *closure,
     cairo_surface_finish(surf);
     if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_status(surf);
     cairo_surface_destroy(surf);
-    int rc = 0;
-    if (b.oom) rc = snprintf(err, errlen, "out of memory drawing the plot") > 0;
-    else if (st != CAIRO_STATUS_SUCCESS) rc = snprintf(err, errlen, "cairo: %s", cairo_status_to_string(st)) > 0;
+    int rc = 1;
+    if (b.oom) snprintf(err, errlen, "out of memory drawing the plot");
+    else if (st != CAIRO_STATUS_SUCCESS) snprintf(err, errlen, "cairo: %s", cairo_status_to_string(st));
     else if (format == PLOT_SVG) rc = write_svg(&b, s, write, closure, err, errlen);
-    else if (write(closure, b.p, b.n)) rc = snprintf(err, errlen, "cannot write the plot") > 0;
+    else if (write(closure, b.p, b.n)) snprintf(err, errlen, "cannot write the plot");
+    else rc = 0;
     free(b.p);
-    return rc ? 1 : 0;
+    return rc;
 }
