@@ -143,11 +143,11 @@ static void row_numbers(const RunRow *r, const char *missing, char f[5][32]) {
 }
 
 static void print_csv(FILE *out, const RunRow *rows, int n) {
-    fputs("rank,status,exit_status,iters,final_train_loss,test_loss,tokens_per_s,wall_s,dir,overrides\r\n", out);
+    fputs("position,status,exit_status,iters,final_train_loss,test_loss,tokens_per_s,wall_s,dir,overrides\r\n", out);
     for (int i = 0; i < n; i++) {
         char f[5][32];
         row_numbers(&rows[i], "", f);
-        fprintf(out, "%d,", i + 1);
+        fprintf(out, "%d,", i + 1);   // position: 1 = the lowest test loss
         csv_text(out, rows[i].status);
         if (rows[i].has_summary && rows[i].exit_status >= 0) fprintf(out, ",%d", rows[i].exit_status);
         else fputc(',', out);

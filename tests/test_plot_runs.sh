@@ -63,7 +63,7 @@ import csv, io, sys
 raw = sys.stdin.buffer.read().decode()
 assert raw.count("\r\n") == 5, "CRLF line ends"
 rows = list(csv.reader(io.StringIO(raw, newline="")))
-assert rows[0][:6] == ["rank", "status", "exit_status", "iters", "final_train_loss", "test_loss"], rows[0]
+assert rows[0][:6] == ["position", "status", "exit_status", "iters", "final_train_loss", "test_loss"], rows[0]
 assert len(rows) == 5 and all(len(r) == 10 for r in rows), rows
 losses = [float(r[5]) for r in rows[1:4]]
 assert losses == sorted(losses) and rows[4][1] == "failed (1)" and rows[4][5] == "", rows
