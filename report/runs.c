@@ -132,21 +132,24 @@ static void num_text(char *buf, size_t len, double x, const char *fmt, const cha
     else snprintf(buf, len, "%s", missing);
 }
 
-static void row_numbers(const RunRow *r, const char *missing, char f[5][32]) {
+// The row's numbers as text: for the table (rounded; "-" when unknown) or, exact, for CSV
+// (%.17g reads back as the same double; "" when unknown).
+static void row_numbers(const RunRow *r, bool exact, char f[5][32]) {
+    const char *missing = exact ? "" : "-";
     if (r->iters >= 0) snprintf(f[0], 32, "%ld", r->iters);
     else snprintf(f[0], 32, "%s", missing);
     // a diverged run's loss can be huge: fixed point up to 1e5, then 4 significant digits
-    num_text(f[1], 32, r->train_loss, fabs(r->train_loss) < 1e5 ? "%.4f" : "%.4g", missing);
-    num_text(f[2], 32, r->test_loss, fabs(r->test_loss) < 1e5 ? "%.4f" : "%.4g", missing);
-    num_text(f[3], 32, r->tokens_per_s, "%.0f", missing);
-    num_text(f[4], 32, r->wall_s, "%.1f", missing);
+    num_text(f[1], 32, r->train_loss, exact ? "%.17g" : fabs(r->train_loss) < 1e5 ? "%.4f" : "%.4g", missing);
+    num_text(f[2], 32, r->test_loss, exact ? "%.17g" : fabs(r->test_loss) < 1e5 ? "%.4f" : "%.4g", missing);
+    num_text(f[3], 32, r->tokens_per_s, exact ? "%.17g" : "%.0f", missing);
+    num_text(f[4], 32, r->wall_s, exact ? "%.17g" : "%.1f", missing);
 }
 
 static void print_csv(FILE *out, const RunRow *rows, int n) {
     fputs("position,status,exit_status,iters,final_train_loss,test_loss,tokens_per_s,wall_s,dir,overrides\r\n", out);
     for (int i = 0; i < n; i++) {
         char f[5][32];
-        row_numbers(&rows[i], "", f);
+        row_numbers(&rows[i], true, f);
         fprintf(out, "%d,", i + 1);   // position: 1 = the lowest test loss
         csv_text(out, rows[i].status);
         if (rows[i].has_summary && rows[i].exit_status >= 0) fprintf(out, ",%d", rows[i].exit_status);
@@ -174,7 +177,7 @@ static void print_table(FILE *out, RunRow *rows, int n) {
     char (*f)[5][32] = calloc((size_t)n + 1, sizeof *f);
     if (!f) abort();
     for (int i = 0; i < n; i++) {
-        row_numbers(&rows[i], "-", f[i]);
+        row_numbers(&rows[i], false, f[i]);
         char rank[16];
         int l = snprintf(rank, sizeof rank, "%d", i + 1);
         if (l > w[0]) w[0] = l;

@@ -59,7 +59,7 @@ for r in rows[:3]:
 print("ok")' 2>&1)
 [ "$check" = ok ] && ok "runs --json: sorted by the summaries' test loss, the failed job last" || bad "runs --json" "$check"
 check=$($MINGPT runs $SW --csv | $PY -c '
-import csv, io, sys
+import csv, io, json, sys
 raw = sys.stdin.buffer.read().decode()
 assert raw.count("\r\n") == 5, "CRLF line ends"
 rows = list(csv.reader(io.StringIO(raw, newline="")))
@@ -68,8 +68,11 @@ assert len(rows) == 5 and all(len(r) == 10 for r in rows), rows
 losses = [float(r[5]) for r in rows[1:4]]
 assert losses == sorted(losses) and rows[4][1] == "failed (1)" and rows[4][5] == "", rows
 assert all(r[9].startswith("gpt_config.n_layer=1 ") for r in rows[1:]), rows
+for r in rows[1:4]:   # the numbers of summary.json, exactly
+    j = json.load(open(r[8] + "/summary.json"))
+    assert float(r[5]) == j["test_loss"] and float(r[4]) == j["final_train_loss"] and float(r[7]) == j["wall_s"], (r, j)
 print("ok")' 2>&1)
-[ "$check" = ok ] && ok "runs --csv: parses (RFC 4180), the same order" || bad "runs --csv" "$check"
+[ "$check" = ok ] && ok "runs --csv: parses (RFC 4180), the same order, exact numbers" || bad "runs --csv" "$check"
 
 # a run in progress: summary.json says exit_status null; its numbers come from metrics.jsonl
 cp -r $SW/1 $WORK/live
