@@ -95,8 +95,8 @@ print("ok")' "$out" "$live_test" 2>&1)
 echo "-- mingpt plot"
 P=$WORK/three.svg
 out=$($MINGPT plot $SW/0 $SW/1 $SW/3 --out $P 2>&1); rc=$?
-check=$($PY - "$P" <<'EOF' 2>&1
-import re, sys
+check=$($PY - "$P" $SW/0 $SW/1 $SW/3 <<'EOF' 2>&1
+import json, re, sys
 import xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
 ns = "{http://www.w3.org/2000/svg}"
@@ -105,12 +105,22 @@ labels = root.find(ns + "desc").text.strip().split("\n")
 want = [f"optimizer_config.learning_rate={lr} ({kind})" for lr in ("0.001", "0.003", "0.01") for kind in ("train", "test")]
 assert labels == want, labels
 # each series is a stroked polyline in its run's colour: three colours, two lines each
-colours = {}
+# Each series is a stroked polyline in its run's colour, drawn run after run: three colours,
+# two lines each, with as many points as the run's metrics.jsonl has training / test lines,
+# their x growing with the iterations.
+lines = {}
 for p in root.iter(ns + "path"):
     m = re.search(r"stroke:(rgb\([^)]*\))", p.get("style", ""))
-    if m and m.group(1) != "rgb(0%,0%,0%)" and p.get("d", "").count("L") >= 2:   # not the frame, grid, ticks
-        colours[m.group(1)] = colours.get(m.group(1), 0) + 1
-assert len(colours) == 3 and all(n == 2 for n in colours.values()), colours   # train + test per run
+    d = p.get("d", "")
+    if m and m.group(1) != "rgb(0%,0%,0%)" and d.count("L") >= 2:   # not the frame, grid, ticks
+        xy = [float(v) for v in re.findall(r"-?[0-9.]+", d)]
+        lines.setdefault(m.group(1), []).append(xy[0::2])
+assert len(lines) == 3 and all(len(v) == 2 for v in lines.values()), lines.keys()
+for run_dir, xs in zip(sys.argv[2:], lines.values()):
+    rows = [json.loads(l) for l in open(run_dir + "/metrics.jsonl")]
+    want = sorted([sum("loss" in r for r in rows), sum("test_loss" in r for r in rows)])
+    assert sorted(len(x) for x in xs) == want, (run_dir, [len(x) for x in xs], want)
+    assert all(x == sorted(x) for x in xs), xs
 print("ok")
 EOF
 )
