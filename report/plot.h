@@ -15,7 +15,8 @@ enum { PLOT_SVG = 0, PLOT_PNG = 1 };
 enum { PLOT_SOLID = 0, PLOT_DASHED = 1 };   // a series' line: training loss solid, test loss dashed
 
 // One line of the chart: n points (x[i], y[i]), drawn in palette colour `color` (0, 1, ...;
-// wraps after 10). Points with a non-finite coordinate, or y <= 0 on a log axis, are left out.
+// wraps after 10). Points with a non-finite coordinate or one beyond +-1e300, or y <= 0 on a
+// log axis, are left out.
 typedef struct {
     const char *label;   // legend text, UTF-8
     const double *x, *y;

@@ -28,7 +28,11 @@ typedef struct { double lo, hi; bool log; } Axis;   // data range (log: of log10
 
 // ========================================================================== ranges and ticks
 
-static bool usable(const PlotSpec *s, double x, double y) { return isfinite(x) && isfinite(y) && (!s->log_y || y > 0); }
+// A drawable point: finite, within +-1e300 (so that ranges and their padding stay finite), y > 0
+// on a log axis.
+static bool usable(const PlotSpec *s, double x, double y) {
+    return fabs(x) <= 1e300 && fabs(y) <= 1e300 && (!s->log_y || y > 0);
+}
 
 // The data's x and y ranges; false when no point is drawable.
 static bool data_range(const PlotSpec *s, Axis *ax, Axis *ay) {
