@@ -38,7 +38,8 @@ export B
 DEB_PKGS := libyaml-dev libjansson-dev zlib1g-dev libopenblas-openmp-dev libdnnl-dev libcmocka-dev curl libopenmpi-dev openmpi-bin \
             clang libclang-rt-14-dev libomp-14-dev valgrind
 
-LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c trainer/*.c) dist/comm.c dist/lib_path.c)
+LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c trainer/*.c report/*.c) dist/comm.c dist/lib_path.c)
+LIB_SRC  := $(filter-out report/plot_cairo.c,$(LIB_SRC))
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)

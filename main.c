@@ -6,6 +6,8 @@
 //                 [--device cpu|cuda|auto]
 //   mingpt info SNAPSHOT [--json]
 //   mingpt export --snapshot PATH --out MODEL.safetensors [--dtype float32|bfloat16|float16]
+//   mingpt plot DIR... [--out F.svg|F.png] [--x iter|tokens|time] [--log]
+//   mingpt runs DIR... [--json|--csv]
 //
 // Hydra 1.3 semantics (config/hydra.h): a run composes its config, validates it, creates its
 // output directory (hydra.run.dir) with .hydra/, mingpt.log and summary.json, then trains; -m
@@ -26,6 +28,8 @@
 #include "config/hydra.h"
 #include "dist/comm.h"
 #include "kernels/backend.h"
+#include "report/loss_plot.h"
+#include "report/runs.h"
 #include "trainer/log.h"
 #include "trainer/run_dir.h"
 #include "trainer/info.h"
@@ -226,7 +230,7 @@ static int train_in(const App *app, Config *cfg, const char *dir, bool chdir_job
         return write_summary(app, dir, &s);
     }
     TrainResult res = {.final_train_loss = NAN, .test_loss = NAN, .tokens_per_s = NAN, .wall_s = NAN};
-    int rc = trainer_run(cfg, app->comm, &res);
+    int rc = trainer_run_in(cfg, app->comm, dir, &res);
     char job_cwd[PATH_MAX];
     if (!getcwd(job_cwd, sizeof job_cwd)) snprintf(job_cwd, sizeof job_cwd, "%s", chdir_job ? dir : app->cwd);
     if (chdir_job && chdir(app->cwd) != 0) log_error("mingpt: error: cannot return to '%s'\n", app->cwd);
@@ -614,6 +618,8 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && strcmp(argv[1], "info") == 0) return info_main(argc - 1, argv + 1, stdout);
     if (argc > 1 && strcmp(argv[1], "export") == 0) return export_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "plot") == 0) return plot_main(argc - 1, argv + 1, stdout);
+    if (argc > 1 && strcmp(argv[1], "runs") == 0) return runs_main(argc - 1, argv + 1, stdout);
     HydraArgs a;
     int rc = hydra_parse_args(argc, argv, &a, stdout, stderr);
     if (!rc && a.version) version_print(stdout);  // after Hydra's line: mingpt and its backends

@@ -61,6 +61,7 @@ static const ConfigField SCHEMA[] = {
     {FIELD("trainer_config", "collective_timeout_s", trainer.collective_timeout_s, CONFIG_FLOAT), .def_float = {300.0}},
     {FIELD("trainer_config", "skip_spike_zscore", trainer.skip_spike_zscore, CONFIG_FLOAT), .def_float = {0.0}},
     {FIELD("trainer_config", "activation_checkpointing", trainer.activation_checkpointing, CONFIG_BOOL), .def_int = 0},
+    {FIELD("trainer_config", "plot_log_scale", trainer.plot_log_scale, CONFIG_BOOL), .def_int = 0},
 
     {FIELD("optimizer_config", "weight_decay", optim.weight_decay, CONFIG_FLOAT), .def_float = {0.1}},
     {FIELD("optimizer_config", "learning_rate", optim.learning_rate, CONFIG_FLOAT), .def_float = {3e-4}},

@@ -70,6 +70,7 @@ typedef struct {
     // Activation recomputation: keep each block's input only and recompute the block's forward
     // in the backward pass (model/gpt.h, GPT.checkpointing); the same gradients, bit for bit.
     bool activation_checkpointing;
+    bool plot_log_scale;      // <run dir>/loss.svg with a log10 loss axis (default false)
 } TrainerConfig;
 
 typedef struct {

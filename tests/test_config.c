@@ -217,6 +217,7 @@ static void test_defaults_fill_absent_keys(void **state) {
     assert_string_equal(d.data.split, "contiguous");
     assert_int_equal(d.data.eval_stride, 0);
     assert_false(d.trainer.activation_checkpointing);
+    assert_false(d.trainer.plot_log_scale);
     assert_int_equal(d.gpt.n_layer, 8);
     assert_int_equal(d.gpt.n_embd, 512);
     assert_true(d.gpt.attn_pdrop == 0.1);
@@ -531,6 +532,7 @@ static void test_validation(void **state) {
         {"data_config: {eval_stride: -1}", "data_config.eval_stride must be in [0, 128] (0 = data_config.block_size), got -1"},
         {"data_config: {block_size: 16, eval_stride: 17}", "data_config.eval_stride must be in [0, 16]"},
         {"trainer_config: {activation_checkpointing: sometimes}", "trainer_config.activation_checkpointing: expected a boolean (true/false), got 'sometimes'"},
+        {"trainer_config: {plot_log_scale: logarithmic}", "trainer_config.plot_log_scale: expected a boolean (true/false), got 'logarithmic'"},
         {"data_config: {path: ''}", "data_config.path must not be empty"},
         {"gpt_config: {attn_pdrop: 1}", "gpt_config.attn_pdrop must be in [0.0, 1.0), got 1.0"},
         {"gpt_config: {n_layer: 0}", "gpt_config.n_layer must be >= 1, got 0"},

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +12,20 @@
 #include <unistd.h>
 
 int file_read_regular(const char *path, const char *what, unsigned char **buf, size_t *len, char *err, size_t errlen) {
+    return file_read_capped(path, what, SIZE_MAX, buf, len, NULL, err, errlen);
+}
+
+int file_read_capped(const char *path, const char *what, size_t max_bytes, unsigned char **buf, size_t *len,
+                     int *errno_out, char *err, size_t errlen) {
     *buf = NULL;
     *len = 0;
+    if (errno_out) *errno_out = 0;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) { snprintf(err, errlen, "cannot open %s '%s': %s", what, path, strerror(errno)); return 1; }
+    if (fd < 0) {
+        if (errno_out) *errno_out = errno;
+        snprintf(err, errlen, "cannot open %s '%s': %s", what, path, strerror(errno));
+        return 1;
+    }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s '%s' is not a regular file", what, path);
@@ -22,6 +33,11 @@ int file_read_regular(const char *path, const char *what, unsigned char **buf, s
         return 1;
     }
     const size_t n = (size_t)st.st_size;
+    if (n > max_bytes) {
+        snprintf(err, errlen, "%s '%s' is %zu bytes, more than the limit of %zu", what, path, n, max_bytes);
+        close(fd);
+        return 1;
+    }
     unsigned char *b = malloc(n ? n : 1);
     if (!b) {
         snprintf(err, errlen, "%s '%s': out of memory reading %zu bytes", what, path, n);

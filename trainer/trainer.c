@@ -36,6 +36,7 @@
 #include "kernels/fatal.h"
 #include "trainer/loss_scaler.h"
 #include "model/gpt.h"
+#include "report/loss_plot.h"
 #include "trainer/adamw.h"
 #include "trainer/buckets.h"
 #include "trainer/evaluate.h"
@@ -113,6 +114,8 @@ typedef struct {
     CommStats comm_since_log; // and since the last progress line
     long saved_iter;         // iteration the stable snapshot on disk holds (-1: none)
     int save_requests_seen;  // SIGUSR1s already turned into a save request
+    const char *run_dir;     // where loss.svg goes (rank 0; NULL: nowhere)
+    bool plot_warned;        // a missing plot library was reported (once a run)
 } Trainer;
 
 // Every rank's rc; the job agrees on the largest, so that all ranks take the same branch.
@@ -315,10 +318,23 @@ out:
     return rc;
 }
 
-// After an evaluation (t->r.test_loss): remembers it for the snapshot and, with save_best, keeps
-// <stem>.best.bin when it is the lowest so far. The loss is all-reduced, so every rank decides
-// alike. Returns _save_snapshot's result (a failed best save only warns).
+// Rank 0 redraws <run dir>/loss.svg from metrics.jsonl (report/loss_plot.h); a failure is a
+// warning (a missing plot library: once), never a reason to stop.
+static void plot_loss(Trainer *t) {
+    char err[ERRLEN];
+    if (!t->run_dir) return;
+    const int rc = report_loss_svg(t->run_dir, t->cfg->trainer.plot_log_scale, err, sizeof err);
+    if (rc == 0 || rc == LOSS_SVG_NO_DATA || (rc == PLOT_NO_LIBRARY && t->plot_warned)) return;
+    log_error("mingpt: warning: loss.svg is not drawn: %s; training goes on\n", err);
+    t->plot_warned |= rc == PLOT_NO_LIBRARY;
+}
+
+// After an evaluation (t->r.test_loss): redraws loss.svg, remembers the loss for the snapshot
+// and, with save_best, keeps <stem>.best.bin when it is the lowest so far. The loss is
+// all-reduced, so every rank decides alike. Returns _save_snapshot's result (a failed best save
+// only warns).
 static int note_test_loss(Trainer *t) {
+    plot_loss(t);
     const double loss = t->r.test_loss;
     if (isnan(loss)) return SAVE_OK;
     t->pr.last_test_loss = loss;
@@ -865,8 +881,11 @@ static void teardown(Trainer *t) {
 // ============================================================================
 // The run
 // ============================================================================
-int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) {
-    Trainer t = { .cfg = cfg, .comm = comm, .rank = comm->rank, .world = comm->world_size, .saved_iter = -1 };
+int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) { return trainer_run_in(cfg, comm, NULL, res); }
+
+int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, TrainResult *res) {
+    Trainer t = { .cfg = cfg, .comm = comm, .rank = comm->rank, .world = comm->world_size, .saved_iter = -1,
+                  .run_dir = comm->rank == 0 ? run_dir : NULL };
     t.r = (TrainResult){ NAN, NAN, 0, 0, 0, 0, 0, 0, 0 };
     const double t_start = now_s();
     comm->timeout_s = cfg->trainer.collective_timeout_s;
@@ -889,6 +908,7 @@ int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) {
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
     }
+    if (t.r.iters_this_run > 0) plot_loss(&t);   // the end: the last lines too, also after a stop
     t.r.iters = t.pr.iter_num;
     t.r.tokens_per_s = t.train_time > 0 ? t.tokens / t.train_time : 0;
     t.r.wall_s = now_s() - t_start;

@@ -36,4 +36,9 @@ typedef struct {
 // the results. A communicator failure aborts the whole job (comm->abort).
 int trainer_run(const Config *cfg, Comm *comm, TrainResult *res);
 
+// trainer_run in a run directory: rank 0 also redraws <run_dir>/loss.svg from its metrics.jsonl
+// after each evaluation and at the end (report/loss_plot.h; a failure is a warning). run_dir
+// NULL: as trainer_run.
+int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, TrainResult *res);
+
 #endif

@@ -1,0 +1,44 @@
+// report/loss_plot.h — loss curves of runs: a run's own loss.svg (written by the trainer) and
+// `mingpt plot DIR... [--out F.svg|F.png] [--x iter|tokens|time] [--log]`, both read from the
+// runs' metrics.jsonl (report/run_read.h) and drawn by the plot library (report/plot.h).
+#ifndef MINGPT_LOSS_PLOT_H
+#define MINGPT_LOSS_PLOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "report/plot.h"
+#include "report/run_read.h"
+
+// The x axis: metrics.jsonl's "iter", "tokens" or "time_s".
+typedef enum { LOSS_X_ITER = 0, LOSS_X_TOKENS = 1, LOSS_X_TIME = 2 } LossX;
+
+// One run's curves and its legend label.
+typedef struct {
+    const char *label;
+    const RunMetrics *m;
+} RunCurves;
+
+// Draws each run's training loss (solid) and test loss (dashed, marked points), one colour a
+// run, against x, into path (.svg or .png; plot_write). Returns plot_write's result (0; 1 with
+// err; PLOT_NO_LIBRARY).
+int plot_runs(const RunCurves *runs, size_t n, LossX x, bool log_y, const char *title, const char *path, char *err,
+              size_t errlen);
+
+// Returned by report_loss_svg when the run has no metrics.jsonl yet (nothing drawn, not an error).
+#define LOSS_SVG_NO_DATA 3
+
+// Rewrites <run_dir>/loss.svg (through a temporary file and a rename) from
+// <run_dir>/metrics.jsonl: the run's train and test loss against iterations, titled with its
+// overrides; log_y: a log10 loss axis. The trainer calls it on rank 0 after each evaluation and
+// at the end; a failure is the caller's warning, never a reason to stop. Returns 0,
+// LOSS_SVG_NO_DATA, PLOT_NO_LIBRARY, or 1 with the reason in err.
+int report_loss_svg(const char *run_dir, bool log_y, char *err, size_t errlen);
+
+// `mingpt plot` (argv[0] = "plot"). Returns the exit code: 0; 2 for a usage error (bad flag,
+// unknown --x, a directory that is no run or has no metrics.jsonl); 1 for a runtime error
+// (an unwritable --out, no plotting library).
+int plot_main(int argc, char **argv, FILE *out);
+
+#endif

@@ -1,0 +1,73 @@
+// report/plot.c — see plot.h: loading build/libmingpt_plot.so and writing its output atomically.
+#include "report/plot.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dist/lib_path.h"
+#include "trainer/atomic_file.h"
+
+int plot_format_of(const char *path) {
+    const char *dot = strrchr(path, '.');
+    if (dot && strchr(dot, '/') == NULL) {
+        if (!strcasecmp(dot, ".svg")) return PLOT_SVG;
+        if (!strcasecmp(dot, ".png")) return PLOT_PNG;
+    }
+    return -1;
+}
+
+// plot_render from the plot library ($MINGPT_PLOT_LIB, else the build's MINGPT_PLOT_LIB next to
+// the executable); NULL with the reason in err. dlopen keeps one copy however often it is called.
+static PlotRenderFn load_plot_library(char *err, size_t errlen) {
+#ifdef MINGPT_PLOT_LIB
+    const char *built = MINGPT_PLOT_LIB;
+#else
+    const char *built = NULL;
+#endif
+    char path[4600];
+    const int where = lib_path("MINGPT_PLOT_LIB", built, path, sizeof path);
+    if (where == LIB_PATH_NOT_BUILT) {
+        snprintf(err, errlen, "this mingpt was built without plotting (install libcairo2-dev and rebuild)");
+        return NULL;
+    }
+    if (where == LIB_PATH_NO_EXE) { snprintf(err, errlen, "cannot locate the mingpt executable"); return NULL; }
+    if (access(path, F_OK) != 0) {
+        snprintf(err, errlen, "no plotting library at %.600s (install libcairo2-dev and rebuild, or set "
+                 "MINGPT_PLOT_LIB)", path);
+        return NULL;
+    }
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) { snprintf(err, errlen, "cannot load the plotting library: %s", dlerror()); return NULL; }
+    PlotRenderFn fn = (PlotRenderFn)dlsym(lib, "plot_render");
+    if (!fn) snprintf(err, errlen, "%.600s has no plot_render", path);
+    return fn;
+}
+
+static int to_atomic(void *closure, const unsigned char *data, size_t len) {
+    AtomicFile *a = closure;
+    atomic_write(a, data, len);
+    return a->failed != 0;
+}
+
+int plot_write(const PlotSpec *spec, const char *path, char *err, size_t errlen) {
+    const int format = plot_format_of(path);
+    if (format < 0) {
+        snprintf(err, errlen, "'%s': a plot is written as .svg or .png", path);
+        return 1;
+    }
+    PlotRenderFn render = load_plot_library(err, errlen);
+    if (!render) return PLOT_NO_LIBRARY;
+    // A drawing that fails (no drawable point, a cairo error) cancels the write: nothing replaces path.
+    volatile sig_atomic_t abandon = 0;
+    AtomicFile a;
+    if (atomic_open(&a, path, &abandon, err, errlen)) return 1;
+    char why[1024] = "";
+    if (render(spec, format, to_atomic, &a, why, sizeof why) && !a.failed) {
+        abandon = 1;
+        snprintf(err, errlen, "%s: %s", path, why);
+    }
+    const int rc = atomic_commit(&a, err, errlen);   // a failed write names the file and the reason
+    return rc ? 1 : 0;
+}
