@@ -70,6 +70,9 @@ typedef struct {
     // Activation recomputation: keep each block's input only and recompute the block's forward
     // in the backward pass (model/gpt.h, GPT.checkpointing); the same gradients, bit for bit.
     bool activation_checkpointing;
+    // The hardware's peak in TFLOP/s for the MFU column of metrics.jsonl and the progress line
+    // (trainer/metrics.h); NaN (YAML null, the default): unknown, MFU is null. Must be > 0.
+    double peak_tflops;
 } TrainerConfig;
 
 typedef struct {
@@ -132,6 +135,7 @@ typedef struct {
     double def_float[2];   // default of CONFIG_FLOAT ([0]) and CONFIG_FLOAT_PAIR
     const char *def_str;   // default of CONFIG_STR
     const char *choices;   // allowed values "a|b|c" of an enumerated string, else NULL
+    bool optional;         // CONFIG_FLOAT only: null is allowed and stored as NaN (OmegaConf's Optional[float])
 } ConfigField;
 
 // The schema: every field of Config, section by section, in file order; *n gets the count.
