@@ -224,7 +224,7 @@ static int train_in(const App *app, Config *cfg, const char *dir, bool chdir_job
         return write_summary(app, dir, &s);
     }
     TrainResult res = {.final_train_loss = NAN, .test_loss = NAN, .tokens_per_s = NAN, .wall_s = NAN};
-    int rc = trainer_run(cfg, app->comm, &res);
+    int rc = trainer_run_in(cfg, app->comm, dir, &res);
     char job_cwd[PATH_MAX];
     if (!getcwd(job_cwd, sizeof job_cwd)) snprintf(job_cwd, sizeof job_cwd, "%s", chdir_job ? dir : app->cwd);
     if (chdir_job && chdir(app->cwd) != 0) log_error("mingpt: error: cannot return to '%s'\n", app->cwd);

@@ -12,6 +12,7 @@ int gpt_memory_estimate(const GPTShape *s, int B, int T, const Backend *be, Comp
     *out = (GPTMemory){0};
     size_t n;
     if (gpt_check_build(s, B, T, &n, err, errlen)) return 1;
+    out->num_params = n;
     out->params = 4 * n;
     out->grads = 4 * n;
     out->adamw = 8 * n;

@@ -17,6 +17,7 @@ double gpt_flops_per_token(const GPTShape *s, int T);
 
 // Bytes a training run of this shape holds on its backend, by what holds them.
 typedef struct {
+    size_t num_params;   // parameters of the shape
     size_t params;       // fp32 master weights: 4 x num_params
     size_t grads;        // fp32 gradients: 4 x num_params
     size_t adamw;        // AdamW m and v, fp32: 8 x num_params

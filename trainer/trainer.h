@@ -36,4 +36,9 @@ typedef struct {
 // the results. A communicator failure aborts the whole job (comm->abort).
 int trainer_run(const Config *cfg, Comm *comm, TrainResult *res);
 
+// trainer_run in a run directory: rank 0 also writes <run_dir>/metrics.jsonl there
+// (trainer/metrics.h; a failure to write it is a warning) and, on a terminal, draws the live
+// status line (trainer/progress.h). run_dir NULL: as trainer_run.
+int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, TrainResult *res);
+
 #endif
