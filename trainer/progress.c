@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist/comm.h"
 #include "trainer/log.h"
 
 #define REDRAW_S 0.25   // at most 4 draws a second
@@ -53,7 +54,9 @@ static void draw(void *ctx) {
 void status_init(StatusLine *s, int rank) {
     memset(s, 0, sizeof *s);
     const char *term = getenv("TERM"), *no_color = getenv("NO_COLOR");
-    s->live = rank == 0 && isatty(STDOUT_FILENO) && !(term && strcmp(term, "dumb") == 0);
+    char err[256];
+    s->live = rank == 0 && comm_launched(err, sizeof err) == 0 && isatty(STDOUT_FILENO) &&
+              !(term && strcmp(term, "dumb") == 0);
     s->color = s->live && !(no_color && no_color[0]);
     if (s->live) log_set_status_line(clear_line, draw, s);
 }

@@ -7,7 +7,8 @@
 // (the next evaluation or snapshot is named only when it is more than 30 s away). Every log line
 // (trainer/log.h) first clears it and it is drawn again below the line. Its colour (dim) is left
 // out when NO_COLOR is set (no-color.org). When stdout is not a terminal (a log file, a pipe, CI)
-// nothing is drawn and no escape code is ever written.
+// nothing is drawn and no escape code is ever written. Nor under mpirun or srun: Open MPI hands
+// its ranks a pseudo-terminal whatever mpirun's own stdout is (a log file, a pipe).
 #ifndef MINGPT_PROGRESS_H
 #define MINGPT_PROGRESS_H
 
@@ -32,8 +33,9 @@ typedef struct {
     long next_eval, next_save; // the iteration of the next evaluation / snapshot (< 0: none)
 } StatusInfo;
 
-// Decides whether to draw (rank 0, stdout a terminal, TERM not dumb) and registers the line
-// with the log (log_set_status_line), so that log lines clear and redraw it.
+// Decides whether to draw (rank 0 of a process no launcher started, stdout a terminal, TERM not
+// dumb) and registers the line with the log (log_set_status_line), so that log lines clear and
+// redraw it.
 void status_init(StatusLine *s, int rank);
 
 // Formats and draws the line when it is live and the last draw is >= 0.25 s old (force: now).
