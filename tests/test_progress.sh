@@ -127,7 +127,7 @@ bad_input mem-exceeded 1 'of memory (the estimate above), more than the' -- $MIN
 [ $rc = 1 ] && grep -q "more than the .* available (MemAvailable in /proc/meminfo); nothing was allocated" $WORK/huge2.out \
   && ! grep -q "number of parameters" $WORK/huge2.out && ok "the check comes before the model is built" || bad "memory check first (rc $rc)" "$(tail -3 $WORK/huge2.out)"
 bad_input cfg-peak-tflops-zero 2 'trainer_config.peak_tflops must be > 0.0, got 0.0' -- $MINGPT "${run[@]}" trainer_config.peak_tflops=0 hydra.run.dir=$WORK/pk
-bad_input cfg-peak-tflops-str 2 "Value 'fast' of type 'str' could not be converted to Float" -- $MINGPT "${run[@]}" trainer_config.peak_tflops=fast hydra.run.dir=$WORK/pk
+bad_input cfg-peak-tflops-str 2 'Error merging override trainer_config.peak_tflops=fast' -- $MINGPT "${run[@]}" trainer_config.peak_tflops=fast hydra.run.dir=$WORK/pk
 $MINGPT "${run[@]}" trainer_config.max_iters=1 trainer_config.peak_tflops=null hydra.run.dir=$WORK/pk > /dev/null 2>&1 \
   && grep -q '"mfu":null' $WORK/pk/metrics.jsonl && ok "peak_tflops null: mfu null" || bad "peak_tflops null" "$(cat $WORK/pk/metrics.jsonl)"
 finish
