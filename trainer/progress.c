@@ -61,11 +61,7 @@ void status_init(StatusLine *s, int rank) {
     if (s->live) log_set_status_line(clear_line, draw, s);
 }
 
-void status_update(StatusLine *s, const StatusInfo *in, bool force) {
-    if (!s->live) return;
-    const double now = mono_s();
-    if (!force && s->drawn && now - s->last_draw < REDRAW_S) return;
-    s->last_draw = now;
+void status_format(const StatusInfo *in, char *buf, unsigned len) {
     char el[32], eta[32], next[64] = "";
     format_duration(in->elapsed_s, el, sizeof el);
     const bool known = in->s_per_iter > 0;
@@ -78,8 +74,16 @@ void status_update(StatusLine *s, const StatusInfo *in, bool force) {
         format_duration((at - in->iter) * in->s_per_iter, d, sizeof d);
         snprintf(next, sizeof next, " | %s in %s", eval_first ? "eval" : "snapshot", d);
     }
-    snprintf(s->text, sizeof s->text, "epoch %ld | iter %ld/%ld | loss %.4f | %.0f tok/s | elapsed %s | ETA %s%s",
-             in->epoch, in->iter, in->total_iters, in->loss, in->tokens_per_s, el, eta, next);
+    snprintf(buf, len, "epoch %ld | iter %ld/%ld | loss %.4f | %.0f tok/s | elapsed %s | ETA %s%s", in->epoch,
+             in->iter, in->total_iters, in->loss, in->tokens_per_s, el, eta, next);
+}
+
+void status_update(StatusLine *s, const StatusInfo *in, bool force) {
+    if (!s->live) return;
+    const double now = mono_s();
+    if (!force && s->drawn && now - s->last_draw < REDRAW_S) return;
+    s->last_draw = now;
+    status_format(in, s->text, sizeof s->text);
     draw(s);
 }
 

@@ -38,6 +38,10 @@ typedef struct {
 // redraw it.
 void status_init(StatusLine *s, int rank);
 
+// The status line's text for `info` into buf: ETA = (total_iters - iter) x s_per_iter ("?" while
+// s_per_iter <= 0); the nearer of next_eval and next_save is added when further than 30 s.
+void status_format(const StatusInfo *info, char *buf, unsigned len);
+
 // Formats and draws the line when it is live and the last draw is >= 0.25 s old (force: now).
 void status_update(StatusLine *s, const StatusInfo *info, bool force);
 
