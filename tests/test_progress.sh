@@ -126,6 +126,13 @@ bad_input mem-exceeded 1 'of memory (the estimate above), more than the' -- $MIN
 (ulimit -v 4194304; $MINGPT "${run[@]}" gpt_config.n_embd=65536 gpt_config.n_head=1 hydra.run.dir=$WORK/huge2 > $WORK/huge2.out 2>&1); rc=$?
 [ $rc = 1 ] && grep -q "more than the .* available (MemAvailable in /proc/meminfo); nothing was allocated" $WORK/huge2.out \
   && ! grep -q "number of parameters" $WORK/huge2.out && ok "the check comes before the model is built" || bad "memory check first (rc $rc)" "$(tail -3 $WORK/huge2.out)"
+EMU_SO=$PWD/${B:-build}/emu/libmingpt_cuda.so   # the CUDA backend, emulated: 80 GiB of device memory
+if [ -f "$EMU_SO" ]; then
+  out=$(MINGPT_CUDA_LIB=$EMU_SO $MINGPT "${run[@]}" trainer_config.device=cuda gpt_config.n_embd=65536 gpt_config.n_head=1 \
+        hydra.run.dir=$WORK/hugecuda 2>&1); rc=$?
+  [ $rc = 1 ] && grep -q '^Backend: cuda' <<<"$out" && grep -q "GiB of memory (the estimate above), more than the .* available (free on the device: cudaMemGetInfo)" <<<"$out" \
+    && ok "the CUDA backend (emulated): checked against the device's free memory" || bad "memory check on CUDA (rc $rc)" "$(tail -3 <<<"$out")"
+else bad "$EMU_SO is built (make test builds it)"; fi
 bad_input cfg-peak-tflops-zero 2 'trainer_config.peak_tflops must be > 0.0, got 0.0' -- $MINGPT "${run[@]}" trainer_config.peak_tflops=0 hydra.run.dir=$WORK/pk
 bad_input cfg-peak-tflops-str 2 'Error merging override trainer_config.peak_tflops=fast' -- $MINGPT "${run[@]}" trainer_config.peak_tflops=fast hydra.run.dir=$WORK/pk
 $MINGPT "${run[@]}" trainer_config.max_iters=1 trainer_config.peak_tflops=null hydra.run.dir=$WORK/pk > /dev/null 2>&1 \

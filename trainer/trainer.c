@@ -565,7 +565,8 @@ static void mib(double bytes, char *buf, size_t len) {
 
 // What the run costs, said before anything large is allocated: parameters, tokens per iteration,
 // the memory estimate (model/gpt_cost.h); and an error when that exceeds the memory available
-// (host memory, for a backend whose memory is the host's). Returns 0 or EXIT_USAGE / EXIT_RUNTIME
+// (Backend.mem_info: the GPU's free memory; the host's MemAvailable for a backend in host memory).
+// Returns 0 or EXIT_USAGE / EXIT_RUNTIME
 // after reporting.
 static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *build) {
     GPTMemory mem;
@@ -589,14 +590,18 @@ static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *
              "activations %s%s)\n", mem.num_params / 1e6, (long)t->B * t->T * t->A * t->world, t->B, t->T, t->A, t->world,
              tot, t->be->host_memory ? "host" : t->be->name, p, g, a, act, cast);
     fflush(stdout);
-    const long long avail = t->be->host_memory ? host_mem_available() : -1;   // no cheap query on CUDA yet
-    if (avail >= 0 && (double)mem.total > (double)avail) {
+    // what can be allocated: the device's free memory, or the host's (a backend in host memory)
+    size_t free_b = 0, total_b = 0;
+    const bool device = t->be->mem_info != NULL;
+    const double avail = device ? (t->be->mem_info(t->be, &free_b, &total_b) ? -1 : (double)free_b)
+                                : t->be->host_memory ? (double)host_mem_available() : -1;
+    if (avail >= 0 && (double)mem.total > avail) {
         char av[32];
-        mib((double)avail, av, sizeof av);
+        mib(avail, av, sizeof av);
         log_error("mingpt: error: the run needs about %s of memory (the estimate above), more than the %s available "
-                  "(MemAvailable in /proc/meminfo); nothing was allocated (lower trainer_config.batch_size, "
-                  "data_config.block_size or the model size, or set trainer_config.activation_checkpointing=true)\n",
-                  tot, av);
+                  "(%s); nothing was allocated (lower trainer_config.batch_size, data_config.block_size or the model "
+                  "size, or set trainer_config.activation_checkpointing=true)\n", tot, av,
+                  device ? "free on the device: cudaMemGetInfo" : "MemAvailable in /proc/meminfo");
         return EXIT_RUNTIME;
     }
     return 0;
