@@ -604,17 +604,18 @@ static void test_optional_float(void **state) {
     const char *ov_null[] = {"trainer_config.peak_tflops=null"};
     load_ok(dir, "trainer_config: {peak_tflops: 2}\n", 1, ov_null, &c);
     assert_true(isnan(c.trainer.peak_tflops));
-    load_fails(dir, "trainer_config: {peak_tflops: 0}\n", 0, NO_OV, err);
-    assert_contains(err, "trainer_config.peak_tflops must be > 0.0, got 0.0");
-    load_fails(dir, "trainer_config: {peak_tflops: -3}\n", 0, NO_OV, err);
-    assert_contains(err, "trainer_config.peak_tflops must be > 0.0, got -3.0");
-    load_fails(dir, "trainer_config: {peak_tflops: .inf}\n", 0, NO_OV, err);
-    assert_contains(err, "trainer_config.peak_tflops must be a finite number");
-    load_fails(dir, "trainer_config: {peak_tflops: fast}\n", 0, NO_OV, err);
-    assert_contains(err, "trainer_config.peak_tflops");
-    // other floats stay non-optional
-    load_fails(dir, "trainer_config: {bucket_cap_mb: null}\n", 0, NO_OV, err);
-    assert_contains(err, "trainer_config.bucket_cap_mb: expected a number, got null");
+    struct { const char *yaml, *want; } bad[] = {
+        {"trainer_config: {peak_tflops: 0}", "trainer_config.peak_tflops must be > 0.0, got 0.0"},
+        {"trainer_config: {peak_tflops: -3}", "trainer_config.peak_tflops must be > 0.0, got -3.0"},
+        {"trainer_config: {peak_tflops: .inf}", "trainer_config.peak_tflops must be a finite number"},
+        {"trainer_config: {peak_tflops: fast}", "trainer_config.peak_tflops: expected a number"},
+        // other floats stay non-optional
+        {"trainer_config: {bucket_cap_mb: null}", "trainer_config.bucket_cap_mb: expected a number, got null"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        load_fails(dir, bad[i].yaml, 0, NO_OV, err);
+        assert_contains(err, bad[i].want);
+    }
 }
 
 static void test_duplicate_key(void **state) {
