@@ -230,7 +230,9 @@ static int train_in(const App *app, Config *cfg, const char *dir, bool chdir_job
         return write_summary(app, dir, &s);
     }
     TrainResult res = {.final_train_loss = NAN, .test_loss = NAN, .tokens_per_s = NAN, .wall_s = NAN};
-    int rc = trainer_run_in(cfg, app->comm, dir, &res);
+    bool plot_warned = false;   // a missing plot library is said once a run
+    const TrainerHook hook = {.after_eval = report_loss_svg_hook, .ctx = &plot_warned};
+    int rc = trainer_run_in(cfg, app->comm, dir, &hook, &res);
     char job_cwd[PATH_MAX];
     if (!getcwd(job_cwd, sizeof job_cwd)) snprintf(job_cwd, sizeof job_cwd, "%s", chdir_job ? dir : app->cwd);
     if (chdir_job && chdir(app->cwd) != 0) log_error("mingpt: error: cannot return to '%s'\n", app->cwd);

@@ -25,10 +25,7 @@
 //       per tensor: name rows cols offset), so bench/bench_quality.py starts PyTorch from
 //       mingpt's exact initial weights.
 //
-// Model FLOPs per token (nanoGPT / PaLM convention, the causal mask not discounted):
-//   6 * N_linear + 12 * L * C * T,  N_linear = L * 12 C^2 + V C  (Linear weights incl. lm_head)
-// where 6 N counts forward + backward multiply-adds of the weights (2 + 4 FLOPs per weight)
-// and 12 L C T the attention scores and weighted sum (q k^T and att v, forward + backward).
+// Model FLOPs per token: gpt_flops_per_token (model/gpt_cost.h, nanoGPT / PaLM convention).
 #include <math.h>
 #include <mcheck.h>
 #include <omp.h>
@@ -41,6 +38,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "model/gpt.h"
+#include "model/gpt_cost.h"
 #include "trainer/adamw.h"
 #include "trainer/train_step.h"
 
@@ -173,8 +171,7 @@ static int bench_train(const Args *a) {
     qsort(ms, a->iters, sizeof *ms, cmp_double);
     const double med = a->iters % 2 ? ms[a->iters / 2] : 0.5 * (ms[a->iters / 2 - 1] + ms[a->iters / 2]);
 
-    const double n_linear = (double)L * 12.0 * C * C + (double)V * C;
-    const double flops_tok = 6.0 * n_linear + 12.0 * L * (double)C * T;
+    const double flops_tok = gpt_flops_per_token(&m.shape, T);
     const double flops_iter = flops_tok * B * T;
     // Memory the config needs: params, grads, AdamW m and v (4 x num_params floats) and the
     // activation buffer gpt_build carves for (B,T) (forward activations + backward scratch).

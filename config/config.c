@@ -62,6 +62,7 @@ static const ConfigField SCHEMA[] = {
     {FIELD("trainer_config", "skip_spike_zscore", trainer.skip_spike_zscore, CONFIG_FLOAT), .def_float = {0.0}},
     {FIELD("trainer_config", "activation_checkpointing", trainer.activation_checkpointing, CONFIG_BOOL), .def_int = 0},
     {FIELD("trainer_config", "plot_log_scale", trainer.plot_log_scale, CONFIG_BOOL), .def_int = 0},
+    {FIELD("trainer_config", "peak_tflops", trainer.peak_tflops, CONFIG_FLOAT), .def_float = {NAN}, .optional = true},
 
     {FIELD("optimizer_config", "weight_decay", optim.weight_decay, CONFIG_FLOAT), .def_float = {0.1}},
     {FIELD("optimizer_config", "learning_rate", optim.learning_rate, CONFIG_FLOAT), .def_float = {3e-4}},
@@ -129,7 +130,10 @@ static CfgNode *field_node(const Config *cfg, const ConfigField *f) {
         snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
         return cfg_new_str(buf);
     }
-    case CONFIG_FLOAT: return cfg_new_float(*(const double *)p);
+    case CONFIG_FLOAT: {
+        const double v = *(const double *)p;
+        return f->optional && isnan(v) ? cfg_new_null() : cfg_new_float(v);
+    }
     case CONFIG_BOOL: return cfg_new_bool(*(const bool *)p);
     case CONFIG_STR: {
         const char *s = p;
@@ -389,7 +393,12 @@ static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, bool 
         }
         return 0;
     }
-    case CONFIG_FLOAT: return bind_float_node(n, fk, (double *)p, err, errlen);
+    case CONFIG_FLOAT:
+        if (f->optional && n->type == CFG_NULL) {   // Optional[float]: null is "not set"
+            *(double *)p = NAN;
+            return 0;
+        }
+        return bind_float_node(n, fk, (double *)p, err, errlen);
     case CONFIG_BOOL:
         if (conv_bool(n, (bool *)p) != CONV_OK) {
             snprintf(msg, sizeof msg, "Value '%s' is not a valid bool (type %s)", repr, cfg_type_name(n->type));
@@ -642,7 +651,9 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
         float_range(t, "trainer_config", "skip_spike_zscore", NULL, tr->skip_spike_zscore, 0, false, inf, false, err,
                     errlen) ||
         float_range(t, "trainer_config", "collective_timeout_s", NULL, tr->collective_timeout_s, 0, false, inf, false,
-                    err, errlen))
+                    err, errlen) ||
+        (!isnan(tr->peak_tflops) &&   // null (NaN): MFU unknown
+         float_range(t, "trainer_config", "peak_tflops", NULL, tr->peak_tflops, 0, true, inf, false, err, errlen)))
         return -1;
     // grad_norm_clip: any value but NaN (<= 0 disables clipping, +inf never clips).
     if (isnan(tr->grad_norm_clip))

@@ -71,6 +71,9 @@ typedef struct {
     // in the backward pass (model/gpt.h, GPT.checkpointing); the same gradients, bit for bit.
     bool activation_checkpointing;
     bool plot_log_scale;      // <run dir>/loss.svg with a log10 loss axis (default false)
+    // The hardware's peak in TFLOP/s for the MFU column of metrics.jsonl and the progress line
+    // (trainer/metrics.h); NaN (YAML null, the default): unknown, MFU is null. Must be > 0.
+    double peak_tflops;
 } TrainerConfig;
 
 typedef struct {
@@ -133,6 +136,7 @@ typedef struct {
     double def_float[2];   // default of CONFIG_FLOAT ([0]) and CONFIG_FLOAT_PAIR
     const char *def_str;   // default of CONFIG_STR
     const char *choices;   // allowed values "a|b|c" of an enumerated string, else NULL
+    bool optional;         // CONFIG_FLOAT only: null is allowed and stored as NaN (OmegaConf's Optional[float])
 } ConfigField;
 
 // The schema: every field of Config, section by section, in file order; *n gets the count.

@@ -146,6 +146,13 @@ struct Backend {
     // CUDA: the ncclUniqueId travels through host->bcast), whose allreduce_start takes backend
     // memory and overlaps the compute stream; NULL with a message naming the rank on error.
     Comm *(*grad_comm_create)(Backend *be, Comm *host, char *err, size_t errlen);
+
+    // ---- memory. Optional: NULL means the backend's memory is the host's (the trainer then
+    // reads MemAvailable in /proc/meminfo). The bytes of backend memory free now and in all
+    // (CUDA: cudaMemGetInfo of the backend's device); the trainer checks its estimate of the
+    // run's memory against them before allocating (model/gpt_cost.h). Returns 0, or non-zero
+    // when they cannot be had (nothing is checked then).
+    int (*mem_info)(Backend *be, size_t *free_bytes, size_t *total_bytes);
 };
 
 // The CPU backend (always available). Never NULL except when out of memory. With BF16 its

@@ -224,10 +224,8 @@ size_t gpt_count_acts(const GPTShape *s, int B, int T, const Backend *be, const 
 // ============================================================================
 // Build / free / init
 // ============================================================================
-int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const GPTBuildOptions *opt,
-                   char *err, size_t errlen) {
-    memset(m, 0, sizeof *m);
-    if (gpt_shape_check(s, NULL, err, errlen)) return 1;
+int gpt_check_build(const GPTShape *s, int B, int T, size_t *num_params, char *err, size_t errlen) {
+    if (gpt_shape_check(s, num_params, err, errlen)) return 1;
     if (B < 1 || T < 1 || T > s->block_size) {
         snprintf(err, errlen, "model: batch (%d, %d) must have 1 <= T <= block_size (%d)", B, T, s->block_size);
         return 1;
@@ -248,6 +246,13 @@ int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const G
             snprintf(err, errlen, "model: dropout probabilities must be in [0, 1)");
             return 1;
         }
+    return 0;
+}
+
+int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const GPTBuildOptions *opt,
+                   char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    if (gpt_check_build(s, B, T, NULL, err, errlen)) return 1;
     m->shape = *s;
     m->be = be;
     m->loss_scale = 1.0f;

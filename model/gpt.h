@@ -186,6 +186,10 @@ typedef struct {
 // out of memory.
 int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const GPTBuildOptions *opt,
                    char *err, size_t errlen);
+// The checks of gpt_build_with that need no memory: the shape (gpt_shape_check, dropouts in
+// [0,1)), 1 <= T <= block_size, B*T and the activation count within the kernels' limits. Returns
+// 0 and sets *num_params (may be NULL), or non-zero with a message in err.
+int gpt_check_build(const GPTShape *s, int B, int T, size_t *num_params, char *err, size_t errlen);
 // gpt_build_with with the default options.
 int gpt_build_on(GPT *m, const GPTShape *s, int B, int T, Backend *be, char *err, size_t errlen);
 // The activation floats (num_acts) gpt_build_with would allocate for this shape, batch and

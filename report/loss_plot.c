@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trainer/log.h"
 #include "trainer/trainer.h"
 
 enum { LABEL_MAX = 1024 };
@@ -106,6 +107,15 @@ int report_loss_svg(const char *run_dir, bool log_y, char *err, size_t errlen) {
     }
     run_metrics_free(&m);
     return rc;
+}
+
+void report_loss_svg_hook(void *warned, const char *run_dir, const Config *cfg) {
+    char err[4400];
+    bool *said = warned;
+    const int rc = report_loss_svg(run_dir, cfg->trainer.plot_log_scale, err, sizeof err);
+    if (rc == 0 || rc == LOSS_SVG_NO_DATA || (rc == PLOT_NO_LIBRARY && *said)) return;
+    log_error("mingpt: warning: loss.svg is not drawn: %s; training goes on\n", err);
+    *said |= rc == PLOT_NO_LIBRARY;
 }
 
 // ========================================================================== mingpt plot

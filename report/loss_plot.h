@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "config/config.h"
 #include "report/plot.h"
 #include "report/run_read.h"
 
@@ -35,6 +36,12 @@ int plot_runs(const RunCurves *runs, size_t n, LossX x, bool log_y, const char *
 // at the end; a failure is the caller's warning, never a reason to stop. Returns 0,
 // LOSS_SVG_NO_DATA, PLOT_NO_LIBRARY, or 1 with the reason in err.
 int report_loss_svg(const char *run_dir, bool log_y, char *err, size_t errlen);
+
+// The trainer's hook after each evaluation and at the end (TrainerHook.after_eval,
+// trainer/trainer.h; main.c passes it): report_loss_svg(run_dir, cfg->trainer.plot_log_scale);
+// a failure is a warning on stderr, a missing plot library said only once while *warned (a bool,
+// false at the start of a run) is false. Nothing drawn yet (LOSS_SVG_NO_DATA) is silent.
+void report_loss_svg_hook(void *warned, const char *run_dir, const Config *cfg);
 
 // `mingpt plot` (argv[0] = "plot"). Returns the exit code: 0; 2 for a usage error (bad flag,
 // unknown --x, a directory that is no run or has no metrics.jsonl); 1 for a runtime error

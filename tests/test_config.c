@@ -582,6 +582,44 @@ static void test_validation(void **state) {
     assert_contains(err, "data_config.path must not be empty");
 }
 
+// trainer_config.peak_tflops is Optional[float]: null by default (NaN), null or a number > 0 from
+// a file or an override, and it survives config_to_yaml -> config_from_yaml_string (a snapshot's
+// stored config) both ways; 0, a negative number, a string and inf are refused, naming the key.
+static void test_optional_float(void **state) {
+    char err[ERRLEN];
+    char *dir = *state;
+    Config c, back;
+    load_ok(dir, "", 0, NO_OV, &c);
+    assert_true(isnan(c.trainer.peak_tflops));
+    char *yaml = config_to_yaml(&c);
+    assert_non_null(strstr(yaml, "peak_tflops: null"));
+    assert_int_equal(config_from_yaml_string(&back, yaml, "snapshot", err, sizeof err), 0);
+    assert_true(isnan(back.trainer.peak_tflops));
+    free(yaml);
+    const char *ov[] = {"trainer_config.peak_tflops=989.5"};
+    load_ok(dir, "trainer_config: {peak_tflops: null}\n", 1, ov, &c);
+    assert_true(c.trainer.peak_tflops == 989.5);
+    yaml = config_to_yaml(&c);
+    assert_int_equal(config_from_yaml_string(&back, yaml, "snapshot", err, sizeof err), 0);
+    assert_true(back.trainer.peak_tflops == 989.5);
+    free(yaml);
+    const char *ov_null[] = {"trainer_config.peak_tflops=null"};
+    load_ok(dir, "trainer_config: {peak_tflops: 2}\n", 1, ov_null, &c);
+    assert_true(isnan(c.trainer.peak_tflops));
+    struct { const char *yaml, *want; } bad[] = {
+        {"trainer_config: {peak_tflops: 0}", "trainer_config.peak_tflops must be > 0.0, got 0.0"},
+        {"trainer_config: {peak_tflops: -3}", "trainer_config.peak_tflops must be > 0.0, got -3.0"},
+        {"trainer_config: {peak_tflops: .inf}", "trainer_config.peak_tflops must be a finite number"},
+        {"trainer_config: {peak_tflops: fast}", "trainer_config.peak_tflops: expected a number"},
+        // other floats stay non-optional
+        {"trainer_config: {bucket_cap_mb: null}", "trainer_config.bucket_cap_mb: expected a number, got null"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        load_fails(dir, bad[i].yaml, 0, NO_OV, err);
+        assert_contains(err, bad[i].want);
+    }
+}
+
 static void test_duplicate_key(void **state) {
     char err[ERRLEN], want[ERRLEN];
     load_fails(*state, "trainer_config:\n  seed: 1\n  batch_size: 2\n  seed: 3\n", 0, NO_OV, err);
@@ -1094,6 +1132,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_unknown_key_in_file, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_type_errors_in_file, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_validation, tmp_setup, tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_optional_float, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_duplicate_key, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_missing_file, tmp_setup, tmp_teardown),
         cmocka_unit_test_setup_teardown(test_yaml_syntax_error, tmp_setup, tmp_teardown),

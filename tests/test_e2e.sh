@@ -14,7 +14,7 @@ run=(--config-name char_cpu trainer_config.snapshot_path=$WORK/e2e.bin trainer_c
 $MINGPT "${run[@]}" trainer_config.max_iters=200 > $WORK/a.log 2>&1 || bad "first run" "$(tail $WORK/a.log)"
 grep -q "Snapshot not found" $WORK/a.log && ok "fresh start" || bad "fresh start" "$(head $WORK/a.log)"
 $MINGPT "${run[@]}" > $WORK/b.log 2>&1 || bad "resumed run" "$(tail $WORK/b.log)"
-grep -q "Resuming training from snapshot at Epoch 0, iteration 200" $WORK/b.log && ok "resumes at iteration 200" \
+grep -q "Resuming training from snapshot at Epoch 1, iteration 200" $WORK/b.log && ok "resumes at iteration 200" \
   || bad "resumes at iteration 200" "$(head $WORK/b.log)"
 grep -q "done: 300 iterations (100 this run)" $WORK/b.log && ok "stops at the same total" \
   || bad "stops at the same total" "$(tail -3 $WORK/b.log)"

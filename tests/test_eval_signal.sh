@@ -21,14 +21,14 @@ wait $pid; rc=$?
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 if [ "$rc" -eq 75 ] && [ "$ms" -lt 2000 ] &&
    grep -q "Interrupted by a signal during the evaluation at iteration 2: saving a snapshot" "$WORK/a.log" &&
-   grep -q "Snapshot saved at epoch 0, iteration 2" "$WORK/a.log" && ! grep -q "test loss" "$WORK/a.log"; then
+   grep -q "Snapshot saved at epoch 1, iteration 2" "$WORK/a.log" && ! grep -q "test loss" "$WORK/a.log"; then
   ok "SIGTERM during the evaluation: exit 75 after $ms ms, snapshot saved"
 else bad "SIGTERM during the evaluation (exit $rc after $ms ms)" "$(tail -6 "$WORK/a.log")"; fi
 grep -q '"exit_status": 75' "$WORK/run/summary.json" && ok "summary.json records exit 75" \
   || bad "summary.json records exit 75" "$(cat "$WORK/run/summary.json")"
 
 "${run[@]}" trainer_config.max_iters=4 >"$WORK/b.log" 2>&1; rc=$?
-if [ "$rc" -eq 0 ] && grep -q "Resuming training from snapshot at Epoch 0, iteration 2" "$WORK/b.log" &&
+if [ "$rc" -eq 0 ] && grep -q "Resuming training from snapshot at Epoch 1, iteration 2" "$WORK/b.log" &&
    grep -q "^done: 4 iterations (2 this run)" "$WORK/b.log" && grep -q "test loss" "$WORK/b.log"; then
   ok "the snapshot resumes: 2 more iterations and the evaluation"
 else bad "the snapshot resumes (exit $rc)" "$(tail -6 "$WORK/b.log")"; fi

@@ -22,7 +22,7 @@ has "R1 summary.json" out/r1/summary.json '  "exit_status": 0,' '  "iters": 3,' 
 grep -Eq '^  "(final_train_loss|test_loss|tokens_per_s|wall_s)": [0-9.e+-]+,$' out/r1/summary.json && \
   [ "$(grep -Ec '^  "(final_train_loss|test_loss|tokens_per_s|wall_s)": [0-9.e+-]+,$' out/r1/summary.json)" -eq 4 ] \
   && ok "R1 summary.json numbers" || bad "R1 summary.json numbers" "$(cat out/r1/summary.json)"
-grep -Eq '^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8},[0-9]{3}\]\[mingpt\]\[INFO\] - Snapshot saved at epoch 0, iteration 3: ' out/r1/mingpt.log \
+grep -Eq '^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8},[0-9]{3}\]\[mingpt\]\[INFO\] - Snapshot saved at epoch 1, iteration 3: ' out/r1/mingpt.log \
   && ok "R1 mingpt.log gets the run's lines with Hydra's prefix" || bad "R1 mingpt.log gets the run's lines" "$(cat out/r1/mingpt.log)"
 grep -q '^done: 3 iterations' r1.out && ok "R1 the console keeps plain lines" || bad "R1 the console keeps plain lines" "$(tail -3 r1.out)"
 

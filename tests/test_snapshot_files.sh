@@ -129,7 +129,7 @@ pid=$!
 wait_for $WORK/usr1.log "iter 300/" && kill -USR1 $pid
 wait $pid; rc=$?
 it=$(sed -n 's/^Snapshot requested by a signal (SIGUSR1) at iteration \([0-9]*\)$/\1/p' $WORK/usr1.log)
-[ $rc = 0 ] && [ -n "$it" ] && [ "$it" -lt 3000 ] && grep -q "^Snapshot saved at epoch 0, iteration $it: " $WORK/usr1.log &&
+[ $rc = 0 ] && [ -n "$it" ] && [ "$it" -lt 3000 ] && grep -q "^Snapshot saved at epoch 1, iteration $it: " $WORK/usr1.log &&
   grep -q "^done: 3000 iterations" $WORK/usr1.log && ok "SIGUSR1: a snapshot at iteration $it, training went on to the end" \
   || bad "SIGUSR1 (exit $rc)" "$(grep -v '^epoch' $WORK/usr1.log)"
 same_state $WORK/usr1/s.bin $WORK/plain/s.bin && ok "SIGUSR1: the final snapshot is byte for byte the uninterrupted run's" \
@@ -143,7 +143,7 @@ it=$(sed -n 's/^Interrupted by a signal at iteration \([0-9]*\): saving a snapsh
 last=$(grep -o 'iter [0-9]*/3000' $WORK/term.log | tail -1 | sed 's/iter \([0-9]*\).*/\1/')
 [ $rc = 75 ] && [ -n "$it" ] && [ "$it" -lt 3000 ] && [ "$it" -ge "$last" ] && ok "SIGTERM: exit 75 at iteration $it" \
   || bad "SIGTERM (exit $rc)" "$(grep -v '^epoch' $WORK/term.log)"
-run term "${long[@]}" > $WORK/term2.log 2>&1 && grep -q "Resuming training from snapshot at Epoch 0, iteration $it$" $WORK/term2.log &&
+run term "${long[@]}" > $WORK/term2.log 2>&1 && grep -q "Resuming training from snapshot at Epoch 1, iteration $it$" $WORK/term2.log &&
   same_state $WORK/term/s.bin $WORK/plain/s.bin && ok "SIGTERM: the rerun resumes at $it and ends byte for byte as the uninterrupted run" \
   || bad "rerun after SIGTERM" "$(grep -v '^epoch' $WORK/term2.log | tail -5)"
 
@@ -210,8 +210,8 @@ if [ -f "$EMU_SO" ]; then
   MINGPT_CUDA_LIB=$EMU_SO run dev "${dev[@]}" trainer_config.max_iters=6 trainer_config.device=cuda > $WORK/dev_cuda.log 2>&1 &&
   run dev "${dev[@]}" trainer_config.max_iters=9 > $WORK/dev_cpu.log 2>&1
   rc=$?
-  if [ $rc = 0 ] && grep -q "^Backend: cuda" $WORK/dev_cuda.log && grep -q "Resuming training from snapshot at Epoch 0, iteration 3$" $WORK/dev_cuda.log &&
-     grep -q "trainer_config.device cpu -> cuda" $WORK/dev_cuda.log && grep -q "Resuming training from snapshot at Epoch 0, iteration 6$" $WORK/dev_cpu.log; then
+  if [ $rc = 0 ] && grep -q "^Backend: cuda" $WORK/dev_cuda.log && grep -q "Resuming training from snapshot at Epoch 1, iteration 3$" $WORK/dev_cuda.log &&
+     grep -q "trainer_config.device cpu -> cuda" $WORK/dev_cuda.log && grep -q "Resuming training from snapshot at Epoch 1, iteration 6$" $WORK/dev_cpu.log; then
     if out=$($ROOT/$BDIR/tests/ddp_check snapshots $WORK/devall/s.bin $WORK/dev/s.bin --tol 1e-4 2>&1); then
       ok "CPU 3 -> CUDA (emulated) 6 -> CPU 9 iterations = 9 on the CPU within 1e-4 ($(tail -1 <<<"$out"))"
     else bad "CPU -> CUDA -> CPU against CPU" "$out"; fi
@@ -246,7 +246,7 @@ for p in $(pgrep -f "^$MINGPT .*hydra.run.dir=$WORK/mpu "); do
 done
 wait $mpid; rc=$?
 it=$(sed -n 's/^Snapshot requested by a signal (SIGUSR1) at iteration \([0-9]*\)$/\1/p' $WORK/mpu.log)
-[ $rc = 0 ] && [ -n "$it" ] && grep -q "^Snapshot saved at epoch 0, iteration $it: " $WORK/mpu.log && grep -q "^done: 1500 iterations" $WORK/mpu.log \
+[ $rc = 0 ] && [ -n "$it" ] && grep -q "^Snapshot saved at epoch 1, iteration $it: " $WORK/mpu.log && grep -q "^done: 1500 iterations" $WORK/mpu.log \
   && ok "SIGUSR1 to rank 1: rank 0 saved at iteration $it, both went on to the end" || bad "SIGUSR1 to rank 1 (exit $rc)" "$(grep -v '^epoch' $WORK/mpu.log)"
 same_state $WORK/mplain/s.bin $WORK/mpu/s.bin && ok "... to the parameters of the same job without the signal (byte for byte)" \
   || bad "SIGUSR1 on 2 ranks changed the run"

@@ -20,6 +20,21 @@ static int g_rank;
 
 void log_set_rank(int rank) { g_rank = rank; }
 
+// The live status line, when one is drawn (trainer/progress.h).
+static struct { void (*clear)(void *), (*redraw)(void *); void *ctx; } g_status;
+
+void log_set_status_line(void (*clear)(void *ctx), void (*redraw)(void *ctx), void *ctx) {
+    g_status.clear = clear;
+    g_status.redraw = redraw;
+    g_status.ctx = ctx;
+}
+static void status_clear(void) { if (g_status.clear) g_status.clear(g_status.ctx); }
+static void status_redraw(void) {
+    if (!g_status.redraw) return;
+    fflush(stdout);
+    g_status.redraw(g_status.ctx);
+}
+
 // "2026-11-22 01:42:20,647": Python logging's asctime.
 static void asctime_now(char *buf, size_t len) {
     struct timeval tv;
@@ -88,7 +103,9 @@ void log_info(const char *fmt, ...) {
     va_list ap, aq;
     va_start(ap, fmt);
     va_copy(aq, ap);
+    status_clear();
     vfprintf(stdout, fmt, ap);
+    status_redraw();
     to_file("INFO", fmt, aq);
     va_end(aq);
     va_end(ap);
@@ -98,6 +115,7 @@ void log_error(const char *fmt, ...) {
     va_list ap, aq;
     va_start(ap, fmt);
     va_copy(aq, ap);
+    status_clear();
     fflush(stdout);  // keep the order of stdout and stderr lines on a shared terminal
     // One write per line: other ranks' output shares the terminal (mpirun merges it).
     char line[8192];
@@ -105,6 +123,7 @@ void log_error(const char *fmt, ...) {
     vsnprintf(line + k, sizeof line - (size_t)k, fmt, ap);
     fputs(line, stderr);
     fflush(stderr);
+    status_redraw();
     to_file("ERROR", fmt, aq);
     va_end(aq);
     va_end(ap);
@@ -117,8 +136,10 @@ void log_hydra(const char *fmt, ...) {
     char line[8400];
     size_t n = format_prefixed(line, sizeof line, "[HYDRA] ", fmt, ap);
     va_end(ap);
+    status_clear();
     fputs(line, stdout);
     fflush(stdout);
+    status_redraw();
     file_line(line, n);
 }
 

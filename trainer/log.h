@@ -36,4 +36,8 @@ void log_close(void);
 // reports for the job) and log_error lines are prefixed "[rank r] ". Only rank 0 opens a log file.
 void log_set_rank(int rank);
 
+// A live status line under the console lines (trainer/progress.h): every console line is
+// preceded by clear(ctx) and followed by redraw(ctx). NULL functions: none (the default).
+void log_set_status_line(void (*clear)(void *ctx), void (*redraw)(void *ctx), void *ctx);
+
 #endif

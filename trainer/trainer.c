@@ -36,11 +36,13 @@
 #include "kernels/fatal.h"
 #include "trainer/loss_scaler.h"
 #include "model/gpt.h"
-#include "report/loss_plot.h"
+#include "model/gpt_cost.h"
 #include "trainer/adamw.h"
 #include "trainer/buckets.h"
 #include "trainer/evaluate.h"
 #include "trainer/log.h"
+#include "trainer/metrics.h"
+#include "trainer/progress.h"
 #include "trainer/resume_check.h"
 #include "trainer/retention.h"
 #include "trainer/snapshot.h"
@@ -114,8 +116,18 @@ typedef struct {
     CommStats comm_since_log; // and since the last progress line
     long saved_iter;         // iteration the stable snapshot on disk holds (-1: none)
     int save_requests_seen;  // SIGUSR1s already turned into a save request
-    const char *run_dir;     // where loss.svg goes (rank 0; NULL: nowhere)
-    bool plot_warned;        // a missing plot library was reported (once a run)
+    // What the run reports over time (rank 0): metrics.jsonl, the status line, the estimates.
+    const char *run_dir;     // where metrics.jsonl goes (NULL: nowhere)
+    Metrics metrics;
+    StatusLine status;
+    double t_start;          // monotonic seconds when this process started the run
+    double time_before;      // training wall seconds of earlier processes of this run (metrics.jsonl)
+    double tokens_total;     // training tokens of all ranks since iteration 0
+    long total_iters;        // the iteration this run ends at
+    double t_first_iter;     // when the first iteration of this process ended (0: not yet)
+    long iters_at_first;     // and the iteration count then
+    bool estimated;          // the time estimate has been logged
+    const TrainerHook *hook; // after each evaluation and at the end (rank 0 with a run_dir), or NULL
 } Trainer;
 
 // Every rank's rc; the job agrees on the largest, so that all ranks take the same branch.
@@ -149,6 +161,16 @@ static const char *fmt_num(double x, char *buf, size_t len) {
 
 // a + b for b >= 0, saturating at LONG_MAX (iteration counts from a snapshot may be huge).
 static long add_sat(long a, long b) { return a > LONG_MAX - b ? LONG_MAX : a + b; }
+
+// The 1-based epoch of the last iteration run, the number the progress lines print: inside an
+// epoch the one in progress, right after an epoch's last iteration that epoch (1 before any).
+// Every message that names an epoch uses it.
+static long epoch_now(const Progress *pr) {
+    return pr->samples_in_epoch > 0 || pr->epochs_run == 0 ? pr->epochs_run + 1 : pr->epochs_run;
+}
+
+// Training wall seconds since the run first started (earlier processes included).
+static double run_time_s(const Trainer *t) { return t->time_before + now_s() - t->t_start; }
 
 // The snapshot is written as <path>.tmp.<pid>, then renamed: check now, not at the first
 // save (hours later), that its directory exists and takes that file, by creating and
@@ -310,31 +332,33 @@ out:
         if (kind != SAVE_BEST) t->saved_iter = t->pr.iter_num;
         if (kind == SAVE_BEST)
             log_info("Best snapshot saved (test loss %.4f) at epoch %ld, iteration %ld: %s\n", t->pr.best_test_loss,
-                     t->pr.epochs_run, t->pr.iter_num, path);
+                     epoch_now(&t->pr), t->pr.iter_num, path);
         else
-            log_info("Snapshot saved at epoch %ld, iteration %ld: %s\n", t->pr.epochs_run, t->pr.iter_num, path);
+            log_info("Snapshot saved at epoch %ld, iteration %ld: %s\n", epoch_now(&t->pr), t->pr.iter_num, path);
     }
     fflush(stdout);
     return rc;
 }
 
-// Rank 0 redraws <run dir>/loss.svg from metrics.jsonl (report/loss_plot.h); a failure is a
-// warning (a missing plot library: once), never a reason to stop.
-static void plot_loss(Trainer *t) {
-    char err[ERRLEN];
-    if (!t->run_dir) return;
-    const int rc = report_loss_svg(t->run_dir, t->cfg->trainer.plot_log_scale, err, sizeof err);
-    if (rc == 0 || rc == LOSS_SVG_NO_DATA || (rc == PLOT_NO_LIBRARY && t->plot_warned)) return;
-    log_error("mingpt: warning: loss.svg is not drawn: %s; training goes on\n", err);
-    t->plot_warned |= rc == PLOT_NO_LIBRARY;
+// The hook after an evaluation and at the end (trainer.h): rank 0, in a run directory.
+static void after_eval(Trainer *t) {
+    if (t->run_dir && t->hook && t->hook->after_eval) t->hook->after_eval(t->hook->ctx, t->run_dir, t->cfg);
 }
 
-// After an evaluation (t->r.test_loss): redraws loss.svg, remembers the loss for the snapshot
-// and, with save_best, keeps <stem>.best.bin when it is the lowest so far. The loss is
-// all-reduced, so every rank decides alike. Returns _save_snapshot's result (a failed best save
-// only warns).
+// After an evaluation at the current iteration: its log line and its metrics.jsonl line (record:
+// false for the re-evaluation of a run that has nothing left to train, whose line is there).
+// Whatever else follows an evaluation hooks in here.
+static void report_eval(Trainer *t, long epoch, bool record) {
+    log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, t->pr.iter_num, t->r.test_loss);
+    fflush(stdout);
+    if (record) metrics_eval(&t->metrics, t->pr.iter_num, epoch, t->r.test_loss, t->tokens_total, run_time_s(t));
+    after_eval(t);
+}
+
+// After an evaluation (t->r.test_loss): remembers it for the snapshot and, with save_best, keeps
+// <stem>.best.bin when it is the lowest so far. The loss is all-reduced, so every rank decides
+// alike. Returns _save_snapshot's result (a failed best save only warns).
 static int note_test_loss(Trainer *t) {
-    plot_loss(t);
     const double loss = t->r.test_loss;
     if (isnan(loss)) return SAVE_OK;
     t->pr.last_test_loss = loss;
@@ -530,6 +554,66 @@ static int setup_local(Trainer *t) {
     return 0;
 }
 
+// /proc/meminfo's MemAvailable in bytes (what can be allocated without swapping), or -1.
+static long long host_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+    if (f) fclose(f);
+    return kib < 0 ? -1 : kib * 1024;
+}
+
+static void mib(double bytes, char *buf, size_t len) {
+    if (bytes >= 1024.0 * 1048576) snprintf(buf, len, "%.2f GiB", bytes / (1024.0 * 1048576));
+    else snprintf(buf, len, "%.1f MiB", bytes / 1048576);
+}
+
+// What the run costs, said before anything large is allocated: parameters, tokens per iteration,
+// the memory estimate (model/gpt_cost.h); and an error when that exceeds the memory available
+// (Backend.mem_info: the GPU's free memory; the host's MemAvailable for a backend in host memory).
+// Returns 0 or EXIT_USAGE / EXIT_RUNTIME
+// after reporting.
+static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *build) {
+    GPTMemory mem;
+    char err[ERRLEN], tot[32], p[32], g[32], a[32], act[32], cast[64] = "";
+    if (gpt_memory_estimate(shape, t->B, t->T, t->be, t->dtype, build, &mem, err, sizeof err)) {
+        log_error("mingpt: error: %s\n", err);
+        return EXIT_USAGE;
+    }
+    mib((double)mem.total, tot, sizeof tot);
+    mib((double)mem.params, p, sizeof p);
+    mib((double)mem.grads, g, sizeof g);
+    mib((double)mem.adamw, a, sizeof a);
+    mib((double)mem.acts, act, sizeof act);
+    if (mem.weight_cast) {
+        char c[32];
+        mib((double)mem.weight_cast, c, sizeof c);
+        snprintf(cast, sizeof cast, ", low-precision weights %s", c);
+    }
+    log_info("Cost: %.2fM parameters, %ld tokens per iteration (batch_size %d x block_size %d x grad_accum_steps %d x "
+             "world_size %d), about %s of %s memory per rank (parameters %s, gradients %s, AdamW moments %s, "
+             "activations %s%s)\n", mem.num_params / 1e6, (long)t->B * t->T * t->A * t->world, t->B, t->T, t->A, t->world,
+             tot, t->be->host_memory ? "host" : t->be->name, p, g, a, act, cast);
+    fflush(stdout);
+    // what can be allocated: the device's free memory, or the host's (a backend in host memory)
+    size_t free_b = 0, total_b = 0;
+    const bool device = t->be->mem_info != NULL;
+    const double avail = device ? (t->be->mem_info(t->be, &free_b, &total_b) ? -1 : (double)free_b)
+                                : t->be->host_memory ? (double)host_mem_available() : -1;
+    if (avail >= 0 && (double)mem.total > avail) {
+        char av[32];
+        mib(avail, av, sizeof av);
+        log_error("mingpt: error: the run needs about %s of memory (the estimate above), more than the %s available "
+                  "(%s); nothing was allocated (lower trainer_config.batch_size, data_config.block_size or the model "
+                  "size, or set trainer_config.activation_checkpointing=true)\n", tot, av,
+                  device ? "free on the device: cudaMemGetInfo" : "MemAvailable in /proc/meminfo");
+        return EXIT_RUNTIME;
+    }
+    return 0;
+}
+
 static int setup_model(Trainer *t) {
     const Config *cfg = t->cfg;
     const DataConfig *dc = &cfg->data;
@@ -579,6 +663,7 @@ static int setup_model(Trainer *t) {
         .resid_pdrop = (float)cfg->gpt.resid_pdrop, .attn_pdrop = (float)cfg->gpt.attn_pdrop,
     };
     const GPTBuildOptions build = { .activation_checkpointing = tc->activation_checkpointing };
+    if ((rc = check_cost(t, &shape, &build))) { snapshot_free(&snap); return rc; }
     if (gpt_build_with(&t->model, &shape, t->B, t->T, t->be, &build, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         snapshot_free(&snap);
@@ -610,7 +695,7 @@ static int setup_model(Trainer *t) {
                 t->be->upload(t->be, t->opt.v, snap.adam_v, t->model.num_params * sizeof(float));
                 t->opt.step = snap.adam_step;
             }
-            log_info("Resuming training from snapshot at Epoch %ld, iteration %ld\n", t->pr.epochs_run,
+            log_info("Resuming training from snapshot at Epoch %ld, iteration %ld\n", epoch_now(&t->pr),
                      t->pr.iter_num);
         }
         snapshot_free(&snap);
@@ -732,6 +817,41 @@ static void _run_batch(Trainer *t, long first, int n, StepResult *res) {
     }
 }
 
+// The next multiple of `every` after iteration `it` (LONG_MAX when every <= 0).
+static long next_multiple(long it, long every) { return every > 0 ? add_sat(it - it % every, every) : LONG_MAX; }
+static long min3(long a, long b, long c) { return a < b ? (a < c ? a : c) : (b < c ? b : c); }
+
+// After each iteration (rank 0 draws): the status line, and once, after the first iterations of
+// this process (10, or 5 s), the estimated time per epoch and for the rest of the run.
+static void note_progress(Trainer *t, long epoch, long epoch_end, double loss, double tok_s) {
+    const TrainerConfig *tc = &t->cfg->trainer;
+    const double now = now_s();
+    if (t->t_first_iter == 0) {   // the first iteration calibrates GEMMs and warms caches: not timed
+        t->t_first_iter = now;
+        t->iters_at_first = t->pr.iter_num;
+    }
+    const long timed = t->pr.iter_num - t->iters_at_first;
+    const double s_per_iter = timed > 0 ? (now - t->t_first_iter) / timed : 0;
+    if (!t->estimated && timed > 0 && (timed >= 10 || now - t->t_first_iter >= 5)) {
+        t->estimated = true;
+        char ep[32], rest[32];
+        format_duration(s_per_iter * iters_from(t, 0), ep, sizeof ep);
+        format_duration(s_per_iter * (t->total_iters - t->pr.iter_num), rest, sizeof rest);
+        log_info("Estimated time: %s per epoch (%ld iterations), %s for the %ld iterations left (%.1f ms/iter, "
+                 "evaluations not counted)\n", ep, iters_from(t, 0), rest, t->total_iters - t->pr.iter_num,
+                 1e3 * s_per_iter);
+    }
+    const long end = t->total_iters;
+    const StatusInfo in = {
+        .epoch = epoch, .iter = t->pr.iter_num, .total_iters = end, .loss = loss, .tokens_per_s = tok_s,
+        .elapsed_s = now - t->t_start, .s_per_iter = s_per_iter,
+        .next_eval = min3(next_multiple(t->pr.iter_num, tc->eval_every), epoch_end, end),
+        .next_save = min3(next_multiple(t->pr.iter_num, tc->save_every_iters),
+                          epoch % tc->save_every == 0 ? epoch_end : LONG_MAX, end),
+    };
+    status_update(&t->status, &in, false);
+}
+
 // Outcome of an epoch: go on, or stop the run with an exit code.
 enum { GO_ON = -1 };
 
@@ -744,6 +864,8 @@ static int _run_epoch(Trainer *t, long epoch, long total_iters) {
     const long rows_per_iter = (long)t->A * t->B;
     double t_log = now_s(), tokens_since_log = 0;
     long iters_since_log = 0;
+    // the iteration that ends this epoch (evaluation, maybe a snapshot), for the status line
+    const long epoch_end = add_sat(t->pr.iter_num, (n_order + rows_per_iter - 1) / rows_per_iter);
     for (long first = 0; first < n_order; first += rows_per_iter) {
         if (tc->max_iters > 0 && t->pr.iter_num >= tc->max_iters) return GO_ON;
         const double t0 = now_s();
@@ -774,6 +896,7 @@ static int _run_epoch(Trainer *t, long epoch, long total_iters) {
         t->r.iters_this_run++;
         t->r.final_train_loss = res.loss;
         t->tokens += (double)res.tokens;
+        t->tokens_total += (double)res.tokens;
         tokens_since_log += (double)res.tokens;
         iters_since_log++;
         t->train_time += now_s() - t0;
@@ -787,18 +910,26 @@ static int _run_epoch(Trainer *t, long epoch, long total_iters) {
                          1e3 * s->t_exposed / iters_since_log);
                 *s = (CommStats){0};
             }
+            const double lr = lr_at(&t->cfg->optim, t->pr.iter_num - 1), tok_s = tokens_since_log / dt;
             log_info("epoch %ld | iter %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms/iter | %.0f tok/s%s\n",
-                     epoch, t->pr.iter_num, total_iters, res.loss, lr_at(&t->cfg->optim, t->pr.iter_num - 1),
-                     res.norm, 1e3 * dt / iters_since_log, tokens_since_log / dt, comm);
+                     epoch, t->pr.iter_num, total_iters, res.loss, lr, res.norm, 1e3 * dt / iters_since_log, tok_s, comm);
             fflush(stdout);
+            const double peak = t->cfg->trainer.peak_tflops * 1e12 * t->world;   // NaN: unknown
+            const MetricsTrain m = {
+                .iter = t->pr.iter_num, .epoch = epoch, .loss = res.loss, .lr = lr, .grad_norm = res.norm,
+                .loss_scale = t->pr.scaler.scale, .tokens_per_s = tok_s, .ms_per_iter = 1e3 * dt / iters_since_log,
+                .mfu = gpt_flops_per_token(&t->model.shape, t->T) * tok_s / peak, .tokens = t->tokens_total,
+                .time_s = run_time_s(t),
+            };
+            metrics_train(&t->metrics, &m);
             t_log = now_s();
             iters_since_log = 0;
             tokens_since_log = 0;
         }
+        note_progress(t, epoch, epoch_end, res.loss, t->train_time > 0 ? t->tokens / t->train_time : NAN);
         if (tc->eval_every > 0 && t->pr.iter_num % tc->eval_every == 0 && !last) {
             if (_evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
-            log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, t->pr.iter_num, t->r.test_loss);
-            fflush(stdout);
+            report_eval(t, epoch, true);
             t_log = now_s();
             if (note_test_loss(t) == SAVE_CANCELLED) return save_cancelled(t);
         }
@@ -827,6 +958,7 @@ static int train(Trainer *t) {
                                                per_epoch * (tc->max_epochs - t->pr.epochs_run - 1));
     if (tc->max_iters > 0 && tc->max_iters < total_iters) total_iters = tc->max_iters;
     if (total_iters < t->pr.iter_num) total_iters = t->pr.iter_num;
+    t->total_iters = total_iters;
     log_info("Training: %ld iterations per epoch, %d epochs, %ld iterations in all, batch %d x %d tokens\n",
              per_epoch, tc->max_epochs, total_iters, t->B, t->T);
     log_info("Global batch: %ld sequences = batch_size %d x grad_accum_steps %d x world_size %d\n",
@@ -837,7 +969,7 @@ static int train(Trainer *t) {
     if (done) {
         log_info("Nothing to train: the snapshot already has %ld iterations\n", t->pr.iter_num);
         if (_evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
-        log_info("epoch %ld | iter %ld | test loss %.4f\n", t->pr.epochs_run, t->pr.iter_num, t->r.test_loss);
+        report_eval(t, epoch_now(&t->pr), false);
     }
     while (!done) {
         const long epoch = t->pr.epochs_run + 1;   // 1-based, as in the tutorial
@@ -849,8 +981,7 @@ static int train(Trainer *t) {
         // Evaluate at every epoch end and at the end of training; snapshot every
         // save_every epochs and always after the last iteration.
         if (_evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
-        log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, t->pr.iter_num, t->r.test_loss);
-        fflush(stdout);
+        report_eval(t, epoch, true);
         int saved = note_test_loss(t) == SAVE_CANCELLED ? SAVE_CANCELLED : SAVE_OK;   // a failed best save warns
         // The final save must succeed (exit 1 otherwise); an epoch's periodic one may fail.
         if (saved == SAVE_OK && done) saved = _save_snapshot(t, SAVE_FINAL);
@@ -881,13 +1012,14 @@ static void teardown(Trainer *t) {
 // ============================================================================
 // The run
 // ============================================================================
-int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) { return trainer_run_in(cfg, comm, NULL, res); }
+int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) { return trainer_run_in(cfg, comm, NULL, NULL, res); }
 
-int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, TrainResult *res) {
+int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const TrainerHook *hook, TrainResult *res) {
     Trainer t = { .cfg = cfg, .comm = comm, .rank = comm->rank, .world = comm->world_size, .saved_iter = -1,
-                  .run_dir = comm->rank == 0 ? run_dir : NULL };
+                  .run_dir = comm->rank == 0 ? run_dir : NULL, .hook = hook };
     t.r = (TrainResult){ NAN, NAN, 0, 0, 0, 0, 0, 0, 0 };
     const double t_start = now_s();
+    t.t_start = t_start;
     comm->timeout_s = cfg->trainer.collective_timeout_s;
     fatal_set_handler(on_fatal, comm);
     // SIGUSR1 from the start, and left installed after (its default action ends the process,
@@ -901,14 +1033,22 @@ int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, TrainResu
     if (!rc) rc = agree(&t, setup_buckets(&t));
     if (!rc) rc = bcast_params(&t);
     if (!rc) {
+        // tokens since iteration 0: whole epochs of this world's padded order, then this epoch's part
+        t.tokens_total = (double)t.T * ((double)t.pr.epochs_run * t.train_sampler.total_size + t.pr.samples_in_epoch);
+        char err[ERRLEN];
+        if (metrics_open(&t.metrics, t.run_dir, t.pr.iter_num, &t.time_before, err, sizeof err))
+            log_error("mingpt: warning: %s; the run goes on without metrics.jsonl\n", err);
+        status_init(&t.status, t.rank);
         signal(SIGINT, on_signal);
         signal(SIGTERM, on_signal);
         g_stop_signal = 0;
         rc = train(&t);
+        status_end(&t.status);
+        metrics_close(&t.metrics);
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
     }
-    if (t.r.iters_this_run > 0) plot_loss(&t);   // the end: the last lines too, also after a stop
+    if (t.r.iters_this_run > 0) after_eval(&t);   // the end: the last lines too, also after a stop
     t.r.iters = t.pr.iter_num;
     t.r.tokens_per_s = t.train_time > 0 ? t.tokens / t.train_time : 0;
     t.r.wall_s = now_s() - t_start;

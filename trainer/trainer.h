@@ -36,9 +36,19 @@ typedef struct {
 // the results. A communicator failure aborts the whole job (comm->abort).
 int trainer_run(const Config *cfg, Comm *comm, TrainResult *res);
 
-// trainer_run in a run directory: rank 0 also redraws <run_dir>/loss.svg from its metrics.jsonl
-// after each evaluation and at the end (report/loss_plot.h; a failure is a warning). run_dir
-// NULL: as trainer_run.
-int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, TrainResult *res);
+// What rank 0 runs in a run directory after each evaluation (once its metrics.jsonl line is
+// written) and at the end of the run. main.c passes report/'s loss.svg writer
+// (report_loss_svg_hook, report/loss_plot.h), so that trainer/ depends on nothing of report/.
+// It reports its own failures and never stops training.
+typedef struct {
+    void (*after_eval)(void *ctx, const char *run_dir, const Config *cfg);
+    void *ctx;
+} TrainerHook;
+
+// trainer_run in a run directory: rank 0 also writes <run_dir>/metrics.jsonl there
+// (trainer/metrics.h; a failure to write it is a warning), calls hook->after_eval (hook may be
+// NULL) and, on a terminal, draws the live status line (trainer/progress.h). run_dir NULL: as
+// trainer_run.
+int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const TrainerHook *hook, TrainResult *res);
 
 #endif

@@ -39,6 +39,12 @@ static void *be_alloc(Backend *be, size_t bytes) {
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, CX(be)->stream));
     return p;
 }
+// Backend.mem_info: the device's free and total memory (the trainer's check before allocating).
+static int be_mem_info(Backend *, size_t *free_bytes, size_t *total_bytes) {   // the current device is the backend's
+    if (cudaMemGetInfo(free_bytes, total_bytes) == cudaSuccess) return 0;
+    (void)cudaGetLastError();
+    return 1;
+}
 // Every free drops the weight-cast copy: the size of the freed block is not known here, and a
 // later allocation may reuse the cached buffer's addresses.
 static void be_free(Backend *be, void *p) {
@@ -250,5 +256,6 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->scale = be_scale;
     be->cast_weights = be_cast_weights;
     be->grad_comm_create = cuda_grad_comm_create;   // comm_nccl.cu
+    be->mem_info = be_mem_info;
     return be;
 }

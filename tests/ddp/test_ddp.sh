@@ -165,7 +165,7 @@ if [ -n "$r1" ] && [ -n "$stop_iter" ] && ! grep -q "improperly" "$WORK/term.log
   ok "SIGTERM to rank 1: both ranks stop at iteration $stop_iter and exit 75"
 else bad "SIGTERM to rank 1 (rank 1 pid '${r1}', exit $rc, stop iteration '$stop_iter')" "$(cat "$WORK/term.rc"; tail -15 "$WORK/term.log")"; fi
 if run term2 $MPIRUN -np 2 ./mingpt $(common) $(snap term) trainer_config.batch_size=8 trainer_config.max_iters=$((stop_iter + 3)) &&
-   grep -q "Resuming training from snapshot at Epoch 0, iteration $stop_iter" "$WORK/term2.log" &&
+   grep -q "Resuming training from snapshot at Epoch 1, iteration $stop_iter" "$WORK/term2.log" &&
    grep -q "done: $((stop_iter + 3)) iterations (3 this run)" "$WORK/term2.log"; then ok "the interrupted job resumes"
 else bad "the interrupted job resumes" "$(tail -5 "$WORK/term2.log")"; fi
 
@@ -182,9 +182,9 @@ wait $mpid; rc=$?; dt=$(( $(date +%s) - t0 ))
 kill $guard 2>/dev/null
 if [ -n "$r1" ] && [ "$rc" -ne 0 ] && [ "$dt" -lt 60 ]; then ok "kill -9 of rank 1: the job exits $rc after ${dt} s"
 else bad "kill -9 of rank 1 (pid '$r1', exit $rc after ${dt} s)" "$(tail -15 "$WORK/kill.log")"; fi
-kill_iter=$(sed -n 's/.*Snapshot saved at epoch 0, iteration \([0-9]*\).*/\1/p' "$WORK/kill.log" | tail -1)
+kill_iter=$(sed -n 's/.*Snapshot saved at epoch 1, iteration \([0-9]*\).*/\1/p' "$WORK/kill.log" | tail -1)
 if run kill2 $MPIRUN -np 2 ./mingpt $(common) $(snap kill) trainer_config.batch_size=8 trainer_config.max_iters=$((kill_iter + 5)) &&
-   grep -q "Resuming training from snapshot at Epoch 0, iteration $kill_iter" "$WORK/kill2.log" &&
+   grep -q "Resuming training from snapshot at Epoch 1, iteration $kill_iter" "$WORK/kill2.log" &&
    grep -q "done: $((kill_iter + 5)) iterations" "$WORK/kill2.log"
 then ok "rerunning after kill -9 resumes and finishes"
 else bad "rerunning after kill -9" "$(tail -5 "$WORK/kill2.log")"; fi
@@ -234,7 +234,7 @@ r1=$(rank_pid 1 evterm)
 [ -n "$r1" ] && kill -TERM "$r1"
 wait $mpid
 if [ -n "$r1" ] && grep -q "Interrupted by a signal during the evaluation at iteration 1" "$WORK/evterm.log" &&
-   grep -q "Snapshot saved at epoch 0, iteration 1" "$WORK/evterm.log" &&
+   grep -q "Snapshot saved at epoch 1, iteration 1" "$WORK/evterm.log" &&
    [ "$(sort "$WORK/evterm.rc" 2>/dev/null)" = "$(printf 'rank 0 exit 75\nrank 1 exit 75')" ]; then
   ok "SIGTERM to rank 1 during the evaluation: both ranks exit 75, snapshot saved"
 else bad "SIGTERM to rank 1 during the evaluation (rank 1 pid '$r1')" "$(cat "$WORK/evterm.rc" 2>/dev/null; tail -8 "$WORK/evterm.log")"; fi

@@ -1,0 +1,95 @@
+// trainer/progress.c — the live status line (see progress.h).
+#include "trainer/progress.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dist/comm.h"
+#include "trainer/log.h"
+
+#define REDRAW_S 0.25   // at most 4 draws a second
+#define FAR_S 30.0      // the next evaluation / snapshot is shown when further away than this
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void format_duration(double s, char *buf, unsigned len) {
+    if (!(s >= 0) || s > 1e9) { snprintf(buf, len, "?"); return; }
+    const long t = lround(s), h = t / 3600, m = t / 60 % 60, sec = t % 60;
+    if (h) snprintf(buf, len, "%ld:%02ld:%02ld", h, m, sec);
+    else snprintf(buf, len, "%ld:%02ld", m, sec);
+}
+
+// Terminal columns (80 when unknown): a longer line would wrap, and "\r" would no longer clear it.
+static int columns(void) {
+    struct winsize w;
+    return ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 0 ? w.ws_col : 80;
+}
+
+static void clear_line(void *ctx) {
+    StatusLine *s = ctx;
+    if (!s->drawn) return;
+    fputs("\r\x1b[2K", stdout);
+    fflush(stdout);
+    s->drawn = false;
+}
+
+static void draw(void *ctx) {
+    StatusLine *s = ctx;
+    if (!s->text[0]) return;
+    const int w = columns() - 1;
+    fprintf(stdout, "\r\x1b[2K%s%.*s%s", s->color ? "\x1b[2m" : "", w > 0 ? w : 0, s->text, s->color ? "\x1b[0m" : "");
+    fflush(stdout);
+    s->drawn = true;
+}
+
+void status_init(StatusLine *s, int rank) {
+    memset(s, 0, sizeof *s);
+    const char *term = getenv("TERM"), *no_color = getenv("NO_COLOR");
+    char err[256];
+    s->live = rank == 0 && comm_launched(err, sizeof err) == 0 && isatty(STDOUT_FILENO) &&
+              !(term && strcmp(term, "dumb") == 0);
+    s->color = s->live && !(no_color && no_color[0]);
+    if (s->live) log_set_status_line(clear_line, draw, s);
+}
+
+void status_format(const StatusInfo *in, char *buf, unsigned len) {
+    char el[32], eta[32], next[64] = "";
+    format_duration(in->elapsed_s, el, sizeof el);
+    const bool known = in->s_per_iter > 0;
+    format_duration(known ? (in->total_iters - in->iter) * in->s_per_iter : -1, eta, sizeof eta);
+    // the nearer of the next evaluation and the next snapshot, when it is far
+    const bool eval_first = in->next_eval >= 0 && (in->next_save < 0 || in->next_eval <= in->next_save);
+    const long at = eval_first ? in->next_eval : in->next_save;
+    if (known && at > in->iter && (at - in->iter) * in->s_per_iter > FAR_S) {
+        char d[32];
+        format_duration((at - in->iter) * in->s_per_iter, d, sizeof d);
+        snprintf(next, sizeof next, " | %s in %s", eval_first ? "eval" : "snapshot", d);
+    }
+    snprintf(buf, len, "epoch %ld | iter %ld/%ld | loss %.4f | %.0f tok/s | elapsed %s | ETA %s%s", in->epoch,
+             in->iter, in->total_iters, in->loss, in->tokens_per_s, el, eta, next);
+}
+
+void status_update(StatusLine *s, const StatusInfo *in, bool force) {
+    if (!s->live) return;
+    const double now = mono_s();
+    if (!force && s->drawn && now - s->last_draw < REDRAW_S) return;
+    s->last_draw = now;
+    status_format(in, s->text, sizeof s->text);
+    draw(s);
+}
+
+void status_end(StatusLine *s) {
+    if (!s->live) return;
+    clear_line(s);
+    log_set_status_line(NULL, NULL, NULL);
+    s->live = false;
+}
