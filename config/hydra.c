@@ -23,12 +23,12 @@ typedef struct {
 } Opt;
 
 static const Opt OPTS[] = {
-    [O_HELP] = {"--help", "-h", false},          [O_HYDRA_HELP] = {"--hydra-help", NULL, false},
-    [O_VERSION] = {"--version", NULL, false},    [O_CFG] = {"--cfg", "-c", true},
-    [O_RESOLVE] = {"--resolve", NULL, false},    [O_PACKAGE] = {"--package", "-p", true},
-    [O_RUN] = {"--run", "-r", false},            [O_MULTIRUN] = {"--multirun", "-m", false},
-    [O_SC] = {"--shell-completion", "-sc", false}, [O_CP] = {"--config-path", "-cp", true},
-    [O_CN] = {"--config-name", "-cn", true},     [O_CD] = {"--config-dir", "-cd", true},
+    [O_HELP] = {"--help", "-h", false, false},          [O_HYDRA_HELP] = {"--hydra-help", NULL, false, false},
+    [O_VERSION] = {"--version", NULL, false, false},    [O_CFG] = {"--cfg", "-c", true, false},
+    [O_RESOLVE] = {"--resolve", NULL, false, false},    [O_PACKAGE] = {"--package", "-p", true, false},
+    [O_RUN] = {"--run", "-r", false, false},            [O_MULTIRUN] = {"--multirun", "-m", false, false},
+    [O_SC] = {"--shell-completion", "-sc", false, false}, [O_CP] = {"--config-path", "-cp", true, false},
+    [O_CN] = {"--config-name", "-cn", true, false},     [O_CD] = {"--config-dir", "-cd", true, false},
     [O_INFO] = {"--info", "-i", true, true},
 };
 

@@ -59,7 +59,7 @@ void search_path_build(SearchPath *sp, const char *config_path, const char *cons
             // <exe dir>/../share/mingpt, written without the "..": <parent of exe dir>/share/mingpt
             char *slash = strrchr(exe, '/');
             if (slash) *slash = 0;
-            snprintf(share, sizeof share, "%s/%s", exe, LIB_PATH_INSTALLED_SHARE + 3);
+            snprintf(share, sizeof share, "%s/%s", exe, &LIB_PATH_INSTALLED_SHARE[3]);
             add_dir(sp, "mingpt", share);
         }
     }

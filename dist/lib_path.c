@@ -37,7 +37,7 @@ int lib_path(const char *env, const char *rel, char *out, size_t len) {
     const char *base = strrchr(rel, '/');
     char *slash = strrchr(dir, '/');  // <exe dir>/../lib/mingpt, written without the ".."
     if (slash) *slash = 0;
-    snprintf(installed_dir, sizeof installed_dir, "%s/%s", dir, LIB_PATH_INSTALLED_LIBS + 3);
+    snprintf(installed_dir, sizeof installed_dir, "%s/%s", dir, &LIB_PATH_INSTALLED_LIBS[3]);
     snprintf(installed, sizeof installed, "%s/%s", installed_dir, base ? base + 1 : rel);
     if (exists(installed, S_IFREG) || exists(installed_dir, S_IFDIR)) snprintf(out, len, "%s", installed);
     return LIB_PATH_OK;
