@@ -1048,7 +1048,9 @@ int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const Tra
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
     }
-    if (t.r.iters_this_run > 0) after_eval(&t);   // the end: the last lines too, also after a stop
+    // The end: the last lines too, also after a stop; not after a second signal (EXIT_ABORTED),
+    // which asks to exit now (drawing a plot can take seconds: fonts, fsync).
+    if (t.r.iters_this_run > 0 && rc != EXIT_ABORTED) after_eval(&t);
     t.r.iters = t.pr.iter_num;
     t.r.tokens_per_s = t.train_time > 0 ? t.tokens / t.train_time : 0;
     t.r.wall_s = now_s() - t_start;
