@@ -76,20 +76,11 @@ static void *open_mpi_library(char *path, size_t pathlen, char *err, size_t errl
 #else
     const char *built = NULL;
 #endif
-    const int where = lib_path("MINGPT_MPI_LIB", built, path, pathlen);
-    if (where == LIB_PATH_NOT_BUILT) {
-        snprintf(err, errlen, "this mingpt was built without MPI support (build with libopenmpi-dev installed)");
-        return NULL;
-    }
-    if (where == LIB_PATH_NO_EXE) { snprintf(err, errlen, "cannot locate the mingpt executable"); return NULL; }
-    if (access(path, F_OK) != 0) {
-        snprintf(err, errlen, "launched by mpirun/srun, but this mingpt was built without MPI support (no %.600s; "
-                 "install libopenmpi-dev and rebuild)", path);
-        return NULL;
-    }
-    void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-    if (!lib) snprintf(err, errlen, "cannot load MPI support: %s", dlerror());
-    return lib;
+    const LibSpec spec = {"MINGPT_MPI_LIB", built, RTLD_NOW | RTLD_GLOBAL, "MPI support library",
+                          "this mingpt was built without MPI support (build with libopenmpi-dev installed)",
+                          "launched by mpirun/srun, but this mingpt was built without MPI support: install "
+                          "libopenmpi-dev and rebuild"};
+    return lib_open(&spec, path, pathlen, err, errlen);
 }
 
 void comm_mpi_describe_build(char *buf, size_t len) {

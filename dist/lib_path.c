@@ -43,6 +43,21 @@ int lib_path(const char *env, const char *rel, char *out, size_t len) {
     return LIB_PATH_OK;
 }
 
+void *lib_open(const LibSpec *s, char *path, size_t pathlen, char *why, size_t whylen) {
+    const int where = lib_path(s->env, s->built, path, pathlen);
+    if (where == LIB_PATH_NOT_BUILT) { snprintf(why, whylen, "%s", s->not_built); return NULL; }
+    if (where == LIB_PATH_NO_EXE) { snprintf(why, whylen, "cannot locate the mingpt executable"); return NULL; }
+    if (access(path, F_OK) != 0) {
+        const char *over = getenv(s->env);
+        if (over && *over) snprintf(why, whylen, "no %s at %s=%.600s (no such file)", s->what, s->env, path);
+        else snprintf(why, whylen, "no %s at %.600s (%s)", s->what, path, s->hint);
+        return NULL;
+    }
+    void *lib = dlopen(path, s->flags);
+    if (!lib) snprintf(why, whylen, "cannot load the %s: %s", s->what, dlerror());
+    return lib;
+}
+
 void lib_path_call_version(void *lib, const char *sym, char *buf, size_t len) {
     typedef void (*VersionFn)(char *, size_t);
     VersionFn fn = (VersionFn)dlsym(lib, sym);

@@ -27,6 +27,22 @@ int lib_path(const char *env, const char *rel, char *out, size_t len);
 // The directory of the running executable (/proc/self/exe, symbolic links resolved), or -1.
 int lib_path_exe_dir(char *out, size_t len);
 
+// One library that mingpt loads with dlopen: where it is and how to name it in messages.
+typedef struct {
+    const char *env;        // the variable that overrides its path, e.g. "MINGPT_CUDA_LIB"
+    const char *built;      // the build's path relative to the executable, or NULL (not built)
+    int flags;              // dlopen's flags
+    const char *what;       // its name in messages, e.g. "CUDA backend"
+    const char *not_built;  // the reason when this build has none
+    const char *hint;       // what to do when the build's file is missing
+} LibSpec;
+
+// Finds the library (lib_path; the path tried goes into path) and dlopens it. NULL with the
+// reason in why: spec->not_built; "cannot locate the mingpt executable"; "no <what> at
+// <env>=<path> (no such file)" for an override; "no <what> at <path> (<hint>)"; "cannot load the
+// <what>: <dlerror>".
+void *lib_open(const LibSpec *spec, char *path, size_t pathlen, char *why, size_t whylen);
+
 // For --version: calls `void sym(char *buf, size_t len)` of the dlopen'ed library lib (a
 // version string, exported by the library), or writes "version unknown (no sym in the library)".
 void lib_path_call_version(void *lib, const char *sym, char *buf, size_t len);

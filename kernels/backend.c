@@ -25,22 +25,10 @@ static void *open_cuda_library(char *path, size_t pathlen, char *why, size_t why
 #else
     const char *built = NULL;
 #endif
-    const char *over = getenv("MINGPT_CUDA_LIB");
-    const int where = lib_path("MINGPT_CUDA_LIB", built, path, pathlen);
-    if (where == LIB_PATH_NOT_BUILT) {
-        snprintf(why, whylen, "this mingpt was built without the CUDA backend (build with nvcc on PATH and CUDA=1)");
-        return NULL;
-    }
-    if (where == LIB_PATH_NO_EXE) { snprintf(why, whylen, "cannot locate the mingpt executable"); return NULL; }
-    if (access(path, F_OK) != 0) {
-        if (over && *over) snprintf(why, whylen, "no CUDA backend at MINGPT_CUDA_LIB=%.600s (no such file)", path);
-        else snprintf(why, whylen, "this mingpt was built without the CUDA backend (no %.600s; build with nvcc on "
-                      "PATH and CUDA=1)", path);
-        return NULL;
-    }
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) snprintf(why, whylen, "cannot load the CUDA backend: %s", dlerror());
-    return lib;
+    const LibSpec spec = {"MINGPT_CUDA_LIB", built, RTLD_NOW | RTLD_LOCAL, "CUDA backend",
+                          "this mingpt was built without the CUDA backend (build with nvcc on PATH and CUDA=1)",
+                          "this mingpt was built without it: build with nvcc on PATH and CUDA=1"};
+    return lib_open(&spec, path, pathlen, why, whylen);
 }
 
 // The CUDA backend's constructor: linked in (the emulated test programs), or loaded from the

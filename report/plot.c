@@ -26,20 +26,12 @@ static PlotRenderFn load_plot_library(char *err, size_t errlen) {
 #else
     const char *built = NULL;
 #endif
+    const LibSpec spec = {"MINGPT_PLOT_LIB", built, RTLD_NOW | RTLD_LOCAL, "plotting library",
+                          "this mingpt was built without plotting (install libcairo2-dev and rebuild)",
+                          "install libcairo2-dev and rebuild, or set MINGPT_PLOT_LIB"};
     char path[4600];
-    const int where = lib_path("MINGPT_PLOT_LIB", built, path, sizeof path);
-    if (where == LIB_PATH_NOT_BUILT) {
-        snprintf(err, errlen, "this mingpt was built without plotting (install libcairo2-dev and rebuild)");
-        return NULL;
-    }
-    if (where == LIB_PATH_NO_EXE) { snprintf(err, errlen, "cannot locate the mingpt executable"); return NULL; }
-    if (access(path, F_OK) != 0) {
-        snprintf(err, errlen, "no plotting library at %.600s (install libcairo2-dev and rebuild, or set "
-                 "MINGPT_PLOT_LIB)", path);
-        return NULL;
-    }
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) { snprintf(err, errlen, "cannot load the plotting library: %s", dlerror()); return NULL; }
+    void *lib = lib_open(&spec, path, sizeof path, err, errlen);
+    if (!lib) return NULL;
     PlotRenderFn fn = (PlotRenderFn)dlsym(lib, "plot_render");
     if (!fn) snprintf(err, errlen, "%.600s has no plot_render", path);
     return fn;
