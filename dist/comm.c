@@ -10,6 +10,15 @@
 
 #include "dist/lib_path.h"
 
+#ifndef MINGPT_MPI_LIB
+#define MINGPT_MPI_LIB NULL   // this build has no such library (the makefile passes its path)
+#endif
+
+static const LibSpec MPI_LIB = {"MINGPT_MPI_LIB", MINGPT_MPI_LIB, RTLD_NOW | RTLD_GLOBAL, "MPI support library",
+                               "this mingpt was built without MPI support (build with libopenmpi-dev installed)",
+                               "launched by mpirun/srun, but this mingpt was built without MPI support: install "
+                               "libopenmpi-dev and rebuild"};
+
 // ============================================================================
 // One process: every collective is the identity
 // ============================================================================
@@ -71,29 +80,11 @@ typedef Comm *(*MpiCreateFn)(int *, char ***, char *, size_t);
 // The MPI communicator's library, opened (RTLD_GLOBAL: libmpi's own plugins, dlopen'ed by Open
 // MPI, resolve against it); the path tried goes into path. NULL with the message in err.
 static void *open_mpi_library(char *path, size_t pathlen, char *err, size_t errlen) {
-#ifdef MINGPT_MPI_LIB
-    const char *built = MINGPT_MPI_LIB;
-#else
-    const char *built = NULL;
-#endif
-    const LibSpec spec = {"MINGPT_MPI_LIB", built, RTLD_NOW | RTLD_GLOBAL, "MPI support library",
-                          "this mingpt was built without MPI support (build with libopenmpi-dev installed)",
-                          "launched by mpirun/srun, but this mingpt was built without MPI support: install "
-                          "libopenmpi-dev and rebuild"};
-    return lib_open(&spec, path, pathlen, err, errlen);
+    return lib_open(&MPI_LIB, path, pathlen, err, errlen);
 }
 
 void comm_mpi_describe_build(char *buf, size_t len) {
-    char path[4600], err[1024], ver[256];
-    void *lib = open_mpi_library(path, sizeof path, err, sizeof err);
-    if (!lib) {
-        if (strstr(err, "built without MPI support (build with")) snprintf(buf, len, "MPI: not built\n");
-        else if (access(path, F_OK) != 0) snprintf(buf, len, "MPI: library not found: %s\n", path);
-        else snprintf(buf, len, "MPI: %s\n", err);
-        return;
-    }
-    lib_path_call_version(lib, "comm_mpi_version", ver, sizeof ver);
-    snprintf(buf, len, "MPI: %s (%s)\n", ver, path);
+    lib_describe(&MPI_LIB, "MPI", "comm_mpi_version", buf, len);
 }
 
 Comm *comm_mpi_open(int *argc, char ***argv, char *err, size_t errlen) {

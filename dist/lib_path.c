@@ -58,6 +58,22 @@ void *lib_open(const LibSpec *s, char *path, size_t pathlen, char *why, size_t w
     return lib;
 }
 
+void lib_describe(const LibSpec *s, const char *label, const char *version_sym, char *buf, size_t len) {
+    char path[4600], why[1024], ver[512];
+    if (lib_path(s->env, s->built, path, sizeof path) == LIB_PATH_NOT_BUILT) {
+        snprintf(buf, len, "%s: not built\n", label);
+        return;
+    }
+    void *lib = lib_open(s, path, sizeof path, why, sizeof why);
+    if (!lib) {
+        if (access(path, F_OK) != 0) snprintf(buf, len, "%s: library not found: %s\n", label, path);
+        else snprintf(buf, len, "%s: %s\n", label, why);
+        return;
+    }
+    lib_path_call_version(lib, version_sym, ver, sizeof ver);
+    snprintf(buf, len, "%s: %s (%s)\n", label, ver, path);
+}
+
 void lib_path_call_version(void *lib, const char *sym, char *buf, size_t len) {
     typedef void (*VersionFn)(char *, size_t);
     VersionFn fn = (VersionFn)dlsym(lib, sym);

@@ -43,6 +43,10 @@ typedef struct {
 // <what>: <dlerror>".
 void *lib_open(const LibSpec *spec, char *path, size_t pathlen, char *why, size_t whylen);
 
+// For --version: "<label>: <version> (<path>)\n" from the library's `void version_sym(char *,
+// size_t)`; "<label>: not built\n"; "<label>: library not found: <path>\n"; or "<label>: <reason>\n".
+void lib_describe(const LibSpec *spec, const char *label, const char *version_sym, char *buf, size_t len);
+
 // For --version: calls `void sym(char *buf, size_t len)` of the dlopen'ed library lib (a
 // version string, exported by the library), or writes "version unknown (no sym in the library)".
 void lib_path_call_version(void *lib, const char *sym, char *buf, size_t len);

@@ -12,6 +12,14 @@
 
 #include "dist/lib_path.h"
 
+#ifndef MINGPT_CUDA_LIB
+#define MINGPT_CUDA_LIB NULL   // this build has no such library (the makefile passes its path)
+#endif
+
+static const LibSpec CUDA_LIB = {"MINGPT_CUDA_LIB", MINGPT_CUDA_LIB, RTLD_NOW | RTLD_LOCAL, "CUDA backend",
+                                "this mingpt was built without the CUDA backend (build with nvcc on PATH and CUDA=1)",
+                                "this mingpt was built without it: build with nvcc on PATH and CUDA=1"};
+
 typedef Backend *(*CudaCreateFn)(ComputeDtype, int, char *, size_t);
 
 // The CUDA backend's shared library, opened: the one the environment variable MINGPT_CUDA_LIB
@@ -20,15 +28,7 @@ typedef Backend *(*CudaCreateFn)(ComputeDtype, int, char *, size_t);
 // an installed mingpt's lib directory, dist/lib_path.h). The path tried goes into path; NULL
 // with the reason in why when there is none.
 static void *open_cuda_library(char *path, size_t pathlen, char *why, size_t whylen) {
-#ifdef MINGPT_CUDA_LIB
-    const char *built = MINGPT_CUDA_LIB;
-#else
-    const char *built = NULL;
-#endif
-    const LibSpec spec = {"MINGPT_CUDA_LIB", built, RTLD_NOW | RTLD_LOCAL, "CUDA backend",
-                          "this mingpt was built without the CUDA backend (build with nvcc on PATH and CUDA=1)",
-                          "this mingpt was built without it: build with nvcc on PATH and CUDA=1"};
-    return lib_open(&spec, path, pathlen, why, whylen);
+    return lib_open(&CUDA_LIB, path, pathlen, why, whylen);
 }
 
 // The CUDA backend's constructor: linked in (the emulated test programs), or loaded from the
@@ -43,21 +43,7 @@ static CudaCreateFn find_cuda_backend(char *why, size_t whylen) {
 }
 
 void backend_cuda_describe_build(char *buf, size_t len) {
-#ifndef MINGPT_CUDA_LIB
-    if (!getenv("MINGPT_CUDA_LIB") || !*getenv("MINGPT_CUDA_LIB")) {
-        snprintf(buf, len, "CUDA: not built\n");
-        return;
-    }
-#endif
-    char path[4600], why[1024], ver[512];
-    void *lib = open_cuda_library(path, sizeof path, why, sizeof why);
-    if (!lib) {
-        if (access(path, F_OK) != 0) snprintf(buf, len, "CUDA: library not found: %s\n", path);
-        else snprintf(buf, len, "CUDA: %s\n", why);
-        return;
-    }
-    lib_path_call_version(lib, "backend_cuda_version", ver, sizeof ver);
-    snprintf(buf, len, "CUDA: %s (%s)\n", ver, path);
+    lib_describe(&CUDA_LIB, "CUDA", "backend_cuda_version", buf, len);
 }
 
 Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_dtype, char *err, size_t errlen) {
