@@ -9,6 +9,10 @@
 #include "dist/lib_path.h"
 #include "trainer/atomic_file.h"
 
+#ifndef MINGPT_PLOT_LIB
+#define MINGPT_PLOT_LIB NULL   // this build has no such library (the makefile passes its path)
+#endif
+
 int plot_format_of(const char *path) {
     const char *dot = strrchr(path, '.');
     if (dot && strchr(dot, '/') == NULL) {
@@ -21,12 +25,7 @@ int plot_format_of(const char *path) {
 // plot_render from the plot library ($MINGPT_PLOT_LIB, else the build's MINGPT_PLOT_LIB next to
 // the executable); NULL with the reason in err. dlopen keeps one copy however often it is called.
 static PlotRenderFn load_plot_library(char *err, size_t errlen) {
-#ifdef MINGPT_PLOT_LIB
-    const char *built = MINGPT_PLOT_LIB;
-#else
-    const char *built = NULL;
-#endif
-    const LibSpec spec = {"MINGPT_PLOT_LIB", built, RTLD_NOW | RTLD_LOCAL, "plotting library",
+    const LibSpec spec = {"MINGPT_PLOT_LIB", MINGPT_PLOT_LIB, RTLD_NOW | RTLD_LOCAL, "plotting library",
                           "this mingpt was built without plotting (install libcairo2-dev and rebuild)",
                           "install libcairo2-dev and rebuild, or set MINGPT_PLOT_LIB"};
     char path[4600];
