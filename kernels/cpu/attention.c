@@ -6,15 +6,20 @@
 // computed, and nothing is allocated: the small tiles below live on the stack.
 //
 // Three register-blocked kernels on short vectors (kernels/cpu/simd.h) do all the
-// products, each on up to 4 rows at a time:
+// products, each on up to ROWS rows at a time (8 with AVX-512's 32 registers, else 4):
 //   scores : S[t][j] = a[t] . b[j] over a key chunk, with b transposed into a stack tile
 //            (q k^T in the forward, dout v^T in the backward);
 //   rowmix : Y[t] (+)= sum_j W[t][j] X[j]   (att v, dS k);
 //   colmix : Y[j] += sum_t W[t][j] X[t]     (drop(att)^T dout, dS^T q).
+// rowmix and colmix stream the rows of X once per row block: X is first copied into a
+// per-thread contiguous (T, hs) tile, since its rows in qkv lie 3C floats apart and a page
+// apart at C >= 342, where neither the prefetcher nor the L1 TLB follows them (25% of the
+// backward at T 256, hs 64). The copy changes no arithmetic: the results are the same bits.
 #pragma GCC optimize("fp-contract=fast")
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cpu/attention_rows.h"
@@ -25,16 +30,16 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-// Vectors per column chunk in rowmix/colmix: 4 rows x NV accumulators stay in registers.
+// Rows per block and vectors per column chunk in rowmix/colmix: ROWS x NV accumulators (and
+// scores' ROWS x 2) stay in registers, 16 of AVX-512's 32 or 8 of AVX2's 16.
 #if VL == 16
-#define NV 4
+#define ROWS 8
 #else
-#define NV 2
+#define ROWS 4
 #endif
+#define NV 2
 // Floats of the transposed key tile (hs x KC) on the stack.
 #define KT_FLOATS 8192
-// Rows of a dropout-masked attention block on the stack (4 rows x T).
-#define ROWS 4
 // attention_forward_cached runs serially up to this many score multiply-adds.
 #define CACHED_SERIAL_WORK (1L << 16)
 
@@ -78,6 +83,12 @@ ALWAYS_INLINE void scores_r(int R, float *S, long lds, const float *A, long lda,
 static void scores(int R, float *S, long lds, const float *A, long lda, const float *kT, int ldk,
                    int nk, int hs, float scale) {
     switch (R) {
+#if ROWS == 8
+    case 8: scores_r(8, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
+    case 7: scores_r(7, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
+    case 6: scores_r(6, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
+    case 5: scores_r(5, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
+#endif
     case 4: scores_r(4, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
     case 3: scores_r(3, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
     case 2: scores_r(2, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
@@ -86,7 +97,7 @@ static void scores(int R, float *S, long lds, const float *A, long lda, const fl
 }
 
 // S rows [0,Tn) x keys [0,L), L = p0 + Tn: row t is the query at position p0 + t and sees keys
-// [0, p0 + t] (the causal triangle, and a few entries past it, up to the last row of its 4-row
+// [0, p0 + t] (the causal triangle, and a few entries past it, up to the last row of its ROWS-row
 // block) = scale * A B^T, A (Tn, hs) and B (L, hs) with row strides lda, ldb; S has row stride L.
 // p0 = 0 is the square (T, T) case of the training kernels; p0 > 0, new queries over a key/value
 // cache. B is transposed chunk by chunk into a stack tile so the inner loop runs over keys.
@@ -104,7 +115,7 @@ static void scores_causal(float *S, int p0, int Tn, const float *A, long lda, co
             for (int i = 0; i < hs; i++) kT[(long)i * ldk + (j - j0)] = Bm[(long)j * ldb + i];
         for (int i = 0; i < hs; i++)   // zero padding read by the partial key group
             for (int j = j1 - j0; j < ldk && j < j1 - j0 + VL; j++) kT[(long)i * ldk + j] = 0.0f;
-        // Rows t with p0 + t >= j0 see keys [j0, min(j1, p0 + t + 1)); a 4-row block computes up to
+        // Rows t with p0 + t >= j0 see keys [j0, min(j1, p0 + t + 1)); a ROWS-row block computes up to
         // its last row.
         const int first = j0 > p0 ? (j0 - p0) / ROWS * ROWS : 0;
         for (int t0 = first; t0 < Tn; t0 += ROWS) {
@@ -190,6 +201,12 @@ ALWAYS_INLINE void rowmix_r(int R, float *Y, long ldy, const float *W, long ldw,
 static void rowmix(int R, float *Y, long ldy, const float *W, long ldw, const float *X, long ldx,
                    int n, int hs, int acc_out) {
     switch (R) {
+#if ROWS == 8
+    case 8: rowmix_r(8, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
+    case 7: rowmix_r(7, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
+    case 6: rowmix_r(6, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
+    case 5: rowmix_r(5, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
+#endif
     case 4: rowmix_r(4, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
     case 3: rowmix_r(3, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
     case 2: rowmix_r(2, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
@@ -234,6 +251,12 @@ ALWAYS_INLINE void colmix_r(int R, float *Y, long ldy, const float *W, long ldw,
 static void colmix(int R, float *Y, long ldy, const float *W, long ldw, const float *X, long ldx, int j0, int T,
                    int hs) {
     switch (R) {
+#if ROWS == 8
+    case 8: colmix_r(8, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
+    case 7: colmix_r(7, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
+    case 6: colmix_r(6, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
+    case 5: colmix_r(5, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
+#endif
     case 4: colmix_r(4, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
     case 3: colmix_r(3, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
     case 2: colmix_r(2, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
@@ -241,6 +264,18 @@ static void colmix(int R, float *Y, long ldy, const float *W, long ldw, const fl
     }
 }
 
+
+// ---------------------------------------------------------------- contiguous tiles
+// X rows ld floats apart -> tile (T, hs), rows hs apart. tile NULL (no memory): X as it is.
+static const float *tile_rows(float *tile, const float *x, long ld, int T, int hs, long *ld_out) {
+    if (!tile) {
+        *ld_out = ld;
+        return x;
+    }
+    for (int t = 0; t < T; t++) memcpy(tile + (long)t * hs, x + (long)t * ld, (size_t)hs * sizeof(float));
+    *ld_out = hs;
+    return tile;
+}
 
 // ---------------------------------------------------------------- forward
 // qkv (B,T,3C) -> att (B,NH,T,T) causal softmax (zeros above the diagonal), out (B,T,C) =
@@ -260,16 +295,21 @@ void attention_forward_lp(float *out, float *att, const float *qkv, int B, int T
     const float keep_scale = use_drop ? 1.0f / (1.0f - attn_p) : 1.0f;
     const uint64_t key = drop.key;
 
-    #pragma omp parallel for collapse(2) schedule(static)
+    #pragma omp parallel
+    {
+    float *tile = malloc((size_t)T * hs * sizeof(float));   // v of the current (b,h); NULL: read in place
+    #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (long)b * T * C3 + (long)h * hs, *k = q + C, *v = q + 2L * C;
+            const float *q = qkv + (long)b * T * C3 + (long)h * hs, *k = q + C;
+            long ldv;
+            const float *v = tile_rows(tile, q + 2L * C, C3, T, hs, &ldv);
             float *att_bh = att + ((long)b * NH + h) * T * T;
             const uint64_t idx_bh = dropout_global_index(drop, b, (int64_t)NH * T * T, (int64_t)h * T * T);
             // Scores into att, then softmax row by row (zeros above the diagonal).
             scores_causal(att_bh, 0, T, q, C3, k, C3, hs, scale);
             for (int t = 0; t < T; t++) softmax_row(att_bh + (long)t * T, t + 1, T);
-            // out rows = drop(att rows) @ v; a 4-row block uses keys [0, t0 + R).
+            // out rows = drop(att rows) @ v; a ROWS-row block uses keys [0, t0 + R).
             float pd[ROWS * T];
             for (int t0 = 0; t0 < T; t0 += ROWS) {
                 const int R = T - t0 < ROWS ? T - t0 : ROWS, n = t0 + R;
@@ -290,9 +330,11 @@ void attention_forward_lp(float *out, float *att, const float *qkv, int B, int T
                     W = pd;
                     ldw = n;
                 }
-                rowmix(R, out + ((long)b * T + t0) * C + (long)h * hs, C, W, ldw, v, C3, n, hs, 0);
+                rowmix(R, out + ((long)b * T + t0) * C + (long)h * hs, C, W, ldw, v, ldv, n, hs, 0);
             }
         }
+    }
+    free(tile);
     }
 }
 
@@ -312,7 +354,7 @@ static void cached_plane(float *out, float *att_bh, const float *q, const float 
     else
         scores_causal(att_bh, p0, Tq, q, 3L * C, k, C, hs, scale);
     for (int t = 0; t < Tq; t++) softmax_row(att_bh + (long)t * L, p0 + t + 1, L);
-    for (int t0 = 0; t0 < Tq; t0 += ROWS) {   // a 4-row block uses keys [0, p0 + t0 + R)
+    for (int t0 = 0; t0 < Tq; t0 += ROWS) {   // a ROWS-row block uses keys [0, p0 + t0 + R)
         const int R = Tq - t0 < ROWS ? Tq - t0 : ROWS;
         rowmix(R, out + (long)t0 * C, C, att_bh + (long)t0 * L, L, v, C, p0 + t0 + R, hs, 0);
     }
@@ -368,12 +410,19 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
     const float keep_scale = use_drop ? 1.0f / (1.0f - attn_p) : 1.0f;
     const uint64_t key = drop.key;
 
-    #pragma omp parallel for collapse(2) schedule(static)
+    #pragma omp parallel
+    {
+    float *tiles = malloc(3 * (size_t)T * hs * sizeof(float));   // q, k, dout of the current (b,h)
+    #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (long)b * T * C3 + (long)h * hs, *k = q + C, *v = q + 2L * C;
+            const float *qkv_bh = qkv + (long)b * T * C3 + (long)h * hs, *v = qkv_bh + 2L * C;
+            long ldq, ldk, ldy;
+            const float *q = tile_rows(tiles, qkv_bh, C3, T, hs, &ldq);
+            const float *k = tile_rows(tiles ? tiles + (long)T * hs : NULL, qkv_bh + C, C3, T, hs, &ldk);
+            const float *dy = tile_rows(tiles ? tiles + 2L * T * hs : NULL, dout + (long)b * T * C + (long)h * hs, C,
+                                        T, hs, &ldy);
             float *dq = dqkv + (long)b * T * C3 + (long)h * hs, *dk = dq + C, *dv = dq + 2L * C;
-            const float *dy = dout + (long)b * T * C + (long)h * hs;
             const float *att_bh = att + ((long)b * NH + h) * T * T;
             float *ds = scratch + ((long)b * NH + h) * T * T;
             const uint64_t idx_bh = dropout_global_index(drop, b, (int64_t)NH * T * T, (int64_t)h * T * T);
@@ -401,11 +450,11 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
             }
             for (int j0 = 0; j0 < T; j0 += ROWS) {
                 const int R = T - j0 < ROWS ? T - j0 : ROWS;
-                colmix(R, dv, C3, pw, T, dy, C, j0, T, hs);
+                colmix(R, dv, C3, pw, T, dy, ldy, j0, T, hs);
             }
             // dPd = dout v^T (lower triangle), then per row: dP = dPd * mask;
-            // dS = att * (dP - sum(att * dP)) * scale; zero the rest of the row's 4-block.
-            scores_causal(ds, 0, T, dy, C, v, C3, hs, 1.0f);
+            // dS = att * (dP - sum(att * dP)) * scale; zero the rest of the row's ROWS-block.
+            scores_causal(ds, 0, T, dy, ldy, v, C3, hs, 1.0f);
             float m[T];
             for (int t = 0; t < T; t++) {
                 float *row = ds + (long)t * T;
@@ -431,9 +480,11 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
             // dq[t] += sum_j dS[t][j] k[j];  dk[j] += sum_t dS[t][j] q[t].
             for (int t0 = 0; t0 < T; t0 += ROWS) {
                 const int R = T - t0 < ROWS ? T - t0 : ROWS;
-                rowmix(R, dq + (long)t0 * C3, C3, ds + (long)t0 * T, T, k, C3, t0 + R, hs, 1);
-                colmix(R, dk, C3, ds, T, q, C3, t0, T, hs);
+                rowmix(R, dq + (long)t0 * C3, C3, ds + (long)t0 * T, T, k, ldk, t0 + R, hs, 1);
+                colmix(R, dk, C3, ds, T, q, ldq, t0, T, hs);
             }
         }
+    }
+    free(tiles);
     }
 }
