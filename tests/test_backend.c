@@ -22,6 +22,25 @@ static void test_selection(void **state) {
     assert_non_null(strstr(err, "device=cuda"));
 }
 
+// zero clears exactly the bytes asked for, small (one memset) and large (split across threads,
+// a size that is no multiple of the split's chunk), and nothing around them.
+static void test_zero(void **state) {
+    Backend *be = backend_cpu_create(DTYPE_FP32);
+    const size_t sizes[] = { 0, 1, 4097, (5u << 20) + 12345 };
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        const size_t n = sizes[k];
+        unsigned char *buf = malloc(n + 2);
+        memset(buf, 0xA5, n + 2);
+        be->zero(be, buf + 1, n);
+        assert_int_equal(buf[0], 0xA5);
+        assert_int_equal(buf[n + 1], 0xA5);
+        for (size_t i = 1; i <= n; i++)
+            if (buf[i]) fail_msg("size %zu: byte %zu not cleared", n, i - 1);
+        free(buf);
+    }
+    be->destroy(be);
+}
+
 // bf16 mode: a matmul equals the fp32 matmul of bf16-rounded inputs (the rounding is
 // round-to-nearest-even, checked independently here by the bit pattern).
 static float ref_bf16(float x) {
@@ -82,6 +101,7 @@ static void test_model_bf16_close_to_fp32(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_selection),
+        cmocka_unit_test(test_zero),
         cmocka_unit_test(test_matmul_low_precision),
         cmocka_unit_test(test_model_bf16_close_to_fp32),
     };
