@@ -7,7 +7,9 @@
 //       forward with loss, backward, global-norm clip (1.0), AdamW (minGPT's decay groups). Random
 //       tokens; W untimed warm-up iterations, then N timed ones. Prints one RESULT line:
 //       median ms/iter, tokens/s, model FLOPs per iteration, peak RSS (VmHWM) and the
-//       memory the config needs (params + grads + AdamW state + activations).
+//       memory the config needs (params + grads + AdamW state + activations); gemm_share, the
+//       part of the timed iterations spent in the library GEMMs (kernels/cpu/gemm.h:
+//       cpu_gemm_totals), and gemm_gflops, their own speed there.
 //       --keep_gelu 1 removes gelu_forward from the backend, so the model keeps every block's
 //       GELU output instead of recomputing it in the backward (the trade-off, measured).
 //       --checkpointing 1 builds the model with activation checkpointing (model/gpt.h:
@@ -153,7 +155,9 @@ static int bench_train(const Args *a) {
     TrainStep ts = { .model = &m, .opt = &opt, .scaler = &scaler, .comm = comm, .buckets = NULL, .grad_clip = 1.0,
                      .lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f };
     float loss = 0.0f;
+    double gemm_s0 = 0, gemm_f0 = 0, gemm_s1 = 0, gemm_f1 = 0;
     for (int it = 0; it < a->warmup + a->iters; it++) {
+        if (it == a->warmup) cpu_gemm_totals(&gemm_s0, &gemm_f0);
         // With MALLOC_TRACE=file and LD_PRELOAD=libc_malloc_debug.so, every malloc/free of the
         // timed iterations is logged (the check that the loop allocates nothing).
         if (it == a->warmup) mtrace();
@@ -168,6 +172,9 @@ static int bench_train(const Args *a) {
         if (it >= a->warmup) ms[it - a->warmup] = 1e3 * (t1 - t0);
     }
     muntrace();
+    cpu_gemm_totals(&gemm_s1, &gemm_f1);
+    double total_ms = 0;
+    for (int i = 0; i < a->iters; i++) total_ms += ms[i];
     qsort(ms, a->iters, sizeof *ms, cmp_double);
     const double med = a->iters % 2 ? ms[a->iters / 2] : 0.5 * (ms[a->iters / 2 - 1] + ms[a->iters / 2]);
 
@@ -178,11 +185,14 @@ static int bench_train(const Args *a) {
     const double need_bytes = 4.0 * (4.0 * (double)m.num_params + (double)m.num_acts);
     printf("RESULT train L=%d H=%d C=%d T=%d B=%d V=%d dropout=%g checkpointing=%d threads=%d params=%zu "
            "ms_median=%.3f ms_min=%.3f ms_max=%.3f tok_s=%.1f flops_iter=%.6e gflops=%.2f "
-           "rss_kib=%ld need_kib=%.0f acts_floats=%zu loss=%.4f amp=%s lowp_fast=%d\n",
+           "rss_kib=%ld need_kib=%.0f acts_floats=%zu loss=%.4f amp=%s lowp_fast=%d "
+           "gemm_share=%.4f gemm_gflops=%.2f\n",
            L, a->n_head, C, T, B, V, a->dropout, a->checkpointing, omp_get_max_threads(), m.num_params, med, ms[0],
            ms[a->iters - 1], B * T / (med * 1e-3), flops_iter, flops_iter / (med * 1e-3) / 1e9,
            peak_rss_kib(), need_bytes / 1024.0, m.num_acts, loss, a->amp,
-           dt != DTYPE_FP32 && backend_cpu_low_precision_is_fast(be));
+           dt != DTYPE_FP32 && backend_cpu_low_precision_is_fast(be),
+           total_ms > 0 ? 1e3 * (gemm_s1 - gemm_s0) / total_ms : 0.0,
+           gemm_s1 > gemm_s0 ? (gemm_f1 - gemm_f0) / (gemm_s1 - gemm_s0) / 1e9 : 0.0);
     print_gemm_classes();
     free(ms); free(x); free(y);
     comm->destroy(comm);

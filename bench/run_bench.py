@@ -238,7 +238,8 @@ def measure_mingpt(binary, opts, variant, name, c, peak, amp="fp32", checkpointi
     ms = float(r["ms_median"])
     res = dict(ms=ms, tok=float(r["tok_s"]), mfu=float(r["flops_iter"]) / (ms * 1e-3) / (peak * 1e9) if peak else 0,
                rss=float(r["rss_kib"]) / 1024, need=float(r["need_kib"]) / 1024,
-               lowp_fast=int(r.get("lowp_fast", "0")), params=int(r["params"]), classes=parse_gemm_classes(out))
+               lowp_fast=int(r.get("lowp_fast", "0")), params=int(r["params"]), classes=parse_gemm_classes(out),
+               gemm_share=float(r.get("gemm_share", "0")), gemm_gflops=float(r.get("gemm_gflops", "0")))
     print(f"{what}: {shape_str(c)} ({res['params'] / 1e6:.2f}M params): {ms:.1f} ms/iter (median of {it}), "
           f"{res['tok']:.0f} tok/s, " + (f"MFU {100 * res['mfu']:.1f}%" if amp == "fp32" else
           f"{100 * res['mfu']:.1f}% of the fp32 sgemm peak (not an MFU: bf16 has its own)") + f", peak RSS {res['rss']:.1f} MiB "
@@ -359,6 +360,18 @@ def cpu_info():
     return model, flags
 
 
+def gemm_cell(m):
+    """The step's library GEMMs: their share of the step's time and their own GFLOP/s there."""
+    return f"{100 * m['gemm_share']:.0f}%, {m['gemm_gflops']:.0f}" if m.get("gemm_gflops") else "-"
+
+
+def gemm_floor(m):
+    """What the GEMMs alone cost: their ms per iteration, and the MFU the step would have if nothing
+    else took any time (the model's FLOPs over the GEMMs' time, against the sgemm peak)."""
+    gemm_ms = m["gemm_share"] * m["ms"]
+    return gemm_ms, (m["mfu"] / m["gemm_share"] if m["gemm_share"] > 0 else 0)
+
+
 def gemm_rows(classes):
     impls = list(classes[0]["gflops"]) if classes else []
     rows = [[k["op"], k["class"], k["timed"], k["threads"], k["impl"]]
@@ -466,16 +479,17 @@ def print_results(variants, names, sgemm, mg, trows, rc, rc_cfg):
             m, best = mg[(v.slug, n, "fp32")], best_torch(trows, n, "fp32")
             row = [n + v.label, shape_str(CONFIGS[n])]
             if "error" in m:
-                rows.append(row + [m["error"], "", "", "", "", ""])
+                rows.append(row + [m["error"], "", "", "", "", "", ""])
                 continue
             rows.append(row + [f"{m['ms']:.1f}", f"{m['tok']:.0f}", f"{100 * m['mfu']:.1f}%",
+                               gemm_cell(m),
                                f"{m['rss']:.0f} / {m['need']:.0f} MiB = {m['rss'] / m['need']:.2f}x",
                                f"{best['ms']:.1f} ({torch_label(best)})" if best else "-",
                                f"{best['ms'] / m['ms']:.2f}" if best else "-"])
     print_table("mingpt fp32 against the best PyTorch mode (ratio = PyTorch ms / mingpt ms = tokens/s ratio; "
                 "labelled rows against the machine's own PyTorch)",
-                ["config", "model", "mingpt ms/iter", "tok/s", "MFU", "peak RSS / need", "best PyTorch ms/iter",
-                 "ratio"], rows)
+                ["config", "model", "mingpt ms/iter", "tok/s", "MFU", "GEMMs: share of the step, GFLOP/s",
+                 "peak RSS / need", "best PyTorch ms/iter", "ratio"], rows)
 
     for v in variants:
         for n in names:
@@ -534,14 +548,23 @@ def goal_rows(names, sgemm, mg, trows, rc, sample):
             rows.append([goal, m.get("error", "no PyTorch result"), "-"])
         else:
             r = best["ms"] / m["ms"]
-            rows.append([goal, f"{r:.2f} ({m['ms']:.1f} vs {best['ms']:.1f} ms: {torch_label(best)})",
+            floor = ""
+            if m.get("gemm_share"):   # the goal's whole step against the GEMMs alone
+                floor = (f"; the goal's step is {best['ms'] / g:.1f} ms, the GEMMs alone take "
+                         f"{gemm_floor(m)[0]:.1f} ms at {m['gemm_gflops']:.0f} GFLOP/s")
+            rows.append([goal, f"{r:.2f} ({m['ms']:.1f} vs {best['ms']:.1f} ms: {torch_label(best)}){floor}",
                          verdict(r >= g)])
     if "M" in names:
         goal = f"MFU on M >= {100 * MFU_GOAL_M:.0f}% of the best sgemm"
         err = error_of(sgemm["env"], mg[("env", "M", "fp32")])
         mfu = mg[("env", "M", "fp32")].get("mfu", 0)
+        m = mg[("env", "M", "fp32")]
+        ceiling = (f"; the GEMMs take {100 * m['gemm_share']:.0f}% of the step at {m['gemm_gflops']:.0f} GFLOP/s "
+                   f"({100 * m['gemm_gflops'] / sgemm['env']['best']:.0f}% of the peak): with nothing else, "
+                   f"MFU {100 * gemm_floor(m)[1]:.1f}%") if not err and m.get("gemm_share") else ""
         rows.append([goal, err, "-"] if err else
-                    [goal, f"{100 * mfu:.1f}% of {sgemm['env']['best']:.1f} GFLOP/s", verdict(mfu >= MFU_GOAL_M)])
+                    [goal, f"{100 * mfu:.1f}% of {sgemm['env']['best']:.1f} GFLOP/s{ceiling}",
+                     verdict(mfu >= MFU_GOAL_M)])
     for n in (n for n in names if n in BF16_CONFIGS):
         f32, b16 = mg[("env", n, "fp32")], mg[("env", n, "bf16")]
         if error_of(f32, b16):

@@ -108,6 +108,29 @@ static void test_dispatch_uses_the_chosen_impl(void **state) {
     free_ops(&o);
 }
 
+// cpu_gemm_totals counts each product outside a parallel region once, 2 M N K FLOPs, and none of
+// those a thread of a parallel region makes (the benchmark's GEMM share must not double count).
+static void test_totals_count_each_product(void **state) {
+    TestRng r = test_rng(13);
+    const int M = 70, N = 50, K = 30;
+    Ops o = make_ops(&r, 1, 0, M, N, K);
+    cpu_sgemm(1, 0, M, N, K, o.A, o.lda, o.B, o.ldb, 0.0f, o.C, o.ldc);   // the class is calibrated now
+    double s0, f0, s1, f1, s2, f2;
+    cpu_gemm_totals(&s0, &f0);
+    cpu_sgemm(1, 0, M, N, K, o.A, o.lda, o.B, o.ldb, 0.0f, o.C, o.ldc);
+    cpu_sgemm(1, 0, M, N, K, o.A, o.lda, o.B, o.ldb, 0.0f, o.C, o.ldc);
+    cpu_gemm_totals(&s1, &f1);
+    assert_true(f1 - f0 == 2.0 * 2.0 * M * N * K);
+    assert_true(s1 > s0);
+    #pragma omp parallel num_threads(2)
+    cpu_sgemm(1, 0, M, N, K, o.A, o.lda, o.B, o.ldb, 0.0f, o.C, o.ldc);
+    cpu_sgemm(1, 0, 0, N, K, o.A, o.lda, o.B, o.ldb, 0.0f, o.C, o.ldc);   // empty: nothing
+    cpu_gemm_totals(&s2, &f2);
+    assert_true(f2 == f1);
+    assert_true(s2 == s1);
+    free_ops(&o);
+}
+
 // ---------------------------------------------------------------- bf16
 static float bits_to_float(uint32_t u) { float x; memcpy(&x, &u, 4); return x; }
 
@@ -176,7 +199,7 @@ static const char *FP = "cpu=test; flags=x";
 static void test_cache_parser(void **state) {
     GemmClass c[4];
     char why[64];
-    const char *good = "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\n"
+    const char *good = "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\n"
                        "class 0 1 10 9 7 2 768 384 128 2 299.8 309.8 371.6 343.7\n"
                        "class 1 0 7 9 10 2 128 512 768 0 267.3 0.0 0.0 0.0\n";
     assert_int_equal(cpu_gemm_cache_parse(good, strlen(good), FP, c, 4, why, sizeof why), 2);
@@ -187,25 +210,25 @@ static void test_cache_parser(void **state) {
     // the same without the final newline
     assert_int_equal(cpu_gemm_cache_parse(good, strlen(good) - 1, FP, c, 4, why, sizeof why), 2);
     // header only: no classes
-    const char *empty = "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\n";
+    const char *empty = "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\n";
     assert_int_equal(cpu_gemm_cache_parse(empty, strlen(empty), FP, c, 4, why, sizeof why), 0);
 
     const struct { const char *text, *why; } bad[] = {
         { "", "no header" },
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\n", "line 1" },            // another format
-        { "mingpt-gemm-cache 1x\nfingerprint cpu=test; flags=x\n", "line 1" },
-        { "mingpt-gemm-cache 1\nfingerprint cpu=other\n", "line 2" },                   // another machine
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 7 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 2 1 10 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 1 1 1 1 5\n", "line 3" },
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 9 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },  // 768 > 2^9
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 0 768 384 128 0 1 1 1 1\n", "line 3" }, // 0 threads
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 nan 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 -1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 2 1 1 0 1\n", "line 3" }, // chosen one unmeasured
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0 1 40 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\ngarbage\n", "line 3" },
+        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\n", "line 1" },            // an older format
+        { "mingpt-gemm-cache 2x\nfingerprint cpu=test; flags=x\n", "line 1" },
+        { "mingpt-gemm-cache 2\nfingerprint cpu=other\n", "line 2" },                   // another machine
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 7 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 2 1 10 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 1 1 1 1 5\n", "line 3" },
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 9 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },  // 768 > 2^9
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 0 768 384 128 0 1 1 1 1\n", "line 3" }, // 0 threads
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 nan 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 -1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 2 1 1 0 1\n", "line 3" }, // chosen one unmeasured
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 40 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\ngarbage\n", "line 3" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const int n = cpu_gemm_cache_parse(bad[i].text, strlen(bad[i].text), FP, c, 4, why, sizeof why);
@@ -213,10 +236,10 @@ static void test_cache_parser(void **state) {
             fail_msg("bad cache %zu: got %d '%s', want -1 '%s'", i, n, why, bad[i].why);
     }
     // a NUL byte inside, and an over-long line
-    const char nul[] = "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\nclass 0\0 1\n";
+    const char nul[] = "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0\0 1\n";
     assert_int_equal(cpu_gemm_cache_parse(nul, sizeof nul - 1, FP, c, 4, why, sizeof why), -1);
     char *longl = malloc(5000);
-    snprintf(longl, 5000, "mingpt-gemm-cache 1\nfingerprint %s", FP);
+    snprintf(longl, 5000, "mingpt-gemm-cache 2\nfingerprint %s", FP);
     memset(longl + strlen(longl), 'x', 2000);
     longl[4000] = 0;
     assert_int_equal(cpu_gemm_cache_parse(longl, strlen(longl), FP, c, 4, why, sizeof why), -1);
@@ -251,6 +274,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_impl_matches_naive),
         cmocka_unit_test(test_dispatch_uses_the_chosen_impl),
+        cmocka_unit_test(test_totals_count_each_product),
         cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_bf16_gemm_matches_exact_products),
         cmocka_unit_test(test_cache_parser),

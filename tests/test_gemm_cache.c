@@ -150,7 +150,7 @@ static void test_malformed_cache_is_ignored_and_rewritten(void **state) {
     const Report a = run_child(env);
     FILE *f = fopen(a.path, "w");
     assert_non_null(f);
-    fputs("mingpt-gemm-cache 1\nfingerprint somewhere else\nclass 1 2 3\n", f);
+    fputs("mingpt-gemm-cache 2\nfingerprint somewhere else\nclass 1 2 3\n", f);
     fclose(f);
     const Report b = run_child(env);
     assert_true(b.correct);

@@ -83,6 +83,12 @@ int cpu_sgemm_with(int impl, int ta, int tb, int M, int N, int K, const float *A
 // How many shape classes this process has calibrated (0 when every one came from the cache).
 int cpu_gemm_calibrations(void);
 
+// Wall time (seconds) spent in the products of cpu_sgemm, cpu_gemm_bf16 and cpu_gemm_bf16_batched
+// called outside OpenMP parallel regions (every product of a training step; calibration excluded),
+// and their FLOPs (2 M N K each), since the process started. For the benchmark: the step's GEMM
+// time apart from everything else, so its MFU can be read against the libraries' own speed.
+void cpu_gemm_totals(double *seconds, double *flop);
+
 // The cache file's parser, the one reader of that file (exposed for tests and the fuzzer):
 // buf holds len bytes (not NUL-terminated) written for `fingerprint` (cpu_gemm_fingerprint()).
 // Returns the classes stored into out (at most max), or -1 with *why naming the first bad line:
