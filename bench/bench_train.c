@@ -114,9 +114,9 @@ static void print_gemm_classes(void) {
     GemmClass c[128];
     const int n = cpu_gemm_classes(c, 128);
     for (int i = 0; i < n && i < 128; i++) {
-        printf("GEMMCLASS op=%c%c class=2^%d:2^%d:2^%d timed=%dx%dx%d threads=%d impl=%s", c[i].ta ? 'T' : 'N',
-               c[i].tb ? 'T' : 'N', c[i].m_log2, c[i].n_log2, c[i].k_log2, c[i].m, c[i].n, c[i].k, c[i].threads,
-               cpu_gemm_impl_name(c[i].impl));
+        printf("GEMMCLASS op=%c%c%s class=2^%d:2^%d:2^%d timed=%dx%dx%d threads=%d impl=%s", c[i].ta ? 'T' : 'N',
+               c[i].tb ? 'T' : 'N', c[i].beta0 ? ",beta=0" : "", c[i].m_log2, c[i].n_log2, c[i].k_log2, c[i].m, c[i].n,
+               c[i].k, c[i].threads, cpu_gemm_impl_name(c[i].impl));
         for (int k = 0; k < GEMM_N_IMPL; k++) printf(" %s=%.1f", cpu_gemm_impl_name(k), c[i].gflops[k]);
         printf("\n");
     }

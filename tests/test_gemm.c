@@ -94,7 +94,8 @@ static void test_dispatch_uses_the_chosen_impl(void **state) {
     const int n = cpu_gemm_classes(c, 512);
     int impl = -1;
     for (int i = 0; i < n && i < 512; i++)
-        if (c[i].ta == 0 && c[i].tb == 1 && c[i].m_log2 == 9 && c[i].n_log2 == 8 && c[i].k_log2 == 8) impl = c[i].impl;
+        if (c[i].ta == 0 && c[i].tb == 1 && !c[i].beta0 && c[i].m_log2 == 9 && c[i].n_log2 == 8 && c[i].k_log2 == 8)
+            impl = c[i].impl;
     assert_true(impl >= 0);
     float *C2 = malloc(sizeof(float) * (size_t)M * o.ldc);
     memcpy(C2, o.C0, sizeof(float) * (size_t)M * o.ldc);
@@ -199,36 +200,38 @@ static const char *FP = "cpu=test; flags=x";
 static void test_cache_parser(void **state) {
     GemmClass c[4];
     char why[64];
-    const char *good = "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\n"
-                       "class 0 1 10 9 7 2 768 384 128 2 299.8 309.8 371.6 343.7\n"
-                       "class 1 0 7 9 10 2 128 512 768 0 267.3 0.0 0.0 0.0\n";
+    const char *good = "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\n"
+                       "class 0 1 0 10 9 7 2 768 384 128 2 299.8 309.8 371.6 343.7\n"
+                       "class 1 0 1 7 9 10 2 128 512 768 0 267.3 0.0 0.0 0.0\n";
     assert_int_equal(cpu_gemm_cache_parse(good, strlen(good), FP, c, 4, why, sizeof why), 2);
     assert_int_equal(c[0].ta, 0); assert_int_equal(c[0].tb, 1); assert_int_equal(c[0].m_log2, 10);
     assert_int_equal(c[0].n, 384); assert_int_equal(c[0].impl, GEMM_ONEDNN_SGEMM);
     assert_true(fabs(c[0].gflops[GEMM_ONEDNN_MATMUL] - 343.7) < 1e-9);
     assert_int_equal(c[1].impl, GEMM_OPENBLAS);
+    assert_int_equal(c[0].beta0, 0); assert_int_equal(c[1].beta0, 1);
     // the same without the final newline
     assert_int_equal(cpu_gemm_cache_parse(good, strlen(good) - 1, FP, c, 4, why, sizeof why), 2);
     // header only: no classes
-    const char *empty = "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\n";
+    const char *empty = "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\n";
     assert_int_equal(cpu_gemm_cache_parse(empty, strlen(empty), FP, c, 4, why, sizeof why), 0);
 
     const struct { const char *text, *why; } bad[] = {
         { "", "no header" },
-        { "mingpt-gemm-cache 1\nfingerprint cpu=test; flags=x\n", "line 1" },            // an older format
-        { "mingpt-gemm-cache 2x\nfingerprint cpu=test; flags=x\n", "line 1" },
-        { "mingpt-gemm-cache 2\nfingerprint cpu=other\n", "line 2" },                   // another machine
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 7 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 2 1 10 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 1 1 1 1 5\n", "line 3" },
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 9 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },  // 768 > 2^9
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 0 768 384 128 0 1 1 1 1\n", "line 3" }, // 0 threads
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 nan 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 0 -1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 10 9 7 2 768 384 128 2 1 1 0 1\n", "line 3" }, // chosen one unmeasured
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0 1 40 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\ngarbage\n", "line 3" },
+        { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\n", "line 1" },            // an older format
+        { "mingpt-gemm-cache 3x\nfingerprint cpu=test; flags=x\n", "line 1" },
+        { "mingpt-gemm-cache 3\nfingerprint cpu=other\n", "line 2" },                   // another machine
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 7 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 2 1 0 10 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 2 10 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },  // beta0 2
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1 5\n", "line 3" },
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 9 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },  // 768 > 2^9
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 0 768 384 128 0 1 1 1 1\n", "line 3" }, // 0 threads
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 nan 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 -1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 2 1 1 0 1\n", "line 3" }, // chosen one unmeasured
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 40 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\ngarbage\n", "line 3" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const int n = cpu_gemm_cache_parse(bad[i].text, strlen(bad[i].text), FP, c, 4, why, sizeof why);
@@ -236,10 +239,10 @@ static void test_cache_parser(void **state) {
             fail_msg("bad cache %zu: got %d '%s', want -1 '%s'", i, n, why, bad[i].why);
     }
     // a NUL byte inside, and an over-long line
-    const char nul[] = "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\nclass 0\0 1\n";
+    const char nul[] = "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0\0 1\n";
     assert_int_equal(cpu_gemm_cache_parse(nul, sizeof nul - 1, FP, c, 4, why, sizeof why), -1);
     char *longl = malloc(5000);
-    snprintf(longl, 5000, "mingpt-gemm-cache 2\nfingerprint %s", FP);
+    snprintf(longl, 5000, "mingpt-gemm-cache 3\nfingerprint %s", FP);
     memset(longl + strlen(longl), 'x', 2000);
     longl[4000] = 0;
     assert_int_equal(cpu_gemm_cache_parse(longl, strlen(longl), FP, c, 4, why, sizeof why), -1);

@@ -111,7 +111,7 @@ static void test_created_then_reused(void **state) {
     const char *text = slurp(a.path);
     assert_non_null(text);
     assert_true(strncmp(text, "mingpt-gemm-cache ", 18) == 0);
-    assert_non_null(strstr(text, "\nclass 0 1 7 7 7 "));
+    assert_non_null(strstr(text, "\nclass 0 1 1 7 7 7 "));   // NT, beta = 0, 128^3
     const Report b = run_child(env);   // the second process finds it and times nothing
     assert_true(b.correct);
     assert_int_equal(b.calibrations, 0);
@@ -124,16 +124,16 @@ static void test_cache_numbers_decide(void **state) {
     const Report a = run_child(env);   // exists from the previous test or is made now
     char *text = slurp(a.path);
     assert_non_null(text);
-    char *cls = strstr(text, "\nclass 0 1 7 7 7 ");
+    char *cls = strstr(text, "\nclass 0 1 1 7 7 7 ");   // beta = 0 in the child's product
     assert_non_null(cls);
-    int ta, tb, ml, nl, kl, th, m, n, k, impl;
+    int ta, tb, b0, ml, nl, kl, th, m, n, k, impl;
     double g[4];
-    assert_int_equal(sscanf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf", &ta, &tb, &ml, &nl, &kl,
-                            &th, &m, &n, &k, &impl, &g[0], &g[1], &g[2], &g[3]), 14);
+    assert_int_equal(sscanf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf", &ta, &tb, &b0, &ml, &nl,
+                            &kl, &th, &m, &n, &k, &impl, &g[0], &g[1], &g[2], &g[3]), 15);
     char *end = strchr(cls + 1, '\n');
     char rest[1 << 15];
     snprintf(rest, sizeof rest, "%s", end ? end : "");
-    sprintf(cls + 1, "class %d %d %d %d %d %d %d %d %d 0 99999.0 %.1f %.1f %.1f%s", ta, tb, ml, nl, kl, th, m, n, k,
+    sprintf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d 0 99999.0 %.1f %.1f %.1f%s", ta, tb, b0, ml, nl, kl, th, m, n, k,
             g[1], g[2], g[3], rest);
     FILE *f = fopen(a.path, "w");
     assert_non_null(f);
@@ -150,7 +150,7 @@ static void test_malformed_cache_is_ignored_and_rewritten(void **state) {
     const Report a = run_child(env);
     FILE *f = fopen(a.path, "w");
     assert_non_null(f);
-    fputs("mingpt-gemm-cache 2\nfingerprint somewhere else\nclass 1 2 3\n", f);
+    fputs("mingpt-gemm-cache 3\nfingerprint somewhere else\nclass 1 2 3\n", f);
     fclose(f);
     const Report b = run_child(env);
     assert_true(b.correct);

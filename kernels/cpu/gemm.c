@@ -23,7 +23,7 @@
 
 char *openblas_get_config(void);   // OpenBLAS (not in cblas.h)
 
-#define CACHE_FORMAT 2            // bump when the class key, the candidates or the timing change
+#define CACHE_FORMAT 3            // bump when the class key, the candidates or the timing change
 #define MAX_CLASSES 512
 #define CACHE_MAX_BYTES (256 * 1024)
 // Calibration shapes are scaled down to this: a training step's products (up to a few GFLOP) are
@@ -31,7 +31,9 @@ char *openblas_get_config(void);   // OpenBLAS (not in cblas.h)
 // ranked the libraries the other way round (oneDNN 330 vs OpenBLAS 280 GFLOP/s at K 1024; 235 vs
 // 290 at K 2048).
 #define CALIB_MAX_FLOP 4e9
-#define CALIB_BUDGET_S 0.03       // timed rounds per class: about this long in all
+// Timed rounds per class: about this long in all (at least 3, at most 20 rounds). Libraries within
+// 5% of each other at a step's shapes: best-of-3 picked either of such a pair at random.
+#define CALIB_BUDGET_S 0.2
 #define SPLIT_ALIGN 16            // blocks of the split are multiples of 16 rows / columns
 
 static const char *const IMPL_NAMES[GEMM_N_IMPL] = { "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul" };
@@ -119,14 +121,14 @@ static void run_impl(int impl, int ta, int tb, int M, int N, int K, const float 
 // ============================================================================
 //   mingpt-gemm-cache <CACHE_FORMAT>
 //   fingerprint <text up to the end of the line>
-//   class <ta> <tb> <m_log2> <n_log2> <k_log2> <threads> <m> <n> <k> <impl> <gflops x GEMM_N_IMPL>
+//   class <ta> <tb> <beta0> <m_log2> <n_log2> <k_log2> <threads> <m> <n> <k> <impl> <gflops x GEMM_N_IMPL>
 static int parse_class(const char *line, GemmClass *c) {
     int used = 0;
-    const int k = sscanf(line, "class %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf%n", &c->ta, &c->tb, &c->m_log2,
-                         &c->n_log2, &c->k_log2, &c->threads, &c->m, &c->n, &c->k, &c->impl, &c->gflops[0],
-                         &c->gflops[1], &c->gflops[2], &c->gflops[3], &used);
-    if (k != 10 + GEMM_N_IMPL || line[used] != 0) return 1;
-    if ((c->ta | c->tb) & ~1 || c->impl < 0 || c->impl >= GEMM_N_IMPL || c->threads < 1 || c->threads > 4096)
+    const int k = sscanf(line, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf%n", &c->ta, &c->tb, &c->beta0,
+                         &c->m_log2, &c->n_log2, &c->k_log2, &c->threads, &c->m, &c->n, &c->k, &c->impl,
+                         &c->gflops[0], &c->gflops[1], &c->gflops[2], &c->gflops[3], &used);
+    if (k != 11 + GEMM_N_IMPL || line[used] != 0) return 1;
+    if ((c->ta | c->tb | c->beta0) & ~1 || c->impl < 0 || c->impl >= GEMM_N_IMPL || c->threads < 1 || c->threads > 4096)
         return 1;
     const int logs[3] = { c->m_log2, c->n_log2, c->k_log2 }, dims[3] = { c->m, c->n, c->k };
     for (int i = 0; i < 3; i++)
@@ -195,7 +197,7 @@ static int load_cache(GemmClass *out, int max, char *why, size_t whylen) {
 }
 
 static int same_class(const GemmClass *a, const GemmClass *b) {
-    return a->ta == b->ta && a->tb == b->tb && a->m_log2 == b->m_log2 && a->n_log2 == b->n_log2 &&
+    return a->ta == b->ta && a->tb == b->tb && a->beta0 == b->beta0 && a->m_log2 == b->m_log2 && a->n_log2 == b->n_log2 &&
            a->k_log2 == b->k_log2 && a->threads == b->threads;
 }
 
@@ -235,8 +237,8 @@ static void save_cache(void) {
         fprintf(f, "mingpt-gemm-cache %d\nfingerprint %s\n", CACHE_FORMAT, G.fingerprint);
         for (int i = 0; i < n; i++) {
             const GemmClass *c = &merged[i];
-            fprintf(f, "class %d %d %d %d %d %d %d %d %d %d", c->ta, c->tb, c->m_log2, c->n_log2, c->k_log2, c->threads,
-                    c->m, c->n, c->k, c->impl);
+            fprintf(f, "class %d %d %d %d %d %d %d %d %d %d %d", c->ta, c->tb, c->beta0, c->m_log2, c->n_log2, c->k_log2,
+                    c->threads, c->m, c->n, c->k, c->impl);
             // %.17g reads back as the same double, so a later process's choose() decides as this
             // one did (with %.1f two close timings could print alike and tie the other way)
             for (int k = 0; k < GEMM_N_IMPL; k++) fprintf(f, " %.17g", c->gflops[k]);
@@ -319,6 +321,7 @@ static void init_once(void) {
 // Times every available candidate on operands of (a scaled-down copy of) this shape, interleaved
 // round by round; keeps each one's best time.
 static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
+    const float beta = c->beta0 ? 0.0f : 1.0f;   // as the products of the class (OpenBLAS clears C in a pass of its own)
     while (2.0 * M * N * K > CALIB_MAX_FLOP) {   // halve the largest dimension
         if (M >= N && M >= K) M = (M + 1) / 2;
         else if (N >= K) N = (N + 1) / 2;
@@ -336,7 +339,7 @@ static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
     double best[GEMM_N_IMPL], warm = 1e30;
     for (int j = 0; j < nc_; j++) {   // warm-up: JIT, primitive creation, first touch
         const double t0 = now_s();
-        run_impl(cand[j], ta, tb, M, N, K, A, lda, B, ldb, 1.0f, C, N);
+        run_impl(cand[j], ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
         best[cand[j]] = 1e30;
         warm = fmin(warm, now_s() - t0);
     }
@@ -345,7 +348,7 @@ static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
     for (int r = 0; r < rounds; r++)
         for (int j = 0; j < nc_; j++) {
             const double t0 = now_s();
-            run_impl(cand[j], ta, tb, M, N, K, A, lda, B, ldb, 1.0f, C, N);
+            run_impl(cand[j], ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
             best[cand[j]] = fmin(best[cand[j]], now_s() - t0);
         }
     c->m = M; c->n = N; c->k = K;
@@ -362,8 +365,8 @@ static int choose(const GemmClass *c) {
     return G.allowed[impl] ? impl : GEMM_OPENBLAS;
 }
 
-static int impl_for(int ta, int tb, int M, int N, int K, int threads) {
-    const GemmClass key = { .ta = ta, .tb = tb, .m_log2 = ceil_log2(M), .n_log2 = ceil_log2(N),
+static int impl_for(int ta, int tb, int beta0, int M, int N, int K, int threads) {
+    const GemmClass key = { .ta = ta, .tb = tb, .beta0 = beta0, .m_log2 = ceil_log2(M), .n_log2 = ceil_log2(N),
                             .k_log2 = ceil_log2(K), .threads = threads };
     pthread_mutex_lock(&G.lock);
     int i = 0;
@@ -410,7 +413,7 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, con
         return;
     }
     pthread_once(&g_once, init_once);
-    const int impl = impl_for(ta, tb, M, N, K, omp_get_max_threads());   // may calibrate: not timed
+    const int impl = impl_for(ta, tb, beta == 0.0f, M, N, K, omp_get_max_threads());   // may calibrate: not timed
     const uint64_t t0 = now_ns();
     run_impl(impl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     count_product(t0, M, N, K, 1);

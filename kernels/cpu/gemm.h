@@ -6,8 +6,8 @@
 //     CPU it does not know (a newer model, or one a hypervisor disguises) gets its SSE3 kernels;
 //   * oneDNN (dnnl_sgemm and the matmul primitive): JIT-compiles for the ISA cpuid reports
 //     (AVX2, AVX-512, AVX512-BF16, AMX), and is the only one with bf16 GEMMs.
-// fp32 products are dispatched per shape class (transposes, and each of M, N, K rounded up to
-// a power of two; per OpenMP thread count) to the fastest of: OpenBLAS threaded by itself,
+// fp32 products are dispatched per shape class (transposes, whether C is read (beta != 0), and
+// each of M, N, K rounded up to a power of two; per OpenMP thread count) to the fastest of: OpenBLAS threaded by itself,
 // OpenBLAS split across our OpenMP threads (one single-threaded call per block of rows or
 // columns: no per-call job allocation or hand-off spin), dnnl_sgemm, and oneDNN's fp32 matmul
 // primitive. The first product of a class times every candidate on scratch operands of its shape
@@ -67,7 +67,8 @@ const char *cpu_gemm_notes(void);
 // The classes calibrated or loaded so far, for summaries and the benchmark.
 enum { GEMM_OPENBLAS, GEMM_OPENBLAS_SPLIT, GEMM_ONEDNN_SGEMM, GEMM_ONEDNN_MATMUL, GEMM_N_IMPL };
 typedef struct {
-    int ta, tb, m_log2, n_log2, k_log2, threads;   // the class: ceil(log2) of M, N, K
+    int ta, tb, beta0;                             // the class: transposes, beta == 0 (C only written),
+    int m_log2, n_log2, k_log2, threads;           // ceil(log2) of M, N, K, OpenMP threads
     int m, n, k;                                   // the shape it was timed at
     int impl;                                      // GEMM_* chosen
     double gflops[GEMM_N_IMPL];                    // measured; 0 = not a candidate here

@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     CHECK(n <= MAX);
     for (int i = 0; i < n; i++) {
-        CHECK((c[i].ta == 0 || c[i].ta == 1) && (c[i].tb == 0 || c[i].tb == 1));
+        CHECK((c[i].ta == 0 || c[i].ta == 1) && (c[i].tb == 0 || c[i].tb == 1) && (c[i].beta0 == 0 || c[i].beta0 == 1));
         CHECK(c[i].threads >= 1);
         CHECK(c[i].impl >= 0 && c[i].impl < GEMM_N_IMPL && c[i].gflops[c[i].impl] > 0);
         const int dims[3] = { c[i].m, c[i].n, c[i].k }, logs[3] = { c[i].m_log2, c[i].n_log2, c[i].k_log2 };
