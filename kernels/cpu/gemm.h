@@ -11,7 +11,8 @@
 // OpenBLAS split across our OpenMP threads (one single-threaded call per block of rows or
 // columns: no per-call job allocation or hand-off spin), dnnl_sgemm, and oneDNN's fp32 matmul
 // primitive. The first product of a class times every candidate on scratch operands of its shape
-// (scaled down to at most ~1 GFLOP; a few milliseconds) and keeps the fastest; the table is cached
+// (scaled down to at most 4 GFLOP, so a training step's products are timed as they are; about
+// 0.2 s a class) and keeps the fastest; the table is cached
 // in a file per machine (CPU model and flags, library versions), so later runs never calibrate
 // again and every run on the machine makes the same choices (resume is bitwise exact).
 // The real product is then computed by the chosen library alone: the calibration never touches
