@@ -2,8 +2,10 @@
 //
 // Parallel over (b,h); each (b,h) owns its att / scratch plane and its hs-wide column
 // slices of out and dqkv, so no two threads write one element and the result does not
-// depend on the thread count. Work is O(T^2 hs) per (b,h), only the causal triangle is
-// computed, and nothing is allocated: the small tiles below live on the stack.
+// depend on the thread count. Work is O(T^2 hs) per (b,h) and only the causal triangle is
+// computed. Small tiles live on the stack; each thread allocates its (T, hs) copies (below) and,
+// in the backward with dropout, a byte per element of its plane's mask, which is hashed once
+// there instead of twice. A thread without that memory reads in place and hashes again.
 //
 // Three register-blocked kernels on short vectors (kernels/cpu/simd.h) do all the
 // products, each on up to ROWS rows at a time (8 with AVX-512's 32 registers, else 4):
@@ -413,6 +415,7 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
     #pragma omp parallel
     {
     float *tiles = malloc(3 * (size_t)T * hs * sizeof(float));   // q, k, dout of the current (b,h)
+    uint8_t *kept = use_drop ? malloc((size_t)T * T) : NULL;      // its dropout mask, hashed once
     #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -438,6 +441,8 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
                     const float *a = att_bh + (long)t * T;
                     if (use_drop) {
                         drop_row(row, t + 1, key, idx_bh + (uint64_t)t * T, thr, keep_scale);
+                        if (kept)
+                            for (int j = 0; j <= t; j++) kept[(long)t * T + j] = row[j] != 0.0f;
                         for (int j = 0; j <= t; j++) row[j] *= a[j];
                     } else {
                         for (int j = 0; j <= t; j++) row[j] = a[j];
@@ -461,7 +466,10 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
                 const float *a = att_bh + (long)t * T;
                 const int n = t + 1;
                 if (use_drop) {
-                    drop_row(m, n, key, idx_bh + (uint64_t)t * T, thr, keep_scale);
+                    if (kept)
+                        for (int j = 0; j < n; j++) m[j] = kept[(long)t * T + j] ? keep_scale : 0.0f;
+                    else
+                        drop_row(m, n, key, idx_bh + (uint64_t)t * T, thr, keep_scale);
                     for (int j = 0; j < n; j++) row[j] *= m[j];
                 }
                 int j = 0;
@@ -486,5 +494,6 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
         }
     }
     free(tiles);
+    free(kept);
     }
 }
