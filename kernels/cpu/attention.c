@@ -40,6 +40,17 @@
 #define ROWS 4
 #endif
 #define NV 2
+// f(r, ...) with the row count r of a block (1..ROWS) as a compile-time constant, so each count
+// gets its own copy of the always-inlined kernel with its accumulators in registers.
+#define CASE_ROWS(r, f, ...) case r: f(r, __VA_ARGS__); break;
+#if ROWS == 8
+#define BY_ROWS(R, f, ...) switch (R) { CASE_ROWS(8, f, __VA_ARGS__) CASE_ROWS(7, f, __VA_ARGS__) \
+    CASE_ROWS(6, f, __VA_ARGS__) CASE_ROWS(5, f, __VA_ARGS__) CASE_ROWS(4, f, __VA_ARGS__) \
+    CASE_ROWS(3, f, __VA_ARGS__) CASE_ROWS(2, f, __VA_ARGS__) default: f(1, __VA_ARGS__); }
+#else
+#define BY_ROWS(R, f, ...) switch (R) { CASE_ROWS(4, f, __VA_ARGS__) CASE_ROWS(3, f, __VA_ARGS__) \
+    CASE_ROWS(2, f, __VA_ARGS__) default: f(1, __VA_ARGS__); }
+#endif
 // Floats of the transposed key tile (hs x KC) on the stack.
 #define KT_FLOATS 8192
 // attention_forward_cached runs serially up to this many score multiply-adds.
@@ -84,18 +95,7 @@ ALWAYS_INLINE void scores_r(int R, float *S, long lds, const float *A, long lda,
 }
 static void scores(int R, float *S, long lds, const float *A, long lda, const float *kT, int ldk,
                    int nk, int hs, float scale) {
-    switch (R) {
-#if ROWS == 8
-    case 8: scores_r(8, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
-    case 7: scores_r(7, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
-    case 6: scores_r(6, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
-    case 5: scores_r(5, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
-#endif
-    case 4: scores_r(4, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
-    case 3: scores_r(3, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
-    case 2: scores_r(2, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
-    default: scores_r(1, S, lds, A, lda, kT, ldk, nk, hs, scale); break;
-    }
+    BY_ROWS(R, scores_r, S, lds, A, lda, kT, ldk, nk, hs, scale)
 }
 
 // S rows [0,Tn) x keys [0,L), L = p0 + Tn: row t is the query at position p0 + t and sees keys
@@ -202,18 +202,7 @@ ALWAYS_INLINE void rowmix_r(int R, float *Y, long ldy, const float *W, long ldw,
 }
 static void rowmix(int R, float *Y, long ldy, const float *W, long ldw, const float *X, long ldx,
                    int n, int hs, int acc_out) {
-    switch (R) {
-#if ROWS == 8
-    case 8: rowmix_r(8, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
-    case 7: rowmix_r(7, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
-    case 6: rowmix_r(6, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
-    case 5: rowmix_r(5, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
-#endif
-    case 4: rowmix_r(4, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
-    case 3: rowmix_r(3, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
-    case 2: rowmix_r(2, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
-    default: rowmix_r(1, Y, ldy, W, ldw, X, ldx, n, hs, acc_out); break;
-    }
+    BY_ROWS(R, rowmix_r, Y, ldy, W, ldw, X, ldx, n, hs, acc_out)
 }
 
 // ---------------------------------------------------------------- colmix
@@ -252,18 +241,7 @@ ALWAYS_INLINE void colmix_r(int R, float *Y, long ldy, const float *W, long ldw,
 }
 static void colmix(int R, float *Y, long ldy, const float *W, long ldw, const float *X, long ldx, int j0, int T,
                    int hs) {
-    switch (R) {
-#if ROWS == 8
-    case 8: colmix_r(8, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
-    case 7: colmix_r(7, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
-    case 6: colmix_r(6, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
-    case 5: colmix_r(5, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
-#endif
-    case 4: colmix_r(4, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
-    case 3: colmix_r(3, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
-    case 2: colmix_r(2, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
-    default: colmix_r(1, Y, ldy, W, ldw, X, ldx, j0, T, hs); break;
-    }
+    BY_ROWS(R, colmix_r, Y, ldy, W, ldw, X, ldx, j0, T, hs)
 }
 
 
