@@ -28,8 +28,8 @@ char *openblas_get_config(void);   // OpenBLAS (not in cblas.h)
 #define CACHE_MAX_BYTES (256 * 1024)
 // Calibration shapes are scaled down to this: a training step's products (up to a few GFLOP) are
 // timed at their own shape. At 1e9 the weight gradients (K = B*T) were timed at half their K and
-// ranked the libraries the other way round (oneDNN 330 vs OpenBLAS 280 GFLOP/s at K 1024; 235 vs
-// 290 at K 2048).
+// ranked the libraries the other way round (M's 384x768 gradient: oneDNN 330 vs OpenBLAS 309
+// GFLOP/s at K 1024; at its real K 2048, dnnl_sgemm 237 vs OpenBLAS 279-294).
 #define CALIB_MAX_FLOP 4e9
 // Timed rounds per class: about this long in all (at least 3, at most 20 rounds). Libraries within
 // 5% of each other at a step's shapes: best-of-3 picked either of such a pair at random.
