@@ -3,9 +3,11 @@
 // Parallel over (b,h); each (b,h) owns its att / scratch plane and its hs-wide column
 // slices of out and dqkv, so no two threads write one element and the result does not
 // depend on the thread count. Work is O(T^2 hs) per (b,h) and only the causal triangle is
-// computed. Small tiles live on the stack; each thread allocates its (T, hs) copies (below) and,
-// in the backward with dropout, a byte per element of its plane's mask, which is hashed once
-// there instead of twice. A thread without that memory reads in place and hashes again.
+// computed. Small tiles live on the stack; each thread's (T, hs) copies (below) and, in the
+// backward with dropout, a byte per element of its plane's mask (hashed once there instead of
+// twice) live in the caller's work memory (attention_work_bytes), so a training step allocates
+// nothing. Without work memory a thread allocates its own, and without that it reads in place
+// and hashes again.
 //
 // Three register-blocked kernels on short vectors (kernels/cpu/simd.h) do all the
 // products, each on up to ROWS rows at a time (8 with AVX-512's 32 registers, else 4):
@@ -19,6 +21,7 @@
 // backward at T 256, hs 64). The copy changes no arithmetic: the results are the same bits.
 #pragma GCC optimize("fp-contract=fast")
 #include <math.h>
+#include <omp.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -245,6 +248,25 @@ static void colmix(int R, float *Y, long ldy, const float *W, long ldw, const fl
 }
 
 
+// ---------------------------------------------------------------- per-thread work memory
+// One thread's part: the (T, hs) copies of q, k and dout (the forward's first one holds v), then
+// a byte per element of a (T, T) plane's dropout mask; a multiple of 64 bytes.
+static size_t thread_work_bytes(int T, int hs) {
+    const size_t b = 3 * (size_t)T * hs * sizeof(float) + (size_t)T * T;
+    return (b + 63) / 64 * 64;
+}
+size_t attention_work_bytes(int T, int C, int NH) {
+    return (size_t)omp_get_max_threads() * thread_work_bytes(T, C / NH);
+}
+// This thread's part of work (sized for `threads` threads), else memory of its own (*owned, for
+// the caller to free; NULL when even that fails).
+static char *thread_work(void *work, int threads, size_t bytes, char **owned) {
+    const int tid = omp_get_thread_num();
+    *owned = NULL;
+    if (work && tid < threads) return (char *)work + (size_t)tid * bytes;
+    return *owned = malloc(bytes);
+}
+
 // ---------------------------------------------------------------- contiguous tiles
 // X rows ld floats apart -> tile (T, hs), rows hs apart. tile NULL (no memory): X as it is.
 static const float *tile_rows(float *tile, const float *x, long ld, int T, int hs, long *ld_out) {
@@ -262,12 +284,13 @@ static const float *tile_rows(float *tile, const float *x, long ld, int T, int h
 // dropout(att) @ v with heads concatenated.
 void attention_forward(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
                        float attn_p, DropoutKey drop) {
-    attention_forward_lp(out, att, qkv, B, T, C, NH, attn_p, drop, LP_ROUND_NONE);
+    attention_forward_lp(out, att, qkv, B, T, C, NH, attn_p, drop, LP_ROUND_NONE, NULL);
 }
 
 void attention_forward_lp(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
-                          float attn_p, DropoutKey drop, int lp) {
-    const int hs = C / NH;
+                          float attn_p, DropoutKey drop, int lp, void *work) {
+    const int hs = C / NH, threads = omp_get_max_threads();
+    const size_t work_bytes = thread_work_bytes(T, hs);
     const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
     const int use_drop = attn_p > 0.0f;
@@ -277,7 +300,8 @@ void attention_forward_lp(float *out, float *att, const float *qkv, int B, int T
 
     #pragma omp parallel
     {
-    float *tile = malloc((size_t)T * hs * sizeof(float));   // v of the current (b,h); NULL: read in place
+    char *owned;
+    float *tile = (float *)thread_work(work, threads, work_bytes, &owned);   // v of the current (b,h); NULL: in place
     #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -314,7 +338,7 @@ void attention_forward_lp(float *out, float *att, const float *qkv, int B, int T
             }
         }
     }
-    free(tile);
+    free(owned);
     }
 }
 
@@ -376,13 +400,14 @@ void attention_forward_cached(float *out, float *att, float *kcache, float *vcac
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH, float attn_p,
                         DropoutKey drop) {
-    attention_backward_lp(dqkv, scratch, dout, qkv, att, B, T, C, NH, attn_p, drop, LP_ROUND_NONE);
+    attention_backward_lp(dqkv, scratch, dout, qkv, att, B, T, C, NH, attn_p, drop, LP_ROUND_NONE, NULL);
 }
 
 void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const float *qkv,
                            const float *att, int B, int T, int C, int NH, float attn_p,
-                           DropoutKey drop, int lp) {
-    const int hs = C / NH;
+                           DropoutKey drop, int lp, void *work) {
+    const int hs = C / NH, threads = omp_get_max_threads();
+    const size_t work_bytes = thread_work_bytes(T, hs);
     const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
     const int use_drop = attn_p > 0.0f;
@@ -392,8 +417,9 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
 
     #pragma omp parallel
     {
-    float *tiles = malloc(3 * (size_t)T * hs * sizeof(float));   // q, k, dout of the current (b,h)
-    uint8_t *kept = use_drop ? malloc((size_t)T * T) : NULL;      // its dropout mask, hashed once
+    char *owned, *w = thread_work(work, threads, work_bytes, &owned);
+    float *tiles = (float *)w;                                                   // q, k, dout of the current (b,h)
+    uint8_t *kept = use_drop && w ? (uint8_t *)(w + 3 * (size_t)T * hs * sizeof(float)) : NULL;   // its mask
     #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
@@ -471,7 +497,6 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
             }
         }
     }
-    free(tiles);
-    free(kept);
+    free(owned);
     }
 }

@@ -37,8 +37,8 @@
 // fp32 kernels.
 enum { LP_NONE, LP_BF16, LP_EMULATE };
 
-// Scratch buffers for converted copies; they grow during the first iteration and are then
-// reused, so steady-state steps do not allocate.
+// Scratch buffers for converted copies (SLOT_ATTN: the attention's work memory, bf16 or fp32);
+// they grow during the first iteration and are then reused, so steady-state steps do not allocate.
 enum { SLOT_A, SLOT_B, SLOT_C, SLOT_ATTN, N_SLOTS };
 typedef struct {
     int lp;                     // LP_*
@@ -57,7 +57,7 @@ typedef struct {
 static void *slot(CpuCtx *c, int k, size_t bytes) {
     if (c->cap[k] < bytes) {
         void *p = realloc(c->buf[k], bytes);
-        if (!p) fatal_error("out of memory (mixed-precision scratch of %zu bytes)", bytes);
+        if (!p) fatal_error("out of memory (op scratch of %zu bytes)", bytes);
         c->buf[k] = p;
         c->cap[k] = bytes;
     }
@@ -269,7 +269,7 @@ static void cpu_attention_forward(Backend *be, float *out, float *att, const flo
                                    slot(c, SLOT_ATTN, attention_bf16_scratch_bytes(n, T, C, NH)));
         else
             attention_forward_lp(o, a, rounded(be, SLOT_A, x, (size_t)n * 3 * tc), n, T, C, NH, attn_p,
-                                 rows_from(key, b0), lp_mode(be));
+                                 rows_from(key, b0), lp_mode(be), slot(c, SLOT_ATTN, attention_work_bytes(T, C, NH)));
     }
 }
 // Inference runs in fp32 (kernels/backend.h): no operand rounding whatever matmul_dtype.
@@ -292,7 +292,8 @@ static void cpu_attention_backward(Backend *be, float *dqkv, float *scratch, con
                                     slot(c, SLOT_ATTN, attention_bf16_scratch_bytes(n, T, C, NH)));
         else
             attention_backward_lp(dx, ds, rounded(be, SLOT_C, dy, (size_t)n * tc), rounded(be, SLOT_A, x, (size_t)n * 3 * tc),
-                                  a, n, T, C, NH, attn_p, rows_from(key, b0), lp_mode(be));
+                                  a, n, T, C, NH, attn_p, rows_from(key, b0), lp_mode(be),
+                                  slot(c, SLOT_ATTN, attention_work_bytes(T, C, NH)));
     }
 }
 static void cpu_gelu_forward(Backend *be, float *out, const float *inp, long N) {

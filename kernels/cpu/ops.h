@@ -87,12 +87,17 @@ void attention_backward(float *dqkv, float *scratch, const float *dout, const fl
 // The same with the products' other operands rounded as the low-precision matmuls round theirs
 // (lp: LP_ROUND_NONE / BF16 / FP16 of kernels/cpu/bf16.h): dropout(att) in att @ v and in the
 // backward's att^T dout, and the softmax gradient dS in dS k and dS^T q. The caller rounds qkv and
-// dout. LP_ROUND_NONE is attention_forward / attention_backward.
+// dout. LP_ROUND_NONE is attention_forward / attention_backward. work: attention_work_bytes(T, C,
+// NH) bytes of per-thread copies (overwritten), so a training step allocates nothing; NULL: each
+// thread allocates its own for the call (attention_forward / attention_backward do that).
 void attention_forward_lp(float *out, float *att, const float *qkv, int B, int T, int C, int NH,
-                          float attn_p, DropoutKey dk, int lp);
+                          float attn_p, DropoutKey dk, int lp, void *work);
 void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const float *qkv,
                            const float *att, int B, int T, int C, int NH, float attn_p,
-                           DropoutKey dk, int lp);
+                           DropoutKey dk, int lp, void *work);
+// Bytes of the work memory above for omp_get_max_threads() threads: per thread 3 T hs floats and
+// T^2 bytes.
+size_t attention_work_bytes(int T, int C, int NH);
 
 // attention_forward_lp / attention_backward_lp with LP_ROUND_BF16, the products computed as bf16
 // GEMMs on oneDNN (kernels/cpu/gemm.h; only where cpu_gemm_bf16_fast()): the same roundings, the
