@@ -67,11 +67,12 @@ static int ceil_log2(int x) {
     return l;
 }
 
-static double now_s(void) {
+static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+static double now_s(void) { return 1e-9 * (double)now_ns(); }
 
 // ============================================================================
 // The candidates
@@ -391,11 +392,6 @@ static int impl_for(int ta, int tb, int beta0, int M, int N, int K, int threads)
 // ============================================================================
 // cpu_gemm_totals: nanoseconds and FLOPs of the timed products.
 static _Atomic uint64_t g_gemm_ns, g_gemm_flop;
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 static void count_product(uint64_t t0, int M, int N, int K, long batch) {
     atomic_fetch_add(&g_gemm_ns, now_ns() - t0);
     atomic_fetch_add(&g_gemm_flop, 2u * (uint64_t)M * (uint64_t)N * (uint64_t)K * (uint64_t)batch);
