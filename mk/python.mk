@@ -1,7 +1,6 @@
 # mk/python.mk — the Python environment of the export test (tests/test_export.sh): build/pyenv, a
-# venv over Debian's python3-torch with `safetensors` from PyPI (tests/tools/pyenv.sh). Built by
-# `make test`; when PyPI cannot be reached, build/pyenv/.offline says why and the test skips its
-# PyTorch checks with that message.
+# venv with NumPy, safetensors and ml_dtypes from PyPI (tests/tools/pyenv.sh; no PyTorch). Built by
+# `make test`; a failure to build it fails `make test` (the export test's checks are not optional).
 PYENV := build/pyenv
 .PHONY: pyenv
 pyenv:
