@@ -35,8 +35,13 @@ B       ?= build
 # the shell tests find helper programs and libraries under ${B:-build}
 export B
 
-DEB_PKGS := libyaml-dev libjansson-dev zlib1g-dev libopenblas-openmp-dev libdnnl-dev libcmocka-dev curl libopenmpi-dev openmpi-bin \
-            clang libclang-rt-14-dev libomp-14-dev valgrind
+# Debian packages `make deps` installs (README, "What make deps installs"): the compilers and
+# tools of the build, the libraries mingpt links, and what the tests run. A fresh machine needs
+# nothing else but make and git (tests/fresh_machine.sh checks that).
+DEB_PKGS := build-essential pkg-config \
+            libyaml-dev libjansson-dev zlib1g-dev libopenblas-openmp-dev libdnnl-dev libopenmpi-dev openmpi-bin \
+            curl ca-certificates \
+            libcmocka-dev clang libclang-rt-14-dev libomp-14-dev valgrind python3 python3-venv bc procps
 
 LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c trainer/*.c report/*.c) dist/comm.c dist/lib_path.c)
 LIB_SRC  := $(filter-out report/plot_cairo.c,$(LIB_SRC))
