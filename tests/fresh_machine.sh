@@ -58,9 +58,9 @@ base=$CACHE/base-$SUITE-$key.tar
 if [ ! -s "$base" ]; then
   say "bootstrapping a minimal $SUITE root (minbase + ${BASE_PKGS//,/, }) into $base"
   t0=$SECONDS
-  if ! mmdebstrap --quiet --variant=minbase --include="$BASE_PKGS" "$SUITE" "$base.part" ${sources:+"$sources"} \
+  if ! mmdebstrap --quiet --format=tar --variant=minbase --include="$BASE_PKGS" "$SUITE" "$base.part" ${sources:+"$sources"} \
        > "$CACHE/bootstrap.log" 2>&1; then
-    tail -20 "$CACHE/bootstrap.log" >&2; rm -f "$base.part"; die "mmdebstrap failed (log: $CACHE/bootstrap.log)"
+    tail -20 "$CACHE/bootstrap.log" >&2; rm -rf "$base.part"; die "mmdebstrap failed (log: $CACHE/bootstrap.log)"
   fi
   mv "$base.part" "$base"
   rm -f $(ls "$CACHE"/base-*.tar 2>/dev/null | grep -vxF "$base")   # older keys
