@@ -235,5 +235,6 @@ else  # CUDA=0: nothing CUDA is built or tested
 .PHONY: cuda-test
 EXTRA_TESTS += cuda-test
 cuda-test:
-	@echo "cuda: skipped (CUDA=0 or no nvcc on PATH)"
+	@echo "cuda: SKIP [no-nvcc] the CUDA backend's tests (CUDA=0 or no nvcc on PATH)"
+	@[ -z "$${MINGPT_SKIP_LOG:-}" ] || printf 'no-nvcc\tcuda-test\tCUDA=0 or no nvcc on PATH\n' >> "$$MINGPT_SKIP_LOG"
 endif

@@ -1,8 +1,8 @@
-# tests/lib.sh — helpers for the shell tests (sourced). Each check counts a pass or a
-# failure; `finish` prints "N passed, N failed" and exits non-zero on any failure.
+# tests/lib.sh — helpers for the shell tests (sourced). Each check counts a pass, a failure or a
+# skip; `finish` prints "N passed, N failed, N skipped" and exits non-zero on any failure.
 set -u
 MINGPT=${MINGPT:-$PWD/mingpt}
-PASS=0; FAIL=0
+PASS=0; FAIL=0; SKIPPED=0
 # Under `make test SAN=1`: Open MPI (not instrumented) keeps allocations until exit, some in
 # components it has already unloaded, which LeakSanitizer can neither attribute nor suppress by
 # name. Processes started by mpirun therefore run with leak detection off (ASan and UBSan stay
@@ -13,6 +13,12 @@ trap 'rm -rf "$WORK"' EXIT
 
 ok()   { PASS=$((PASS+1)); echo "  ok   $1"; }
 bad()  { FAIL=$((FAIL+1)); echo "  FAIL $1"; [ -n "${2:-}" ] && echo "$2" | sed 's/^/       | /' | head -20; }
+# skip KEY REASON: a check that cannot run on this machine. It is no pass: `make test` records it
+# in $MINGPT_SKIP_LOG and fails unless KEY is on tests/allowed_skips.txt with its condition true.
+skip() {
+  SKIPPED=$((SKIPPED+1)); echo "  SKIP [$1] $2"
+  if [ -n "${MINGPT_SKIP_LOG:-}" ]; then printf '%s\t%s\t%s\n' "$1" "$(basename "$0")" "$2" >> "$MINGPT_SKIP_LOG"; fi
+}
 
 # expect_error NAME CODE PATTERN -- CMD...: CMD exits with CODE and its stderr matches PATTERN (grep -E).
 expect_error() {
@@ -45,4 +51,4 @@ no_partial_files() {
   if [ -n "$left" ]; then bad "$2 (left behind)" "$left"; else ok "$2"; fi
 }
 
-finish() { echo "$(basename "$0"): $PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; }
+finish() { echo "$(basename "$0"): $PASS passed, $FAIL failed, $SKIPPED skipped"; [ "$FAIL" -eq 0 ]; }

@@ -47,7 +47,7 @@ echo "-- directories that cannot be written: found before training"
 RO=$WORK/ro; mkdir -p $RO; chmod 555 $RO
 if [ "$(id -u)" = 0 ]; then RO=/sys/kernel; fi
 if [ ! -d $RO ] || touch $RO/probe 2>/dev/null; then
-  rm -f $RO/probe; echo "  skip unwritable-directory cases: no directory here refuses writes to this user"
+  rm -f $RO/probe; skip no-unwritable-dir "the unwritable-directory cases: no directory here refuses writes to this user"
 else
   bad_input snap-dir-unwritable 1 'cannot write snapshot' -- $MINGPT "${small[@]}" trainer_config.snapshot_path=$RO/s.bin
   if grep -q 'Training:' $WORK/run/mingpt.log; then bad "unwritable snapshot directory: trained anyway"

@@ -51,5 +51,5 @@ if [ -f "$EMU_SO" ]; then
          --seed 7 --device cuda 2>&1)
   [ "$out" == "$out5" ] && ok "--device cuda (emulated): the CPU's sample" || bad "--device cuda (emulated) samples the CPU's text" \
     "$(diff <(echo "$out") <(echo "$out5") | head -8)"
-else echo "  skip: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"; fi
+else skip no-nvcc "--device cuda: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"; fi
 finish

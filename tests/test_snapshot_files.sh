@@ -119,7 +119,7 @@ if mount -t tmpfs -o size=$((size * 3 / 2)) tmpfs $MNT 2>/dev/null; then
     && ok "a full tmpfs: the periodic save warns, the final one fails (exit 1), the snapshot is intact, no temp file" \
     || bad "a full tmpfs (exit $rc)" "$(cat $WORK/full.err; ls -la $MNT)"
   umount $MNT
-else echo "  skip the full-disk case: cannot mount a tmpfs here (not root or no CAP_SYS_ADMIN)"; fi
+else skip no-tmpfs "the full-disk case: cannot mount a tmpfs here (not root or no CAP_SYS_ADMIN)"; fi
 
 echo "-- signals"
 long=(trainer_config.max_iters=3000 trainer_config.log_every=100)
@@ -216,7 +216,7 @@ if [ -f "$EMU_SO" ]; then
       ok "CPU 3 -> CUDA (emulated) 6 -> CPU 9 iterations = 9 on the CPU within 1e-4 ($(tail -1 <<<"$out"))"
     else bad "CPU -> CUDA -> CPU against CPU" "$out"; fi
   else bad "CPU -> CUDA -> CPU resume (exit $rc)" "$(cat $WORK/dev_cuda.log $WORK/dev_cpu.log | grep -v '^epoch')"; fi
-else echo "  skip: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"; fi
+else skip no-nvcc "the CUDA snapshot cases: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"; fi
 
 if ! command -v mpirun > /dev/null; then bad "mpirun is installed (make deps installs openmpi-bin)"; finish; exit; fi
 echo "-- under mpirun (2 ranks)"

@@ -10,7 +10,8 @@ ko() { fail=$((fail+1)); echo "FAIL $1"; [ -n "$2" ] && printf '%s\n' "$2" | sed
 
 out=$("$probe" cuda 2>&1); rc=$?
 if [ $rc -eq 0 ]; then
-    echo "a CUDA device is usable here ($out): the no-driver negative tests do not apply; skipped"
+    echo "SKIP [cuda-device-present] a CUDA device is usable here ($out): the no-driver negative tests do not apply"
+    [ -n "${MINGPT_SKIP_LOG:-}" ] && printf 'cuda-device-present\ttest_cuda_negative.sh\ta CUDA device is usable\n' >> "$MINGPT_SKIP_LOG"
     exit 0
 fi
 # the message names the failing call and the driver / device

@@ -85,7 +85,7 @@ if [ -f "$EMU_SO" ]; then
     same "NCCL (emulated CUDA, 2 ranks) = CPU (2 ranks): parameters, bf16 (2e-2)" params cpubf.params ncclbf.params 2e-2
   unset MINGPT_CUDA_LIB
 else
-  echo "  skip the NCCL path: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"
+  skip no-nvcc "the NCCL path: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"
 fi
 cd "$ROOT"
 
