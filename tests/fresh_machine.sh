@@ -144,6 +144,8 @@ for cmd in "$@"; do
   env -i "${envs[@]}" chroot "$ROOT" /bin/bash -c "cd /home/user/mingpt && $cmd" < /dev/null >> "$LOG" 2>&1
   c=$?
   dt=$((SECONDS - t0))
+  # the closing lines of its test runners, as the command printed them
+  sed -n "/^===== $cmd\$/,\$p" "$LOG" | grep -E '^(unit|e2e|skips|fuzz|valgrind|cuda)[a-z ]*: ' | sed 's/^/  /'
   if [ $c -eq 0 ]; then
     say "$cmd: passed in $((dt / 60))m$(printf %02d $((dt % 60)))s"
   else
