@@ -17,7 +17,8 @@
 #   --amp bf16   forward (and loss) under torch.autocast(device, dtype=torch.bfloat16), as
 #                PyTorch's mixed precision; the optimizer state stays fp32. --amp fp16 (CUDA):
 #                float16 autocast with a GradScaler, as the tutorial.
-#   --device cuda  on the GPU (timed after torch.cuda.synchronize(); TF32 off, as mingpt's fp32);
+#   --device cuda  on the GPU (timed after torch.cuda.synchronize(); TF32 off, as mingpt's fp32;
+#                --tf32 1 allows TF32 tensor cores for fp32 matmuls, set_float32_matmul_precision('high'));
 #                rss_kib is then the peak of torch.cuda.max_memory_allocated in KiB.
 # Prints one RESULT line; exits 3 (with a message) when this torch lacks a requested mode.
 import argparse
@@ -56,7 +57,7 @@ def main():
     ap = argparse.ArgumentParser()
     for k, d in [("n_layer", 4), ("n_head", 4), ("n_embd", 128), ("block", 64), ("batch", 12),
                  ("vocab", 65), ("warmup", 3), ("iters", 20), ("torch_threads", 1), ("sdpa", 0),
-                 ("compile", 0), ("probe", 0)]:
+                 ("compile", 0), ("probe", 0), ("tf32", 0)]:
         ap.add_argument("--" + k, type=int, default=d)
     ap.add_argument("--dropout", type=float, default=0.0)
     ap.add_argument("--amp", choices=("fp32", "bf16", "fp16"), default="fp32")
@@ -74,8 +75,8 @@ def main():
     torch.set_num_threads(a.torch_threads)
     dev = a.device
     if dev == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = bool(a.tf32)
+        torch.backends.cudnn.allow_tf32 = bool(a.tf32)
     torch.manual_seed(1337)
     B, T, V = a.batch, a.block, a.vocab
     model = GPT(V, T, a.n_layer, a.n_head, a.n_embd, a.dropout, a.dropout, a.dropout, sdpa=bool(a.sdpa))
@@ -114,7 +115,7 @@ def main():
     med = statistics.median(timed)
     compile_s = max(0.0, (sum(times[:a.warmup]) - a.warmup * med) * 1e-3) if a.compile else 0.0
     print(f"RESULT torch version={caps['version']} L={a.n_layer} H={a.n_head} C={a.n_embd} T={T} B={B} V={V} "
-          f"dropout={a.dropout} sdpa={a.sdpa} compile={a.compile} amp={a.amp} "
+          f"dropout={a.dropout} sdpa={a.sdpa} compile={a.compile} amp={a.amp} tf32={a.tf32} "
           f"torch_threads={torch.get_num_threads()} blas_threads={os.environ.get('OPENBLAS_NUM_THREADS', '-')} "
           f"ms_median={med:.3f} ms_min={min(timed):.3f} ms_max={max(timed):.3f} tok_s={B * T / (med * 1e-3):.1f} "
           f"compile_s={compile_s:.1f} device={dev} "

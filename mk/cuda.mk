@@ -229,8 +229,11 @@ GPU_BIN   := $(GPU_TESTS:%=$(B)/gpu-tests/%)
 $(B)/gpu-tests/%: tests/cuda/%.c $(CUDA_OBJ) $(B)/libmingpt.a tests/test_util.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(CUDA_OBJ) $(B)/libmingpt.a $(LDLIBS) $(CUDA_LDLIBS) -lcmocka
-.PHONY: gpu-tests
+.PHONY: gpu-tests gpu-bench
 gpu-tests: $(GPU_BIN)
+# `make gpu-bench`: the tutorial config on the GPU, mingpt against PyTorch (tests/cuda/gpu_bench.sh)
+gpu-bench: mingpt data
+	bash tests/cuda/gpu_bench.sh
 else  # CUDA=0: nothing CUDA is built or tested
 .PHONY: cuda-test
 EXTRA_TESTS += cuda-test

@@ -8,7 +8,8 @@
 #     of the CPU's;
 #   * 250 iterations, a snapshot, a resume to 500 on the GPU: the straight run's last log line;
 #   * `mingpt sample --device cuda` prints the CPU's text, byte for byte.
-# MINGPT names the binary (default ./mingpt). Exits non-zero on any failure.
+# MINGPT names the binary (default ./mingpt); SAN_TIMEOUT bounds each compute-sanitizer run (600 s).
+# Exits non-zero on any failure.
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
 DIR=${1:-build/gpu-tests}
@@ -22,7 +23,7 @@ for t in "$DIR"/test_*; do
 done
 if command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
-    out=$(timeout 600 compute-sanitizer --tool $tool --error-exitcode 9 "$DIR/test_cuda_ops" 2>&1) \
+    out=$(timeout ${SAN_TIMEOUT:-600} compute-sanitizer --tool $tool --error-exitcode 9 "$DIR/test_cuda_ops" 2>&1) \
       && ok "test_cuda_ops under compute-sanitizer $tool" || bad "test_cuda_ops under compute-sanitizer $tool" "$(tail -5 <<<"$out")"
   done
 fi
