@@ -32,6 +32,10 @@ out=$($MINGPT sample --snapshot $WORK/e2e.bin --prompt "ROMEO:" --max_new_tokens
 n=$(printf '%s' "$out" | wc -m)
 [ "$n" -ge 300 ] && ok "sample prints $n characters" || bad "sample length $n" "$out"
 [[ "$out" == ROMEO:* ]] && ok "sample starts with the prompt" || bad "sample starts with the prompt" "$out"
+# every byte of the output (stderr included) is one of the corpus's bytes: the vocabulary
+bytes() { od -An -v -tx1 | tr -s ' ' '\n' | sed '/^$/d' | LC_ALL=C sort -u; }
+outside=$(LC_ALL=C comm -13 <(bytes < data/input.txt) <(printf '%s' "$out" | bytes) | tr '\n' ' ')
+[ -z "$outside" ] && ok "sample is all from the corpus alphabet" || bad "sample has bytes outside the corpus: $outside" "$out"
 out2=$($MINGPT sample --snapshot $WORK/e2e.bin --prompt "ROMEO:" --max_new_tokens 300 --seed 7 2>&1)
 [ "$out" == "$out2" ] && ok "same seed, same sample" || bad "same seed, same sample"
 out3=$($MINGPT sample --snapshot $WORK/e2e.bin --prompt "ROMEO:" --max_new_tokens 300 --seed 8 2>&1)
