@@ -50,6 +50,10 @@ typedef struct {
                               // (AMX / AVX512-BF16; fp32 with a note without them), fp16 emulated
     char device[16];          // "auto" | "cpu" | "cuda" (default auto)
     char amp_dtype[16];       // with use_amp: "float16" (default; dynamic loss scaling) | "bfloat16"
+    // torch.set_float32_matmul_precision's names: "highest" (default: fp32 matmuls in true fp32)
+    // | "high" (TF32 tensor cores for fp32 matmuls on the CUDA backend; the CPU has none and
+    // ignores it with a note). Matmuls in amp_dtype are not affected.
+    char matmul_precision[16];
     uint64_t seed;            // init, dropout and the random split (default 1337)
     long max_iters;           // cap on total iterations from the start of training; 0 = none
     int log_every;            // log every N iterations (default 100)

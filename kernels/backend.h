@@ -140,6 +140,14 @@ struct Backend {
     // Called by gpt_forward before its first op. Aborts (like the ops) when out of memory.
     void (*cast_weights)(Backend *be, const float *params, size_t n, uint64_t version);
 
+    // ---- fp32 matmul precision (torch.set_float32_matmul_precision). Optional: NULL means the
+    // backend has no reduced-precision fp32 matmuls and always multiplies in true fp32 (the CPU).
+    // tf32 1 ("high"): matmuls whose inputs are fp32 (matmul_dtype FP32; all of them, attention's
+    // included) may round their inputs to TF32 (8-bit exponent, 10 explicit mantissa bits, unit
+    // roundoff 2^-11) and accumulate in fp32 on tensor cores; 0 ("highest", the default): true
+    // fp32. Matmuls in BF16/FP16 are unaffected. Applies to the ops queued after the call.
+    void (*set_matmul_precision)(Backend *be, int tf32);
+
     // ---- data parallelism (dist/comm.h). Optional: NULL means gradients live in host memory
     // and the trainer all-reduces them with the host communicator itself (the CPU backend).
     // Returns the backend's own gradient communicator over the same ranks as `host` (NCCL on

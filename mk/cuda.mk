@@ -109,7 +109,7 @@ $(B)/emu-noblas/%.o: %.cu $(CUDA_HDR) $(EMU_DEPS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(filter-out -DEMU_USE_CBLAS,$(EMU_FLAGS)) -c $< -o $@
 
-CUDA_TESTS := test_cuda_ops test_cuda_train test_cuda_cast test_loss_scaler test_cuda_layouts
+CUDA_TESTS := test_cuda_ops test_cuda_train test_cuda_cast test_loss_scaler test_cuda_layouts test_cuda_tf32
 CUDA_EMU_BIN  := $(CUDA_TESTS:%=$(B)/cuda-tests/%)
 ifeq ($(SAN),1)
 # every emulated suite is sanitized already: the ASan run is the plain binaries with its schedule

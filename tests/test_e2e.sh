@@ -23,6 +23,12 @@ loss=$(sed -n 's/.*test loss \([0-9.]*\).*/\1/p' $WORK/b.log | tail -1)
 if [ -n "$loss" ] && awk "BEGIN{exit !($loss < 2.5)}"; then ok "test loss $loss < 2.5 after 300 iterations"
 else bad "test loss '$loss' < 2.5 after 300 iterations" "$(tail -5 $WORK/b.log)"; fi
 
+# matmul_precision=high: the CPU backend has no TF32; it says so and trains in true fp32.
+$MINGPT "${run[@]}" trainer_config.max_iters=2 trainer_config.matmul_precision=high trainer_config.snapshot_path=$WORK/tf32.bin \
+  hydra.run.dir=$WORK/tf32 > $WORK/tf32.log 2>&1 && grep -q "note: matmul_precision=high: the cpu backend has no TF32" $WORK/tf32.log \
+  && grep -q "^Backend: cpu, fp32$" $WORK/tf32.log && ok "matmul_precision=high on the CPU: a note, true fp32" \
+  || bad "matmul_precision=high on the CPU" "$(head -5 $WORK/tf32.log)"
+
 # 2. A third run has nothing left to do and exits 0.
 $MINGPT "${run[@]}" > $WORK/c.log 2>&1 && grep -q "Nothing to train" $WORK/c.log && ok "finished run is idempotent" \
   || bad "finished run is idempotent" "$(tail -3 $WORK/c.log)"

@@ -532,10 +532,16 @@ static int setup_local(Trainer *t) {
         t->be = backend_create(tc->device, t->comm->local_rank, t->dtype, err, sizeof err);
         if (!t->be) { log_error("mingpt: error: %s\n", err); return EXIT_USAGE; }
     }
-    log_info("Backend: %s, %s\n", t->be->name,
+    // matmul_precision=high: TF32 for fp32 matmuls where the backend has it (PyTorch's
+    // set_float32_matmul_precision("high")); the CPU has none and says so.
+    const bool tf32 = strcmp(tc->matmul_precision, "high") == 0;
+    if (tf32 && t->be->set_matmul_precision) t->be->set_matmul_precision(t->be, 1);
+    else if (tf32) log_info("note: matmul_precision=high: the %s backend has no TF32 matmuls; fp32 matmuls stay true fp32\n", t->be->name);
+    log_info("Backend: %s, %s%s\n", t->be->name,
              t->dtype == DTYPE_FP32 ? "fp32"
              : t->dtype == DTYPE_BF16 ? "mixed precision (bfloat16 matmul inputs, fp32 master weights)"
-             : "mixed precision (float16 matmul inputs, fp32 master weights, dynamic loss scaling)");
+             : "mixed precision (float16 matmul inputs, fp32 master weights, dynamic loss scaling)",
+             tf32 && t->be->set_matmul_precision ? "; fp32 matmuls on TF32 tensor cores (matmul_precision=high)" : "");
     if (t->be->describe) {   // the libraries under the ops, one log line each
         char desc[4096];
         t->be->describe(t->be, desc, sizeof desc);

@@ -45,6 +45,9 @@ static int be_mem_info(Backend *, size_t *free_bytes, size_t *total_bytes) {   /
     (void)cudaGetLastError();
     return 1;
 }
+// Backend.set_matmul_precision: TF32 tensor cores for the fp32 GEMMs queued from now on
+// (cuda_gemm picks the compute type per call).
+static void be_set_matmul_precision(Backend *be, int tf32) { CX(be)->tf32 = tf32 != 0; }
 // Every free drops the weight-cast copy: the size of the freed block is not known here, and a
 // later allocation may reuse the cached buffer's addresses.
 static void be_free(Backend *be, void *p) {
@@ -257,5 +260,6 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->cast_weights = be_cast_weights;
     be->grad_comm_create = cuda_grad_comm_create;   // comm_nccl.cu
     be->mem_info = be_mem_info;
+    be->set_matmul_precision = be_set_matmul_precision;
     return be;
 }

@@ -63,6 +63,7 @@ struct CudaCtx {
     cudaStream_t stream;
     cublasHandle_t cublas;
     ComputeDtype dtype;          // matmul input precision
+    bool tf32;                   // fp32 matmuls on TF32 tensor cores (Backend.set_matmul_precision)
     unsigned max_grid;           // cap on the grid of grid-stride kernels
     void *scratch[SCR_COUNT];
     size_t scratch_bytes[SCR_COUNT];

@@ -7,7 +7,9 @@
 //   dweight^T (C,OC) += inp^T (C,N) * op_T(dout^T) (N,OC)                 backward, weights
 // With matmul_dtype BF16/FP16 the operands are first rounded (round to nearest even) into
 // scratch buffers of that type; products accumulate in fp32 (CUBLAS_COMPUTE_32F, tensor
-// cores on sm_80+) and outputs stay fp32. FP32 mode uses plain fp32 GEMMs (no TF32).
+// cores on sm_80+) and outputs stay fp32. FP32 mode uses plain fp32 GEMMs (no TF32) unless
+// Backend.set_matmul_precision asked for TF32 (CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to
+// TF32 inside cuBLAS, fp32 accumulation), torch.backends.cuda.matmul.allow_tf32's behaviour.
 // Weights inside the flat parameter buffer come from the weight-cast cache instead
 // (Backend.cast_weights: the whole buffer rounded once per parameter version, as
 // torch.autocast's cache casts each weight once per optimizer step); activations and
@@ -43,13 +45,14 @@ void cuda_gemm(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const 
     if (m <= 0 || n <= 0 || batch <= 0) return;
     const cudaDataType t = cuda_gemm_type(c);
     const cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasComputeType_t ct = t == CUDA_R_32F && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     if (batch == 1)
         CUBLAS_CHECK(cublasGemmEx(c->cublas, ta, tb, m, n, k, &alpha, A, t, lda, B, t, ldb, &beta,
-                                  C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                  C, CUDA_R_32F, ldc, ct, CUBLAS_GEMM_DEFAULT));
     else
         CUBLAS_CHECK(cublasGemmStridedBatchedEx(c->cublas, ta, tb, m, n, k, &alpha, A, t, lda, strideA,
                                                 B, t, ldb, strideB, &beta, C, CUDA_R_32F, ldc, strideC,
-                                                batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                                batch, ct, CUBLAS_GEMM_DEFAULT));
 }
 
 void cuda_round_to(CudaCtx *c, void *out, const float *in, size_t n) {

@@ -1160,10 +1160,18 @@ inline bool operand_ok(const char* fn, const char* nm, const void* p, cudaDataTy
           fn, nm, p, rows, cols, ld, stride, batch);
   return false;
 }
-// C = alpha*op(A)*op(B) + beta*C, column-major, fp32 accumulation, beta==0 ignores C (even NaN)
+// An fp32 value as a TF32 tensor core reads it (cvt.rna.tf32.f32): 10 explicit mantissa bits,
+// rounded to nearest with ties away from zero; inf and NaN pass through.
+inline float to_tf32(float x) {
+  uint32_t u; memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) { u += 0x1000u; u &= 0xffffe000u; }
+  memcpy(&x, &u, 4); return x;
+}
+// C = alpha*op(A)*op(B) + beta*C, column-major, fp32 accumulation, beta==0 ignores C (even NaN).
+// tf32 (CUBLAS_COMPUTE_32F_FAST_TF32 with fp32 operands): A and B rounded to TF32 first.
 inline cublasStatus_t gemm(cublasHandle_t h, const char* fn, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                            float alpha, const void* A, cudaDataType At, int lda, long long sA, const void* B, cudaDataType Bt, int ldb,
-                           long long sB, float beta, void* C, cudaDataType Ct, int ldc, long long sC, int batch) {
+                           long long sB, float beta, void* C, cudaDataType Ct, int ldc, long long sC, int batch, bool tf32 = false) {
   if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
   bool tA = ta != CUBLAS_OP_N, tB = tb != CUBLAS_OP_N;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, tA ? k : m) || ldb < std::max(1, tB ? n : k) || ldc < std::max(1, m)) {
@@ -1184,6 +1192,7 @@ inline cublasStatus_t gemm(cublasHandle_t h, const char* fn, cublasOperation_t t
         for (int p = 0; p < k; p++) a[(size_t)i * k + p] = ld_el(Ab, At, tA ? (size_t)p + (size_t)i * lda : (size_t)i + (size_t)p * lda);
       for (int j = 0; j < n; j++)  // b: op(B) column-major (k x n)
         for (int p = 0; p < k; p++) b[(size_t)j * k + p] = ld_el(Bb, Bt, tB ? (size_t)j + (size_t)p * ldb : (size_t)p + (size_t)j * ldb);
+      if (tf32 && At == CUDA_R_32F) { for (float& v : a) v = to_tf32(v); for (float& v : b) v = to_tf32(v); }
 #if defined(EMU_USE_CBLAS)
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(), n);
       for (int i = 0; i < m; i++) for (int j = 0; j < n; j++) { size_t ci = (size_t)i + (size_t)j * ldc;
@@ -1221,7 +1230,8 @@ inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubla
                                    const void* A, cudaDataType At, int lda, const void* B, cudaDataType Bt, int ldb, const void* beta,
                                    void* C, cudaDataType Ct, int ldc, cublasComputeType_t ct, cublasGemmAlgo_t) {
   if (!emu::compute_ok(ct)) return CUBLAS_STATUS_NOT_SUPPORTED;
-  return emu::gemm(h, "cublasGemmEx", ta, tb, m, n, k, *(const float*)alpha, A, At, lda, 0, B, Bt, ldb, 0, *(const float*)beta, C, Ct, ldc, 0, 1);
+  return emu::gemm(h, "cublasGemmEx", ta, tb, m, n, k, *(const float*)alpha, A, At, lda, 0, B, Bt, ldb, 0, *(const float*)beta, C, Ct, ldc, 0, 1,
+                   ct == CUBLAS_COMPUTE_32F_FAST_TF32);
 }
 inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                                  const void* alpha, const void* A, cudaDataType At, int lda, long long sA, const void* B,
@@ -1229,7 +1239,7 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperati
                                                  long long sC, int batch, cublasComputeType_t ct, cublasGemmAlgo_t) {
   if (!emu::compute_ok(ct)) return CUBLAS_STATUS_NOT_SUPPORTED;
   return emu::gemm(h, "cublasGemmStridedBatchedEx", ta, tb, m, n, k, *(const float*)alpha, A, At, lda, sA, B, Bt, ldb, sB,
-                   *(const float*)beta, C, Ct, ldc, sC, batch);
+                   *(const float*)beta, C, Ct, ldc, sC, batch, ct == CUBLAS_COMPUTE_32F_FAST_TF32);
 }
 #endif  // EMU_HAVE_CUBLAS
 
