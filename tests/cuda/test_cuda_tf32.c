@@ -1,8 +1,9 @@
 // tests/cuda/test_cuda_tf32.c — trainer_config.matmul_precision=high on the CUDA backend
 // (Backend.set_matmul_precision), run through the CUDA emulation layer: fp32 matmuls then
 // multiply TF32-rounded inputs (cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32; the emulator's cuBLAS
-// shim rounds as a tensor core reads fp32: 10 explicit mantissa bits, to nearest, ties away
-// from zero) and accumulate in fp32.
+// shim models it as cvt.rna.tf32.f32: 10 explicit mantissa bits, to nearest, ties away from
+// zero) and accumulate in fp32. Emulator-only: on a GPU cuBLAS chooses TF32 per GEMM (small
+// ones stay fp32) and rounds its inputs otherwise (seen on an H200: docs/gpu_performance.md).
 //
 // The reference is independent of the shim's bit manipulation: each input is rounded here with
 // frexp/round/ldexp (round() is C's round-half-away-from-zero), and the products are summed in

@@ -1160,8 +1160,10 @@ inline bool operand_ok(const char* fn, const char* nm, const void* p, cudaDataTy
           fn, nm, p, rows, cols, ld, stride, batch);
   return false;
 }
-// An fp32 value as a TF32 tensor core reads it (cvt.rna.tf32.f32): 10 explicit mantissa bits,
-// rounded to nearest with ties away from zero; inf and NaN pass through.
+// The shim's model of an fp32 value read as TF32 (cvt.rna.tf32.f32): 10 explicit mantissa bits,
+// rounded to nearest with ties away from zero; inf and NaN pass through. Real cuBLAS decides per
+// GEMM whether to use TF32 at all and may round otherwise; the shim always rounds, so the
+// emulated backend shows TF32's effect on every fp32 GEMM.
 inline float to_tf32(float x) {
   uint32_t u; memcpy(&u, &x, 4);
   if ((u & 0x7f800000u) != 0x7f800000u) { u += 0x1000u; u &= 0xffffe000u; }
