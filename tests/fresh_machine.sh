@@ -102,6 +102,15 @@ trap 'say "interrupted"; exit 130' INT TERM HUP
 
 tar -C "$ROOT" -xf "$base" || die "cannot unpack $base"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf" 2>/dev/null
+# The machine's own network setup comes along, as its apt sources do: the local certificate
+# authorities it trusts (a TLS-intercepting proxy's, say) join the root's bundle, or pip's
+# downloads would fail there where they work on the machine itself.
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+  mkdir -p "$ROOT/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+  chroot "$ROOT" update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in the root"
+fi
+[ -f /etc/pip.conf ] && cp /etc/pip.conf "$ROOT/etc/pip.conf"   # e.g. which CA bundle pip uses
 mkdir -p "$ROOT/home/user" "$ROOT/root/.cache/pip"
 git clone -q "$REPO" "$ROOT/home/user/mingpt" || die "cannot clone $REPO"
 if [ -d ../shared/data ]; then
@@ -145,7 +154,7 @@ for cmd in "$@"; do
   c=$?
   dt=$((SECONDS - t0))
   # the closing lines of its test runners, as the command printed them
-  sed -n "/^===== $cmd\$/,\$p" "$LOG" | grep -E '^(unit|e2e|skips|fuzz|valgrind|cuda)[a-z ]*: ' | sed 's/^/  /'
+  awk -v c="===== $cmd" '$0 == c { p = 1 } p' "$LOG" | grep -E '^(unit|e2e|skips|fuzz|valgrind|cuda)[a-z ]*: ' | sed 's/^/  /'
   if [ $c -eq 0 ]; then
     say "$cmd: passed in $((dt / 60))m$(printf %02d $((dt % 60)))s"
   else
