@@ -1,5 +1,5 @@
 // tests/test_gpt.c — the whole model against PyTorch (committed fixture) and against
-// finite differences; init, layout, causality and dropout determinism.
+// finite differences; init, layout, causality, dropout determinism and one key per dropout site.
 #include "tests/test_util.h"
 
 #include "model/gpt.h"
@@ -219,6 +219,55 @@ static void test_dropout_determinism(void **state) {
     gpt_free(&m);
 }
 
+// Every dropout site of every step draws its own mask: the keys the model hands the backend's
+// dropout and attention ops over several steps of a 3-layer model are all different (two sites
+// with one key would drop the same elements, correlating masks that must be independent).
+#define MAX_KEYS 256
+static uint64_t g_keys[MAX_KEYS];
+static int g_nkeys;
+static void (*g_dropout_forward)(Backend *, float *, const float *, long, long, float, DropoutKey);
+static void (*g_attention_forward)(Backend *, float *, float *, const float *, int, int, int, int, float, DropoutKey);
+static void record_key(DropoutKey k) {
+    if (g_nkeys < MAX_KEYS) g_keys[g_nkeys] = k.key;
+    g_nkeys++;
+}
+static void rec_dropout_forward(Backend *be, float *out, const float *inp, long N, long row_len, float p,
+                                DropoutKey k) {
+    record_key(k);
+    g_dropout_forward(be, out, inp, N, row_len, p, k);
+}
+static void rec_attention_forward(Backend *be, float *out, float *att, const float *qkv, int B, int T, int C,
+                                  int NH, float attn_p, DropoutKey k) {
+    record_key(k);
+    g_attention_forward(be, out, att, qkv, B, T, C, NH, attn_p, k);
+}
+
+static void test_dropout_keys_distinct(void **state) {
+    GPTShape s = { .vocab_size = 11, .block_size = 8, .n_layer = 3, .n_head = 2, .n_embd = 16,
+                   .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+    GPT m;
+    build(&m, &s, 2, 8);
+    gpt_init_weights(&m, 3);
+    g_dropout_forward = m.be->dropout_forward;
+    g_attention_forward = m.be->attention_forward;
+    m.be->dropout_forward = rec_dropout_forward;
+    m.be->attention_forward = rec_attention_forward;
+    int32_t x[16], y[16];
+    for (int i = 0; i < 16; i++) { x[i] = i % 11; y[i] = (i * 7) % 11; }
+    g_nkeys = 0;
+    const int steps = 5, sites = 1 + 3 * s.n_layer;   // the embedding, then 3 per block
+    for (int step = 0; step < steps; step++) gpt_forward(&m, x, y, 2, 8, true, 9, (uint64_t)step);
+    assert_int_equal(g_nkeys, steps * sites);
+    for (int i = 0; i < g_nkeys; i++)
+        for (int j = 0; j < i; j++)
+            if (g_keys[i] == g_keys[j])
+                fail_msg("dropout site %d of step %d has the key of site %d of step %d", i % sites, i / sites,
+                         j % sites, j / sites);
+    m.be->dropout_forward = g_dropout_forward;
+    m.be->attention_forward = g_attention_forward;
+    gpt_free(&m);
+}
+
 // A batch smaller than the buffers (the last batch of an epoch) computes the same as a
 // model built for exactly that batch.
 static void test_partial_batch(void **state) {
@@ -248,6 +297,7 @@ int main(void) {
         cmocka_unit_test(test_rejects_bad_shapes),
         cmocka_unit_test(test_causal),
         cmocka_unit_test(test_dropout_determinism),
+        cmocka_unit_test(test_dropout_keys_distinct),
         cmocka_unit_test(test_partial_batch),
     };
     return cmocka_run_group_tests_name("gpt", tests, NULL, NULL);

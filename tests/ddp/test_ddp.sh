@@ -88,6 +88,8 @@ else
   skip no-nvcc "the NCCL path: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"
 fi
 cd "$ROOT"
+# DDP_ONLY=step: only the train_step checks above, the first ~15 s (tests/mutants.sh)
+if [ "${DDP_ONLY:-}" = step ]; then finish; exit; fi
 
 echo "-- the mingpt binary"
 DATA=$ROOT/data/input.txt
