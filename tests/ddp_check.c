@@ -243,7 +243,8 @@ static int is_key_bias(const ParamTensor *t, size_t j, int C) {
 // worst element.
 static int worse(const TensorCmp *x, const TensorCmp *y) {
     if (x->fail != y->fail) return x->fail > y->fail;
-    const double fx = x->judged ? 1.0 - (double)x->bad / x->judged : 1.0, fy = y->judged ? 1.0 - (double)y->bad / y->judged : 1.0;
+    const double fx = x->judged ? 1.0 - (double)x->bad / x->judged : 1.0,
+                 fy = y->judged ? 1.0 - (double)y->bad / y->judged : 1.0;
     if (fx != fy) return fx < fy;
     return x->worst_rel > y->worst_rel;
 }

@@ -166,7 +166,8 @@ static void test_single_element_in_big_tensor(void **state) {
     save("b.bin", b);
     expect("snapshots a.bin b.bin", 0, "worst tensor transformer.h.1.mlp.c_fc.weight: 99.9985% of 65536 agree",
            "worst element [4321] ");
-    expect("snapshots a.bin b.bin --tol 0", 1, "FAIL transformer.h.1.mlp.c_fc.weight: 1 of 65536 elements differ in their bits");
+    expect("snapshots a.bin b.bin --tol 0", 1,
+           "FAIL transformer.h.1.mlp.c_fc.weight: 1 of 65536 elements differ in their bits");
     free(b);
 }
 
@@ -182,7 +183,8 @@ static void off_by(const char *name, int count, int step, double by, int want_rc
     free(b);
     static char out[1 << 16];
     const int rc = run(out, sizeof out, "snapshots a.bin b.bin");
-    if (rc != want_rc) fail_msg("%d elements of %s off by %g x tol: exit %d, want %d:\n%s", count, name, by, rc, want_rc, out);
+    if (rc != want_rc)
+        fail_msg("%d elements of %s off by %g x tol: exit %d, want %d:\n%s", count, name, by, rc, want_rc, out);
 }
 
 // The allowance, per tensor: floor(n / 1000) elements of a big tensor, 3 of a small one; the
@@ -207,7 +209,8 @@ static void test_key_biases(void **state) {
     for (int i = C; i < 2 * C; i++) b[t->offset + i] = -b[t->offset + i];
     save("b.bin", b);
     expect("snapshots a.bin b.bin", 0, "key biases (256, not judged): worst ");
-    expect("snapshots a.bin b.bin --tol 0", 1, "FAIL transformer.h.0.attn.c_attn.bias: 128 of 384 elements differ in their bits");
+    expect("snapshots a.bin b.bin --tol 0", 1,
+           "FAIL transformer.h.0.attn.c_attn.bias: 128 of 384 elements differ in their bits");
     memcpy(b, ref, np * sizeof(float));
     for (int i = 0; i < 4; i++) b[t->offset + 2 * C + 10 * i] += 1e-3f;   // 4 value biases
     save("b.bin", b);
