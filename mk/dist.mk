@@ -25,6 +25,8 @@ $(DDP_CHECK): tests/ddp_check.c $(B)/libmingpt.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -o $@ $< $(B)/libmingpt.a $(LDLIBS)
 -include $(DDP_CHECK).d
+# tests/test_ddp_check.c runs it
+$(B)/tests/test_ddp_check: | $(DDP_CHECK)
 
 .PHONY: ddp-test
 EXTRA_BUILD += $(DDP_CHECK) $(MPI_SO)

@@ -9,14 +9,19 @@
 //       same product sees the same global batch. Rank 0 writes PREFIX.grads (the averaged
 //       gradients of step 1, fp32) and PREFIX.params (after the last step), AdamW at lr 1e-4.
 //       Adam divides each gradient by its own running magnitude, so where a gradient is pure
-//       rounding noise (the key part of c_attn's bias: softmax is invariant to it) two runs step
-//       by a full but different lr; those 3 x 128 per layer (0.064%) are what the 99.9%
-//       parameter criterion leaves room for, and all that fails it here. Checks that every
-//       rank ends with identical parameters, and prints "buckets started early: X per step".
+//       rounding noise (the key part of c_attn's bias: softmax is invariant to it) or nearly
+//       zero, two runs step by a full but different lr: the params criterion below allows for
+//       exactly that. Checks that every rank ends with identical parameters, and prints
+//       "buckets started early: X per step".
 //   ddp_check compare --layers L A B [--what grads|params]
 //       grads:  per tensor, max |a - b| <= 1e-5 * max |a| of that tensor;
-//       params: at least 99.9% of the elements have |a - b| <= 1e-5 * max |a| of their tensor.
-//       --tol T changes the 1e-5 (bf16 runs). Exit 1 with the worst tensor named otherwise.
+//       params: judged tensor by tensor: in each, the elements with |a - b| <= 1e-5 * max |a|
+//               of that tensor agree, and at most 0.1% of them (at least 3 in any tensor) may
+//               disagree; every element finite; the key third of each c_attn.bias not judged
+//               (compare_params says why).
+//       --tol T changes the 1e-5 (bf16 runs); --tol 0 asks for bitwise equality of every
+//       element. Exit 1 otherwise, each failing tensor named; the last line names the worst
+//       tensor and its worst element either way.
 //   ddp_check snapshots A.bin B.bin [--tol T]
 //       The params criterion above on two snapshots' parameters (trainer/snapshot.h, the
 //       tensors of their shape).
@@ -38,9 +43,7 @@
 #include "trainer/snapshot.h"
 #include "trainer/train_step.h"
 
-// C = 128: the key part of each c_attn bias has a zero gradient in exact arithmetic (softmax
-// is invariant to it), so AdamW turns its rounding noise into full-size steps; at this width
-// those 3 x 128 values are < 0.1% of the parameters.
+// C = 128, 4 heads: the model the data-parallel comparisons train (800,768 parameters at 4 layers).
 enum { V = 23, T = 12, C = 128, NH = 4 };
 
 typedef struct {
@@ -200,25 +203,109 @@ static int run_step(int argc, char **argv, const Args *a) {
 // ============================================================================
 // compare
 // ============================================================================
-// At least 99.9% of the elements within tol x the largest magnitude of their tensor.
-static int compare_params(const float *a, const float *b, const ParamTensor *pt, int nt, double tol,
+// The parameter criterion, tensor by tensor (see the top of this file). Element i of tensor k
+// agrees when |a_i - b_i| <= tol * M_k, M_k the largest |a| of tensor k; with tol 0 it agrees
+// only when its bits are equal. Tensor k fails when more than max(floor(n_k / 1000), 3) of its
+// judged elements disagree (none with tol 0), or when any element of a or b is not finite.
+//
+// Why the two exceptions exist (measured on the comparisons tests/ddp/test_ddp.sh and
+// tests/test_snapshot_files.sh make):
+//   * The key third of each c_attn.bias, elements [C, 2C), is not judged (unless tol is 0):
+//     a key bias adds one constant to all of a row's attention scores, which its softmax
+//     ignores, so its gradient is zero in exact arithmetic and AdamW, dividing each gradient by
+//     its own running magnitude, turns whatever rounding noise it gets into steps. Nearly all
+//     C of a layer's key biases differ between any two summation orders.
+//   * A few elements per tensor may disagree however small the tensor: an element whose
+//     gradient is near zero (a hidden unit that is almost never active, its c_fc.bias element)
+//     gets the same treatment from AdamW, a step of up to lr whose sign is rounding noise. Two of
+//     the 512 elements of a c_fc.bias differ between the CPU and the emulated CUDA backend in
+//     bf16 (by 0.4 of the tensor's largest magnitude after 5 steps: its values are a few steps
+//     of lr), one of 128 in a LayerNorm bias in fp32; 99.9% of a 512-element tensor allows none.
+// A single element off in a big tensor is therefore within the allowance, whatever its size
+// (unless it is not finite): the output names the worst element, and tol 0 asks for bitwise
+// equality.
+enum { MIN_ALLOWED = 3 };
+
+typedef struct {
+    const char *name;
+    size_t n, judged, bad, allowed, nonfinite, worst_i;
+    double max_abs, worst_d, worst_rel;   // worst_rel: worst_d / max_abs (worst_d when max_abs is 0)
+    int fail;
+} TensorCmp;
+
+static int is_key_bias(const ParamTensor *t, size_t j, int C) {
+    const size_t len = strlen(t->name), sfx = strlen(".attn.c_attn.bias");
+    return len > sfx && !strcmp(t->name + len - sfx, ".attn.c_attn.bias") && t->numel == 3 * (size_t)C &&
+           j >= (size_t)C && j < 2 * (size_t)C;
+}
+
+// Ranks tensors for "worst": a failing one first, then the lower agreement, then the larger
+// worst element.
+static int worse(const TensorCmp *x, const TensorCmp *y) {
+    if (x->fail != y->fail) return x->fail > y->fail;
+    const double fx = x->judged ? 1.0 - (double)x->bad / x->judged : 1.0,
+                 fy = y->judged ? 1.0 - (double)y->bad / y->judged : 1.0;
+    if (fx != fy) return fx < fy;
+    return x->worst_rel > y->worst_rel;
+}
+
+static int compare_params(const float *a, const float *b, const ParamTensor *pt, int nt, int C, double tol,
                           const char *what) {
-    size_t ok = 0, n = 0;
-    double worst = 0;
-    const char *worst_name = "";
+    TensorCmp *tc = calloc((size_t)nt, sizeof *tc);
+    size_t total = 0, identical = 0, key_n = 0;
+    double key_worst = 0;
+    int nfail = 0, w = 0;
     for (int k = 0; k < nt; k++) {
-        double mx = 0;
-        for (size_t i = pt[k].offset; i < pt[k].offset + pt[k].numel; i++) mx = fmax(mx, fabs(a[i]));
-        for (size_t i = pt[k].offset; i < pt[k].offset + pt[k].numel; i++, n++) {
-            const double d = fabs((double)a[i] - b[i]);
-            if (d <= tol * mx) ok++;
-            if (mx > 0 && d / mx > worst) { worst = d / mx; worst_name = pt[k].name; }
+        TensorCmp *c = &tc[k];
+        const float *x = a + pt[k].offset, *y = b + pt[k].offset;
+        c->name = pt[k].name;
+        c->n = pt[k].numel;
+        for (size_t j = 0; j < c->n; j++)
+            if (isfinite(x[j])) c->max_abs = fmax(c->max_abs, fabs(x[j]));
+        for (size_t j = 0; j < c->n; j++) {
+            const int same_bits = !memcmp(&x[j], &y[j], sizeof(float));
+            identical += same_bits;
+            const double d = fabs((double)x[j] - y[j]), rel = c->max_abs > 0 ? d / c->max_abs : d;
+            const int finite = isfinite(x[j]) && isfinite(y[j]);
+            c->nonfinite += !finite;
+            if (tol > 0 && is_key_bias(&pt[k], j, C)) {
+                key_n++;
+                if (!finite || rel > key_worst) key_worst = finite ? rel : INFINITY;
+                continue;
+            }
+            c->judged++;
+            const int agree = tol > 0 ? finite && d <= tol * c->max_abs : same_bits;
+            c->bad += !agree;
+            const double r = finite ? rel : INFINITY;
+            if (r > c->worst_rel) { c->worst_rel = r; c->worst_d = finite ? d : INFINITY; c->worst_i = j; }
         }
+        total += c->n;
+        c->allowed = tol > 0 ? (c->judged / 1000 > MIN_ALLOWED ? c->judged / 1000 : MIN_ALLOWED) : 0;
+        c->fail = c->bad > c->allowed || c->nonfinite > 0;
+        if (c->fail) {
+            nfail++;
+            char how[96];
+            if (tol > 0) snprintf(how, sizeof how, "by more than %g of its largest magnitude %.6g", tol, c->max_abs);
+            else snprintf(how, sizeof how, "in their bits (largest magnitude %.6g)", c->max_abs);
+            printf("  FAIL %s: %zu of %zu elements differ %s (at most %zu may)%s; worst [%zu]: |a-b| = %.6g (%.3g of "
+                   "that magnitude)\n", c->name, c->bad, c->judged, how, c->allowed,
+                   c->nonfinite ? ", and some are not finite" : "", c->worst_i, c->worst_d, c->worst_rel);
+        }
+        if (k > 0 && worse(c, &tc[w])) w = k;
     }
-    const double frac = (double)ok / (double)n;
-    printf("%s: %.4f%% of %zu agree within %g of their tensor's largest magnitude (worst: %.3g in %s)\n", what,
-           100 * frac, n, tol, worst, worst_name);
-    return frac >= 0.999 ? 0 : 1;
+    const TensorCmp *c = &tc[w];
+    const double agree = c->judged ? 100.0 * (1.0 - (double)c->bad / c->judged) : 100.0;
+    if (nfail) printf("%s: %d of %d tensors FAIL", what, nfail, nt);
+    else printf("%s: all %d tensors pass", what, nt);
+    if (tol > 0) printf(" (%zu elements, within %g of each tensor's largest magnitude)", total, tol);
+    else printf(" (%zu elements, compared bitwise)", total);
+    printf("; worst tensor %s: %.4f%% of %zu agree", c->name, agree, c->judged);
+    if (c->worst_rel > 0) printf(", worst element [%zu] %.3g", c->worst_i, c->worst_rel);
+    if (key_n) printf("; key biases (%zu, not judged): worst %.3g", key_n, key_worst);
+    if (identical == total) printf("; bitwise identical");
+    printf("\n");
+    free(tc);
+    return nfail ? 1 : 0;
 }
 
 static int run_compare(const Args *a) {
@@ -245,7 +332,7 @@ static int run_compare(const Args *a) {
         }
         printf("gradients: worst tensor %s, max |a-b| / max |a| = %.3g (tolerance %g)\n", worst_name, worst, a->tol);
     } else {
-        rc = compare_params(x, y, pt, nt, a->tol, "parameters");
+        rc = compare_params(x, y, pt, nt, s.n_embd, a->tol, "parameters");
     }
     free(x); free(y); free(pt);
     return rc;
@@ -269,7 +356,7 @@ static int run_snapshots(const Args *a) {
     const int nt = gpt_param_table(&s1.shape, NULL);
     ParamTensor *pt = calloc((size_t)nt, sizeof *pt);
     gpt_param_table(&s1.shape, pt);
-    int rc = compare_params(s1.params, s2.params, pt, nt, a->tol, "snapshot parameters");
+    int rc = compare_params(s1.params, s2.params, pt, nt, s1.shape.n_embd, a->tol, "snapshot parameters");
     free(pt);
     snapshot_free(&s1);
     snapshot_free(&s2);

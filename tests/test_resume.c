@@ -1,9 +1,11 @@
 // tests/test_resume.c — training resumes exactly: 2 epochs straight equal 1 epoch +
 // restart + 1 epoch, and a restart in the middle of an epoch, with dropout on and a
-// fixed seed. Parameters, AdamW moments and counters are compared bitwise. A snapshot
-// whose place in the epoch does not fit the data is refused; skipped outlier steps leave
-// no AdamW step behind. trainer_config.init_from starts exactly where resuming the same weights
-// with fresh AdamW starts; resume refuses a config that would not continue the run exactly.
+// fixed seed. Parameters, AdamW moments, counters and the fp16 loss scaler's state are compared
+// bitwise, also with the loss scale changing on both sides of the split (CPU and emulated CUDA
+// backends). A snapshot whose place in the epoch does not fit the data is refused; skipped
+// outlier steps leave no AdamW step behind. trainer_config.init_from starts exactly where
+// resuming the same weights with fresh AdamW starts; resume refuses a config that would not
+// continue the run exactly.
 #include "tests/test_util.h"
 
 #include <unistd.h>
@@ -38,30 +40,37 @@ static int teardown(void **state) {
     return system(cmd);
 }
 
-// Trains with the small config plus the NULL-terminated `extra` overrides (at most 4); snapshot
-// at dir/name. Returns trainer_run's exit code.
-static int train_rc_list(const char *name, const char *const *extra) {
+// Trains with the small config plus the NULL-terminated `extra` overrides (at most 8); snapshot
+// at dir/name; growth_interval > 0 is the fp16 loss scaler's (TrainerHook), 0 its default.
+// Returns trainer_run's exit code.
+static int train_rc_hook(const char *name, const char *const *extra, long growth_interval) {
     char path[400], snap[400], err[4096];
     snprintf(path, sizeof path, "data_config.path=%s", corpus);
     snprintf(snap, sizeof snap, "trainer_config.snapshot_path=%s/%s", dir, name);
-    char *ov[19] = {
+    char *ov[23] = {
         path, snap, "data_config.truncate=1.0", "data_config.block_size=16", "data_config.split=random", "gpt_config.n_layer=2",
         "gpt_config.n_head=2", "gpt_config.n_embd=16", "trainer_config.batch_size=32",
         "trainer_config.save_every=1", "trainer_config.eval_iters=2", "trainer_config.log_every=1000",
         "trainer_config.seed=4242", "trainer_config.use_amp=false", "optimizer_config.learning_rate=3e-3",
     };
     int n = 15;
-    for (int i = 0; extra[i] && n < 19; i++) ov[n++] = (char *)extra[i];
+    for (int i = 0; extra[i]; i++) {
+        if (n == 23) fail_msg("more than 8 extra overrides");
+        ov[n++] = (char *)extra[i];
+    }
     Config cfg;
     if (config_load(&cfg, ".", "gpt2_train_cfg", n, ov, err, sizeof err)) fail_msg("config: %s", err);
     assert_true(cfg.gpt.attn_pdrop > 0 && cfg.gpt.resid_pdrop > 0);   // dropout is on
     TrainResult res;
     Comm *comm = comm_single_create();
     assert_non_null(comm);
-    const int rc = trainer_run(&cfg, comm, &res);
+    const TrainerHook hook = { .loss_scaler_growth_interval = growth_interval };
+    const int rc = trainer_run_in(&cfg, comm, NULL, &hook, &res);
     comm->destroy(comm);
     return rc;
 }
+
+static int train_rc_list(const char *name, const char *const *extra) { return train_rc_hook(name, extra, 0); }
 
 static int train_rc(const char *name, const char *extra1, const char *extra2) {
     const char *extra[] = { extra1, extra1 ? extra2 : NULL, NULL };
@@ -86,6 +95,8 @@ static void assert_same_state(const char *a_name, const char *b_name) {
     assert_int_equal(a.iter_num, b.iter_num);
     assert_int_equal(a.epochs_run, b.epochs_run);
     assert_int_equal(a.adam_step, b.adam_step);
+    assert_memory_equal(&a.loss_scale, &b.loss_scale, sizeof a.loss_scale);
+    assert_int_equal(a.scaler_good_steps, b.scaler_good_steps);
     assert_memory_equal(a.params, b.params, a.num_params * 4);
     assert_memory_equal(a.adam_m, b.adam_m, a.num_params * 4);
     assert_memory_equal(a.adam_v, b.adam_v, a.num_params * 4);
@@ -141,6 +152,69 @@ static void test_resume_fp16(void **state) {
     assert_memory_not_equal(a.params, b.params, a.num_params * 4);
     snapshot_free(&a);
     snapshot_free(&b);
+}
+
+// fp16 with the loss scale changing on both sides of the split. The scaler's growth interval is
+// 2 here (TrainerHook.loss_scaler_growth_interval; 2000 by default, never reached in a test), so
+// from 2^16 the scale doubles every 2 clean steps until the fp16 gradients overflow, which skips
+// the step and halves it; from then on growths and skipped steps alternate (here overflows at
+// iterations 9, 12, 19 and 20, on both backends). The split at 10 leaves a scale and a clean-step
+// count the resumed run must continue from: 20 iterations straight equal 10 + resume to 20,
+// bitwise: parameters, AdamW state and scaler state. Without the scaler's state from the
+// snapshot, the resumed run would start again at 2^16 and skip none of the straight run's steps.
+static void resume_fp16_scale_changes(const char *device) {
+    enum { GROWTH = 2, SPLIT = 10, END = 20 };
+    char dev[64], straight_name[64], split_name[64], to_split[64], to_end[64];
+    snprintf(dev, sizeof dev, "trainer_config.device=%s", device);
+    snprintf(straight_name, sizeof straight_name, "scale_straight_%s.bin", device);
+    snprintf(split_name, sizeof split_name, "scale_split_%s.bin", device);
+    snprintf(to_split, sizeof to_split, "trainer_config.max_iters=%d", SPLIT);
+    snprintf(to_end, sizeof to_end, "trainer_config.max_iters=%d", END);
+    const char *first[] = { "trainer_config.use_amp=true", "trainer_config.amp_dtype=float16", "trainer_config.batch_size=8",
+                            dev, to_split, NULL };
+    const char *all[] = { "trainer_config.use_amp=true", "trainer_config.amp_dtype=float16", "trainer_config.batch_size=8",
+                          dev, to_end, NULL };
+    assert_int_equal(train_rc_hook(straight_name, all, GROWTH), 0);
+    assert_int_equal(train_rc_hook(split_name, first, GROWTH), 0);
+    Snapshot mid = load(split_name);
+    assert_int_equal(mid.iter_num, SPLIT);
+    // The straight run's scale changed on both sides of the split (its first SPLIT iterations are
+    // the split run's): each skipped step (an iteration without an AdamW step) halved it and
+    // each growth doubled it, so growths = log2(scale ratio) + skips.
+    Snapshot end = load(straight_name);
+    assert_int_equal(end.iter_num, END);
+    const long skips1 = mid.iter_num - mid.adam_step, skips2 = (end.iter_num - end.adam_step) - skips1;
+    const long grow1 = lround(log2(mid.loss_scale / 65536.0)) + skips1,
+               grow2 = lround(log2(end.loss_scale / mid.loss_scale)) + skips2;
+    if (!(skips1 >= 1 && grow1 >= 1 && skips2 >= 1 && grow2 >= 1))
+        fail_msg("%s: before the split %ld skipped steps and %ld growths (scale %g, %ld clean steps), after it %ld and %ld "
+                 "(scale %g): want both on both sides", device, skips1, grow1, (double)mid.loss_scale, mid.scaler_good_steps,
+                 skips2, grow2, (double)end.loss_scale);
+    snapshot_free(&mid);
+    snapshot_free(&end);
+    assert_int_equal(train_rc_hook(split_name, all, GROWTH), 0);
+    assert_same_state(straight_name, split_name);
+}
+
+static void test_resume_fp16_scale_changes_cpu(void **state) { resume_fp16_scale_changes("cpu"); }
+
+// The same on the CUDA backend, emulated on the CPU: $B/emu/libmingpt_cuda.so (mk/cuda.mk builds
+// it where nvcc is on PATH), which backend_create loads from MINGPT_CUDA_LIB.
+static void test_resume_fp16_scale_changes_emulated_cuda(void **state) {
+    const char *b = getenv("B");   // the build directory (make exports it: build/san under SAN=1)
+    char rel[400], lib[4096];
+    snprintf(rel, sizeof rel, "%s/emu/libmingpt_cuda.so", b && b[0] ? b : "build");
+    if (!realpath(rel, lib)) {
+        printf("no emulated CUDA backend at %s (built where nvcc is on PATH)\n", rel);
+        skip();
+    }
+    const char *old = getenv("MINGPT_CUDA_LIB");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("MINGPT_CUDA_LIB", lib, 1);
+    resume_fp16_scale_changes("cuda");
+    if (saved) setenv("MINGPT_CUDA_LIB", saved, 1);
+    else unsetenv("MINGPT_CUDA_LIB");
+    free(saved);
 }
 
 // The seed decides the run: the same iterations (one epoch) with another seed give other
@@ -308,6 +382,8 @@ int main(void) {
         cmocka_unit_test(test_resume_mid_epoch),
         cmocka_unit_test(test_seed_matters),
         cmocka_unit_test(test_resume_fp16),
+        cmocka_unit_test(test_resume_fp16_scale_changes_cpu),
+        cmocka_unit_test(test_resume_fp16_scale_changes_emulated_cuda),
         cmocka_unit_test(test_resume_point_checked),
         cmocka_unit_test(test_skip_spike),
         cmocka_unit_test(test_init_from),

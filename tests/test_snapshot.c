@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "trainer/loss_scaler.h"
 #include "trainer/snapshot.h"
 #include "trainer/version.h"
 
@@ -33,7 +34,7 @@ static Snapshot sample_snapshot(float *params, float *m, float *v, uint32_t *voc
         .config_yaml = "gpt_config:\n  n_layer: 1\n", .vocab = vocab, .vocab_size = 5,
         .shape = { 5, 8, 1, 2, 4, 0, 0, 0 }, .num_params = n, .params = params, .adam_m = m,
         .adam_v = v, .adam_step = 17, .epochs_run = 2, .iter_in_epoch = 3, .iter_num = 19,
-        .seed = 0xfeedfacecafebeefULL, .loss_scale = 1.0f, .scaler_good_steps = 0,
+        .seed = 0xfeedfacecafebeefULL, .loss_scale = 8192.0f, .scaler_good_steps = 1234,
         .world_size = 3, .samples_in_epoch = 1234,
     };
     return s;
@@ -61,6 +62,8 @@ static void test_round_trip(void **state) {
     assert_int_equal(t.iter_in_epoch, 3);
     assert_int_equal(t.iter_num, 19);
     assert_true(t.seed == s.seed);
+    assert_true(t.loss_scale == 8192.0f);
+    assert_int_equal(t.scaler_good_steps, 1234);
     assert_int_equal(t.world_size, 3);
     assert_int_equal(t.samples_in_epoch, 1234);
     snapshot_free(&t);
@@ -68,6 +71,29 @@ static void test_round_trip(void **state) {
     char cmd[400];
     snprintf(cmd, sizeof cmd, "test $(ls %s | wc -l) -eq 1", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+// The fp16 loss scaler's state comes back exactly (trainer/loss_scaler.h): the scale, at its
+// bounds and between, and the clean-step count. A snapshot holds nothing else of the scaler: its
+// skip counts (LossScaler.skipped, consecutive_skips) are this process's statistics.
+static void test_scaler_state_round_trip(void **state) {
+    float p[NP], m[NP], v[NP];
+    uint32_t vocab[5];
+    Snapshot s = sample_snapshot(p, m, v, vocab, NP), t;
+    const struct { float scale; long good; } cases[] = {
+        { LOSS_SCALER_MAX, 1999 }, { 0x1p-40f, 0 }, { 65536.0f, 1L << 40 }, { 3.0f * 0x1p-3f, 7 }, { 1.0f, 0 },
+    };
+    char path[300], err[512];
+    snprintf(path, sizeof path, "%s/scaler.bin", dir);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        s.loss_scale = cases[i].scale;
+        s.scaler_good_steps = cases[i].good;
+        assert_int_equal(snapshot_save(path, &s, err, sizeof err), 0);
+        assert_int_equal(snapshot_load(path, &t, err, sizeof err), 0);
+        assert_memory_equal(&t.loss_scale, &cases[i].scale, sizeof(float));
+        assert_int_equal(t.scaler_good_steps, cases[i].good);
+        snapshot_free(&t);
+    }
 }
 
 // Every single flipped byte and every truncation is reported, never loaded.
@@ -450,6 +476,7 @@ static void test_stale_temp_removed(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_scaler_state_round_trip),
         cmocka_unit_test(test_corruption_detected),
         cmocka_unit_test(test_failed_save_keeps_old_file),
         cmocka_unit_test(test_crafted_records_refused),

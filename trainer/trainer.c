@@ -127,7 +127,8 @@ typedef struct {
     double t_first_iter;     // when the first iteration of this process ended (0: not yet)
     long iters_at_first;     // and the iteration count then
     bool estimated;          // the time estimate has been logged
-    const TrainerHook *hook; // after each evaluation and at the end (rank 0 with a run_dir), or NULL
+    const TrainerHook *hook; // after each evaluation and at the end (rank 0 with a run_dir), the scaler's
+                             // growth interval; or NULL
 } Trainer;
 
 // Every rank's rc; the job agrees on the largest, so that all ranks take the same branch.
@@ -631,6 +632,8 @@ static int setup_model(Trainer *t) {
     t->pr.last_test_loss = t->pr.best_test_loss = NAN;
     t->pr.best_iter = -1;
     loss_scaler_init(&t->pr.scaler, t->dtype == DTYPE_FP16);
+    if (t->hook && t->hook->loss_scaler_growth_interval > 0)
+        t->pr.scaler.growth_interval = t->hook->loss_scaler_growth_interval;
     t->B = tc->batch_size;
     t->T = dc->block_size;
     t->A = tc->grad_accum_steps;

@@ -36,19 +36,25 @@ typedef struct {
 // the results. A communicator failure aborts the whole job (comm->abort).
 int trainer_run(const Config *cfg, Comm *comm, TrainResult *res);
 
-// What rank 0 runs in a run directory after each evaluation (once its metrics.jsonl line is
-// written) and at the end of the run. main.c passes report/'s loss.svg writer
+// What a caller of trainer_run_in adds to a run.
+// after_eval: what rank 0 runs in a run directory after each evaluation (once its metrics.jsonl
+// line is written) and at the end of the run. main.c passes report/'s loss.svg writer
 // (report_loss_svg_hook, report/loss_plot.h), so that trainer/ depends on nothing of report/.
 // It reports its own failures and never stops training.
+// loss_scaler_growth_interval: the fp16 loss scaler's clean steps before the scale doubles
+// (LossScaler.growth_interval, trainer/loss_scaler.h); 0 keeps LOSS_SCALER_GROWTH_INTERVAL.
+// No config key sets it: tests shorten it to cross scale changes within a few iterations. Every
+// rank, and every run that resumes the same snapshot, must pass the same value.
 typedef struct {
     void (*after_eval)(void *ctx, const char *run_dir, const Config *cfg);
     void *ctx;
+    long loss_scaler_growth_interval;
 } TrainerHook;
 
 // trainer_run in a run directory: rank 0 also writes <run_dir>/metrics.jsonl there
 // (trainer/metrics.h; a failure to write it is a warning), calls hook->after_eval (hook may be
 // NULL) and, on a terminal, draws the live status line (trainer/progress.h). run_dir NULL: as
-// trainer_run.
+// trainer_run (with the hook's loss_scaler_growth_interval).
 int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const TrainerHook *hook, TrainResult *res);
 
 #endif

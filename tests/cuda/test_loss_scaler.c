@@ -54,6 +54,23 @@ static void test_state_machine(void **state) {
     assert_int_equal(r.good_steps, 17);
     loss_scaler_restore(&r, 0.0f, 5);                          // no saved state: unchanged
     assert_true(r.scale == 1024.0f);
+
+    // growth_interval is the scaler's own parameter (tests/test_resume.c shortens it through
+    // TrainerHook); a restore continues the saved clean-step count under it and leaves it alone
+    loss_scaler_init(&r, 1);
+    r.growth_interval = 3;
+    loss_scaler_restore(&r, 4096.0f, 1);
+    assert_int_equal(r.growth_interval, 3);
+    assert_int_equal(loss_scaler_update(&r, 1), 1);
+    assert_true(r.scale == 4096.0f);
+    assert_int_equal(loss_scaler_update(&r, 1), 1);          // 1 saved + 2 clean steps: S doubles
+    assert_true(r.scale == 8192.0f);
+    assert_int_equal(r.good_steps, 0);
+    assert_int_equal(loss_scaler_update(&r, 0), 0);
+    assert_true(r.scale == 4096.0f);
+    for (int i = 0; i < 3; i++) loss_scaler_update(&r, 1);
+    assert_true(r.scale == 8192.0f);
+    assert_int_equal(r.skipped, 1);
 }
 
 // Unscale happens before clipping: the norm compared with max_norm is the true gradients'.
