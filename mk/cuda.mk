@@ -99,6 +99,7 @@ $(B)/emu-pic/%.o: %.cu $(CUDA_HDR) $(EMU_DEPS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_FLAGS) -fPIC -c $< -o $@
 $(EMU_SO): $(EMU_PIC_OBJ)
+	@mkdir -p $(dir $@)
 	$(CXX) -shared -Wl,-z,defs -o $@ $(EMU_PIC_OBJ) -L$(OPENBLAS_LIB) -Wl,-rpath,$(OPENBLAS_LIB) -lopenblas \
 	    $(EMU_MPI_LIBS) -lpthread -lm $(SAN_FLAGS)
 

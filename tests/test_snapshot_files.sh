@@ -234,18 +234,20 @@ if out=$($ROOT/$BDIR/tests/ddp_check snapshots $WORK/init1/s.bin $WORK/init2/s.b
   ok "init_from on 2 ranks x 4 = 1 process x 8 ($(tail -1 <<<"$out"))"; else bad "init_from on 2 ranks" "$out"; fi
 [ "$(cd $WORK/init2 && ls s*.bin | tr '\n' ' ')" = "s.best.bin s.bin s.iter4.bin s.iter6.bin " ] && ok "keep_last 2 and save_best on 2 ranks" \
   || bad "files on 2 ranks" "$(ls $WORK/init2)"
-mlong=(trainer_config.batch_size=4 trainer_config.max_iters=1500 trainer_config.log_every=100)
+# long enough (~4 s on an idle 2-core machine) that the ranks are still training when the
+# signal comes: with 1500 iterations the job could end before the log showed iteration 300
+mlong=(trainer_config.batch_size=4 trainer_config.max_iters=6000 trainer_config.log_every=100)
 $MPIRUN -np 2 $MINGPT "${base[@]}" hydra.run.dir=$WORK/mplain trainer_config.snapshot_path=s.bin "${mlong[@]}" > $WORK/mplain.log 2>&1 \
   || bad "2 ranks without a signal" "$(tail -5 $WORK/mplain.log)"
 $MPIRUN -np 2 $MINGPT "${base[@]}" hydra.run.dir=$WORK/mpu trainer_config.snapshot_path=s.bin "${mlong[@]}" > $WORK/mpu.log 2>&1 &
 mpid=$!
-wait_for $WORK/mpu.log "iter 300/"
+wait_for $WORK/mpu.log "iter 100/"
 for p in $(pgrep -f "^$MINGPT .*hydra.run.dir=$WORK/mpu "); do
   tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && kill -USR1 $p
 done
 wait $mpid; rc=$?
 it=$(sed -n 's/^Snapshot requested by a signal (SIGUSR1) at iteration \([0-9]*\)$/\1/p' $WORK/mpu.log)
-[ $rc = 0 ] && [ -n "$it" ] && grep -q "^Snapshot saved at epoch 1, iteration $it: " $WORK/mpu.log && grep -q "^done: 1500 iterations" $WORK/mpu.log \
+[ $rc = 0 ] && [ -n "$it" ] && grep -q "^Snapshot saved at epoch 1, iteration $it: " $WORK/mpu.log && grep -q "^done: 6000 iterations" $WORK/mpu.log \
   && ok "SIGUSR1 to rank 1: rank 0 saved at iteration $it, both went on to the end" || bad "SIGUSR1 to rank 1 (exit $rc)" "$(grep -v '^epoch' $WORK/mpu.log)"
 same_state $WORK/mplain/s.bin $WORK/mpu/s.bin && ok "... to the parameters of the same job without the signal (byte for byte)" \
   || bad "SIGUSR1 on 2 ranks changed the run"
