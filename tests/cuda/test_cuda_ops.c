@@ -42,6 +42,7 @@
 #include <stdbool.h>
 
 #include "kernels/backend.h"
+#include "tests/cuda/backend_util.h"
 #include "kernels/dropout_rng.h"
 
 #define U32 (1.0 / 16777216.0)
@@ -83,18 +84,6 @@ static double *dzeros(size_t n) {
     double *p = calloc(n ? n : 1, sizeof(double));
     assert_non_null(p);
     return p;
-}
-static void *up(Backend *be, const void *h, size_t bytes) {
-    void *d = be->alloc(be, bytes);
-    assert_non_null(d);
-    be->upload(be, d, h, bytes);
-    return d;
-}
-static float *down(Backend *be, const float *d, size_t n) {
-    float *h = malloc((n ? n : 1) * sizeof(float));
-    assert_non_null(h);
-    be->download(be, h, d, n * sizeof(float));
-    return h;
 }
 static int32_t *tokens(size_t n, int V, int distinct) {
     int32_t *t = malloc(n * sizeof(int32_t));

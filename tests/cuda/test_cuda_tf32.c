@@ -18,6 +18,7 @@
 #include <stdbool.h>
 
 #include "kernels/backend.h"
+#include "tests/cuda/backend_util.h"
 
 #define U32 (1.0 / 16777216.0)
 static double gam(double k) { return k * U32 / (1.0 - k * U32); }
@@ -36,18 +37,6 @@ static float *rnd(size_t n) {
     assert_non_null(p);
     test_fill(&R, p, (long)n, -1, 1);
     return p;
-}
-static void *up(Backend *be, const void *h, size_t bytes) {
-    void *d = be->alloc(be, bytes);
-    assert_non_null(d);
-    be->upload(be, d, h, bytes);
-    return d;
-}
-static float *down(Backend *be, const float *d, size_t n) {
-    float *h = malloc(n * sizeof(float));
-    assert_non_null(h);
-    be->download(be, h, d, n * sizeof(float));
-    return h;
 }
 static Backend *cuda(ComputeDtype dt) {
     char err[512] = "";
