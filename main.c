@@ -32,6 +32,7 @@
 #include "report/runs.h"
 #include "trainer/log.h"
 #include "trainer/run_dir.h"
+#include "trainer/signal_thread.h"
 #include "trainer/info.h"
 #include "trainer/sample.h"
 #include "trainer/state_dict.h"
@@ -613,6 +614,9 @@ int main(int argc, char **argv) {
     // A file size limit (ulimit -f) then fails the write with EFBIG, reported like a full
     // disk, instead of killing the process in the middle of a save.
     signal(SIGXFSZ, SIG_IGN);
+    // Before any other thread exists: SIGINT, SIGTERM and SIGUSR1 are received by a thread of
+    // their own, never by one inside a GEMM kernel (trainer/signal_thread.h).
+    signal_thread_start();
     if (argc > 1 && strcmp(argv[1], "sample") == 0) {
         SampleOptions o;
         int rc = sample_parse_args(argc - 1, argv + 1, &o);

@@ -5,7 +5,8 @@
 #   * keep_last 3 over 10 saves, save_best
 #   * failed writes (RLIMIT_FSIZE, a full tmpfs): periodic saves warn and go on, the final one
 #     stops with exit 1, the previous snapshot stays intact and loads
-#   * signals: SIGUSR1 saves and training goes on to the same parameters; SIGTERM stops within a
+#   * signals: SIGUSR1 saves and training goes on to the same parameters (also a burst of them
+#     during oneDNN GEMMs); SIGTERM stops within a
 #     batch and the rerun ends where an uninterrupted run ends; a SIGTERM during an epoch-end
 #     save stops at that epoch's end; a second SIGINT while saving abandons the write (exit 130)
 #     and leaves the previous snapshot
@@ -134,6 +135,22 @@ it=$(sed -n 's/^Snapshot requested by a signal (SIGUSR1) at iteration \([0-9]*\)
   || bad "SIGUSR1 (exit $rc)" "$(grep -v '^epoch' $WORK/usr1.log)"
 same_state $WORK/usr1/s.bin $WORK/plain/s.bin && ok "SIGUSR1: the final snapshot is byte for byte the uninterrupted run's" \
   || bad "SIGUSR1 changed the run"
+
+# A burst of SIGUSR1 (one every 10 ms) while fp32 GEMMs run on oneDNN only: the handler must
+# never run on a computing thread (oneDNN's JIT GEMM points the stack pointer into the heap, and
+# a signal frame written there corrupts it: trainer/signal_thread.h). Every save is served, the
+# run ends normally and where an uninterrupted run on the same GEMMs ends.
+burst=(trainer_config.max_iters=600 trainer_config.log_every=100)
+MINGPT_GEMM=onednn run plain_dnnl "${burst[@]}" > $WORK/plain_dnnl.log 2>&1 || bad "an uninterrupted oneDNN run" "$(tail -3 $WORK/plain_dnnl.log)"
+MINGPT_GEMM=onednn run_bg $WORK/burst.log burst "${burst[@]}"
+pid=$!
+n=0
+if wait_for $WORK/burst.log "iter 100/"; then while kill -USR1 $pid 2>/dev/null; do n=$((n + 1)); sleep 0.01; done; fi
+wait $pid; rc=$?
+saves=$(grep -c '^Snapshot requested by a signal (SIGUSR1)' $WORK/burst.log)
+[ $rc = 0 ] && [ "$n" -ge 10 ] && [ "$saves" -ge 5 ] && grep -q "^done: 600 iterations" $WORK/burst.log &&
+  same_state $WORK/burst/s.bin $WORK/plain_dnnl/s.bin && ok "SIGUSR1 every 10 ms on oneDNN GEMMs: $n signals, $saves saves, the run ends as the uninterrupted one" \
+  || bad "SIGUSR1 burst (exit $rc, $n signals, $saves saves)" "$(grep -v '^epoch' $WORK/burst.log | tail -12)"
 
 run_bg $WORK/term.log term "${long[@]}"
 pid=$!

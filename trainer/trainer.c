@@ -47,6 +47,7 @@
 #include "trainer/retention.h"
 #include "trainer/snapshot.h"
 #include "trainer/state_dict.h"
+#include "trainer/signal_thread.h"
 #include "trainer/train_step.h"
 
 #define ERRLEN 2048
@@ -1031,6 +1032,7 @@ int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const Tra
     t.t_start = t_start;
     comm->timeout_s = cfg->trainer.collective_timeout_s;
     fatal_set_handler(on_fatal, comm);
+    signal_thread_start();   // mingpt's main started it; a program embedding the trainer gets it here
     // SIGUSR1 from the start, and left installed after (its default action ends the process,
     // e.g. between the jobs of a sweep); one received from here on is served at the first
     // iteration. SIGINT/SIGTERM keep their default (nothing to save) until training.

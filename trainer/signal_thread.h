@@ -1,0 +1,20 @@
+// trainer/signal_thread.h — the asynchronous signals the trainer serves (SIGINT, SIGTERM,
+// SIGUSR1) run their handlers on one idle thread of their own, never on a computing thread.
+//
+// Why: a handler runs on the stack of the thread the signal lands on, and the kernel writes
+// its frame just below that thread's stack pointer. oneDNN's JIT GEMM kernels (2.6 in Debian
+// 12, before oneDNN PR #4855) point the stack pointer into a heap workspace while they run, so
+// a signal landing there corrupts the heap (measured here: `kill -USR1` every 10 ms crashed
+// 3 runs of 3 within 300 iterations, with "corrupted size vs. prev_size" or SIGSEGV in
+// dnnl_sgemm; oneDNN issue #4845). Blocking the three signals in every computing thread and
+// leaving them unblocked in one thread that only waits makes the kernel deliver them there.
+#pragma once
+
+// Blocks SIGINT, SIGTERM and SIGUSR1 in the calling thread (threads it starts afterwards
+// inherit the mask: OpenMP's workers, MPI's and CUDA's threads) and starts the thread that
+// receives them. Call it first in main, before any other thread exists; later calls (the
+// trainer makes one) only block the signals in the calling thread. Handlers and dispositions
+// are set with signal()/sigaction() as usual: the default action of a signal received by the
+// waiting thread still ends the process. When the thread cannot be started the signals stay
+// unblocked (the previous behaviour) and a warning goes to stderr.
+void signal_thread_start(void);
