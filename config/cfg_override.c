@@ -755,10 +755,30 @@ static int apply_delete(CfgNode *root, const CfgOverride *ov, char *err, size_t 
     return 0;
 }
 
+// Levels of a value as a YAML reader counts them: a scalar 1, a map or list 1 + its deepest item.
+static int value_levels(const CfgNode *v) {
+    int deepest = 0;
+    if (v->type == CFG_MAP || v->type == CFG_LIST)
+        for (size_t i = 0; i < v->n; i++) {
+            const int d = value_levels(v->kids[i]);
+            if (d > deepest) deepest = d;
+        }
+    return 1 + deepest;
+}
+
 int cfg_override_apply(CfgNode *root, const CfgOverride *ov, const char *const *open_keys, char *err,
                        size_t errlen) {
     if (!root || root->type != CFG_MAP) return cfg_errf(err, errlen, "Error merging override %s\nthe config is not a mapping", ov->text);
     if (ov->kind == CFG_OV_DELETE) return apply_delete(root, ov, err, errlen);
+    // The composed config is printed (--cfg, .hydra/) and read back as YAML: an override may
+    // not nest it deeper than a config file may be (the key's parts, then its value's levels).
+    int parts = 1;
+    for (const char *c = ov->key; *c; c++) parts += *c == '.';
+    const int levels = parts + (ov->value ? value_levels(ov->value) : 1);
+    if (levels > CFG_MAX_DEPTH)
+        return cfg_errf(err, errlen, "Error merging override %s\nthe config would be nested %d levels deep (%d key "
+                        "parts and a value of %d levels), deeper than %d levels, the limit for a config", ov->text,
+                        levels, parts, levels - parts, CFG_MAX_DEPTH);
 
     Apply A = {.root = root, .ov = ov, .err = err, .errlen = errlen};
     size_t first_len = strcspn(ov->key, ".");

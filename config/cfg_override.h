@@ -61,6 +61,10 @@ void cfg_override_free(CfgOverride *ov);
 //   Could not append to config. An item is already at 'a.b'.\n...
 //   Could not delete from config. 'a.b' does not exist.
 //   Error merging override a.5=9\nlist index out of range\n    full_key: a[5]\n    object_type=list
+// and mingpt's own: an override whose key parts and value levels together nest the config
+// deeper than CFG_MAX_DEPTH levels (what a config file may hold: the composed config is printed
+// as YAML and read back) is refused, "Error merging override ...\nthe config would be nested N
+// levels deep (...), deeper than 64 levels, the limit for a config".
 int cfg_override_apply(CfgNode *root, const CfgOverride *ov, const char *const *open_keys, char *err,
                        size_t errlen);
 

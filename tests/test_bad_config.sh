@@ -59,6 +59,8 @@ bad_input cfg-yaml-too-deep-block 2 'YAML nested deeper than 64 levels' -- "${M[
 { printf 'trainer_config:\n  snapshot_path: '; head -c 300000 /dev/zero | tr '\0' 'x'; echo; } > "$CFG/long.yaml"
 bad_input cfg-scalar-too-long 2 'trainer_config.snapshot_path: a scalar of 300000 bytes is longer than 262144 bytes' -- "${M[@]}" -cp "$CFG" -cn long --cfg job
 bad_input cfg-override-key-too-deep 2 'the key has more than 64 parts, the limit' -- "${M[@]}" -cp "$REPO" --cfg job "++hydra$(printf '.a%.0s' {1..100})=1"
+# 64 parts (within the parse limit) and a scalar: 65 levels, which --cfg would print as YAML no config reads
+bad_input cfg-override-nests-too-deep 2 'the config would be nested 65 levels deep (64 key parts and a value of 1 levels), deeper than 64 levels, the limit for a config' -- "${M[@]}" -cp "$REPO" --cfg job "++hydra$(printf '.a%.0s' {1..63})=1"
 
 # 30 MB of `--help`: a template that pastes the config 30000 times.
 { printf 'hydra:\n  help:\n    template: '"'"; for i in $(seq 1 300); do printf '$CONFIG%.0s' {1..100}; done; printf "'"'\n'; } > "$CFG/help.yaml"

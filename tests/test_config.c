@@ -1067,6 +1067,31 @@ static void test_override_limits(void **state) {
     text_rep(&t, "[", 100000);
     assert_int_not_equal(cfg_override_parse(t.p, &ov, err, sizeof err), 0);
     assert_contains(err, "...'\nvalue nested deeper than 64 levels, the limit");
+    // Applied, an override nests the config at most as deep as a file may (its printed YAML
+    // reads back): 63 key parts and a scalar, or 62 and a list, are 64 levels; 64 parts and a
+    // scalar, or 63 and a list, are 65.
+    struct { int parts; const char *value; int ok; } deep[] = { {63, "1", 1}, {64, "1", 0}, {62, "[1]", 1}, {63, "[1]", 0} };
+    for (size_t i = 0; i < sizeof deep / sizeof deep[0]; i++) {
+        t.n = 0;
+        text_add(&t, "++hydra");
+        text_rep(&t, ".a", deep[i].parts - 1);
+        text_add(&t, "=");
+        text_add(&t, deep[i].value);
+        char *ovs[1] = { t.p };
+        CfgNode *tree = config_compose_text("{}", 2, "mem.yaml", NULL, 1, ovs, NULL, err, sizeof err);
+        if (deep[i].ok) {
+            if (!tree) fail_msg("%d parts, value %s: %s", deep[i].parts, deep[i].value, err);
+            char *yaml = cfg_to_yaml(tree);
+            CfgNode *back = cfg_parse_bytes(yaml, strlen(yaml), "<printed>", err, sizeof err);
+            assert_non_null(back);   // the printed config reads back
+            cfg_free(back);
+            free(yaml);
+            cfg_free(tree);
+        } else {
+            if (tree) fail_msg("%d parts, value %s: composed (%s)", deep[i].parts, deep[i].value, t.p);
+            assert_contains(err, "deeper than 64 levels, the limit for a config");
+        }
+    }
     free(t.p);
 }
 
