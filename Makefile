@@ -9,7 +9,8 @@
 #   make fuzz     libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each; make valgrind: see mk/hardening.mk
 #   make install PREFIX=/usr/local [DESTDIR=...] / make uninstall   see mk/install.mk
 #
-# Layout: config/ data/ model/ kernels/cpu/ trainer/ are compiled into build/libmingpt.a;
+# Layout: config/ dist/ data/ kernels/ model/ checkpoint/ trainer/ report/ app/ are compiled into build/libmingpt.a
+# (docs/architecture.md: the rooms and their floors);
 # main.c links it into ./mingpt; each tests/test_*.c is a cmocka program linked with it.
 
 CC      ?= gcc
@@ -43,7 +44,7 @@ DEB_PKGS := build-essential pkg-config \
             curl ca-certificates \
             libcmocka-dev clang libclang-rt-14-dev libomp-14-dev valgrind python3 python3-venv bc procps man-db
 
-LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c trainer/*.c report/*.c) dist/comm.c dist/lib_path.c)
+LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c checkpoint/*.c trainer/*.c report/*.c app/*.c) dist/comm.c)
 LIB_SRC  := $(filter-out report/plot_cairo.c,$(LIB_SRC))
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
@@ -82,14 +83,14 @@ $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# The commit --version names (trainer/version.h). $(B)/.git-commit keeps the last one and changes
-# only with it, so a new commit recompiles trainer/version.c alone.
+# The commit --version names (checkpoint/version.h). $(B)/.git-commit keeps the last one and changes
+# only with it, so a new commit recompiles checkpoint/version.c alone.
 MINGPT_COMMIT := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 $(B)/.git-commit: FORCE
 	@mkdir -p $(dir $@)
 	$(if $(call streq,$(file <$@),$(MINGPT_COMMIT)),@:,$(file >$@,$(MINGPT_COMMIT))@:)
-$(B)/trainer/version.o: $(B)/.git-commit
-$(B)/trainer/version.o: CFLAGS += -DMINGPT_GIT_COMMIT='"$(MINGPT_COMMIT)"'
+$(B)/checkpoint/version.o: $(B)/.git-commit
+$(B)/checkpoint/version.o: CFLAGS += -DMINGPT_GIT_COMMIT='"$(MINGPT_COMMIT)"'
 
 $(B)/libmingpt.a: $(LIB_OBJ)
 	@rm -f $@

@@ -15,7 +15,6 @@
 #include "config/cfg_override.h"
 #include "config/cfg_tree.h"
 #include "config/suggest.h"
-#include "model/gpt.h"   // GPT_MAX_*: the model's size limits, checked here at bind time
 
 // ------------------------------------------------------------------------- schema
 
@@ -502,6 +501,21 @@ static int invalid(const CfgNode *tree, const char *section, const char *key, ch
     return located(n ? &n->loc : NULL, err, errlen, "%s", msg);
 }
 
+int config_invalid(const CfgNode *tree, const char *section, const char *key, char *err, size_t errlen,
+                   const char *fmt, ...) {
+    char msg[1500];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return invalid(tree, section, key, err, errlen, "%s", msg);
+}
+
+bool config_key_given(const CfgNode *tree, const char *section, const char *key) {
+    const CfgNode *n = lookup(tree, section, key);
+    return n && (n->loc.file || n->loc.override);
+}
+
 static int min_int(const CfgNode *t, const char *sec, const char *key, long long v, long long min, char *err, size_t errlen) {
     if (v >= min) return 0;
     return invalid(t, sec, key, err, errlen, "%s.%s must be >= %lld, got %lld", sec, key, min, v);
@@ -515,41 +529,9 @@ static int max_int(const CfgNode *t, const char *sec, const char *key, long long
     return invalid(t, sec, key, err, errlen, "%s.%s must be <= %lld (%s), got %lld", sec, key, max, why, v);
 }
 
-// Sizes that are valid one by one but whose products the model or the trainer could not
-// hold: checked here, when the config is bound, rather than minutes later. The key named is
-// the one that makes the product big. Every product is taken in double (no overflow); the
-// vocabulary is not known yet, so the counts are lower bounds (vocab_size 1).
-static int check_sizes(const Config *cfg, const CfgNode *t, char *err, size_t errlen) {
-    const GPTConfig *g = &cfg->gpt;
-    const TrainerConfig *tr = &cfg->trainer;
-    const double L = g->n_layer, C = g->n_embd, NH = g->n_head, T = cfg->data.block_size, B = tr->batch_size;
-    // gpt_shape_check's parameter count (model/gpt.c) without the two vocab_size x n_embd tables
-    const double params = T * C + L * (12 * C * C + 13 * C) + 2 * C;
-    if (params > (double)GPT_MAX_PARAMS)
-        return invalid(t, "gpt_config", g->n_layer > 1 ? "n_layer" : "n_embd", err, errlen,
-                       "gpt_config: n_layer %d and n_embd %d make at least %.3g parameters, more than mingpt's limit "
-                       "of %.3g (GPT_MAX_PARAMS)", g->n_layer, g->n_embd, params, (double)GPT_MAX_PARAMS);
-    // The kernels index one micro-batch's B*T rows with an int.
-    if (B * T > INT_MAX)
-        return invalid(t, "trainer_config", "batch_size", err, errlen,
-                       "trainer_config.batch_size x data_config.block_size is %d x %d = %.0f tokens per micro-batch, "
-                       "more than the limit of %d", tr->batch_size, cfg->data.block_size, B * T, INT_MAX);
-    // One iteration's rows (batch_size x grad_accum_steps) are counted with an int too.
-    if (B * tr->grad_accum_steps > INT_MAX)
-        return invalid(t, "trainer_config", "grad_accum_steps", err, errlen,
-                       "trainer_config.batch_size x grad_accum_steps is %d x %d = %.0f sequences per iteration, more "
-                       "than the limit of %d", tr->batch_size, tr->grad_accum_steps, B * tr->grad_accum_steps, INT_MAX);
-    // model/gpt.c's activation layout: per layer at least 12 B*T*C floats and the attention
-    // matrix B*NH*T*T, then 18 B*T*C and the attention gradient once; at most
-    // CONFIG_MAX_ACT_FLOATS (so that no size computed from them overflows a size_t).
-    const double acts = L * (12 * B * T * C + B * NH * T * T) + B * NH * T * T + 18 * B * T * C;
-    if (acts > (double)CONFIG_MAX_ACT_FLOATS)
-        return invalid(t, "trainer_config", "batch_size", err, errlen,
-                       "the activations of one micro-batch (trainer_config.batch_size %d x data_config.block_size %d "
-                       "with gpt_config n_layer %d, n_head %d, n_embd %d) need at least %.0f GiB, more than mingpt's "
-                       "limit of %.0f GiB", tr->batch_size, cfg->data.block_size, g->n_layer, g->n_head, g->n_embd,
-                       acts * 4 / 1073741824.0, (double)CONFIG_MAX_ACT_FLOATS * 4 / 1073741824.0);
-    return 0;
+int config_max_int(const CfgNode *tree, const char *section, const char *key, long long v, long long max,
+                   const char *why, char *err, size_t errlen) {
+    return max_int(tree, section, key, v, max, why, err, errlen);
 }
 
 // v must be finite and within lo..hi (open or closed ends; hi = INFINITY for no upper bound).
@@ -606,7 +588,6 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
         return invalid(t, "trainer_config", "snapshot_path", err, errlen,
                        "trainer_config.snapshot_path must name a file, not a directory: '%s'", tr->snapshot_path);
     if (min_int(t, "data_config", "block_size", d->block_size, 1, err, errlen) ||
-        max_int(t, "data_config", "block_size", d->block_size, GPT_MAX_BLOCK, "GPT_MAX_BLOCK", err, errlen) ||
         float_range(t, "data_config", "train_split", NULL, d->train_split, 0, true, 1, true, err, errlen) ||
         float_range(t, "data_config", "truncate", NULL, d->truncate, 0, true, 1, false, err, errlen) ||
         (d->eval_stride < 0 || d->eval_stride > d->block_size
@@ -616,18 +597,8 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
              : 0) ||
         min_int(t, "gpt_config", "n_layer", g->n_layer, 1, err, errlen) ||
         min_int(t, "gpt_config", "n_head", g->n_head, 1, err, errlen) ||
-        min_int(t, "gpt_config", "n_embd", g->n_embd, 1, err, errlen) ||
-        max_int(t, "gpt_config", "n_layer", g->n_layer, GPT_MAX_LAYER, "GPT_MAX_LAYER", err, errlen) ||
-        max_int(t, "gpt_config", "n_head", g->n_head, GPT_MAX_EMBD, "GPT_MAX_EMBD", err, errlen) ||
-        max_int(t, "gpt_config", "n_embd", g->n_embd, GPT_MAX_EMBD, "GPT_MAX_EMBD", err, errlen))
+        min_int(t, "gpt_config", "n_embd", g->n_embd, 1, err, errlen))
         return -1;
-    if (g->n_embd % g->n_head != 0) {
-        // Point at n_embd, or at n_head when only n_head was set by the user.
-        const CfgNode *e = lookup(t, "gpt_config", "n_embd");
-        bool embd_set = e && (e->loc.file || e->loc.override);
-        return invalid(t, "gpt_config", embd_set ? "n_embd" : "n_head", err, errlen,
-                       "gpt_config.n_embd (%d) must be divisible by gpt_config.n_head (%d)", g->n_embd, g->n_head);
-    }
     if (float_range(t, "gpt_config", "embd_pdrop", NULL, g->embd_pdrop, 0, false, 1, true, err, errlen) ||
         float_range(t, "gpt_config", "resid_pdrop", NULL, g->resid_pdrop, 0, false, 1, true, err, errlen) ||
         float_range(t, "gpt_config", "attn_pdrop", NULL, g->attn_pdrop, 0, false, 1, true, err, errlen) ||
@@ -674,7 +645,7 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
         min_int(t, "optimizer_config", "lr_decay_iters", o->lr_decay_iters, 0, err, errlen) ||
         float_range(t, "optimizer_config", "min_lr", NULL, o->min_lr, 0, false, inf, false, err, errlen))
         return -1;
-    return check_sizes(cfg, t, err, errlen);
+    return 0;
 }
 
 // True when a section of the tree holds an interpolation or `???` somewhere.

@@ -15,9 +15,8 @@
 #define CFG_STR_MAX 1024
 
 // Bounds config_bind puts on values that are valid alone but would overflow or exhaust
-// memory later (besides the model's own limits GPT_MAX_* in model/gpt.h, also checked there):
+// memory later (the model's own limits are checked by gpt_config_check, model/gpt_config.h):
 #define CONFIG_MAX_GRAD_ACCUM (1 << 20)      // trainer_config.grad_accum_steps
-#define CONFIG_MAX_ACT_FLOATS (1ull << 40)   // activation floats of one micro-batch (4 TiB)
 #define CONFIG_MAX_KEEP_LAST  1000000        // trainer_config.keep_last
 
 typedef struct {
@@ -60,7 +59,7 @@ typedef struct {
     int eval_iters;           // test batches per evaluation; 0 = the whole test split (default 0)
     long eval_every;          // also evaluate every N iterations; 0 = only at epoch ends (default 0)
     long save_every_iters;    // also snapshot every N iterations; 0 = off (default 0)
-    int keep_last;            // snapshots kept; > 1 also keeps <stem>.iter<N>.bin copies (default 1; trainer/retention.h)
+    int keep_last;            // snapshots kept; > 1 also keeps <stem>.iter<N>.bin copies (default 1; checkpoint/retention.h)
     bool save_best;           // also keep <stem>.best.bin, the lowest test loss so far (default false)
     char init_from[CFG_STR_MAX]; // a new run's weights: a .safetensors file or a snapshot; "" = random init (default)
     int grad_accum_steps;     // micro-steps per optimizer step, communication on the last (default 1)
@@ -194,12 +193,23 @@ CfgNode *config_resolve(const CfgNode *tree, char *err, size_t errlen);
 
 // Binds and validates a composed tree into *cfg; cfg->source is not touched. Interpolations
 // are resolved first (config_resolve). Absent keys take their defaults; `hydra` and other
-// top-level keys outside the four sections are ignored. Validation covers each value's range
-// and the sizes they make together: the model's limits (GPT_MAX_* in model/gpt.h, the
-// parameter count without the vocabulary), tokens and rows per micro-batch (int), the
-// activation floats of one micro-batch (CONFIG_MAX_ACT_FLOATS), so that a run that could
-// only fail minutes later fails here. Returns 0, or non-zero with a message naming the key
-// and where its value came from (file:line:col, or the override) in err.
+// top-level keys outside the four sections are ignored. Validation covers each value's type and
+// range; the model's limits and the sizes the values make together are gpt_config_check's
+// (model/gpt_config.h), which the command line calls right after. Returns 0, or non-zero with a
+// message naming the key and where its value came from (file:line:col, or the override) in err.
 int config_bind(Config *cfg, const CfgNode *tree, char *err, size_t errlen);
+
+// For checks of a bound config made outside config/ (gpt_config_check): the message fmt about
+// key section.key, prefixed with where the key's value came from in tree (file:line:col, or the
+// override) as config_bind's own messages are, into err. Returns -1.
+int config_invalid(const CfgNode *tree, const char *section, const char *key, char *err, size_t errlen,
+                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+// config_invalid's "section.key must be <= max (why), got v" when v > max (returns -1); else 0.
+int config_max_int(const CfgNode *tree, const char *section, const char *key, long long v, long long max,
+                   const char *why, char *err, size_t errlen);
+
+// True when tree's section.key was set by a file or an override (not a default).
+bool config_key_given(const CfgNode *tree, const char *section, const char *key);
 
 #endif

@@ -2,7 +2,7 @@
 // search path, the `hydra:` node, sweeps, --cfg / --help printing and error reporting.
 //
 // Everything here only reads and builds configs; creating directories and running jobs is
-// main.c's and trainer/run_dir.h's business. Texts follow ../shared/reference/hydra_semantics.md;
+// app/hydra_app.c's and app/run_dir.h's business. Texts follow ../shared/reference/hydra_semantics.md;
 // where Hydra exits with 1 for a configuration error, mingpt exits with 2 (see README).
 #ifndef MINGPT_HYDRA_H
 #define MINGPT_HYDRA_H

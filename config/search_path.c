@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "config/strbuf.h"
-#include "dist/lib_path.h"
+#include "config/lib_path.h"
 
 void search_path_absolute(const char *p, char *out, size_t len) {
     char cwd[PATH_MAX];

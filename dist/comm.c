@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/lib_path.h"
+#include "config/lib_path.h"
 
 #ifndef MINGPT_MPI_LIB
 #define MINGPT_MPI_LIB NULL   // this build has no such library (the makefile passes its path)

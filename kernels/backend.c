@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/lib_path.h"
+#include "config/lib_path.h"
 
 #ifndef MINGPT_CUDA_LIB
 #define MINGPT_CUDA_LIB NULL   // this build has no such library (the makefile passes its path)
@@ -25,7 +25,7 @@ typedef Backend *(*CudaCreateFn)(ComputeDtype, int, char *, size_t);
 // The CUDA backend's shared library, opened: the one the environment variable MINGPT_CUDA_LIB
 // names (a path, absolute in practice; tests point it at the emulated build,
 // build/emu/libmingpt_cuda.so), else the build's MINGPT_CUDA_LIB next to the executable (or in
-// an installed mingpt's lib directory, dist/lib_path.h). The path tried goes into path; NULL
+// an installed mingpt's lib directory, config/lib_path.h). The path tried goes into path; NULL
 // with the reason in why when there is none.
 static void *open_cuda_library(char *path, size_t pathlen, char *why, size_t whylen) {
     return lib_open(&CUDA_LIB, path, pathlen, why, whylen);

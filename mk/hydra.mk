@@ -1,4 +1,4 @@
-# mk/hydra.mk — the Hydra-style command line (config/hydra.c, config/cfg_interp.c, main.c).
+# mk/hydra.mk — the Hydra-style command line (config/hydra.c, config/cfg_interp.c, app/hydra_app.c).
 #
 # Its tests need no hook: tests/test_hydra.c (unit) and tests/test_hydra_*.sh (CLI checklist of
 # ../shared/reference/hydra_semantics.md) are picked up by `make unit` / `make e2e`.

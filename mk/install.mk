@@ -4,7 +4,7 @@
 #   make uninstall PREFIX=/usr/local [DESTDIR=/stage]   removes exactly what install wrote
 #
 # The installed layout, which the binary finds relative to itself (so any PREFIX works and the
-# tree can be moved): dist/lib_path.h for the libraries, config/search_path.h for the configs.
+# tree can be moved): config/lib_path.h for the libraries, config/search_path.h for the configs.
 #   $(PREFIX)/bin/mingpt
 #   $(PREFIX)/lib/mingpt/libmingpt_{cuda,mpi,plot}.so  the dlopen'ed libraries this build has
 #   $(PREFIX)/share/mingpt/*.yaml                     the shipped configs

@@ -86,6 +86,12 @@ static void add_tensor(const GPTShape *s, const TensorSpec *spec, const char *pr
     (*n)++;
 }
 
+uint64_t gpt_num_params(const GPTShape *s) {
+    // Bounded above: V*C <= 2^39, per layer 12C^2 + 13C < 2^40, times L <= 2^12: no uint64 overflow.
+    const uint64_t V = (uint64_t)s->vocab_size, T = (uint64_t)s->block_size, C = (uint64_t)s->n_embd;
+    return V * C + T * C + (uint64_t)s->n_layer * (12 * C * C + 13 * C) + 2 * C + V * C;
+}
+
 int gpt_shape_check(const GPTShape *s, size_t *num_params, char *err, size_t errlen) {
     const struct { const char *name; int v; long max; } dims[] = {
         { "vocab_size", s->vocab_size, GPT_MAX_VOCAB }, { "block_size", s->block_size, GPT_MAX_BLOCK },
@@ -101,9 +107,7 @@ int gpt_shape_check(const GPTShape *s, size_t *num_params, char *err, size_t err
         snprintf(err, errlen, "model: n_embd (%d) must be divisible by n_head (%d)", s->n_embd, s->n_head);
         return 1;
     }
-    // Bounded above: V*C <= 2^39, per layer 12C^2 + 13C < 2^40, times L <= 2^12: no uint64 overflow.
-    const uint64_t V = (uint64_t)s->vocab_size, T = (uint64_t)s->block_size, C = (uint64_t)s->n_embd;
-    const uint64_t n = V * C + T * C + (uint64_t)s->n_layer * (12 * C * C + 13 * C) + 2 * C + V * C;
+    const uint64_t n = gpt_num_params(s);
     if (n > GPT_MAX_PARAMS) {
         snprintf(err, errlen, "model: %llu parameters is more than mingpt's limit of %llu (n_layer %d, n_embd %d)",
                  (unsigned long long)n, (unsigned long long)GPT_MAX_PARAMS, s->n_layer, s->n_embd);

@@ -164,6 +164,10 @@ typedef struct {
 #define GPT_MAX_EMBD    (1 << 18)
 #define GPT_MAX_PARAMS  (1ull << 36)      // 256 GiB of fp32 parameters
 
+// The parameter count of a shape: wte (V, C), wpe (T, C), per layer 12 C^2 + 13 C, ln_f 2 C,
+// lm_head (V, C) (minGPT's, lm_head untied). Sizes within the limits above (vocab_size may be 0).
+uint64_t gpt_num_params(const GPTShape *s);
+
 // Checks a shape before anything is sized from it: every size in [1, its limit above],
 // n_embd % n_head == 0, the parameter count <= GPT_MAX_PARAMS. Returns 0 and sets *num_params
 // (may be NULL), or non-zero with a message naming the first bad size in err. No overflow

@@ -38,7 +38,7 @@ int plot_runs(const RunCurves *runs, size_t n, LossX x, bool log_y, const char *
 int report_loss_svg(const char *run_dir, bool log_y, char *err, size_t errlen);
 
 // The trainer's hook after each evaluation and at the end (TrainerHook.after_eval,
-// trainer/trainer.h; main.c passes it): report_loss_svg(run_dir, cfg->trainer.plot_log_scale);
+// trainer/trainer.h; app/hydra_app.c passes it): report_loss_svg(run_dir, cfg->trainer.plot_log_scale);
 // a failure is a warning on stderr, a missing plot library said only once while *warned (a bool,
 // false at the start of a run) is false. Nothing drawn yet (LOSS_SVG_NO_DATA) is silent.
 void report_loss_svg_hook(void *warned, const char *run_dir, const Config *cfg);

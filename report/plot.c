@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/lib_path.h"
-#include "trainer/atomic_file.h"
+#include "config/lib_path.h"
+#include "checkpoint/atomic_file.h"
 
 #ifndef MINGPT_PLOT_LIB
 #define MINGPT_PLOT_LIB NULL   // this build has no such library (the makefile passes its path)

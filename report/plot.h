@@ -4,7 +4,7 @@
 // with dlopen only when a command draws (`mingpt plot`, a run's loss.svg): `--cfg job`, `info`,
 // `sample` never load cairo. This header is the interface between the two: PlotSpec is plain
 // data, and the library's one entry point, plot_render, receives it with a write callback, so
-// that the file itself is written here (trainer/atomic_file.h: whole or not at all).
+// that the file itself is written here (checkpoint/atomic_file.h: whole or not at all).
 #ifndef MINGPT_PLOT_H
 #define MINGPT_PLOT_H
 
@@ -49,7 +49,7 @@ int plot_render(const PlotSpec *spec, int format, PlotWriteFn write, void *closu
 #define PLOT_NO_LIBRARY 2
 
 // Draws spec into path, as SVG or PNG by its extension (.svg, .png; anything else is an error),
-// through a temporary file and a rename (trainer/atomic_file.h), loading the plot library on
+// through a temporary file and a rename (checkpoint/atomic_file.h), loading the plot library on
 // first use ($MINGPT_PLOT_LIB, else the build's path next to the executable). Returns 0; 1 with
 // the reason naming the file in err; or PLOT_NO_LIBRARY (err says where it looked and why).
 int plot_write(const PlotSpec *spec, const char *path, char *err, size_t errlen);

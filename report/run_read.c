@@ -13,8 +13,7 @@
 
 #include "config/cfg_tree.h"
 #include "config/cfg_yaml.h"
-#include "trainer/file_read.h"
-#include "trainer/run_dir.h"
+#include "checkpoint/file_read.h"
 
 // ========================================================================== files
 

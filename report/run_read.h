@@ -1,6 +1,6 @@
-// report/run_read.h — reading back what a run directory holds (trainer/run_dir.h writes it):
+// report/run_read.h — reading back what a run directory holds (app/run_dir.h writes it):
 // metrics.jsonl, summary.json and .hydra/overrides.yaml, for `mingpt plot`, `mingpt runs` and a
-// run's loss.svg. Every file goes through trainer/file_read.h with a size cap and is parsed by a
+// run's loss.svg. Every file goes through checkpoint/file_read.h with a size cap and is parsed by a
 // library (jansson, libyaml through config/cfg_yaml.h); nothing in a file is trusted.
 #ifndef MINGPT_RUN_READ_H
 #define MINGPT_RUN_READ_H
@@ -44,6 +44,9 @@ int run_metrics_parse(const char *text, size_t len, const char *name, RunMetrics
 // in err (not a regular file, larger than RUN_READ_MAX_METRICS, unreadable).
 int run_metrics_load(const char *dir, RunMetrics *m, FILE *warn, char *err, size_t errlen);
 void run_metrics_free(RunMetrics *m);
+
+// exit_status of the summary a job writes first, before it trains (app/run_dir.h): "exit_status": null.
+#define RUN_SUMMARY_RUNNING (-1)
 
 // summary.json's numbers; NaN (or exit_status RUN_SUMMARY_RUNNING, -1) for null or absent.
 typedef struct {

@@ -23,7 +23,7 @@
 //       element. Exit 1 otherwise, each failing tensor named; the last line names the worst
 //       tensor and its worst element either way.
 //   ddp_check snapshots A.bin B.bin [--tol T]
-//       The params criterion above on two snapshots' parameters (trainer/snapshot.h, the
+//       The params criterion above on two snapshots' parameters (checkpoint/snapshot.h, the
 //       tensors of their shape).
 //   ddp_check sampler --n N
 //       Under mpirun: every rank takes its DistributedSampler share of an epoch of N windows
@@ -40,7 +40,7 @@
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 #include "trainer/buckets.h"
-#include "trainer/snapshot.h"
+#include "checkpoint/snapshot.h"
 #include "trainer/train_step.h"
 
 // C = 128, 4 heads: the model the data-parallel comparisons train (800,768 parameters at 4 layers).

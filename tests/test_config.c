@@ -10,6 +10,7 @@
 #include "config/cfg_override.h"
 #include "config/cfg_tree.h"
 #include "config/config.h"
+#include "model/gpt_config.h"
 
 #define ERRLEN 4096
 
@@ -57,11 +58,27 @@ static void write_yaml(const char *dir, const char *name, const char *text, char
     if (path) snprintf(path, len, "%s", p);
 }
 
-// Writes dir/cfg.yaml and loads it with the overrides. Returns config_load's result.
+// What the command line does with a composed tree (consumed; NULL: composing failed, the
+// message is in err): resolve, config_bind, then the model's checks (gpt_config_check).
+static int bind_checked(Config *cfg, CfgNode *tree, char *err) {
+    if (!tree) return -1;
+    CfgNode *resolved = config_resolve(tree, err, ERRLEN);
+    cfg_free(tree);
+    if (!resolved) return -1;
+    int rc = config_bind(cfg, resolved, err, ERRLEN);
+    if (!rc) rc = gpt_config_check(cfg, resolved, err, ERRLEN);
+    cfg_free(resolved);
+    return rc;
+}
+
+// Writes dir/cfg.yaml and loads it with the overrides as the command line does (bind_checked).
+// Returns 0 or non-zero with the message in err.
 static int load_text(const char *dir, const char *text, int n, const char *const *ovs, Config *cfg, char *err) {
     write_yaml(dir, "cfg", text, NULL, 0);
     err[0] = 0;
-    return config_load(cfg, dir, "cfg", n, (char *const *)ovs, err, ERRLEN);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/cfg.yaml", dir);
+    return bind_checked(cfg, config_compose(path, n, (char *const *)ovs, err, ERRLEN), err);
 }
 
 // Loads text that must be valid.
@@ -742,7 +759,9 @@ static void test_from_yaml_string_errors(void **state) {
     char err[ERRLEN];
     assert_int_not_equal(config_from_yaml_string(&c, "trainer_config:\n  sed: 1\n", "run.bin", err, sizeof err), 0);
     assert_string_equal(err, "run.bin:2:3: unknown key 'trainer_config.sed' (did you mean 'trainer_config.seed'?)");
-    assert_int_not_equal(config_from_yaml_string(&c, "gpt_config: {n_embd: 10, n_head: 3}\n", "run.bin", err, sizeof err), 0);
+    static const char *const indivisible = "gpt_config: {n_embd: 10, n_head: 3}\n";
+    assert_int_not_equal(bind_checked(&c, config_compose_text(indivisible, strlen(indivisible), "run.bin", NULL, 0,
+                                                              NULL, NULL, err, ERRLEN), err), 0);
     assert_contains(err, "run.bin:1:22: gpt_config.n_embd (10) must be divisible by gpt_config.n_head (3)");
     assert_int_not_equal(config_from_yaml_string(&c, "a: [\n", "run.bin", err, sizeof err), 0);
     assert_contains(err, "run.bin:2:1: YAML syntax error");

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "model/gpt.h"
-#include "trainer/snapshot.h"
+#include "checkpoint/snapshot.h"
 
 // ddp_check's own model (its compare mode assumes V 23, T 12, C 128, 4 heads), 2 layers
 enum { V = 23, T = 12, L = 2, NH = 4, C = 128 };

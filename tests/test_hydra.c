@@ -13,7 +13,7 @@
 #include "config/cfg_tree.h"
 #include "config/hydra.h"
 #include "trainer/log.h"
-#include "trainer/run_dir.h"
+#include "app/run_dir.h"
 
 #define ERRLEN 4096
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "report/run_read.h"
-#include "trainer/run_dir.h"
+#include "app/run_dir.h"
 
 // A fresh directory under /tmp (removed by `rm -rf` at the end of each test that makes one).
 static void make_dir(char *dir, size_t len) {

@@ -12,8 +12,8 @@
 #include <zlib.h>
 
 #include "config/config.h"
-#include "trainer/snapshot.h"
-#include "trainer/state_dict.h"
+#include "checkpoint/snapshot.h"
+#include "checkpoint/state_dict.h"
 #include "trainer/trainer.h"
 
 static char dir[256], corpus[300];

@@ -1,5 +1,5 @@
-// tests/test_safetensors.c — the safetensors reader and writer (trainer/safetensors.h) and
-// minGPT's state_dict in it (trainer/state_dict.h):
+// tests/test_safetensors.c — the safetensors reader and writer (checkpoint/safetensors.h) and
+// minGPT's state_dict in it (checkpoint/state_dict.h):
 //   * fp32 -> bf16 / fp16 rounding against independent references (the nearest representable
 //     value found by search in double; the compiler's _Float16 conversion), and back;
 //   * write -> parse round trip: names, shapes, offsets, metadata, data;
@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "trainer/safetensors.h"
-#include "trainer/snapshot.h"
-#include "trainer/state_dict.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/snapshot.h"
+#include "checkpoint/state_dict.h"
 
 static char dir[256];
 

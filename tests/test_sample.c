@@ -1,4 +1,4 @@
-// tests/test_sample.c — `mingpt sample` (trainer/sample.c) draws from the distribution minGPT's
+// tests/test_sample.c — `mingpt sample` (app/sample.c) draws from the distribution minGPT's
 // generate() defines: softmax(logits / temperature) over the top_k most likely characters, the
 // others never.
 //
@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "model/gpt.h"
-#include "trainer/sample.h"
-#include "trainer/snapshot.h"
+#include "app/sample.h"
+#include "checkpoint/snapshot.h"
 
 #define V 5
 static const uint32_t VOCAB[V] = { 'a', 'b', 'c', 'd', 'e' };

@@ -8,8 +8,8 @@
 #include <zlib.h>
 
 #include "trainer/loss_scaler.h"
-#include "trainer/snapshot.h"
-#include "trainer/version.h"
+#include "checkpoint/snapshot.h"
+#include "checkpoint/version.h"
 
 static char dir[256];
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mingpt --version (trainer/version.h, issue 13): Hydra's line, mingpt's version and the git
+# mingpt --version (checkpoint/version.h, issue 13): Hydra's line, mingpt's version and the git
 # commit it was built from, the CPU backend, and the versions the CUDA backend library (real or
 # emulated) and the MPI library were compiled with, checked against the headers / tools
 # themselves; "library not found" when a library is missing.
@@ -10,7 +10,7 @@ BDIR=${B:-build}
 out=$($M --version 2>&1); rc=$?
 [ $rc -eq 0 ] && ok "--version exits 0" || bad "--version exits 0 (rc $rc)" "$out"
 [ "$(sed -n 1p <<<"$out")" = "Hydra 1.3.2 (mingpt)" ] && ok "Hydra's line first" || bad "Hydra's line first" "$out"
-ver=$(sed -n 's/^#define MINGPT_VERSION "\(.*\)"$/\1/p' trainer/version.h)
+ver=$(sed -n 's/^#define MINGPT_VERSION "\(.*\)"$/\1/p' checkpoint/version.h)
 line2=$(sed -n 2p <<<"$out")
 if git -C "$REPO" rev-parse --git-dir >/dev/null 2>&1; then
   # the commit the binary was built from is the checkout's (make test builds first)

@@ -28,11 +28,12 @@
 
 #include <stddef.h>
 
+#include "checkpoint/snapshot.h"
 #include "kernels/backend.h"
 
 #define LOSS_SCALER_INIT 65536.0f      // 2^16, torch's default init_scale
 #define LOSS_SCALER_GROWTH_INTERVAL 2000
-#define LOSS_SCALER_MAX 16777216.0f     // 2^24: growth stops here (fp16 gradients overflow long before)
+#define LOSS_SCALER_MAX SNAP_MAX_LOSS_SCALE   // 2^24: growth stops here (fp16 gradients overflow long before)
 #define LOSS_SCALER_MAX_SKIPS 64       // consecutive overflows before giving up (S / 2^64)
 
 typedef struct {

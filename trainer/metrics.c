@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "trainer/atomic_file.h"
-#include "trainer/file_read.h"
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/file_read.h"
 #include "trainer/log.h"
 
 // Enough digits to give a loss back as the log's %.4f and a time to the microsecond.

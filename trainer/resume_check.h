@@ -12,7 +12,7 @@
 #define MINGPT_RESUME_CHECK_H
 
 #include "config/config.h"
-#include "trainer/snapshot.h"
+#include "checkpoint/snapshot.h"
 
 // Compares cfg (this run, world_size ranks) with snap's stored config and seed; `path` names the
 // snapshot in messages. Logs one error listing every key that breaks exact resume (with the

@@ -11,7 +11,7 @@
 //       evaluate       the evaluation windows split over the ranks, one global mean loss
 //                      (trainer/evaluate.h); a signal stops it between batches
 //       _save_snapshot rank 0 writes; replicas are checked to be identical first; numbered
-//                      and best copies (trainer/retention.h)
+//                      and best copies (checkpoint/retention.h)
 //
 // Results do not depend on the number of ranks: with the DistributedSampler's interleaving the
 // ranks' rows of one iteration are exactly the rows of one process with batch B*W, and the
@@ -44,9 +44,9 @@
 #include "trainer/metrics.h"
 #include "trainer/progress.h"
 #include "trainer/resume_check.h"
-#include "trainer/retention.h"
-#include "trainer/snapshot.h"
-#include "trainer/state_dict.h"
+#include "checkpoint/retention.h"
+#include "checkpoint/snapshot.h"
+#include "checkpoint/state_dict.h"
 #include "trainer/signal_thread.h"
 #include "trainer/train_step.h"
 

@@ -38,7 +38,7 @@ int trainer_run(const Config *cfg, Comm *comm, TrainResult *res);
 
 // What a caller of trainer_run_in adds to a run.
 // after_eval: what rank 0 runs in a run directory after each evaluation (once its metrics.jsonl
-// line is written) and at the end of the run. main.c passes report/'s loss.svg writer
+// line is written) and at the end of the run. app/hydra_app.c passes report/'s loss.svg writer
 // (report_loss_svg_hook, report/loss_plot.h), so that trainer/ depends on nothing of report/.
 // It reports its own failures and never stops training.
 // loss_scaler_growth_interval: the fp16 loss scaler's clean steps before the scale doubles

@@ -5,7 +5,7 @@
 //   <YAML>\0<override 1>\0<override 2>...
 // (a NUL cannot occur in a valid YAML text, so the split costs the fuzzer nothing). The YAML is
 // composed over the schema defaults and Hydra's `hydra` node with the overrides, exactly as
-// main.c does for a run (config_compose_text in place of the file), then every path that reads
+// app/hydra_app.c does for a run (config_compose_text in place of the file), then every path that reads
 // the composed tree runs: --cfg all with and without --resolve, --help, the run directory's
 // strings, the resolve + bind of a job, and the multirun sweep expansion of the overrides.
 //
@@ -23,10 +23,11 @@
 #include "config/cfg_tree.h"
 #include "config/config.h"
 #include "config/hydra.h"
+#include "model/gpt_config.h"
 
 #define MAX_OVERRIDES 16
 
-static CfgNode *g_hydra_defaults;  // built once, like main.c's app_init
+static CfgNode *g_hydra_defaults;  // built once, like app/hydra_app.c's app_init
 
 // Output of a printer, discarded after checking that it is valid YAML (when `yaml`).
 static void print_to_memory(const CfgNode *tree, int what, bool resolve, bool yaml) {
@@ -48,14 +49,15 @@ static void print_to_memory(const CfgNode *tree, int what, bool resolve, bool ya
     free(buf);
 }
 
-// What main.c's bind_job does, then the snapshot round trip of the bound config.
+// What app/hydra_app.c's bind_job does (config_bind, then gpt_config_check), then the snapshot
+// round trip of the bound config.
 static void bind_and_round_trip(const CfgNode *tree) {
     char err[4096];
     CfgNode *resolved = config_resolve(tree, err, sizeof err);
     if (!resolved) return;
     Config cfg;
     memset(&cfg, 0, sizeof cfg);
-    if (config_bind(&cfg, resolved, err, sizeof err) == 0) {
+    if (config_bind(&cfg, resolved, err, sizeof err) == 0 && gpt_config_check(&cfg, resolved, err, sizeof err) == 0) {
         char *yaml = config_to_yaml(&cfg);
         Config back;
         memset(&back, 0, sizeof back);
@@ -101,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CfgNode *tree = config_compose_text(text, yaml_len, "fuzz.yaml", g_hydra_defaults, n, ov, &from_override, err,
                                         sizeof err);
     if (tree) {
-        // The runtime part of `hydra`, as main.c sets it (task vs hydra overrides).
+        // The runtime part of `hydra`, as app/hydra_app.c sets it (task vs hydra overrides).
         char *task[MAX_OVERRIDES], *hyd[MAX_OVERRIDES];
         int n_task = 0, n_hyd = 0;
         for (int i = 0; i < n; i++) {

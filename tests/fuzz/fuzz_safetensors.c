@@ -1,5 +1,5 @@
 // tests/fuzz/fuzz_safetensors.c — libFuzzer target for the safetensors reader
-// (trainer/safetensors.c) and init_from's checks on what it accepts (trainer/state_dict.c).
+// (checkpoint/safetensors.c) and init_from's checks on what it accepts (checkpoint/state_dict.c).
 //
 // Input: the bytes of a .safetensors file. What the reader accepts must be consistent (every
 // tensor inside the data, the sizes its shape and dtype give, the tensors tiling the data) and
@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "model/gpt.h"
-#include "trainer/safetensors.h"
-#include "trainer/state_dict.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/state_dict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     SafeTensors st;

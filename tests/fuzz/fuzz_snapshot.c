@@ -1,4 +1,4 @@
-// tests/fuzz/fuzz_snapshot.c — libFuzzer target for the snapshot loader (trainer/snapshot.c).
+// tests/fuzz/fuzz_snapshot.c — libFuzzer target for the snapshot loader (checkpoint/snapshot.c).
 //
 // Input: the bytes of a snapshot file. Built with FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION,
 // where snapshot_parse skips the CRC so mutations reach the record checks. What the loader
@@ -10,7 +10,7 @@
 
 #include "data/char_dataset.h"
 #include "model/gpt.h"
-#include "trainer/snapshot.h"
+#include "checkpoint/snapshot.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     Snapshot s;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "model/gpt.h"
-#include "trainer/snapshot.h"
+#include "checkpoint/snapshot.h"
 
 int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: logits SNAPSHOT OUT [B] [SEED]\n"); return 2; }

@@ -1,5 +1,5 @@
 // tests/tools/snapedit.c — crafts snapshot files for the bad-input tests: edits records of
-// a mingpt snapshot (trainer/snapshot.h's format) and recomputes the CRC32, so the file
+// a mingpt snapshot (checkpoint/snapshot.h's format) and recomputes the CRC32, so the file
 // reaches the record checks behind the checksum. Independent of the loader on purpose:
 // it knows only the container (magic, version, [tag][u64 len][payload]..., CRC32).
 //

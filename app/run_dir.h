@@ -1,4 +1,4 @@
-// trainer/run_dir.h — a run's output directory (Hydra's hydra.run.dir / sweep job dir):
+// app/run_dir.h — a run's output directory (Hydra's hydra.run.dir / sweep job dir):
 // creating it, the .hydra/ files that record how the run was configured, and summary.json.
 #ifndef MINGPT_RUN_DIR_H
 #define MINGPT_RUN_DIR_H
@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "config/cfg_tree.h"
+#include "report/run_read.h"   // RUN_SUMMARY_RUNNING
 #include "trainer/trainer.h"
 
 // rel made absolute against dir ("." segments dropped; an absolute rel is kept), into out.
@@ -28,9 +29,6 @@ int run_dir_write_file(const char *path, const char *text, char *err, size_t err
 // overrides.yaml (the task overrides, a YAML list). Returns 0 or -1 (err).
 int run_dir_write_hydra(const char *dir, const char *subdir, const CfgNode *tree, char *const *task, int n_task,
                         char *err, size_t errlen);
-
-// exit_status of the summary a job writes first, before it trains: "exit_status": null.
-#define RUN_SUMMARY_RUNNING (-1)
 
 // What a run leaves for scripts in <dir>/summary.json. A job writes it twice: when its
 // directory is made (exit_status null: running, or killed) and when it ends, each time

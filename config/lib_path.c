@@ -1,5 +1,5 @@
-// dist/lib_path.c — see lib_path.h.
-#include "dist/lib_path.h"
+// config/lib_path.c — see lib_path.h.
+#include "config/lib_path.h"
 
 #include <dlfcn.h>
 #include <libgen.h>

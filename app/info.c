@@ -1,5 +1,5 @@
-// trainer/info.c — see info.h.
-#include "trainer/info.h"
+// app/info.c — see info.h.
+#include "app/info.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -9,7 +9,7 @@
 #include <jansson.h>
 
 #include "data/char_dataset.h"
-#include "trainer/snapshot.h"
+#include "checkpoint/snapshot.h"
 
 static void info_usage(FILE *f) { fprintf(f, "usage: mingpt info SNAPSHOT [--json]\n"); }
 

@@ -1,4 +1,4 @@
-// trainer/snapshot.h — training snapshots: everything needed to resume exactly.
+// checkpoint/snapshot.h — training snapshots: everything needed to resume exactly.
 //
 // File format (little-endian; every byte in docs/snapshot_format.md): the 8-byte magic
 // "MINGPTSN", the format version as u16 major + u16 minor, then records
@@ -7,7 +7,7 @@
 // STAT (counters), SCAL (loss scale), DIST (world size and samples of the current epoch
 // consumed), WRTR (the mingpt that wrote it), EVAL (last and best test loss), TENS (the tensor
 // layout: names, shapes, offsets), PARM / ADAM / ADAV (fp32 parameters and AdamW moments).
-// Written through trainer/atomic_file.h, so a crash never leaves a torn snapshot.
+// Written through checkpoint/atomic_file.h, so a crash never leaves a torn snapshot.
 //
 // Versions: this mingpt writes 1.1 and reads 1.0 (files of mingpt before WRTR/EVAL/TENS) and
 // 1.1. A newer minor version (1.2, ...) only adds records: the ones this reader does not know
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "model/gpt.h"
-#include "trainer/atomic_file.h"
+#include "checkpoint/atomic_file.h"
 
 #define SNAP_FORMAT_MAJOR 1
 #define SNAP_FORMAT_MINOR 1
@@ -56,7 +56,7 @@ typedef struct {
 } Snapshot;
 
 // Writes s (format 1.1, WRTR = MINGPT_VERSION, TENS = gpt_param_table of s->shape) atomically
-// to path (trainer/atomic_file.h: temp file, fsync, rename, fsync of the directory; stale temp
+// to path (checkpoint/atomic_file.h: temp file, fsync, rename, fsync of the directory; stale temp
 // files of killed writers removed first). Non-zero with a message naming the file on any I/O
 // error; the previous file at path is then left untouched and the temp file removed.
 int snapshot_save(const char *path, const Snapshot *s, char *err, size_t errlen);
@@ -70,6 +70,9 @@ int snapshot_save_cancellable(const char *path, const Snapshot *s, const volatil
 // limits in model/gpt.h: GPT_MAX_PARAMS).
 #define SNAP_MAX_RECORDS      64
 #define SNAP_MAX_CONFIG_BYTES (16 << 20)
+// The largest loss scale a snapshot may hold: 2^24, the fp16 loss scaler's ceiling
+// (trainer/loss_scaler.h defines LOSS_SCALER_MAX as this).
+#define SNAP_MAX_LOSS_SCALE 16777216.0f
 #define SNAP_MAX_WORLD        (1 << 20)
 
 // The one validated loader that resume, `sample`, `info`, `export` and init_from share. Parses
@@ -81,7 +84,7 @@ int snapshot_save_cancellable(const char *path, const Snapshot *s, const volatil
 // records only in a file of a newer minor version (skipped, said in s->note),
 // CONF/VOCB/SHAP/STAT/PARM present, SHAP sizes within gpt_shape_check's limits, VOCB of
 // vocab_size ascending Unicode scalar values, STAT counters >= 0 and num_params equal to the
-// shape's count, SCAL in (0, LOSS_SCALER_MAX], DIST world_size in [1, SNAP_MAX_WORLD], WRTR
+// shape's count, SCAL in (0, SNAP_MAX_LOSS_SCALE], DIST world_size in [1, SNAP_MAX_WORLD], WRTR
 // printable ASCII, EVAL losses NaN or finite >= 0, TENS naming exactly the shape's tensors
 // (gpt_param_table) with their shapes, inside PARM and not overlapping, PARM/ADAM/ADAV of
 // exactly num_params finite floats (ADAV >= 0), ADAM and ADAV together. Tensors are returned

@@ -1,5 +1,5 @@
-// trainer/snapshot.c — atomic, CRC-checked snapshot files.
-#include "trainer/snapshot.h"
+// checkpoint/snapshot.c — atomic, CRC-checked snapshot files.
+#include "checkpoint/snapshot.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -9,9 +9,8 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "trainer/loss_scaler.h"
-#include "trainer/file_read.h"
-#include "trainer/version.h"
+#include "checkpoint/file_read.h"
+#include "checkpoint/version.h"
 
 #define SNAP_MAGIC "MINGPTSN"
 #define TAG(a, b, c, d) ((uint32_t)(a) | (uint32_t)(b) << 8 | (uint32_t)(c) << 16 | (uint32_t)(d) << 24)
@@ -416,9 +415,9 @@ int snapshot_parse(const unsigned char *buf, size_t len, const char *name, Snaps
     if (scal->p) {
         if (scal->n != 4) { failf(err, errlen, name, "record SCAL holds %llu bytes, not 4", (unsigned long long)scal->n); goto fail; }
         memcpy(&s->loss_scale, scal->p, 4);
-        if (!(s->loss_scale > 0.0f && s->loss_scale <= LOSS_SCALER_MAX))
+        if (!(s->loss_scale > 0.0f && s->loss_scale <= SNAP_MAX_LOSS_SCALE))
             { failf(err, errlen, name, "SCAL loss scale %g is outside (0, %g]", (double)s->loss_scale,
-                    (double)LOSS_SCALER_MAX); goto fail; }
+                    (double)SNAP_MAX_LOSS_SCALE); goto fail; }
     }
     if (dist->p) {
         int64_t d[2];

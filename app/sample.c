@@ -1,9 +1,9 @@
-// trainer/sample.c — autoregressive sampling from a trained snapshot on any backend, through the
+// app/sample.c — autoregressive sampling from a trained snapshot on any backend, through the
 // model's incremental inference (model/gpt.h, gpt_infer_next): each new character costs one
 // token's forward while the context fits in block_size; past it, the context is cropped to its
 // last block_size characters (minGPT's generate), which moves every position, so the window is
 // recomputed.
-#include "trainer/sample.h"
+#include "app/sample.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -15,7 +15,7 @@
 #include "data/sampler.h"
 #include "kernels/backend.h"
 #include "model/gpt.h"
-#include "trainer/snapshot.h"
+#include "checkpoint/snapshot.h"
 
 enum { SAMPLE_CHUNK = 1 << 16 };   // tokens generated between two slides of the context
 

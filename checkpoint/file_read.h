@@ -1,4 +1,4 @@
-// trainer/file_read.h — reading a whole input file (a snapshot, a safetensors file) before a
+// checkpoint/file_read.h — reading a whole input file (a snapshot, a safetensors file) before a
 // validated loader parses it, and the loaders' refusal message.
 #ifndef MINGPT_FILE_READ_H
 #define MINGPT_FILE_READ_H

@@ -1,5 +1,5 @@
-// trainer/atomic_file.c — see atomic_file.h.
-#include "trainer/atomic_file.h"
+// checkpoint/atomic_file.c — see atomic_file.h.
+#include "checkpoint/atomic_file.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-// trainer/state_dict.h — minGPT's state_dict as a safetensors file (trainer/safetensors.h):
+// checkpoint/state_dict.h — minGPT's state_dict as a safetensors file (checkpoint/safetensors.h):
 // `mingpt export` writes a snapshot's model under minGPT's names and PyTorch's layouts, so that
 //   model.load_state_dict(safetensors.torch.load_file("model.safetensors"))
 // loads it into karpathy/minGPT's GPT (or bench/torch_gpt.py's) as it is; and
@@ -26,8 +26,8 @@
 #include <stdint.h>
 
 #include "model/gpt.h"
-#include "trainer/snapshot.h"
-#include "trainer/safetensors.h"
+#include "checkpoint/snapshot.h"
+#include "checkpoint/safetensors.h"
 
 // `mingpt export --snapshot S --out F.safetensors [--dtype float32|bfloat16|float16]`
 // (argv[0] is "export"). Returns the exit code: 0, 1 (a damaged snapshot, a failed write), 2 (usage).

@@ -1,14 +1,9 @@
-// trainer/version.c — see version.h.
-#include "trainer/version.h"
+// app/version.c — see version.h.
+#include "app/version.h"
 
+#include "checkpoint/version.h"
 #include "dist/comm.h"
 #include "kernels/backend.h"
-
-#ifndef MINGPT_GIT_COMMIT
-#define MINGPT_GIT_COMMIT "unknown"
-#endif
-
-const char *version_commit(void) { return MINGPT_GIT_COMMIT; }
 
 void version_print(FILE *out) {
     char buf[4096];

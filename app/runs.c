@@ -1,5 +1,5 @@
-// report/runs.c — see runs.h.
-#include "report/runs.h"
+// app/runs.c — see runs.h.
+#include "app/runs.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -9,7 +9,7 @@
 #include <jansson.h>
 
 #include "report/run_read.h"
-#include "trainer/run_dir.h"
+#include "app/run_dir.h"
 #include "trainer/trainer.h"
 
 enum { TEXT_MAX = 2048 };

@@ -1,4 +1,4 @@
-// trainer/sample.h — text generation from a snapshot (`mingpt sample`).
+// app/sample.h — text generation from a snapshot (`mingpt sample`).
 #ifndef MINGPT_SAMPLE_H
 #define MINGPT_SAMPLE_H
 

@@ -1,5 +1,5 @@
-// trainer/run_dir.c — run directories, .hydra files, summary.json.
-#include "trainer/run_dir.h"
+// app/run_dir.c — run directories, .hydra files, summary.json.
+#include "app/run_dir.h"
 
 #include <errno.h>
 #include <math.h>
@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "trainer/atomic_file.h"
+#include "checkpoint/atomic_file.h"
 
 int run_dir_join(const char *dir, const char *rel, char *out, size_t outlen) {
     char buf[4096];

@@ -1,5 +1,5 @@
-// trainer/safetensors.c — see safetensors.h.
-#include "trainer/safetensors.h"
+// checkpoint/safetensors.c — see safetensors.h.
+#include "checkpoint/safetensors.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -10,8 +10,8 @@
 
 #include <jansson.h>
 
-#include "trainer/atomic_file.h"
-#include "trainer/file_read.h"
+#include "checkpoint/atomic_file.h"
+#include "checkpoint/file_read.h"
 
 static const struct { const char *name; size_t size; } DTYPES[ST_N_DTYPES] = {
     [ST_BOOL] = { "BOOL", 1 },     [ST_U8] = { "U8", 1 },    [ST_I8] = { "I8", 1 },

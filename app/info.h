@@ -1,4 +1,4 @@
-// trainer/info.h — `mingpt info SNAPSHOT [--json]`: what a snapshot holds, read through the
+// app/info.h — `mingpt info SNAPSHOT [--json]`: what a snapshot holds, read through the
 // one validated loader (snapshot_parse), never modifying the file.
 //
 // Text (default) or one JSON object (--json, written with jansson) with: the file's path, size

@@ -1,5 +1,5 @@
-// trainer/state_dict.c — see state_dict.h.
-#include "trainer/state_dict.h"
+// checkpoint/state_dict.c — see state_dict.h.
+#include "checkpoint/state_dict.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include <jansson.h>
 
 #include "data/char_dataset.h"
-#include "trainer/version.h"
+#include "checkpoint/version.h"
 
 #define MASK_SUFFIX "attn.bias"
 // minGPT's masks are block_size^2 floats per layer: written up to this block_size (64 MiB per

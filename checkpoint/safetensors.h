@@ -1,4 +1,4 @@
-// trainer/safetensors.h — the safetensors file format (Hugging Face's; what
+// checkpoint/safetensors.h — the safetensors file format (Hugging Face's; what
 // safetensors.torch.load_file reads), written and read here with jansson for the header.
 //
 //   bytes 0..7      N, the header length, u64 little-endian
@@ -87,7 +87,7 @@ typedef struct {
 
 // Writes the tensors (in this order, converted from fp32 to dtype F32, BF16 or F16 with round to
 // nearest even, as torch's .to() does) and the metadata pairs to path, atomically
-// (trainer/atomic_file.h). Returns 0, or non-zero with a message naming the file.
+// (checkpoint/atomic_file.h). Returns 0, or non-zero with a message naming the file.
 int safetensors_write(const char *path, const StWrite *tensors, int n, StDtype dtype, const char *const *meta_keys,
                       const char *const *meta_values, int n_meta, char *err, size_t errlen);
 

@@ -1,4 +1,4 @@
-// trainer/atomic_file.h — files that appear whole or not at all (snapshots, exported models).
+// checkpoint/atomic_file.h — files that appear whole or not at all (snapshots, exported models).
 //
 // The bytes go to `<path>.tmp.<pid>` in the same directory; atomic_commit flushes and fsyncs it,
 // renames it over path and fsyncs the directory, so a crash (kill -9, power loss) leaves either

@@ -1,5 +1,5 @@
-// trainer/file_read.c — see file_read.h.
-#include "trainer/file_read.h"
+// checkpoint/file_read.c — see file_read.h.
+#include "checkpoint/file_read.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// report/runs.h — `mingpt runs DIR... [--json|--csv]`: the runs of a sweep (or of a shell loop's
+// app/runs.h — `mingpt runs DIR... [--json|--csv]`: the runs of a sweep (or of a shell loop's
 // run directories) side by side, best test loss first.
 #ifndef MINGPT_RUNS_H
 #define MINGPT_RUNS_H

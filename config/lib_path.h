@@ -1,4 +1,4 @@
-// dist/lib_path.h — where the files mingpt finds next to itself live: the libraries it loads
+// config/lib_path.h — where the files mingpt finds next to itself live: the libraries it loads
 // with dlopen (the MPI communicator, dist/comm.c; the CUDA backend, kernels/backend.c; the
 // plotting library) and the installed configs (config/search_path.h). An environment
 // variable's path when it is set; else the path the build recorded, relative to the directory

@@ -1,5 +1,5 @@
-// trainer/retention.c — see retention.h.
-#include "trainer/retention.h"
+// checkpoint/retention.c — see retention.h.
+#include "checkpoint/retention.h"
 
 #include <dirent.h>
 #include <errno.h>

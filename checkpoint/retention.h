@@ -1,4 +1,4 @@
-// trainer/retention.h — which snapshots a run keeps besides the stable one
+// checkpoint/retention.h — which snapshots a run keeps besides the stable one
 // (trainer_config.keep_last, trainer_config.save_best).
 //
 // The stable file, trainer_config.snapshot_path, always holds the latest snapshot (resume reads
