@@ -4,12 +4,10 @@
 #pragma GCC optimize("fp-contract=fast")
 #include <stddef.h>
 
+#include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
-
-#define GELU_K 0.7978845608028654f  // sqrt(2/pi)
-#define GELU_A 0.044715f
 
 // pre (N,OC) = inp (N,C) @ weight^T + bias; out (N,OC) = gelu(pre). The GEMM writes pre
 // without the bias (beta = 0, no bias-seeding pass); one pass per row then adds the bias
@@ -26,14 +24,12 @@ static void bias_gelu_row(float *p, float *o, const float *bias, int OC) {
         VF x = vload(p + c);
         if (bias) x += vload(bias + c);
         vstore(p + c, x);
-        const VF u = GELU_K * (x + GELU_A * x * x * x);
-        vstore(o + c, x / (1.0f + vexp(-2.0f * u)));
+        vstore(o + c, gelu_v(x));
     }
     for (; c < OC; c++) {
         const float x = p[c] + (bias ? bias[c] : 0.0f);
         p[c] = x;
-        const float u = GELU_K * (x + GELU_A * x * x * x);
-        o[c] = x / (1.0f + expf_fast(-2.0f * u));
+        o[c] = gelu_s(x);
     }
 }
 

@@ -1,30 +1,15 @@
-// kernels/cpu/gelu.c — GELU, tanh approximation (minGPT NewGELU).
-//
-// Uses the identity 0.5 (1 + tanh u) = sigmoid(2u) = 1 / (1 + exp(-2u)): the same function
-// as torch.nn.GELU(approximate='tanh'), no 1 + tanh cancellation for negative x, and one
-// exponential, computed by the vectorised vexp of kernels/cpu/simd.h (VL lanes at a time;
-// the scalar tail uses the same arithmetic).
+// kernels/cpu/gelu.c — GELU, tanh approximation (minGPT NewGELU): the forward over an array
+// and the backward. The forward formula itself is kernels/cpu/gelu.h's, shared with the fused
+// matmul + GELU (fused.c) so that both give the same bits.
 #pragma GCC optimize("fp-contract=fast")
 #include <math.h>
 
+#include "kernels/cpu/gelu.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
 
-#define GELU_K 0.7978845608028654f  // sqrt(2/pi)
-#define GELU_A 0.044715f
 // Elements per OpenMP task: large enough to amortise scheduling, small enough to split.
 #define GELU_CHUNK 4096
-
-// x / (1 + exp(-2u)), u = k (x + a x^3). The exponent is clamped (vexp clamps to 88.7):
-// x -> -inf gives x / (1 + 1.6e38) ~ -0, the exact limit to fp32 precision.
-static inline VF gelu_v(VF x) {
-    const VF u = GELU_K * (x + GELU_A * x * x * x);
-    return x / (1.0f + vexp(-2.0f * u));
-}
-static inline float gelu_s(float x) {
-    const float u = GELU_K * (x + GELU_A * x * x * x);
-    return x / (1.0f + expf_fast(-2.0f * u));
-}
 
 // gelu'(x) = s + 2 x s (1 - s) k (1 + 3 a x^2), s = sigmoid(2u); 1 - s = e s, e = exp(-2u)
 // (no cancellation when s ~ 1). e is clamped at exp(80) so e * s * s stays finite.
