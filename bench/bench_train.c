@@ -35,20 +35,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "config/clock.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "model/gpt.h"
 #include "model/gpt_cost.h"
 #include "trainer/adamw.h"
 #include "trainer/train_step.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 // Peak resident set size in KiB (VmHWM of /proc/self/status).
 static long peak_rss_kib(void) {

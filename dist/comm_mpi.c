@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "config/clock.h"
 #include "dist/comm.h"
 
 #define QCAP 4096   // buckets in flight at once (a step has at most one per tensor)
@@ -51,12 +52,6 @@ typedef struct {
     double req_t0[QCAP];
     long n_req, n_req_done;
 } MpiCtx;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void set_err(Comm *c, const char *fmt, ...) {
     va_list ap;

@@ -88,8 +88,9 @@ $(B)/emu-asan/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
-# comm_nccl.cu implements dist/comm.h (the other kernels do not include it)
-$(foreach d,nv emu emu-asan emu-pic,$(B)/$(d)/kernels/cuda/comm_nccl.o): dist/comm.h
+# comm_nccl.cu implements dist/comm.h and times with config/clock.h (the other kernels include
+# neither)
+$(foreach d,nv emu emu-asan emu-pic,$(B)/$(d)/kernels/cuda/comm_nccl.o): dist/comm.h config/clock.h
 
 # ./mingpt can load the emulated backend: the emulated objects built -fPIC, one shared library
 # (MINGPT_CUDA_LIB=$(abspath $(EMU_SO)) ./mingpt trainer_config.device=cuda ...)

@@ -10,7 +10,7 @@ MPI_SO   := $(B)/libmingpt_mpi.so
 
 $(B)/dist/comm.o: CFLAGS += -DMINGPT_MPI_LIB='"$(B)/libmingpt_mpi.so"'
 
-$(MPI_SO): dist/comm_mpi.c dist/comm.h mk/dist.mk
+$(MPI_SO): dist/comm_mpi.c dist/comm.h config/clock.h mk/dist.mk
 	@mkdir -p $(dir $@)
 	OMPI_CC=$(CC) $(MPICC) $(filter-out -fopenmp,$(CFLAGS)) -fPIC -shared -pthread -o $@ $<
 

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "config/clock.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_dnnl.h"
@@ -66,13 +66,6 @@ static int ceil_log2(int x) {
     while ((1L << l) < x) l++;
     return l;
 }
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-static double now_s(void) { return 1e-9 * (double)now_ns(); }
 
 // ============================================================================
 // The candidates

@@ -35,8 +35,9 @@
 
 #include <nccl.h>
 
-#include "kernels/cuda/cuda_ops.cuh"
+#include "config/clock.h"
 #include "dist/comm.h"
+#include "kernels/cuda/cuda_ops.cuh"
 
 namespace {
 
@@ -72,12 +73,6 @@ struct NcclCtx {
     size_t pend_head;      // pend[pend_head..] are not known to be complete
     std::atomic<int> aborting;
 };
-
-double now_s() {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 NcclCtx *X(Comm *c) { return (NcclCtx *)c->ctx; }
 
