@@ -2,7 +2,6 @@
 // error messages, validation and the to_yaml/from_yaml_string round trip.
 #include "tests/test_util.h"
 
-#include <dirent.h>
 #include <float.h>
 #include <limits.h>
 #include <unistd.h>
@@ -16,12 +15,11 @@
 
 // ------------------------------------------------------------------------- fixtures
 
-// Each test gets a fresh mkdtemp directory (*state) removed afterwards.
+// Each test gets a fresh directory (*state, test_tmpdir) removed afterwards.
 static int tmp_setup(void **state) {
     char *dir = malloc(64);
     if (!dir) return -1;
-    snprintf(dir, 64, "/tmp/mingpt_test_config_XXXXXX");
-    if (!mkdtemp(dir)) {
+    if (test_tmpdir(dir, 64, "test_config") != 0) {
         free(dir);
         return -1;
     }
@@ -31,18 +29,7 @@ static int tmp_setup(void **state) {
 
 static int tmp_teardown(void **state) {
     char *dir = *state;
-    DIR *d = opendir(dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            char p[512];
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(dir);
+    test_rmtree(dir);
     free(dir);
     return 0;
 }

@@ -4,7 +4,6 @@
 // Run from the repository root (the Makefile does).
 #include "tests/test_util.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -26,27 +25,14 @@ typedef struct { char dir[64]; } Ctx;  // per-run temp dir for written test file
 static int group_setup(void **state) {
     Ctx *c = calloc(1, sizeof *c);
     if (!c) return -1;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(c->dir, sizeof c->dir, "%s/mingpt_test_data_XXXXXX", tmp && strlen(tmp) < 32 ? tmp : "/tmp");
-    if (!mkdtemp(c->dir)) { free(c); return -1; }
+    if (test_tmpdir(c->dir, sizeof c->dir, "test_data") != 0) { free(c); return -1; }
     *state = c;
     return 0;
 }
 
 static int group_teardown(void **state) {
     Ctx *c = *state;
-    DIR *d = opendir(c->dir);
-    if (d) {
-        struct dirent *e;
-        char p[512];
-        while ((e = readdir(d))) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            snprintf(p, sizeof p, "%s/%s", c->dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(c->dir);
+    test_rmtree(c->dir);
     free(c);
     return 0;
 }

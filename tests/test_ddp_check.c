@@ -49,8 +49,7 @@ static void make_params(void) {
 }
 
 static int setup(void **state) {
-    snprintf(dir, sizeof dir, "/tmp/mingpt_ddpcheck_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (test_tmpdir(dir, sizeof dir, "ddpcheck") != 0) return -1;
     const char *b = getenv("B");   // the build directory (make exports it: build/san under SAN=1)
     char rel[400];
     snprintf(rel, sizeof rel, "%s/tests/ddp_check", b && b[0] ? b : "build");
@@ -61,9 +60,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     free(ref);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd);
+    return test_rmtree(dir);
 }
 
 static void save(const char *name, const float *params) {

@@ -83,13 +83,10 @@ static Report run_child(const char *const *env) {
 static char g_dir[256];
 
 static int setup(void **state) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/mingpt-gemm-cache-XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return test_tmpdir(g_dir, sizeof g_dir, "gemm_cache");
 }
 static int teardown(void **state) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return test_rmtree(g_dir);
 }
 
 static char *slurp(const char *path) {

@@ -724,8 +724,8 @@ static void test_run_dir(void **state) {
     assert_string_equal(p, "/abs/y");
     assert_int_not_equal(run_dir_join("/a", "bcdefgh", p, 4), 0);
 
-    char base[64] = "/tmp/mingpt_rundir_XXXXXX", dir[300], got[300], err[ERRLEN];
-    assert_non_null(mkdtemp(base));
+    char base[64], dir[300], got[300], err[ERRLEN];
+    assert_int_equal(test_tmpdir(base, sizeof base, "rundir"), 0);
     snprintf(dir, sizeof dir, "%s/x/y/12-00-00", base);
     assert_int_equal(run_dir_create(dir, true, got, sizeof got, err, sizeof err), 0);
     assert_string_equal(got, dir);
@@ -771,9 +771,7 @@ static void test_run_dir(void **state) {
     assert_null(strstr(text, "not in the file"));
     assert_true(text[0] == '[' && text[5] == '-' && text[20] == ',');  // [2026-11-22 01:42:20,647]
 
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", base);
-    assert_int_equal(system(cmd), 0);
+    assert_int_equal(test_rmtree(base), 0);
 }
 
 int main(void) {

@@ -11,12 +11,6 @@
 #include "report/run_read.h"
 #include "app/run_dir.h"
 
-// A fresh directory under /tmp (removed by `rm -rf` at the end of each test that makes one).
-static void make_dir(char *dir, size_t len) {
-    snprintf(dir, len, "/tmp/mingpt_report_XXXXXX");
-    assert_non_null(mkdtemp(dir));
-}
-
 static void write_text(const char *dir, const char *name, const char *text) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -24,12 +18,6 @@ static void write_text(const char *dir, const char *name, const char *text) {
     assert_non_null(f);
     fputs(text, f);
     assert_int_equal(fclose(f), 0);
-}
-
-static void remove_dir(const char *dir) {
-    char cmd[4300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    assert_int_equal(system(cmd), 0);
 }
 
 // What run_metrics_parse warned, captured from a memory stream.
@@ -103,7 +91,7 @@ static void test_metrics_lines(void **state) {
 static void test_summary_and_overrides(void **state) {
     (void)state;
     char dir[64], err[1024], ov[256];
-    make_dir(dir, sizeof dir);
+    assert_int_equal(test_tmpdir(dir, sizeof dir, "report"), 0);   // removed at the end
     SummaryInfo s;
     assert_int_equal(summary_load(dir, &s, err, sizeof err), RUN_READ_ABSENT);
     assert_int_equal(overrides_load(dir, ov, sizeof ov, err, sizeof err), RUN_READ_ABSENT);
@@ -146,14 +134,14 @@ static void test_summary_and_overrides(void **state) {
     write_text(dir, ".hydra/overrides.yaml", "- a\n  - b: [\n");
     assert_int_equal(overrides_load(dir, ov, sizeof ov, err, sizeof err), 1);
     assert_non_null(strstr(err, "overrides.yaml:"));   // libyaml's error, located
-    remove_dir(dir);
+    assert_int_equal(test_rmtree(dir), 0);
 }
 
 // A file over the cap is refused before it is read; a directory in its place is not a file.
 static void test_caps(void **state) {
     (void)state;
     char dir[64], err[1024], path[128];
-    make_dir(dir, sizeof dir);
+    assert_int_equal(test_tmpdir(dir, sizeof dir, "report"), 0);   // removed at the end
     snprintf(path, sizeof path, "%s/summary.json", dir);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
@@ -167,13 +155,13 @@ static void test_caps(void **state) {
     RunMetrics m;
     assert_int_equal(run_metrics_load(dir, &m, NULL, err, sizeof err), 1);
     assert_non_null(strstr(err, "is not a regular file"));
-    remove_dir(dir);
+    assert_int_equal(test_rmtree(dir), 0);
 }
 
 static void test_expand(void **state) {
     (void)state;
     char dir[64], err[1024], sub[256];
-    make_dir(dir, sizeof dir);
+    assert_int_equal(test_tmpdir(dir, sizeof dir, "report"), 0);   // removed at the end
     const char *jobs[] = {"10", "2", "0", "b_lr=1", "a_lr=2", "1"};
     for (size_t i = 0; i < 6; i++) {
         snprintf(sub, sizeof sub, "%s/%s", dir, jobs[i]);
@@ -208,7 +196,7 @@ static void test_expand(void **state) {
     char *gone[] = {missing};
     assert_int_equal(run_dirs_expand(gone, 1, &dirs, &n, err, sizeof err), 2);
     assert_non_null(strstr(err, "is not a directory"));
-    remove_dir(dir);
+    assert_int_equal(test_rmtree(dir), 0);
 }
 
 static void test_labels(void **state) {

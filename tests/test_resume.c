@@ -20,8 +20,7 @@ static char dir[256], corpus[300];
 
 // A deterministic corpus of pseudo-words (about 3,000 characters).
 static int setup(void **state) {
-    snprintf(dir, sizeof dir, "/tmp/mingpt_resume_XXXXXX");
-    if (!mkdtemp(dir)) return -1;
+    if (test_tmpdir(dir, sizeof dir, "resume") != 0) return -1;
     snprintf(corpus, sizeof corpus, "%s/corpus.txt", dir);
     FILE *f = fopen(corpus, "w");
     TestRng r = test_rng(3);
@@ -35,9 +34,7 @@ static int setup(void **state) {
 }
 
 static int teardown(void **state) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd);
+    return test_rmtree(dir);
 }
 
 // Trains with the small config plus the NULL-terminated `extra` overrides (at most 8); snapshot

@@ -19,14 +19,11 @@
 static char dir[256];
 
 static int setup(void **state) {
-    snprintf(dir, sizeof dir, "/tmp/mingpt_st_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return test_tmpdir(dir, sizeof dir, "st");
 }
 
 static int teardown(void **state) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd);
+    return test_rmtree(dir);
 }
 
 // ---------------------------------------------------------------- 16-bit rounding

@@ -27,8 +27,7 @@ static char g_dir[64], g_snap[128];
 
 // The snapshot described above, at g_snap.
 static int setup(void **state) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/mingpt_sample.XXXXXX");
-    assert_non_null(mkdtemp(g_dir));
+    assert_int_equal(test_tmpdir(g_dir, sizeof g_dir, "sample"), 0);
     snprintf(g_snap, sizeof g_snap, "%s/s.bin", g_dir);
     size_t n;
     char err[512];
@@ -58,9 +57,7 @@ static int setup(void **state) {
 }
 
 static int teardown(void **state) {
-    unlink(g_snap);
-    rmdir(g_dir);
-    return 0;
+    return test_rmtree(g_dir);
 }
 
 // The text `mingpt sample` prints for these options (prompt "a"); the caller frees it.

@@ -14,14 +14,11 @@
 static char dir[256];
 
 static int setup(void **state) {
-    snprintf(dir, sizeof dir, "/tmp/mingpt_snap_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return test_tmpdir(dir, sizeof dir, "snap");
 }
 
 static int teardown(void **state) {
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    return system(cmd);
+    return test_rmtree(dir);
 }
 
 // The parameter count of sample_snapshot's shape {V 5, T 8, L 1, nh 2, C 4}.

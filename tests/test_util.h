@@ -2,6 +2,7 @@
 #ifndef MINGPT_TEST_UTIL_H
 #define MINGPT_TEST_UTIL_H
 
+#include <ftw.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
 // Seeded xorshift64* stream for test inputs (independent of the code under test).
@@ -56,5 +58,27 @@ static inline double test_max_rel_err(const float *a, const float *b, long n) {
     double e_ = test_max_rel_err((got), (ref), (n)); \
     if (!(e_ <= (tol))) fail_msg("%s: max rel err %.3e > %.1e", (what), e_, (double)(tol)); \
 } while (0)
+
+// A fresh empty directory for a test's files: dir (len bytes) = <tmp>/mingpt_<name>_XXXXXX made
+// by mkdtemp, <tmp> being $TMPDIR when set and shorter than 32 characters (so that the paths
+// the tests build under dir fit their buffers), else /tmp. 0, or -1 when the path does not fit
+// or mkdtemp fails (a cmocka setup returns that; a test asserts it is 0).
+static inline int test_tmpdir(char *dir, size_t len, const char *name) {
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !tmp[0] || strlen(tmp) >= 32) tmp = "/tmp";
+    const int n = snprintf(dir, len, "%s/mingpt_%s_XXXXXX", tmp, name);
+    if (n < 0 || (size_t)n >= len) return -1;
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static inline int test_rmtree_entry_(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)st; (void)type; (void)ftw;
+    return remove(path);
+}
+// Removes dir and everything under it (as rm -rf, without a shell: contents before their
+// directory, symbolic links removed, never followed). 0, or -1 when something stays.
+static inline int test_rmtree(const char *dir) {
+    return nftw(dir, test_rmtree_entry_, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 #endif
