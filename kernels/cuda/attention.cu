@@ -19,6 +19,20 @@
 // CPU backend; with {key, 0, 1} that is the flat index.
 #include "kernels/cuda/cuda_ops.cuh"
 
+// The index split of the four permute kernels: element idx = ((b*NH + h)*T + t)*hs + i of a
+// per-head tensor (B,NH,T,hs) sits at (b*T + t)*row + h*hs + i of the row-major tensor (B,T,row)
+// whose columns h*hs .. h*hs+hs-1 are head h: row = C for (B,T,C), 3C for qkv (B,T,3C), whose
+// first third is q (k and v follow at +C and +2C).
+static __device__ __forceinline__ size_t head_to_rows(size_t idx, int NH, int Tn, int hs, size_t row) {
+    const int i = (int)(idx % hs);
+    size_t r = idx / hs;
+    const int t = (int)(r % Tn);
+    r /= Tn;
+    const int h = (int)(r % NH);
+    const size_t b = r / NH;
+    return (b * Tn + t) * row + (size_t)h * hs + i;
+}
+
 // q/k/v (B,NH,T,hs) <- thirds of qkv (B,T,3C), rounded to T
 template <class T>
 __global__ void permute_qkv_kernel(T *__restrict__ q, T *__restrict__ k, T *__restrict__ v,
@@ -26,13 +40,7 @@ __global__ void permute_qkv_kernel(T *__restrict__ q, T *__restrict__ k, T *__re
     const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
     GRID_STRIDE(idx, total) {
-        const int i = (int)(idx % hs);
-        size_t r = idx / hs;
-        const int t = (int)(r % Tn);
-        r /= Tn;
-        const int h = (int)(r % NH);
-        const size_t b = r / NH;
-        const float *src = qkv + (b * Tn + t) * 3 * (size_t)C + (size_t)h * hs + i;
+        const float *src = qkv + head_to_rows(idx, NH, Tn, hs, 3 * (size_t)C);
         store_as(q + idx, src[0]);
         store_as(k + idx, src[C]);
         store_as(v + idx, src[2 * C]);
@@ -45,15 +53,7 @@ __global__ void permute_out_kernel(T *__restrict__ dst, const float *__restrict_
                                    int Tn, int hs) {
     const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
-    GRID_STRIDE(idx, total) {
-        const int i = (int)(idx % hs);
-        size_t r = idx / hs;
-        const int t = (int)(r % Tn);
-        r /= Tn;
-        const int h = (int)(r % NH);
-        const size_t b = r / NH;
-        store_as(dst + idx, src[(b * Tn + t) * C + (size_t)h * hs + i]);
-    }
+    GRID_STRIDE(idx, total) store_as(dst + idx, src[head_to_rows(idx, NH, Tn, hs, (size_t)C)]);
 }
 
 // out (B,T,C) <- y (B,NH,T,hs)
@@ -61,15 +61,7 @@ __global__ void unpermute_kernel(float *__restrict__ out, const float *__restric
                                  int Tn, int hs) {
     const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
-    GRID_STRIDE(idx, total) {
-        const int i = (int)(idx % hs);
-        size_t r = idx / hs;
-        const int t = (int)(r % Tn);
-        r /= Tn;
-        const int h = (int)(r % NH);
-        const size_t b = r / NH;
-        out[(b * Tn + t) * C + (size_t)h * hs + i] = y[idx];
-    }
+    GRID_STRIDE(idx, total) out[head_to_rows(idx, NH, Tn, hs, (size_t)C)] = y[idx];
 }
 
 // dqkv (B,T,3C) += (dq | dk | dv) each (B,NH,T,hs)
@@ -79,13 +71,7 @@ __global__ void unpermute_add_qkv_kernel(float *__restrict__ dqkv, const float *
     const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
     GRID_STRIDE(idx, total) {
-        const int i = (int)(idx % hs);
-        size_t r = idx / hs;
-        const int t = (int)(r % Tn);
-        r /= Tn;
-        const int h = (int)(r % NH);
-        const size_t b = r / NH;
-        float *d = dqkv + (b * Tn + t) * 3 * (size_t)C + (size_t)h * hs + i;
+        float *d = dqkv + head_to_rows(idx, NH, Tn, hs, 3 * (size_t)C);
         d[0] += dq[idx];
         d[C] += dk[idx];
         d[2 * C] += dv[idx];
@@ -169,10 +155,14 @@ __global__ void softmax_backward_kernel(T *dpre, const float *datt, const float 
     }
 }
 
+// The shapes of one call, forward or backward.
 struct AttnDims {
     int B, T, C, NH, hs, BH;
+    int rows;       // softmax rows, B*NH*T
     size_t nhead;   // B*NH*T*hs
     size_t natt;    // B*NH*T*T
+    long long sh;   // T*hs: the batched GEMMs' stride from one head's q/k/v/y/dq/dk/dv to the next
+    long long sa;   // T*T: the same for att, attd, datt, dpre
     float scale;
     bool use_drop;
     uint32_t thr;
@@ -181,8 +171,11 @@ struct AttnDims {
 static AttnDims attn_dims(int B, int T, int C, int NH, float attn_p) {
     AttnDims d;
     d.B = B; d.T = T; d.C = C; d.NH = NH; d.hs = C / NH; d.BH = B * NH;
+    d.rows = d.BH * T;
     d.nhead = (size_t)B * NH * T * d.hs;
     d.natt = (size_t)B * NH * T * T;
+    d.sh = (long long)T * d.hs;
+    d.sa = (long long)T * T;
     d.scale = 1.0f / sqrtf((float)d.hs);
     d.use_drop = attn_p > 0.0f;
     d.thr = dropout_threshold(attn_p);
@@ -190,29 +183,44 @@ static AttnDims attn_dims(int B, int T, int C, int NH, float attn_p) {
     return d;
 }
 
+// What the forward and the backward both start with: q, k, v (B,NH,T,hs) in the compute dtype
+// T, in their scratch buffers, permuted from qkv (the backward recomputes them rather than keep
+// the forward's), and whether the second GEMM's operand is attd (dropout(att) in T, its own
+// buffer) or att itself (fp32 without dropout).
+template <class T>
+struct AttnHeads {
+    T *q, *k, *v;
+    bool need_attd;
+};
+template <class T>
+static AttnHeads<T> attn_heads(CudaCtx *c, const float *qkv, const AttnDims &d) {
+    AttnHeads<T> h;
+    h.q = (T *)cuda_scratch(c, SCR_Q, d.nhead * sizeof(T));
+    h.k = (T *)cuda_scratch(c, SCR_K, d.nhead * sizeof(T));
+    h.v = (T *)cuda_scratch(c, SCR_V, d.nhead * sizeof(T));
+    LAUNCH((permute_qkv_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(h.q, h.k, h.v, qkv, d.B, d.NH, d.T, d.hs);
+    LAUNCH_CHECK();
+    h.need_attd = sizeof(T) != sizeof(float) || d.use_drop;
+    return h;
+}
+
 template <class T>
 static void attention_forward_t(CudaCtx *c, float *out, float *att, const float *qkv, const AttnDims &d,
                                 DropoutKey key) {
     const int hs = d.hs, Tn = d.T;
-    T *q = (T *)cuda_scratch(c, SCR_Q, d.nhead * sizeof(T));
-    T *k = (T *)cuda_scratch(c, SCR_K, d.nhead * sizeof(T));
-    T *v = (T *)cuda_scratch(c, SCR_V, d.nhead * sizeof(T));
+    const long long sh = d.sh, sa = d.sa;
+    const AttnHeads<T> h = attn_heads<T>(c, qkv, d);
     float *y = (float *)cuda_scratch(c, SCR_Y, d.nhead * sizeof(float));
-    LAUNCH((permute_qkv_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(q, k, v, qkv, d.B, d.NH, Tn, hs);
-    LAUNCH_CHECK();
     // att (T x T per head, row-major) = q k^T: column-major att^T = op_T(k) * q
-    const long long sh = (long long)Tn * hs, sa = (long long)Tn * Tn;
-    cuda_gemm(c, true, false, Tn, Tn, hs, k, hs, sh, q, hs, sh, 1.0f, 0.0f, att, Tn, sa, d.BH);
-    // fp32 without dropout: att itself is the operand of the second GEMM
-    const bool need_attd = sizeof(T) != sizeof(float) || d.use_drop;
-    T *attd = need_attd ? (T *)cuda_scratch(c, SCR_ATTD, d.natt * sizeof(T)) : nullptr;
-    const int rows = d.BH * Tn;
+    cuda_gemm(c, true, false, Tn, Tn, hs, h.k, hs, sh, h.q, hs, sh, 1.0f, 0.0f, att, Tn, sa, d.BH);
+    T *attd = h.need_attd ? (T *)cuda_scratch(c, SCR_ATTD, d.natt * sizeof(T)) : nullptr;
+    const int rows = d.rows;
     LAUNCH((softmax_forward_kernel<T>), ceil_div(rows, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, c->stream)(
         att, attd, rows, d.NH * Tn, Tn, d.scale, d.use_drop, key, d.thr, d.keep_scale);
     LAUNCH_CHECK();
     // y (T x hs) = attd v: column-major y^T = v^T(as stored) * attd^T(as stored)
-    const void *A = need_attd ? (const void *)attd : (const void *)att;
-    cuda_gemm(c, false, false, hs, Tn, Tn, v, hs, sh, A, Tn, sa, 1.0f, 0.0f, y, hs, sh, d.BH);
+    const void *A = h.need_attd ? (const void *)attd : (const void *)att;
+    cuda_gemm(c, false, false, hs, Tn, Tn, h.v, hs, sh, A, Tn, sa, 1.0f, 0.0f, y, hs, sh, d.BH);
     LAUNCH(unpermute_kernel, grid_for(c, d.nhead), BLOCK, 0, c->stream)(out, y, d.B, d.NH, Tn, hs);
     LAUNCH_CHECK();
 }
@@ -221,22 +229,17 @@ template <class T>
 static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
                                  const float *qkv, const float *att, const AttnDims &d, DropoutKey key) {
     const int hs = d.hs, Tn = d.T;
-    const long long sh = (long long)Tn * hs, sa = (long long)Tn * Tn;
-    T *q = (T *)cuda_scratch(c, SCR_Q, d.nhead * sizeof(T));
-    T *k = (T *)cuda_scratch(c, SCR_K, d.nhead * sizeof(T));
-    T *v = (T *)cuda_scratch(c, SCR_V, d.nhead * sizeof(T));
+    const long long sh = d.sh, sa = d.sa;
+    const AttnHeads<T> h = attn_heads<T>(c, qkv, d);
     T *dy = (T *)cuda_scratch(c, SCR_DY, d.nhead * sizeof(T));
     float *dq = (float *)cuda_scratch(c, SCR_DQ, d.nhead * sizeof(float));
     float *dk = (float *)cuda_scratch(c, SCR_DK, d.nhead * sizeof(float));
     float *dv = (float *)cuda_scratch(c, SCR_DV, d.nhead * sizeof(float));
-    LAUNCH((permute_qkv_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(q, k, v, qkv, d.B, d.NH, Tn, hs);
-    LAUNCH_CHECK();
     LAUNCH((permute_out_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(dy, dout, d.B, d.NH, Tn, hs);
     LAUNCH_CHECK();
     // the forward's second GEMM operand
-    const bool need_attd = sizeof(T) != sizeof(float) || d.use_drop;
     const void *attd = att;
-    if (need_attd) {
+    if (h.need_attd) {
         T *p = (T *)cuda_scratch(c, SCR_ATTD, d.natt * sizeof(T));
         LAUNCH((dropout_att_kernel<T>), grid_for(c, d.natt), BLOCK, 0, c->stream)(
             p, att, d.natt, (size_t)d.NH * Tn * Tn, d.use_drop, key, d.thr, d.keep_scale);
@@ -246,17 +249,17 @@ static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const 
     // dv (T2 x hs) = attd^T dy: column-major dv^T = dy^T(as stored) * op_T(attd^T as stored)
     cuda_gemm(c, false, true, hs, Tn, Tn, dy, hs, sh, attd, Tn, sa, 1.0f, 0.0f, dv, hs, sh, d.BH);
     // datt (T x T2) = dy v^T, into scratch (fp32)
-    cuda_gemm(c, true, false, Tn, Tn, hs, v, hs, sh, dy, hs, sh, 1.0f, 0.0f, scratch, Tn, sa, d.BH);
+    cuda_gemm(c, true, false, Tn, Tn, hs, h.v, hs, sh, dy, hs, sh, 1.0f, 0.0f, scratch, Tn, sa, d.BH);
     // dpre: in place over scratch in fp32, else a rounded copy
     T *dpre = sizeof(T) == sizeof(float) ? (T *)scratch : (T *)cuda_scratch(c, SCR_DPRE, d.natt * sizeof(T));
-    const int rows = d.BH * Tn;
+    const int rows = d.rows;
     LAUNCH((softmax_backward_kernel<T>), ceil_div(rows, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, c->stream)(
         dpre, scratch, att, rows, d.NH * Tn, Tn, d.scale, d.use_drop, key, d.thr, d.keep_scale);
     LAUNCH_CHECK();
     // dq (T x hs) = dpre k: column-major dq^T = k^T(as stored) * dpre^T(as stored)
-    cuda_gemm(c, false, false, hs, Tn, Tn, k, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dq, hs, sh, d.BH);
+    cuda_gemm(c, false, false, hs, Tn, Tn, h.k, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dq, hs, sh, d.BH);
     // dk (T2 x hs) = dpre^T q
-    cuda_gemm(c, false, true, hs, Tn, Tn, q, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dk, hs, sh, d.BH);
+    cuda_gemm(c, false, true, hs, Tn, Tn, h.q, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dk, hs, sh, d.BH);
     LAUNCH(unpermute_add_qkv_kernel, grid_for(c, d.nhead), BLOCK, 0, c->stream)(dqkv, dq, dk, dv, d.B, d.NH, Tn, hs);
     LAUNCH_CHECK();
 }
