@@ -124,20 +124,24 @@ struct Backend {
     // x *= s
     void (*scale)(Backend *be, float *x, size_t n, float s);
 
-    // ---- mixed precision: the weight-cast cache (torch.autocast's). Optional: NULL means every
-    // matmul rounds its weight itself, on every call (the CPU backend, for now).
+    // ---- mixed precision: the weight-cast cache (torch.autocast's). Both backends have one.
+    // Optional: NULL means every matmul rounds its weight itself, on every call (the tests
+    // compare the two by setting it NULL).
     // The flat parameter buffer [params, params + n) (backend memory) holds content `version`.
     // A backend that runs matmuls in low precision (matmul_dtype BF16/FP16) casts it once per
-    // new (params, n, version) (one pass over n elements into a low-precision copy it owns)
-    // and then uses the cast copy for every matmul_forward / matmul_gelu_forward /
-    // matmul_backward whose weight lies wholly inside [params, params + n); weights elsewhere
-    // are rounded per call as before. The cast value of each element is exactly the one
-    // per-call rounding gives, so results do not change, only the work. Same (params, n,
-    // version) again: nothing to do. params NULL or n 0: drop the copy. No-op for FP32.
+    // new (params, n, version), one pass over n elements into a copy it owns (CUDA: bf16 or
+    // fp16; CPU: bf16 for its bf16 GEMMs, else fp32 values rounded to the type), and then uses
+    // the cast copy for every matmul_forward / matmul_gelu_forward / matmul_backward whose
+    // weight lies wholly inside [params, params + n); weights elsewhere, and every weight while
+    // there is no valid copy, are rounded per call. The cast value of each element is exactly
+    // the one per-call rounding gives, so results do not change, only the work. Same (params,
+    // n, version) again: nothing to do. params NULL or n 0: drop the copy. No-op for FP32.
     // The caller promises that the buffer's content changes only together with `version`
-    // (model/gpt.h: gpt_params_changed); a backend may also drop its copy when one of its own
-    // ops writes into or frees that range (the CUDA backend does), but must not rely on it.
-    // Called by gpt_forward before its first op. Aborts (like the ops) when out of memory.
+    // (model/gpt.h: gpt_params_changed). Both backends also drop the copy when one of their
+    // own calls writes into that range (zero, upload, adamw_update, scale) or frees the
+    // buffer, a safety net the caller must not rely on.
+    // Called by gpt_forward and gpt_forward_inference (model/gpt.c) before their first op when
+    // matmul_dtype is not FP32. Aborts (like the ops) when out of memory.
     void (*cast_weights)(Backend *be, const float *params, size_t n, uint64_t version);
 
     // ---- fp32 matmul precision (torch.set_float32_matmul_precision). Optional: NULL means the
