@@ -1,6 +1,7 @@
-// kernels/backend.c — backend selection for trainer_config.device (kernels/backend.h): the CPU
-// backend, or the CUDA one, loaded with dlopen only when it is asked for, so that commands that
-// never train (--cfg job, --help, sample) do not pay for loading cuBLAS.
+// kernels/backend.c — backend selection by device name (kernels/backend.h): the CPU backend, or
+// the CUDA one, loaded with dlopen only when it is asked for, so that commands that never train
+// (--cfg job, --help, sample) do not pay for loading cuBLAS. Its messages name the device and
+// the problem, never the setting the name came from: the caller adds that.
 #include "kernels/backend.h"
 
 #include <dlfcn.h>
@@ -46,22 +47,37 @@ void backend_cuda_describe_build(char *buf, size_t len) {
     lib_describe(&CUDA_LIB, "CUDA", "backend_cuda_version", buf, len);
 }
 
-Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_dtype, char *err, size_t errlen) {
+BackendError backend_select(const char *device, int local_rank, ComputeDtype matmul_dtype, Backend **out,
+                            char *err, size_t errlen) {
+    *out = NULL;
     const bool want_cuda = strcmp(device, "cuda") == 0, maybe_cuda = strcmp(device, "auto") == 0;
     if (want_cuda || maybe_cuda) {
         char why[1024] = "";
         CudaCreateFn create = find_cuda_backend(why, sizeof why);
         Backend *be = create ? create(matmul_dtype, local_rank, why, sizeof why) : NULL;
-        if (be) return be;
+        if (be) { *out = be; return BACKEND_OK; }
         if (want_cuda) {
-            snprintf(err, errlen, "trainer_config.device=cuda: %s", why);
-            return NULL;
+            snprintf(err, errlen, "%s", why);
+            return BACKEND_NO_CUDA;
         }
     } else if (strcmp(device, "cpu") != 0) {
-        snprintf(err, errlen, "trainer_config.device must be auto, cpu or cuda (got '%s')", device);
-        return NULL;
+        snprintf(err, errlen, "must be auto, cpu or cuda (got '%s')", device);
+        return BACKEND_BAD_DEVICE;
     }
-    Backend *be = backend_cpu_create(matmul_dtype);
-    if (!be) snprintf(err, errlen, "out of memory");
-    return be;
+    *out = backend_cpu_create(matmul_dtype);
+    if (*out) return BACKEND_OK;
+    snprintf(err, errlen, "out of memory");
+    return BACKEND_NO_MEMORY;
+}
+
+Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_dtype, char *err, size_t errlen) {
+    Backend *be;
+    char why[1024];
+    switch (backend_select(device, local_rank, matmul_dtype, &be, why, sizeof why)) {
+    case BACKEND_OK: return be;
+    case BACKEND_NO_CUDA: snprintf(err, errlen, "trainer_config.device=%s: %s", device, why); break;
+    case BACKEND_BAD_DEVICE: snprintf(err, errlen, "trainer_config.device %s", why); break;
+    default: snprintf(err, errlen, "%s", why); break;
+    }
+    return NULL;
 }

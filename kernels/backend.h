@@ -186,7 +186,7 @@ void backend_cpu_emulate_low_precision(Backend *be);
 
 // The CUDA backend's constructor (kernels/cuda/backend_cuda.cu). A weak symbol: defined only in
 // programs linked with the CUDA objects (the emulated test programs); ./mingpt has it NULL and
-// backend_create (kernels/backend.c) loads build/libmingpt_cuda.so with dlopen instead, only when
+// backend_select (kernels/backend.c) loads build/libmingpt_cuda.so with dlopen instead, only when
 // a CUDA backend is asked for. Returns NULL with a message naming the missing driver or device
 // when no GPU can be used.
 // device: the CUDA device index (the rank's local rank modulo the visible device count).
@@ -198,10 +198,32 @@ Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, char *err, s
 // found: <path>\n" / "CUDA: <why it cannot be loaded>\n".
 void backend_cuda_describe_build(char *buf, size_t len);
 
-// Picks the backend for trainer_config.device: "cpu", "cuda" or "auto" (cuda when a
-// device is present and mingpt was built with CUDA, else cpu). Returns NULL and writes
-// a message into err (naming the missing driver/device or build option) when "cuda"
-// cannot be had. local_rank picks the GPU (local_rank modulo the device count); 0 in one process.
+// Why backend_select found no backend.
+typedef enum {
+    BACKEND_OK = 0,
+    BACKEND_BAD_DEVICE,   // device is none of auto, cpu, cuda
+    BACKEND_NO_CUDA,      // device "cuda", and no CUDA backend can be had here
+    BACKEND_NO_MEMORY,    // out of host memory
+} BackendError;
+
+// Picks the backend for a device name: "cpu", "cuda" or "auto" (cuda when a device is present
+// and mingpt was built with CUDA, else cpu) into *be; local_rank picks the GPU (local_rank modulo
+// the device count; 0 in one process). Returns BACKEND_OK, or the error with *be NULL and err
+// the problem alone, which names neither the setting nor the flag the device came from (the
+// caller knows which and puts it in front):
+//   BACKEND_BAD_DEVICE  "must be auto, cpu or cuda (got '<device>')"
+//   BACKEND_NO_CUDA     why: the missing driver, device or build option, as the CUDA backend or
+//                       its library's loader reports it
+//   BACKEND_NO_MEMORY   "out of memory"
+// The trainer's messages are then "trainer_config.device=cuda: <err>",
+// "trainer_config.device <err>" and "<err>"; sample's "sample --device <device>: <err>".
+BackendError backend_select(const char *device, int local_rank, ComputeDtype matmul_dtype, Backend **be,
+                            char *err, size_t errlen);
+
+// backend_select, with the trainer's key in front of the message: "trainer_config.device=cuda:
+// <why>", "trainer_config.device must be auto, cpu or cuda (got '<device>')", "out of memory".
+// Kept for trainer/trainer.c and app/sample.c, which print that message as it is; once they call
+// backend_select and put their own key or flag in front, it can go.
 Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_dtype, char *err, size_t errlen);
 
 #ifdef __cplusplus

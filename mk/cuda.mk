@@ -6,7 +6,7 @@
 #     also reports register spills and local memory as errors); `nvcc --resource-usage`
 #     output of all files is kept in $(B)/nv/resource-usage.log and checked for spills;
 #   * those objects are linked with cudart and cuBLAS into $(B)/libmingpt_cuda.so, which
-#     ./mingpt loads with dlopen only when a CUDA backend is asked for (backend_create,
+#     ./mingpt loads with dlopen only when a CUDA backend is asked for (backend_select,
 #     kernels/backend.c; the emulated test programs link the objects and the weak
 #     backend_cuda_create instead, see kernels/backend.h);
 #   * `make test` also compiles the same .cu files with g++ and the emulation layer
@@ -140,7 +140,7 @@ $(B)/cuda-tests/%.noblas: tests/cuda/%.c $(NOBLAS_OBJ) $(B)/libmingpt.a tests/te
 	$(CXX) -fopenmp -o $@ $@.o $(NOBLAS_OBJ) $(B)/libmingpt.a $(LDLIBS) $(EMU_MPI_LIBS) -lcmocka
 
 # the NCCL path on MPI ranks: a plain C program with libmingpt.a (dist/comm.c opens the MPI
-# communicator from $(B)/libmingpt_mpi.so, backend_create loads $(EMU_SO)); run by tests/cuda/test_nccl_emu.sh
+# communicator from $(B)/libmingpt_mpi.so, backend_select loads $(EMU_SO)); run by tests/cuda/test_nccl_emu.sh
 NCCL_EMU_BIN := $(B)/cuda-tests/test_nccl_emu
 $(NCCL_EMU_BIN): tests/cuda/test_nccl_emu.c $(B)/libmingpt.a
 	@mkdir -p $(dir $@)

@@ -128,8 +128,11 @@ static int run_step(int argc, char **argv, const Args *a) {
     const int W = comm->world_size, r = comm->rank, B = a->B, A = a->accum;
     char err[1024];
     const ComputeDtype dt = !strcmp(a->dtype, "bf16") ? DTYPE_BF16 : DTYPE_FP32;
-    Backend *be = backend_create(a->device, comm->local_rank, dt, err, sizeof err);
-    if (!be) { fprintf(stderr, "ddp_check: %s\n", err); return 1; }
+    Backend *be;
+    if (backend_select(a->device, comm->local_rank, dt, &be, err, sizeof err)) {
+        fprintf(stderr, "ddp_check: --device %s: %s\n", a->device, err);
+        return 1;
+    }
     GPTShape s = shape_of(a);
     GPT m;
     if (gpt_build_on(&m, &s, B, T, be, err, sizeof err)) { fprintf(stderr, "ddp_check: %s\n", err); return 1; }

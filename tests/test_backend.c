@@ -6,20 +6,44 @@
 
 static void test_selection(void **state) {
     char err[512];
-    Backend *be = backend_create("cpu", 0, DTYPE_FP32, err, sizeof err);
+    Backend *be;
+    assert_int_equal(backend_select("cpu", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_OK);
     assert_non_null(be);
     assert_string_equal(be->name, "cpu");
     assert_true(be->host_memory);
     be->destroy(be);
-    be = backend_create("auto", 0, DTYPE_FP32, err, sizeof err);   // no GPU here: falls back to cpu
+    // no GPU here: falls back to cpu
+    assert_int_equal(backend_select("auto", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_OK);
+    assert_non_null(be);
+    be->destroy(be);
+    // The messages name the device and the problem, not the caller's setting.
+    assert_int_equal(backend_select("tpu", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_BAD_DEVICE);
+    assert_null(be);
+    assert_string_equal(err, "must be auto, cpu or cuda (got 'tpu')");
+    // cuda on a machine without a usable GPU (or a build without CUDA) is an error that says why.
+    const BackendError rc = backend_select("cuda", 0, DTYPE_FP32, &be, err, sizeof err);
+    if (rc == BACKEND_OK) { be->destroy(be); skip(); }
+    assert_int_equal(rc, BACKEND_NO_CUDA);
+    assert_null(be);
+    assert_true(err[0] != 0);
+    assert_null(strstr(err, "trainer_config"));
+}
+
+// backend_create: backend_select with the trainer's key in front of the message (what
+// trainer/trainer.c and app/sample.c print).
+static void test_create_messages(void **state) {
+    char err[512], why[512];
+    Backend *be = backend_create("cpu", 0, DTYPE_FP32, err, sizeof err);
     assert_non_null(be);
     be->destroy(be);
     assert_null(backend_create("tpu", 0, DTYPE_FP32, err, sizeof err));
-    assert_non_null(strstr(err, "auto, cpu or cuda"));
-    // cuda on a machine without a usable GPU (or a build without CUDA) is an error that says why.
+    assert_string_equal(err, "trainer_config.device must be auto, cpu or cuda (got 'tpu')");
     be = backend_create("cuda", 0, DTYPE_FP32, err, sizeof err);
     if (be) { be->destroy(be); skip(); }
-    assert_non_null(strstr(err, "device=cuda"));
+    assert_int_equal(backend_select("cuda", 0, DTYPE_FP32, &be, why, sizeof why), BACKEND_NO_CUDA);
+    char want[600];
+    snprintf(want, sizeof want, "trainer_config.device=cuda: %s", why);
+    assert_string_equal(err, want);
 }
 
 // zero clears exactly the bytes asked for, small (one memset) and large (split across threads,
@@ -101,6 +125,7 @@ static void test_model_bf16_close_to_fp32(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_selection),
+        cmocka_unit_test(test_create_messages),
         cmocka_unit_test(test_zero),
         cmocka_unit_test(test_matmul_low_precision),
         cmocka_unit_test(test_model_bf16_close_to_fp32),

@@ -3,7 +3,7 @@
 // backend (grown on first use, kept until destroy), the weight-cast cache (matmul.cu), ops
 // dispatched to the kernel families.
 // Exports backend_cuda_create (declared weak in kernels/backend.h: a build without CUDA
-// links, and backend_create then reports that CUDA was not built in).
+// links, and backend_select then reports that CUDA was not built in).
 #include <stdarg.h>
 #include <string.h>
 

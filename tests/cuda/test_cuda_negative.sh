@@ -1,7 +1,7 @@
 #!/bin/bash
 # tests/cuda/test_cuda_negative.sh PROBE — asking for CUDA where there is no usable GPU is a
 # clear error, not a crash: the CUDA backend (built with nvcc, linked like ./mingpt) reports
-# which driver/device is missing, backend_create("auto") falls back to the CPU, and
+# which driver/device is missing, backend_select("auto") falls back to the CPU, and
 # `./mingpt trainer_config.device=cuda` exits non-zero naming the missing driver.
 probe=${1:?usage: test_cuda_negative.sh path/to/cuda_probe}
 pass=0; fail=0
@@ -17,11 +17,11 @@ fi
 # the message names the failing call and the driver / device
 if [ $rc -eq 3 ] && printf '%s' "$out" | grep -q "device=cuda" && printf '%s' "$out" | grep -q "cudaGetDeviceCount" \
    && printf '%s' "$out" | grep -Eqi "driver|no NVIDIA GPU|device"; then
-    ok "backend_create(cuda) fails with: $(printf '%s' "$out" | head -1 | cut -c1-160)"
-else ko "backend_create(cuda) message (rc $rc)" "$out"; fi
+    ok "backend_select(cuda) fails with: $(printf '%s' "$out" | head -1 | cut -c1-160)"
+else ko "backend_select(cuda) message (rc $rc)" "$out"; fi
 out=$("$probe" auto 2>&1); rc=$?
-if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "backend cpu"; then ok "backend_create(auto) falls back to cpu"
-else ko "backend_create(auto) fallback (rc $rc)" "$out"; fi
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "backend cpu"; then ok "backend_select(auto) falls back to cpu"
+else ko "backend_select(auto) fallback (rc $rc)" "$out"; fi
 
 # ./mingpt, built with the CUDA backend by mk/cuda.mk
 # ./mingpt loads the CUDA backend from build/libmingpt_cuda.so when asked for it

@@ -8,7 +8,7 @@
 //                                         must abort the job, naming rank and bucket
 //
 // The host communicator comes from comm_mpi_open (MINGPT_MPI_LIB names build/libmingpt_mpi.so)
-// and the backend from backend_create("cuda") (MINGPT_CUDA_LIB names the emulated
+// and the backend from backend_select("cuda") (MINGPT_CUDA_LIB names the emulated
 // build/emu/libmingpt_cuda.so), as ./mingpt gets them.
 //
 // Checks (a failed one prints "[rank r] FAIL ..." and aborts the whole job with code 1):
@@ -174,8 +174,9 @@ int main(int argc, char **argv) {
     g_host = comm_mpi_open(&argc, &argv, err, sizeof err);
     if (!g_host) { fprintf(stderr, "test_nccl_emu: comm_mpi_open: %s\n", err); return 1; }
     Comm *host = g_host;
-    Backend *be = backend_create("cuda", host->local_rank, DTYPE_FP32, err, sizeof err);
-    CHECK(be != NULL, "backend_create(cuda): %s", err);
+    Backend *be;
+    CHECK(backend_select("cuda", host->local_rank, DTYPE_FP32, &be, err, sizeof err) == BACKEND_OK,
+          "backend_select(cuda): %s", err);
     CHECK(!strcmp(be->name, "cuda") && be->grad_comm_create, "backend %s has no grad_comm_create", be->name);
     Comm *g = be->grad_comm_create(be, host, err, sizeof err);
     CHECK(g != NULL, "grad_comm_create: %s", err);
