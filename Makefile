@@ -16,8 +16,9 @@
 CC      ?= gcc
 OPT     ?= -O3 -march=native
 CFLAGS  ?= $(OPT) -g
-# OpenBLAS's OpenMP build shares our OpenMP thread pool; the default pthread build and
-# OpenMP spin-wait against each other (measured 2-3x slower per training step on 2 cores).
+# OpenBLAS's OpenMP build shares our OpenMP thread pool; with the default pthread build, its
+# threads and OpenMP's spin-wait against each other, and a training step takes 2-3x as long
+# on 2 cores.
 OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
 OPENBLAS_LIB ?= /usr/lib/x86_64-linux-gnu/openblas-openmp
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter -fopenmp -I. \
@@ -116,7 +117,7 @@ $(B)/tests/%: tests/%.c $(B)/libmingpt.a tests/test_util.h
 
 # ---------------------------------------------------------------- data
 # A recipe of its own, so that an up-to-date corpus is silent: make's "Nothing to be done for
-# 'data'" read as a second "done:" line in `make run`'s output (issue 13).
+# 'data'" would read as a second "done:" line in `make run`'s output.
 data: data/input.txt
 	@:
 

@@ -187,6 +187,6 @@ best=$(awk '$1 ~ /^b_/ {print $5, $1}' "$WORK/medians" | sort -g | tail -1 | cut
 default=b_${BINDS%% *}
 echo "faster binding in this run: --bind-to ${best#b_} (default: --bind-to ${default#b_})"
 read -r _ tok busy exp ratio hidden < <(grep "^$default " "$WORK/medians")
-echo "goal (issue 9): 2 ranks x 1 thread >= 90% of 1 rank x 2 threads' tokens/s with >= 50% of the all-reduce hidden"
+echo "goal: 2 ranks x 1 thread >= 90% of 1 rank x 2 threads' tokens/s with >= 50% of the all-reduce hidden"
 echo "  --bind-to ${default#b_}: $(awk -v r="$ratio" 'BEGIN{printf "%.1f", 100 * r}')% of the tokens/s," \
      "${hidden}% hidden: $(awk -v r="$ratio" -v h="$hidden" 'BEGIN{print ((r >= 0.9 && h >= 50) ? "met" : "not met")}')"

@@ -13,7 +13,7 @@
 #    evaluates: "Nothing to train"), trainer_config.eval_iters=0 (the whole split), each in its own
 #    run directory: the default stride, then eval_stride=1. Times are whole runs (wall clock,
 #    start-up and data loading included, as a user sees them); losses from summary.json.
-# Goals (issue 14): the default >= 40x faster, losses within 0.02.
+# Goals: the default >= 40x faster, losses within 0.02.
 # EVAL_OVERRIDES are appended to every command (e.g. a smaller corpus for a smoke run; the
 # snapshot must then be trained with the same data overrides, so use a fresh EVAL_DIR).
 set -euo pipefail

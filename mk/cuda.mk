@@ -186,7 +186,7 @@ EXTRA_TESTS += cuda-test
 
 # every emulated suite runs under these settings (all must pass); one OpenMP thread: the
 # CPU reference ops are tiny here, and spinning OpenMP threads on a loaded 2-core CI
-# machine made the suites up to 10x slower
+# machine make the suites up to 10x slower
 CUDA_TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cuda-test: cuda-gate cuda-emu-self cuda-emu cuda-emu-rev cuda-emu-rand cuda-emu-defer cuda-emu-noblas \
            cuda-emu-asan cuda-negative cuda-emu-nccl

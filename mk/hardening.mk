@@ -1,4 +1,4 @@
-# mk/hardening.mk — sanitizers, fuzzing and valgrind (issue 10), included by the Makefile.
+# mk/hardening.mk — sanitizers, fuzzing and valgrind, included by the Makefile.
 #
 #   make test SAN=1   every object (library, main, tests, libmingpt_mpi.so, the nvcc and emulated
 #                     CUDA objects, build/san/emu/libmingpt_cuda.so, ddp_check, benches) built with

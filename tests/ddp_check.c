@@ -211,7 +211,7 @@ static int run_step(int argc, char **argv, const Args *a) {
 // only when its bits are equal. Tensor k fails when more than max(floor(n_k / 1000), 3) of its
 // judged elements disagree (none with tol 0), or when any element of a or b is not finite.
 //
-// Why the two exceptions exist (measured on the comparisons tests/ddp/test_ddp.sh and
+// Why the two exceptions exist (both show in the comparisons tests/ddp/test_ddp.sh and
 // tests/test_snapshot_files.sh make):
 //   * The key third of each c_attn.bias, elements [C, 2C), is not judged (unless tol is 0):
 //     a key bias adds one constant to all of a row's attention scores, which its softmax

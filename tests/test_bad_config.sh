@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Crafted configs and overrides (issue 10): each is refused fast with a message that names the
+# Crafted configs and overrides: each is refused fast with a message that names the
 # limit it passed, exit 2 like every config error; never a crash, a hang or gigabytes of memory.
 # Rows of the README's bad-input table.
 cd "$(dirname "$0")/.." && source tests/lib.sh
@@ -8,7 +8,8 @@ export OMP_NUM_THREADS=1
 cd "$WORK" || exit 1
 CFG=$WORK/cfg
 mkdir -p "$CFG"
-# Each case took minutes (or GBs) before its budget: a regression fails here instead of hanging.
+# Without its budget each case takes minutes (or GBs): the timeout makes a regression fail here
+# instead of hanging.
 M=(timeout 20 "$MINGPT")
 # A training command that would start from these (tiny, never reached: the config is refused).
 train=("${M[@]}" -cp "$REPO" hydra.run.dir="$WORK/run" trainer_config.max_iters=1 data_config.truncate=0.01)

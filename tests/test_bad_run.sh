@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A run that cannot succeed fails at start-up with a message naming the key, file or directory,
-# never after training (issue 10): absurd sizes and an empty snapshot path at bind time;
+# never after training: absurd sizes and an empty snapshot path at bind time;
 # directories that cannot be written, a world size the data cannot feed and a snapshot whose
 # place in the epoch does not fit the data before the first step. Also: a run killed at start-up
 # never leaves an earlier run's summary.json; a log file that stops taking writes is reported

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Snapshots as files (issue 11), the refusals: `mingpt info` and `mingpt export` on bad files
+# Snapshots as files, the refusals: `mingpt info` and `mingpt export` on bad files
 # and arguments, trainer_config.init_from on files that do not fit (each through its validated
 # loader), the new keys' bad values, resuming with settings that break exact resume, and a final
 # save that cannot be written. Each is one message and an exit code, never a crash, and leaves

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shell completion (config/completion.h, issue 13): `-sc query=...` completes config keys from the
+# Shell completion (config/completion.h): `-sc query=...` completes config keys from the
 # composed config (the line's -cp/-cn/overrides applied), values of enumerated keys, flags, flag
 # values and the subcommands; the `-sc install=bash` script, driven the way bash drives it,
 # turns them into COMPREPLY.

@@ -905,7 +905,9 @@ static void test_float_format(void **state) {
     assert_string_equal(buf, ".nan");
 }
 
-// ------------------------------------------------------------------------- budgets (issue 10)
+// ------------------------------------------------------------------------- budgets
+// (the limits of the YAML parser and of overrides on what a crafted config can make mingpt
+// allocate or do)
 
 // A growable text for the generated inputs below.
 typedef struct { char *p; size_t n, cap; } Text;

@@ -154,8 +154,9 @@ static void test_sampler_resume(void **state) {
     free(perm); free(out); free(scratch); free(full);
 }
 
-// The old layout's collision: init stream 0x1000000 + k was dropout stream step*1024 + site at
-// step 16384. The domains now differ, and so do the keys.
+// Init and dropout streams are in different domains (the top byte), so they never collide:
+// without the domain byte, init stream 0x1000000 + k would be dropout stream step*1024 + site
+// at step 16384. Their keys differ too.
 static void test_rng_domains(void **state) {
     for (uint64_t k = 0; k < 64; k++) {
         const uint64_t init = rng_stream(RNG_DOMAIN_INIT, k);

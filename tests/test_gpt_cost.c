@@ -5,8 +5,8 @@
 //     (num_params, num_acts) in both activation layouts, and the low-precision weight copy;
 //   * the estimate against the peak RSS of real training steps of a model large enough that
 //     its memory dominates the process: within 10% + 24 MiB (the allowance covers the GEMM
-//     libraries' buffers and oneDNN's JIT code, the batch and the allocator's slack; measured
-//     here 1.03-1.12x; skipped under AddressSanitizer, whose shadow memory is not the program's);
+//     libraries' buffers and oneDNN's JIT code, the batch and the allocator's slack; the
+//     ratio is 1.03-1.12x here; skipped under AddressSanitizer, whose shadow memory is not the program's);
 //   * a refused shape gives gpt_check_build's message.
 #include "tests/test_util.h"
 

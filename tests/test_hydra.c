@@ -172,7 +172,8 @@ static void test_interpolation_errors(void **state) {
     cfg_free(t);
 }
 
-// ------------------------------------------------------------------------- budgets (issue 10)
+// ------------------------------------------------------------------------- budgets
+// (the limits on what crafted overrides and interpolations can make the resolver do)
 
 typedef struct { char *p; size_t n, cap; } Text;
 static void text_add(Text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -291,7 +292,7 @@ static void test_interpolation_cost_limits(void **state) {
     text_add(&t, "s0: [ab]\n");
     for (int i = 1; i <= 30; i++) text_add(&t, "s%d: ['${s%d}', '${s%d}']\n", i, i - 1, i - 1);
     resolve_error_starts(t.p, "s30", "Interpolation too costly: resolving s30", "s");
-    // ... also with a large leaf (each copy 200 kB: 2^20 copies were 200 GB).
+    // ... also with a large leaf (each copy 200 kB: 2^20 copies would be 200 GB).
     t.n = 0;
     text_add(&t, "s0: [");
     for (int i = 0; i < 200000; i++) text_add(&t, "x");

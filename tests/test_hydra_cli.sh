@@ -142,7 +142,7 @@ See https://hydra.cc for more info.
 --help,-h : Application.s help' "" -- $M "${SHIPPED[@]}" --hydra-help
 $M "${SHIPPED[@]}" --hydra-help | grep -q "^hydra/job_logging: default, disabled$" && ok "F1 --hydra-help groups" \
   || bad "F1 --hydra-help groups"
-# Hydra's line first, then what mingpt computes with: the CPU and the GEMM libraries (issue 14)
+# Hydra's line first, then what mingpt computes with: the CPU and the GEMM libraries
 check "F1 --version" 0 "~^GEMM: OpenBLAS [0-9.]+ \([A-Za-z0-9]+ kernels: [a-z0-9_]+\)" "" -- $M --version
 [ "$($M --version | head -1)" = "Hydra 1.3.2 (mingpt)" ] && ok "F1 --version: Hydra's line first" \
   || bad "F1 --version: Hydra's line first" "$($M --version)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make install / make uninstall (mk/install.mk, issue 13): the installed binary runs from any
+# make install / make uninstall (mk/install.mk): the installed binary runs from any
 # directory with the shipped configs and finds its libraries next to itself (the CUDA backend's
 # versions, MPI under mpirun); DESTDIR is honoured; uninstall removes every file install wrote
 # and nothing else, and refuses manifest lines outside PREFIX.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a run shows while it trains and leaves behind (issue 13): the cost lines and the time
+# What a run shows while it trains and leaves behind: the cost lines and the time
 # estimate; on a terminal (a pseudo-terminal from util-linux's `script`) the live status line
 # with its ETA, and never an escape code when stdout is a pipe, with TERM=dumb, or in the log;
 # NO_COLOR drops the colour; metrics.jsonl: every line parses, the training lines carry the log

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The config search path (config/search_path.h, issue 13): from any directory the binary finds
+# The config search path (config/search_path.h): from any directory the binary finds
 # the config next to itself or in <binary dir>/../share/mingpt; the current directory and
 # --config-path come first; a missing config names every place looked in; --info searchpath
 # prints Hydra's table; a -m sweep runs from another directory.

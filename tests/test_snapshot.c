@@ -401,7 +401,7 @@ static void test_tensor_layout(void **state) {
     assert_memory_equal(t.adam_m, g.adam_m, sizeof rm);
     assert_memory_equal(t.adam_v, g.adam_v, sizeof rv);
     snapshot_free(&t);
-    // The same TENS with the data left in the old order would mis-load: the layout decides,
+    // The same TENS with the data left in its original order would mis-load: the layout decides,
     // so this is the reversed data (not equal to the original), never silently the original.
     size_t m = replace_record(good, good_len, "TENS", tens, o, a);
     assert_int_equal(snapshot_parse(a, m, "moved.bin", &t, err, sizeof err), 0);

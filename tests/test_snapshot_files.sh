@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Snapshots as a user's working files (issue 11), through the mingpt binary:
+# Snapshots as a user's working files, through the mingpt binary:
 #   * `mingpt info` (text and --json) on good, damaged and newer-minor files; it never modifies them
 #   * (bad arguments, refused files and settings: tests/test_bad_snapshot_files.sh)
 #   * keep_last 3 over 10 saves, save_best

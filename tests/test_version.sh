@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mingpt --version (checkpoint/version.h, issue 13): Hydra's line, mingpt's version and the git
+# mingpt --version (checkpoint/version.h): Hydra's line, mingpt's version and the git
 # commit it was built from, the CPU backend, and the versions the CUDA backend library (real or
 # emulated) and the MPI library were compiled with, checked against the headers / tools
 # themselves; "library not found" when a library is missing.

@@ -21,7 +21,7 @@
 //     exactly with the applied steps (the contract, beside the CUDA backend's own safety net
 //     that already drops its copy when AdamW writes the buffer); and every loss and the
 //     parameters after every step are bitwise those of the same run on a second CUDA backend
-//     whose table has no cast_weights (today's per-call rounding).
+//     whose table has no cast_weights (per-call rounding).
 #include "tests/test_util.h"
 
 #include "dist/comm.h"

@@ -695,7 +695,7 @@ static void test_dropout(void **state) {
 }
 
 // ================================================================ data-parallel rows
-// The property data parallelism rests on (issue 9): a rank whose local batch rows are global
+// The property data parallelism rests on: a rank whose local batch rows are global
 // rows row0 + j*row_stride draws exactly the dropout masks one process draws for those rows of
 // the whole batch. Here rank 1 of 3 (rows 1, 4, 7, ...) against one process with all 3B rows,
 // both on the CUDA backend: the rank's outputs and gradients equal the big batch's rows.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/ddp/test_ddp.sh — data-parallel training on 1, 2 and 3 ranks (issue 9), with OpenMPI's
+# tests/ddp/test_ddp.sh — data-parallel training on 1, 2 and 3 ranks, with OpenMPI's
 # mpirun on this machine (-np 2 and -np 3 with --oversubscribe on 2 cores).
 #
 #   * 2 ranks x B equal 1 process x 2B with dropout on: averaged gradients within 1e-5 of each

@@ -3,7 +3,7 @@
 //
 // Input: the file's bytes, for the fingerprint "fuzz". Checked: the result is -1 (with a reason)
 // or a count within bounds, and every class it returns is one the dispatcher can use: transposes
-// 0/1, sizes within their power-of-two class, a known implementation that was measured, finite
+// 0/1, sizes within their power-of-two class, a known implementation with a measured speed, finite
 // non-negative GFLOP/s. A violated invariant aborts, which the fuzzer reports as a crash.
 #include <math.h>
 #include <stdint.h>
