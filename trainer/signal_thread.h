@@ -2,12 +2,11 @@
 // SIGUSR1) run their handlers on one idle thread of their own, never on a computing thread.
 //
 // Why: a handler runs on the stack of the thread the signal lands on, and the kernel writes
-// its frame just below that thread's stack pointer. oneDNN's JIT GEMM kernels (2.6 in Debian
-// 12, before oneDNN PR #4855) point the stack pointer into a heap workspace while they run, so
-// a signal landing there corrupts the heap (measured here: `kill -USR1` every 10 ms crashed
-// 3 runs of 3 within 300 iterations, with "corrupted size vs. prev_size" or SIGSEGV in
-// dnnl_sgemm; oneDNN issue #4845). Blocking the three signals in every computing thread and
-// leaving them unblocked in one thread that only waits makes the kernel deliver them there.
+// its frame just below that thread's stack pointer. oneDNN's JIT GEMM kernels (up to oneDNN
+// 3.11; Debian 12 ships 2.6) point the stack pointer into a heap workspace while they run, so a
+// signal landing there corrupts the heap (oneDNN issue #4845; tests/test_snapshot_files.sh sends
+// a burst of SIGUSR1 during oneDNN GEMMs). Blocking the three signals in every computing thread
+// and leaving them unblocked in one thread that only waits makes the kernel deliver them there.
 #pragma once
 
 // Blocks SIGINT, SIGTERM and SIGUSR1 in the calling thread (threads it starts afterwards
