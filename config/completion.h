@@ -9,7 +9,7 @@
 //                                         trailing space starts a new word); query=bash reads
 //                                         the line from COMP_LINE / COMP_POINT as Hydra's does
 //
-// What a query completes: the subcommands (sample info export plot runs) as the first word;
+// What a query completes: the subcommands (those passed in: app/subcommand.h's list) as the first word;
 // flags (a word starting with '-'); the values of --cfg, --info and --package (config keys) and
 // config names for --config-name; config keys as Hydra does, from the config composed with the
 // line's -cp/-cn/-cd and overrides (hydra.* included): `trainer_config.` lists the section's keys
@@ -23,13 +23,22 @@
 
 #include <stdio.h>
 
+#include <stddef.h>
+
 #include "config/hydra.h"
 
-// -sc with a->overrides holding exactly one of install=bash, uninstall=bash, query=...: prints
-// to out and returns 0; otherwise Hydra's message on err and EXIT 2.
-int completion_main(const HydraArgs *a, FILE *out, FILE *err);
+// A subcommand, as completion sees it. The subcommands are app/'s (app/subcommand.h), a floor
+// above config/: app/ fills these and passes them in.
+typedef struct {
+    const char *name;   // the line's first word: "sample"
+} CompletionSubcommand;
 
-// The candidates for line (see above), one per line, to out.
-void completion_query(const char *line, FILE *out);
+// -sc with a->overrides holding exactly one of install=bash, uninstall=bash, query=...: prints
+// to out and returns 0; otherwise Hydra's message on err and EXIT 2. subs[0..n_subs) are the
+// subcommands.
+int completion_main(const HydraArgs *a, const CompletionSubcommand *subs, size_t n_subs, FILE *out, FILE *err);
+
+// The candidates for line (see above), one per line, to out; subs[0..n_subs) are the subcommands.
+void completion_query(const char *line, const CompletionSubcommand *subs, size_t n_subs, FILE *out);
 
 #endif
