@@ -28,9 +28,15 @@ const Subcommand *subcommand_find(const char *name) {
 
 const Subcommand *subcommand_at(size_t i) { return i < N_SUBCOMMANDS ? SUBCOMMAND_LIST[i] : NULL; }
 
+// CompletionSubcommand.complete: ctx is the Subcommand.
+static void complete_subcommand(const void *ctx, const char *prev, const char *word, FILE *out) {
+    subcommand_complete(ctx, prev, word, out);
+}
+
 size_t subcommand_completions(CompletionSubcommand *subs, size_t max) {
     for (size_t i = 0; i < N_SUBCOMMANDS && i < max; i++)
-        subs[i] = (CompletionSubcommand){.name = SUBCOMMAND_LIST[i]->name};
+        subs[i] = (CompletionSubcommand){.name = SUBCOMMAND_LIST[i]->name, .complete = complete_subcommand,
+                                         .ctx = SUBCOMMAND_LIST[i]};
     return N_SUBCOMMANDS;
 }
 
@@ -83,7 +89,7 @@ void subcommand_usage(const Subcommand *c, FILE *f) {
     }
 }
 
-// ========================================================================== parsing
+// ========================================================================== parsing and completion
 
 // One message on err: "mingpt NAME: " (SUB_ERROR: "mingpt NAME: error: ") and the text.
 static void say(const Subcommand *c, FILE *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -304,4 +310,36 @@ int subcommand_main(const Subcommand *c, int argc, char **argv, FILE *out) {
     else if (rc == 0) rc = c->run(&a, out);
     subcommand_args_free(&a);
     return rc;
+}
+
+// Each of choices ("a|b|c") that starts with word after prefix, as prefix + choice.
+static void complete_choices(const char *choices, const char *prefix, const char *word, FILE *out) {
+    for (const char *p = choices; *p;) {
+        const size_t n = strcspn(p, "|");
+        char cand[512];
+        snprintf(cand, sizeof cand, "%s%.*s", prefix, (int)n, p);
+        if (!strncmp(cand, word, strlen(word))) fprintf(out, "%s\n", cand);
+        p += n + (p[n] == '|');
+    }
+}
+
+void subcommand_complete(const Subcommand *c, const char *prev, const char *word, FILE *out) {
+    const SubFlag *f = prev ? find_flag(c, prev, strlen(prev)) : NULL;
+    if (f && f->type != SUB_SWITCH) {   // the value of the flag before: a choice's values, else bash's
+        if (f->type == SUB_CHOICE) complete_choices(f->choices, "", word, out);
+        return;
+    }
+    if (word[0] != '-') return;   // a positional argument: bash's file names
+    const char *eq = c->eq_form ? strchr(word, '=') : NULL;
+    if (eq) {   // --flag=VALUE
+        f = find_flag(c, word, (size_t)(eq - word));
+        if (f && f->type == SUB_CHOICE) {
+            char prefix[128];
+            snprintf(prefix, sizeof prefix, "%s=", f->name);
+            complete_choices(f->choices, prefix, word, out);
+        }
+        return;
+    }
+    for (int k = 0; k < c->n_flags; k++)
+        if (!strncmp(c->flags[k].name, word, strlen(word))) fprintf(out, "%s\n", c->flags[k].name);
 }

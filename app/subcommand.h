@@ -1,7 +1,7 @@
 // app/subcommand.h — mingpt's subcommands (`mingpt sample|info|export|plot|runs ...`): one table
 // of them, through which main.c dispatches and shell completion lists them, and one parser that
 // reads a subcommand's arguments against its table and writes its usage text and error messages
-// from it.
+// from it, and its shell completion candidates.
 //
 // A subcommand is a Subcommand: its name, a one-line description, its flags (name, type, value
 // name, default, help text), its positional arguments, a few rules of its command-line dialect,
@@ -136,8 +136,16 @@ void subcommand_args_free(SubArgs *a);
 // help_lines, one line per positional and flag with its help text, the texts in one column.
 void subcommand_usage(const Subcommand *c, FILE *f);
 
-// The subcommands as shell completion takes them (config/completion.h), in the list's order,
-// into subs (at most max; subs may be NULL when max is 0). Returns how many there are.
+// The completion candidates, one per line to out, for word, the word being typed after prev (the
+// word before it; c->name for the first argument) on a line of c: after a flag that takes a
+// value, a choice's values starting with word (nothing for other values: bash completes file
+// names); a word starting with '-': c's flags starting with it, in the table's order, and where
+// eq_form allows it, "--flag=" followed by a choice's values; else (a positional argument) nothing.
+void subcommand_complete(const Subcommand *c, const char *prev, const char *word, FILE *out);
+
+// The subcommands as shell completion takes them (config/completion.h: each name, and
+// subcommand_complete for the candidates on its line), in the list's order, into subs (at most
+// max; subs may be NULL when max is 0). Returns how many there are.
 size_t subcommand_completions(CompletionSubcommand *subs, size_t max);
 
 #endif

@@ -231,9 +231,11 @@ void completion_query(const char *line, const CompletionSubcommand *subs, size_t
     const char *prev = argc > 1 ? argv[argc - 1] : NULL;
     argv[argc] = NULL;
     if (argc > 1 && argv[1][0] != '-' && !strchr(argv[1], '=')) {
-        bool sub = false;  // a subcommand's own arguments: bash's file names
-        for (size_t i = 0; i < n_subs; i++) sub |= !strcmp(argv[1], subs[i].name);
-        if (sub) goto done;
+        for (size_t i = 0; i < n_subs; i++)   // a subcommand's own arguments: its candidates
+            if (!strcmp(argv[1], subs[i].name)) {
+                if (subs[i].complete) subs[i].complete(subs[i].ctx, prev, word, out);
+                goto done;
+            }
     }
     HydraArgs a;
     memset(&a, 0, sizeof a);

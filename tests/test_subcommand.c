@@ -1,7 +1,7 @@
 // tests/test_subcommand.c — the subcommands' shared parser (app/subcommand.h): both flag forms,
 // defaults, each type's values and errors in both dialects, unknown flags, missing values,
 // positional arguments, required flags, exclusive groups, the usage text and when it follows an
-// error, and the list of subcommands. The tables here are the test's own, so that every rule is
+// error, the completion candidates, and the list of subcommands. The tables here are the test's own, so that every rule is
 // exercised whatever the real subcommands use; the real ones are checked for their usage naming
 // every flag. Expected texts are written out by hand.
 #include "tests/test_util.h"
@@ -315,6 +315,64 @@ static void test_help_and_usage(void **state) {
     for (size_t i = 0; i < 5; i++) assert_string_equal(subs[i].name, names[i]);
 }
 
+// subcommand_complete's candidates for word after prev, one per line.
+static char *complete(const Subcommand *c, const char *prev, const char *word) {
+    char *text;
+    size_t len;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    subcommand_complete(c, prev, word, f);
+    fclose(f);
+    return text;
+}
+
+static void expect_candidates(const Subcommand *c, const char *prev, const char *word, const char *want) {
+    char *got = complete(c, prev, word);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+static void test_completion(void **state) {
+    (void)state;
+    // a word starting with '-': the table's flags, in its order
+    expect_candidates(&TERSE, "t", "-", "--name\n--count\n--scale\n--mode\n--fast\n");
+    expect_candidates(&TERSE, "--fast", "--s", "--scale\n");
+    expect_candidates(&TERSE, "t", "--x", "");
+    // after a flag that takes a value: a choice's values, nothing for the others (bash's file names)
+    expect_candidates(&TERSE, "--mode", "", "a\nb\nc\n");
+    expect_candidates(&TERSE, "--mode", "b", "b\n");
+    expect_candidates(&TERSE, "--name", "", "");
+    expect_candidates(&TERSE, "--name", "-", "");
+    // --flag=VALUE where eq_form allows it
+    expect_candidates(&TERSE, "t", "--mode=", "--mode=a\n--mode=b\n--mode=c\n");
+    expect_candidates(&TERSE, "t", "--count=", "");
+    expect_candidates(&ERRORS, "e", "--x=", "");
+    // a positional argument: nothing
+    expect_candidates(&ERRORS, "e", "", "");
+    expect_candidates(&ERRORS, "--json", "d", "");
+    expect_candidates(&ERRORS, "--x", "t", "two\n");
+
+    // every subcommand: the candidates for "-" are exactly its flags, and completion gets it
+    CompletionSubcommand subs[8];
+    const size_t n = subcommand_completions(subs, 8);
+    for (size_t i = 0; i < n; i++) {
+        const Subcommand *c = subcommand_at(i);
+        char want[1024] = "";
+        for (int k = 0; k < c->n_flags; k++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s\n",
+                                                      c->flags[k].name);
+        expect_candidates(c, c->name, "-", want);
+        char *text;
+        size_t len;
+        FILE *f = open_memstream(&text, &len);
+        assert_non_null(f);
+        assert_non_null(subs[i].complete);
+        subs[i].complete(subs[i].ctx, c->name, "-", f);
+        fclose(f);
+        assert_string_equal(text, want);
+        free(text);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forms_and_defaults),
@@ -322,6 +380,7 @@ int main(void) {
         cmocka_unit_test(test_unknown_and_missing),
         cmocka_unit_test(test_positional),
         cmocka_unit_test(test_help_and_usage),
+        cmocka_unit_test(test_completion),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
