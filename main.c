@@ -13,14 +13,10 @@
 // output directory (hydra.run.dir) with .hydra/, mingpt.log and summary.json, then trains; -m
 // expands sweeps into jobs that run one after another in hydra.sweep.dir/<num>.
 #include <signal.h>
-#include <string.h>
+#include <stddef.h>
 
 #include "app/hydra_app.h"
-#include "app/info.h"
-#include "app/runs.h"
-#include "app/sample.h"
-#include "checkpoint/state_dict.h"
-#include "report/loss_plot.h"
+#include "app/subcommand.h"
 #include "trainer/signal_thread.h"
 
 int main(int argc, char **argv) {
@@ -30,14 +26,8 @@ int main(int argc, char **argv) {
     // Before any other thread exists: SIGINT, SIGTERM and SIGUSR1 are received by a thread of
     // their own, never by one inside a GEMM kernel (trainer/signal_thread.h).
     signal_thread_start();
-    if (argc > 1 && strcmp(argv[1], "sample") == 0) {
-        SampleOptions o;
-        int rc = sample_parse_args(argc - 1, argv + 1, &o);
-        return rc ? rc : sample_run(&o, stdout);
-    }
-    if (argc > 1 && strcmp(argv[1], "info") == 0) return info_main(argc - 1, argv + 1, stdout);
-    if (argc > 1 && strcmp(argv[1], "export") == 0) return export_main(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "plot") == 0) return plot_main(argc - 1, argv + 1, stdout);
-    if (argc > 1 && strcmp(argv[1], "runs") == 0) return runs_main(argc - 1, argv + 1, stdout);
+    // a subcommand of app/subcommand.h's list, else the training command
+    const Subcommand *sub = argc > 1 ? subcommand_find(argv[1]) : NULL;
+    if (sub) return subcommand_main(sub, argc - 1, argv + 1, stdout);
     return hydra_app_main(argc, argv);
 }

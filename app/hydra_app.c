@@ -23,6 +23,7 @@
 #include "report/loss_plot.h"
 #include "trainer/log.h"
 #include "app/run_dir.h"
+#include "app/subcommand.h"
 #include "trainer/trainer.h"
 #include "app/version.h"
 
@@ -606,7 +607,15 @@ int hydra_app_main(int argc, char **argv) {
     if (!done) done = (rc = check_flags(&a)) != 0;
     // --info and -sc need no config: they say where configs are looked for, or find it themselves
     if (!done && a.info) { rc = print_info(&a); done = true; }
-    if (!done && a.shell_completion) { rc = completion_main(&a, stdout, stderr); done = true; }
+    if (!done && a.shell_completion) {
+        const size_t n_subs = subcommand_completions(NULL, 0);
+        CompletionSubcommand *subs = calloc(n_subs + 1, sizeof *subs);
+        if (!subs) abort();
+        subcommand_completions(subs, n_subs);
+        rc = completion_main(&a, subs, n_subs, stdout, stderr);
+        free(subs);
+        done = true;
+    }
     App app = {0};
     if (!done) done = (rc = app_init(&app, &a)) != 0;
     if (!done) {

@@ -2,6 +2,7 @@
 #include "app/info.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +11,6 @@
 
 #include "data/char_dataset.h"
 #include "checkpoint/snapshot.h"
-
-static void info_usage(FILE *f) { fprintf(f, "usage: mingpt info SNAPSHOT [--json]\n"); }
 
 // Character i of the vocabulary as UTF-8 (into c, returns its length).
 static int vocab_char(const CharDataset *ds, int i, char c[8]) { return chardataset_decode_one(ds, i, c); }
@@ -117,19 +116,20 @@ static void print_text(FILE *out, const char *path, const Snapshot *s, const Cha
     if (s->note[0]) fprintf(out, "note:         %s\n", s->note);
 }
 
-int info_main(int argc, char **argv, FILE *out) {
-    const char *path = NULL;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { info_usage(stdout); return 0; }
-        else if (argv[i][0] == '-' || path) {
-            fprintf(stderr, "mingpt info: unexpected argument '%s'\n", argv[i]);
-            info_usage(stderr);
-            return 2;
-        } else path = argv[i];
-    }
-    if (!path) { fprintf(stderr, "mingpt info: a SNAPSHOT path is required\n"); info_usage(stderr); return 2; }
+// ========================================================================== the command line
+
+enum { INFO_JSON, INFO_N_FLAGS };
+
+static const SubFlag INFO_FLAGS[INFO_N_FLAGS] = {
+    [INFO_JSON] = {.name = "--json", .type = SUB_SWITCH, .help = "one JSON object instead of text"},
+};
+
+static const SubPositional INFO_SNAPSHOT = {.metavar = "SNAPSHOT", .help = "the snapshot file", .max = 1,
+                                            .missing = "a SNAPSHOT path is required"};
+
+static int info_command(const SubArgs *a, FILE *out) {
+    const char *path = a->positional[0];
+    const bool json = a->values[INFO_JSON].i;
     Snapshot s;
     char err[2048];
     if (snapshot_load(path, &s, err, sizeof err)) {
@@ -146,3 +146,9 @@ int info_main(int argc, char **argv, FILE *out) {
     snapshot_free(&s);
     return rc ? 1 : 0;
 }
+
+const Subcommand INFO_COMMAND = {
+    .name = "info", .description = "what a snapshot holds (text or JSON)",
+    .flags = INFO_FLAGS, .n_flags = INFO_N_FLAGS, .positional = &INFO_SNAPSHOT, .dialect = SUB_TERSE,
+    .usage_after = SUB_USAGE_UNKNOWN | SUB_USAGE_MISSING, .run = info_command,
+};

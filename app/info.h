@@ -10,10 +10,11 @@
 #ifndef MINGPT_INFO_H
 #define MINGPT_INFO_H
 
-#include <stdio.h>
+#include "app/subcommand.h"
 
-// argv[0] is "info". Writes to out. Returns the exit code: 0; 1 for a missing or damaged file
-// (one message on stderr naming it and what is wrong); 2 for bad arguments.
-int info_main(int argc, char **argv, FILE *out);
+// `mingpt info SNAPSHOT [--json]`: its table (app/subcommand.h). Its run function writes to out and
+// returns the exit code: 0; 1 for a missing or damaged file (one message on stderr naming it and
+// what is wrong).
+extern const Subcommand INFO_COMMAND;
 
 #endif

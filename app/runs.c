@@ -25,14 +25,6 @@ typedef struct {
     int order;                  // position in the arguments (a stable sort)
 } RunRow;
 
-static void runs_usage(FILE *f) {
-    fprintf(f, "usage: mingpt runs DIR... [--json|--csv]\n"
-               "  DIR     a run directory (with summary.json or metrics.jsonl) or a sweep directory (with "
-               "multirun.yaml: its jobs)\n"
-               "  --json  a JSON array, one object per run\n"
-               "  --csv   CSV (RFC 4180) with a header row\n");
-}
-
 // Numbers the summary lacks (a run in progress or killed) from the last lines of metrics.jsonl.
 static void fill_from_metrics(RunRow *r, const RunMetrics *m) {
     const MetricPoint *tr = m->n_train ? &m->train[m->n_train - 1] : NULL;
@@ -195,34 +187,24 @@ static void print_table(FILE *out, RunRow *rows, int n) {
     free(f);
 }
 
-int runs_main(int argc, char **argv, FILE *out) {
-    bool json = false, csv = false;
-    char **args = calloc((size_t)argc + 1, sizeof *args);
-    if (!args) abort();
-    int n_args = 0, rc = 0;
-    for (int i = 1; i < argc && !rc; i++) {
-        if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "--csv")) csv = true;
-        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { runs_usage(out); free(args); return EXIT_OK; }
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "mingpt runs: error: unknown option '%s'\n", argv[i]);
-            rc = EXIT_USAGE;
-        } else args[n_args++] = argv[i];
-    }
-    if (!rc && (json && csv)) {
-        fprintf(stderr, "mingpt runs: error: --json and --csv exclude each other\n");
-        rc = EXIT_USAGE;
-    }
-    if (!rc && !n_args) rc = EXIT_USAGE;
-    if (rc) {
-        if (!n_args) runs_usage(stderr);
-        free(args);
-        return rc;
-    }
+// ========================================================================== the command line
+
+enum { RUNS_JSON, RUNS_CSV, RUNS_N_FLAGS };
+
+static const SubFlag RUNS_FLAGS[RUNS_N_FLAGS] = {
+    [RUNS_JSON] = {.name = "--json", .type = SUB_SWITCH, .group = 1, .help = "a JSON array, one object per run"},
+    [RUNS_CSV] = {.name = "--csv", .type = SUB_SWITCH, .group = 1, .help = "CSV (RFC 4180) with a header row"},
+};
+
+static const SubPositional RUNS_DIRS = {
+    .metavar = "DIR",
+    .help = "a run directory (with summary.json or metrics.jsonl) or a sweep directory (with multirun.yaml: its jobs)"};
+
+static int runs_command(const SubArgs *a, FILE *out) {
+    const bool json = a->values[RUNS_JSON].i, csv = a->values[RUNS_CSV].i;
     char **dirs, err[8192];
     int n;
-    rc = run_dirs_expand(args, n_args, &dirs, &n, err, sizeof err);
-    free(args);
+    int rc = run_dirs_expand(a->positional, a->n_positional, &dirs, &n, err, sizeof err);
     if (rc) {
         fprintf(stderr, "mingpt runs: error: %s\n", err);
         return rc == 1 ? EXIT_RUNTIME : EXIT_USAGE;
@@ -249,3 +231,10 @@ int runs_main(int argc, char **argv, FILE *out) {
     free(rows);
     return rc;
 }
+
+const Subcommand RUNS_COMMAND = {
+    .name = "runs", .description = "the runs of a sweep side by side, best test loss first",
+    .flags = RUNS_FLAGS, .n_flags = RUNS_N_FLAGS, .positional = &RUNS_DIRS, .dialect = SUB_ERROR,
+    .usage_after = SUB_USAGE_UNKNOWN | SUB_USAGE_EXCLUSIVE | SUB_USAGE_MISSING | SUB_USAGE_NO_POSITIONAL,
+    .help_lines = true, .run = runs_command,
+};

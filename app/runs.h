@@ -3,17 +3,18 @@
 #ifndef MINGPT_RUNS_H
 #define MINGPT_RUNS_H
 
-#include <stdio.h>
+#include "app/subcommand.h"
 
-// argv[0] = "runs". One row per run: its status (ok, running: exit_status null, which is also a
-// run killed before it ended; interrupted: 75; failed (N): any other non-zero exit), its
-// overrides, iterations, final train and test loss, tokens/s, wall seconds, and its directory;
-// from summary.json, and from the last lines of metrics.jsonl where the summary has no number
-// (a run still in progress or killed). Rows are sorted by test loss, runs without one last,
-// in argument order among equals. Output: an aligned table; --json a JSON array of objects
-// (jansson); --csv RFC 4180 (a header row, every text field quoted, CRLF line ends).
-// Returns 0, 2 for a usage error (bad flag, a directory that is no run nor sweep, a malformed
-// summary.json or overrides.yaml), 1 when the output cannot be written.
-int runs_main(int argc, char **argv, FILE *out);
+// `mingpt runs`: its table (app/subcommand.h). One row per run: its status (ok, running:
+// exit_status null, which is also a run killed before it ended; interrupted: 75; failed (N): any
+// other non-zero exit), its overrides, iterations, final train and test loss, tokens/s, wall
+// seconds, and its directory; from summary.json, and from the last lines of metrics.jsonl where
+// the summary has no number (a run still in progress or killed). Rows are sorted by test loss,
+// runs without one last, in argument order among equals. Output: an aligned table; --json a JSON
+// array of objects (jansson); --csv RFC 4180 (a header row, every text field quoted, CRLF line
+// ends). The run function returns 0, 2 for a usage error (a directory that is no run nor sweep, a
+// malformed summary.json or overrides.yaml; a bad flag is the parser's), 1 when the output cannot
+// be written.
+extern const Subcommand RUNS_COMMAND;
 
 #endif

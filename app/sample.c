@@ -5,7 +5,6 @@
 // recomputed.
 #include "app/sample.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -19,62 +18,45 @@
 
 enum { SAMPLE_CHUNK = 1 << 16 };   // tokens generated between two slides of the context
 
-static void sample_usage(FILE *f) {
-    fprintf(f, "usage: mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N] "
-               "[--temperature F] [--top_k K] [--seed S] [--device cpu|cuda|auto]\n");
+// ========================================================================== the command line
+
+enum { SAMPLE_SNAPSHOT, SAMPLE_PROMPT, SAMPLE_MAX_NEW_TOKENS, SAMPLE_TEMPERATURE, SAMPLE_TOP_K, SAMPLE_SEED,
+       SAMPLE_DEVICE, SAMPLE_N_FLAGS };
+
+static const SubFlag SAMPLE_FLAGS[SAMPLE_N_FLAGS] = {
+    [SAMPLE_SNAPSHOT] = {.name = "--snapshot", .type = SUB_STRING, .metavar = "PATH", .required = true,
+                         .help = "the snapshot to load"},
+    [SAMPLE_PROMPT] = {.name = "--prompt", .type = SUB_STRING, .metavar = "TEXT", .def = "\n",
+                       .help = "the UTF-8 text to continue (default a newline)"},
+    [SAMPLE_MAX_NEW_TOKENS] = {.name = "--max_new_tokens", .type = SUB_INT, .metavar = "N", .def = "500", .min = 0,
+                               .max = LONG_MAX, .help = "characters to generate (default 500)"},
+    [SAMPLE_TEMPERATURE] = {.name = "--temperature", .type = SUB_NUMBER, .metavar = "F", .def = "1.0", .above = 0,
+                            .help = "the logits are divided by it (default 1.0)"},
+    [SAMPLE_TOP_K] = {.name = "--top_k", .type = SUB_INT, .metavar = "K", .def = "0", .min = 0, .max = INT_MAX,
+                      .help = "sample from the K most likely characters; 0: all (default)"},
+    // MT19937 (torch.manual_seed's generator for sampling here) takes a 32-bit seed
+    [SAMPLE_SEED] = {.name = "--seed", .type = SUB_INT, .metavar = "S", .def = "1337", .min = 0,
+                     .max = (long)UINT32_MAX, .help = "the sampling generator's seed (default 1337)"},
+    [SAMPLE_DEVICE] = {.name = "--device", .type = SUB_CHOICE, .metavar = "DEVICE", .def = "cpu",
+                       .choices = "cpu|cuda|auto", .help = "the backend, as trainer_config.device (default cpu)"},
+};
+
+static int sample_command(const SubArgs *a, FILE *out) {
+    const SubValue *v = a->values;
+    const SampleOptions o = {.snapshot = v[SAMPLE_SNAPSHOT].text, .prompt = v[SAMPLE_PROMPT].text,
+                             .max_new_tokens = v[SAMPLE_MAX_NEW_TOKENS].i, .temperature = v[SAMPLE_TEMPERATURE].d,
+                             .top_k = (int)v[SAMPLE_TOP_K].i, .seed = (uint64_t)v[SAMPLE_SEED].i,
+                             .device = v[SAMPLE_DEVICE].text};
+    return sample_run(&o, out);
 }
 
-static int parse_long(const char *s, long *v) {
-    char *end;
-    errno = 0;
-    *v = strtol(s, &end, 10);
-    return errno || end == s || *end;
-}
+const Subcommand SAMPLE_COMMAND = {
+    .name = "sample", .description = "print text sampled from a snapshot",
+    .flags = SAMPLE_FLAGS, .n_flags = SAMPLE_N_FLAGS, .dialect = SUB_TERSE, .eq_form = true,
+    .usage_after = SUB_USAGE_UNKNOWN | SUB_USAGE_NO_VALUE | SUB_USAGE_MISSING, .run = sample_command,
+};
 
-int sample_parse_args(int argc, char **argv, SampleOptions *o) {
-    *o = (SampleOptions){ NULL, "\n", 500, 1.0, 0, 1337, "cpu" };
-    for (int i = 1; i < argc; i++) {
-        char key[64];
-        const char *val = NULL, *a = argv[i], *eq = strchr(a, '=');
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { sample_usage(stdout); exit(0); }
-        if (strncmp(a, "--", 2) != 0) { fprintf(stderr, "mingpt sample: unexpected argument '%s'\n", a); sample_usage(stderr); return 2; }
-        if (eq) { snprintf(key, sizeof key, "%.*s", (int)(eq - a), a); val = eq + 1; }
-        else {
-            snprintf(key, sizeof key, "%s", a);
-            if (i + 1 >= argc) { fprintf(stderr, "mingpt sample: %s needs a value\n", a); sample_usage(stderr); return 2; }
-            val = argv[++i];
-        }
-        long v;
-        char *end;
-        if (strcmp(key, "--snapshot") == 0) o->snapshot = val;
-        else if (strcmp(key, "--prompt") == 0) o->prompt = val;
-        else if (strcmp(key, "--max_new_tokens") == 0) {
-            if (parse_long(val, &v) || v < 0) { fprintf(stderr, "mingpt sample: --max_new_tokens must be an integer >= 0, got '%s'\n", val); return 2; }
-            o->max_new_tokens = v;
-        } else if (strcmp(key, "--top_k") == 0) {
-            if (parse_long(val, &v) || v < 0 || v > INT_MAX) { fprintf(stderr, "mingpt sample: --top_k must be an integer in [0, %d], got '%s'\n", INT_MAX, val); return 2; }
-            o->top_k = (int)v;
-        } else if (strcmp(key, "--seed") == 0) {
-            // MT19937 (torch.manual_seed's generator for sampling here) takes a 32-bit seed
-            if (parse_long(val, &v) || v < 0 || v > (long)UINT32_MAX) { fprintf(stderr, "mingpt sample: --seed must be an integer in [0, %lu], got '%s'\n", (unsigned long)UINT32_MAX, val); return 2; }
-            o->seed = (uint64_t)v;
-        } else if (strcmp(key, "--temperature") == 0) {
-            o->temperature = strtod(val, &end);
-            if (end == val || *end || !(o->temperature > 0) || !isfinite(o->temperature)) {
-                fprintf(stderr, "mingpt sample: --temperature must be a number > 0, got '%s'\n", val);
-                return 2;
-            }
-        } else if (strcmp(key, "--device") == 0) {
-            if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0 && strcmp(val, "auto") != 0) {
-                fprintf(stderr, "mingpt sample: --device must be cpu, cuda or auto, got '%s'\n", val);
-                return 2;
-            }
-            o->device = val;
-        } else { fprintf(stderr, "mingpt sample: unknown option '%s'\n", key); sample_usage(stderr); return 2; }
-    }
-    if (!o->snapshot) { fprintf(stderr, "mingpt sample: --snapshot PATH is required\n"); sample_usage(stderr); return 2; }
-    return 0;
-}
+// ========================================================================== sampling
 
 // Uniform double in [0,1) from two MT19937 draws (53 bits).
 static double uniform01(MT19937 *g) {

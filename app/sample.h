@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "app/subcommand.h"
+
 typedef struct {
     const char *snapshot;   // path of the snapshot to load (required)
     const char *prompt;     // UTF-8 text to continue (default "\n")
@@ -15,11 +17,10 @@ typedef struct {
     const char *device;     // the backend: "cpu" (default), "cuda" or "auto", as trainer_config.device
 } SampleOptions;
 
-// Parses `sample` arguments (argv[0] is "sample"): --snapshot PATH, --prompt TEXT,
-// --max_new_tokens N, --temperature F, --top_k K, --seed S, --device cpu|cuda|auto (also as
-// --key=value).
-// Returns 0, or 2 after printing usage / the bad argument to stderr.
-int sample_parse_args(int argc, char **argv, SampleOptions *o);
+// `mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N] [--temperature F] [--top_k K]
+// [--seed S] [--device cpu|cuda|auto]` (also as --key=value): its table (app/subcommand.h); it
+// runs sample_run.
+extern const Subcommand SAMPLE_COMMAND;
 
 // Loads the snapshot, checks the prompt against its vocabulary, and writes the prompt
 // followed by max_new_tokens sampled characters to out. The context is cropped to the

@@ -16,9 +16,6 @@
 #include "checkpoint/version.h"
 
 #define MASK_SUFFIX "attn.bias"
-// minGPT's masks are block_size^2 floats per layer: written up to this block_size (64 MiB per
-// layer in fp32), left out above it (then load_state_dict needs strict=False for them).
-#define MASK_MAX_BLOCK 4096
 
 // ---------------------------------------------------------------- export
 // minGPT's causal-mask buffer of one layer, (1, 1, T, T): 1 on and below the diagonal.
@@ -59,8 +56,8 @@ int state_dict_export(const Snapshot *s, const char *path, StDtype dtype, char *
         k++;
         int layer;
         char rest[64];
-        if (sh->block_size <= MASK_MAX_BLOCK && sscanf(pt[i].name, "transformer.h.%d.%63s", &layer, rest) == 2 &&
-            strcmp(rest, "attn.c_proj.bias") == 0) {
+        if (sh->block_size <= STATE_DICT_MASK_MAX_BLOCK &&
+            sscanf(pt[i].name, "transformer.h.%d.%63s", &layer, rest) == 2 && strcmp(rest, "attn.c_proj.bias") == 0) {
             snprintf(mask_names[layer], 64, "transformer.h.%d." MASK_SUFFIX, layer);
             w[k++] = (StWrite){ .name = mask_names[layer], .ndim = 4, .shape = { 1, 1, sh->block_size, sh->block_size },
                                 .fill = fill_mask, .ctx = &sh->block_size };
@@ -96,53 +93,6 @@ out:
     free(w);
     free(pt);
     return rc;
-}
-
-static void export_usage(FILE *f) {
-    fprintf(f, "usage: mingpt export --snapshot SNAPSHOT --out MODEL.safetensors [--dtype float32|bfloat16|float16]\n");
-}
-
-int export_main(int argc, char **argv) {
-    const char *snap_path = NULL, *out = NULL, *dtype = "float32";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *eq = strchr(a, '='), *val;
-        char key[32];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { export_usage(stdout); return 0; }
-        if (strncmp(a, "--", 2) != 0) { fprintf(stderr, "mingpt export: unexpected argument '%s'\n", a); export_usage(stderr); return 2; }
-        if (eq) { snprintf(key, sizeof key, "%.*s", (int)(eq - a), a); val = eq + 1; }
-        else if (i + 1 < argc) { snprintf(key, sizeof key, "%s", a); val = argv[++i]; }
-        else { fprintf(stderr, "mingpt export: %s needs a value\n", a); export_usage(stderr); return 2; }
-        if (!strcmp(key, "--snapshot")) snap_path = val;
-        else if (!strcmp(key, "--out")) out = val;
-        else if (!strcmp(key, "--dtype")) dtype = val;
-        else { fprintf(stderr, "mingpt export: unknown option '%s'\n", key); export_usage(stderr); return 2; }
-    }
-    if (!snap_path || !out) {
-        fprintf(stderr, "mingpt export: --snapshot and --out are required\n");
-        export_usage(stderr);
-        return 2;
-    }
-    const StDtype dt = !strcmp(dtype, "float32") ? ST_F32 : !strcmp(dtype, "bfloat16") ? ST_BF16
-                     : !strcmp(dtype, "float16") ? ST_F16 : ST_N_DTYPES;
-    if (dt == ST_N_DTYPES) {
-        fprintf(stderr, "mingpt export: --dtype must be float32, bfloat16 or float16, got '%s'\n", dtype);
-        return 2;
-    }
-    Snapshot s;
-    char err[2048];
-    if (snapshot_load(snap_path, &s, err, sizeof err)) {
-        fprintf(stderr, "mingpt: error: %s\n", err);
-        return 1;
-    }
-    if (s.note[0]) fprintf(stderr, "mingpt: note: %s\n", s.note);
-    if (s.shape.block_size > MASK_MAX_BLOCK)
-        fprintf(stderr, "mingpt: note: block_size %d > %d: the attn.bias mask buffers (block_size^2 each) are left out; "
-                "load with load_state_dict(..., strict=False)\n", s.shape.block_size, MASK_MAX_BLOCK);
-    int rc = state_dict_export(&s, out, dt, err, sizeof err);
-    if (rc) fprintf(stderr, "mingpt: error: %s\n", err);
-    else printf("Exported %s (iteration %ld, %zu parameters, %s) to %s\n", snap_path, s.iter_num, s.num_params, dtype, out);
-    snapshot_free(&s);
-    return rc ? 1 : 0;
 }
 
 // ---------------------------------------------------------------- import

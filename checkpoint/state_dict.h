@@ -29,9 +29,9 @@
 #include "checkpoint/snapshot.h"
 #include "checkpoint/safetensors.h"
 
-// `mingpt export --snapshot S --out F.safetensors [--dtype float32|bfloat16|float16]`
-// (argv[0] is "export"). Returns the exit code: 0, 1 (a damaged snapshot, a failed write), 2 (usage).
-int export_main(int argc, char **argv);
+// minGPT's masks are block_size^2 floats per layer: written up to this block_size (64 MiB per
+// layer in fp32), left out above it (then load_state_dict needs strict=False for them).
+#define STATE_DICT_MASK_MAX_BLOCK 4096
 
 // Writes snapshot s's model to path as above, the tensors in dtype (ST_F32, ST_BF16 or ST_F16).
 // Returns 0, or non-zero with a message naming the file in err.

@@ -10,7 +10,6 @@
 
 #include "config/config.h"
 
-static const char *const SUBCOMMANDS[] = {"sample", "info", "export", "plot", "runs"};
 #define COUNT(a) (sizeof(a) / sizeof *(a))
 
 // Enumerated values of keys outside the schema (Hydra's own settings).
@@ -44,7 +43,7 @@ static const char BASH_SCRIPT[] =
     "}\n"
     "complete -o nospace -o default -F _mingpt_completion mingpt ./mingpt\n";
 
-int completion_main(const HydraArgs *a, FILE *out, FILE *err) {
+int completion_main(const HydraArgs *a, const CompletionSubcommand *subs, size_t n_subs, FILE *out, FILE *err) {
     const char *cmd = NULL, *arg = NULL;
     int found = 0;
     for (int i = 0; i < a->n_overrides; i++) {
@@ -71,7 +70,7 @@ int completion_main(const HydraArgs *a, FILE *out, FILE *err) {
         } else {
             snprintf(line, sizeof line, "%s", arg);
         }
-        completion_query(line, out);
+        completion_query(line, subs, n_subs, out);
         return 0;
     }
     if (strcmp(arg, "bash") != 0) {
@@ -218,7 +217,7 @@ static bool complete_flag_value(FILE *out, const char *prev, const HydraArgs *a,
     return true;  // (a directory: nothing, bash completes file names)
 }
 
-void completion_query(const char *line, FILE *out) {
+void completion_query(const char *line, const CompletionSubcommand *subs, size_t n_subs, FILE *out) {
     // The words: split at blanks; a trailing blank (or nothing) starts a new, empty word.
     size_t len = strlen(line);
     char *copy = cfg_strdup(line);
@@ -232,9 +231,11 @@ void completion_query(const char *line, FILE *out) {
     const char *prev = argc > 1 ? argv[argc - 1] : NULL;
     argv[argc] = NULL;
     if (argc > 1 && argv[1][0] != '-' && !strchr(argv[1], '=')) {
-        bool sub = false;  // a subcommand's own arguments: bash's file names
-        for (size_t i = 0; i < COUNT(SUBCOMMANDS); i++) sub |= !strcmp(argv[1], SUBCOMMANDS[i]);
-        if (sub) goto done;
+        for (size_t i = 0; i < n_subs; i++)   // a subcommand's own arguments: its candidates
+            if (!strcmp(argv[1], subs[i].name)) {
+                if (subs[i].complete) subs[i].complete(subs[i].ctx, prev, word, out);
+                goto done;
+            }
     }
     HydraArgs a;
     memset(&a, 0, sizeof a);
@@ -255,7 +256,7 @@ void completion_query(const char *line, FILE *out) {
         goto free_args;
     }
     if (argc == 1)
-        for (size_t i = 0; i < COUNT(SUBCOMMANDS); i++) emit_if(out, word, SUBCOMMANDS[i]);
+        for (size_t i = 0; i < n_subs; i++) emit_if(out, word, subs[i].name);
     CfgNode *tree = compose_for(&a);
     if (tree) complete_override(out, tree, word, true);
     cfg_free(tree);

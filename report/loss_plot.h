@@ -1,12 +1,11 @@
 // report/loss_plot.h — loss curves of runs: a run's own loss.svg (written by the trainer) and
-// `mingpt plot DIR... [--out F.svg|F.png] [--x iter|tokens|time] [--log]`, both read from the
-// runs' metrics.jsonl (report/run_read.h) and drawn by the plot library (report/plot.h).
+// those `mingpt plot` draws (app/plot.h), both read from the runs' metrics.jsonl
+// (report/run_read.h) and drawn by the plot library (report/plot.h).
 #ifndef MINGPT_LOSS_PLOT_H
 #define MINGPT_LOSS_PLOT_H
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdio.h>
 
 #include "config/config.h"
 #include "report/plot.h"
@@ -14,6 +13,9 @@
 
 // The x axis: metrics.jsonl's "iter", "tokens" or "time_s".
 typedef enum { LOSS_X_ITER = 0, LOSS_X_TOKENS = 1, LOSS_X_TIME = 2 } LossX;
+
+// The size of a run's label, with its terminating 0 (longer ones are cut).
+enum { LOSS_LABEL_MAX = 1024 };
 
 // One run's curves and its legend label.
 typedef struct {
@@ -43,9 +45,12 @@ int report_loss_svg(const char *run_dir, bool log_y, char *err, size_t errlen);
 // false at the start of a run) is false. Nothing drawn yet (LOSS_SVG_NO_DATA) is silent.
 void report_loss_svg_hook(void *warned, const char *run_dir, const Config *cfg);
 
-// `mingpt plot` (argv[0] = "plot"). Returns the exit code: 0; 2 for a usage error (bad flag,
-// unknown --x, a directory that is no run or has no metrics.jsonl); 1 for a runtime error
-// (an unwritable --out, no plotting library).
-int plot_main(int argc, char **argv, FILE *out);
+// A run's label from its directory: its overrides (.hydra/overrides.yaml) as one line of UTF-8
+// into out (len bytes, LOSS_LABEL_MAX is enough); "" when it has none or no overrides.yaml.
+void loss_label_overrides(const char *dir, char *out, size_t len);
+
+// A label (len bytes) that is still "" becomes the run directory's name (its last component; bytes
+// that are not UTF-8 as '?'); one that is not stays as it is.
+void loss_label_or_dir(char *label, size_t len, const char *dir);
 
 #endif

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Shell completion (config/completion.h): `-sc query=...` completes config keys from the
 # composed config (the line's -cp/-cn/overrides applied), values of enumerated keys, flags, flag
-# values and the subcommands; the `-sc install=bash` script, driven the way bash drives it,
+# values, the subcommands and their flags (app/subcommand.h's tables); the `-sc install=bash` script, driven the way bash drives it,
 # turns them into COMPREPLY.
 cd "$(dirname "$0")/.." && source tests/lib.sh && source tests/hydra_lib.sh
 M=$(readlink -f "$MINGPT")
@@ -42,7 +42,15 @@ want "--info's values" "$(q '-i s')" "searchpath"
 want "--config-name: the configs in the search path" "$("$M" -sc "query=-cp $WORK/conf -cn " | tr '\n' ' ' | sed 's/ $//')" "tiny"
 want "--package: keys without =" "$(q '-p gpt_config.n_l')" "gpt_config.n_layer"
 want "subcommands" "$(q s)" "sample"
-[ -z "$(q 'sample --sn')" ] && ok "a subcommand's arguments: left to bash" || bad "a subcommand's arguments" "$(q 'sample --sn')"
+# a subcommand's line: its flags and the values of its choices; its paths are left to bash
+want "a subcommand's flags" "$(q 'sample --sn')" "--snapshot"
+want "... all of them" "$(q 'sample --')" "--snapshot --prompt --max_new_tokens --temperature --top_k --seed --device"
+want "... after other arguments" "$(q 'runs d --')" "--json --csv"
+want "a subcommand's choice values" "$(q 'sample --snapshot s --device ')" "cpu cuda auto"
+want "... partial" "$(q 'plot d --x t')" "tokens time"
+want "... as --flag=value" "$(q 'export --dtype=f')" "--dtype=float32 --dtype=float16"
+[ -z "$(q 'sample --snapshot ')" ] && ok "a subcommand's path value: left to bash" || bad "a subcommand's path value" "$(q 'sample --snapshot ')"
+[ -z "$(q 'info ')" ] && ok "a subcommand's positional argument: left to bash" || bad "a subcommand's positional argument" "$(q 'info ')"
 [ -z "$(q '-cp ')" ] && ok "a directory: left to bash" || bad "a directory: left to bash" "$(q '-cp ')"
 # no config anywhere: flags and subcommands still complete
 ( cd "$WORK" && mkdir -p empty && cd empty && cp "$M" ./mingpt-copy && \
@@ -70,6 +78,10 @@ got=$(complete_line "$M trainer_config.device=" "$M" trainer_config.device = | t
 want "bash: values at '='" "$got" "=auto =cpu =cuda"
 got=$(complete_line "$M trainer_config.device=cu" "$M" trainer_config.device = cu)
 [ "$got" = "cuda " ] && ok "bash: one value gets its space" || bad "bash: one value gets its space" "[$got]"
+got=$(complete_line "$M sample --dev" "$M" sample --dev)
+[ "$got" = "--device " ] && ok "bash: a subcommand's flag" || bad "bash: a subcommand's flag" "[$got]"
+got=$(complete_line "$M sample --device=c" "$M" sample --device = c | tr '\n' ' ' | sed 's/ $//')
+want "bash: a subcommand's --flag=value" "$got" "cpu cuda"
 check "uninstall=bash" 0 "complete -r mingpt ./mingpt" "" -- "$M" -sc uninstall=bash
 check "-sc without a subcommand" 2 "" "Expecting one subcommand from ['install', 'uninstall', 'query'] to be set" -- "$M" -sc
 check "-sc install=zsh" 2 "" "No completion plugin for 'zsh' found, available : 

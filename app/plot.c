@@ -1,0 +1,126 @@
+// app/plot.c — see plot.h.
+#include "app/plot.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/loss_plot.h"
+#include "report/plot.h"
+#include "report/run_read.h"
+#include "trainer/trainer.h"
+
+enum { PLOT_OUT, PLOT_X, PLOT_LOG, PLOT_N_FLAGS };
+
+static const SubFlag PLOT_FLAGS[PLOT_N_FLAGS] = {
+    [PLOT_OUT] = {.name = "--out", .type = SUB_STRING, .metavar = "F", .usage_value = "F.svg|F.png", .def = "plot.svg",
+                  .help = "the file to write, SVG or PNG by its extension (default plot.svg)"},
+    // the choices in LossX's order (report/loss_plot.h)
+    [PLOT_X] = {.name = "--x", .type = SUB_CHOICE, .metavar = "X", .def = "iter", .choices = "iter|tokens|time",
+                .help = "the x axis: iter (default), tokens (training tokens) or time (training seconds)"},
+    [PLOT_LOG] = {.name = "--log", .type = SUB_SWITCH, .help = "the loss on a log scale"},
+};
+
+static const SubPositional PLOT_DIRS = {
+    .metavar = "DIR",
+    .help = "a run directory (with metrics.jsonl) or a sweep directory (with multirun.yaml: its jobs)"};
+
+// The runs the arguments name, their metrics and labels (their overrides). A directory named on
+// the command line must have metrics.jsonl; a sweep's job without one (failed before training) is
+// skipped with a warning. Returns 0 or the exit code (after the message).
+static int load_runs(const SubArgs *a, char ***dirs, int *n, RunMetrics **m, char (**labels)[LOSS_LABEL_MAX]) {
+    char err[8192];
+    *dirs = NULL;
+    *n = 0;
+    *m = NULL;
+    *labels = NULL;
+    for (int i = 0; i < a->n_positional; i++) {
+        char **found;
+        int n_found;
+        int rc = run_dirs_expand(&a->positional[i], 1, &found, &n_found, err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "mingpt plot: error: %s\n", err);
+            return rc;
+        }
+        const bool sweep = n_found > 1 || strncmp(found[0], a->positional[i], strlen(found[0])) != 0;
+        *m = realloc(*m, (size_t)(*n + n_found) * sizeof **m);
+        *labels = realloc(*labels, (size_t)(*n + n_found) * sizeof **labels);
+        *dirs = realloc(*dirs, (size_t)(*n + n_found) * sizeof **dirs);
+        if (!*m || !*labels || !*dirs) abort();
+        for (int j = 0; j < n_found; j++) {
+            rc = run_metrics_load(found[j], &(*m)[*n], stderr, err, sizeof err);
+            if (rc == RUN_READ_ABSENT && sweep) {
+                fprintf(stderr, "mingpt plot: warning: %s has no metrics.jsonl (the job did not train): left out\n",
+                        found[j]);
+                free(found[j]);
+                continue;
+            }
+            if (rc == RUN_READ_ABSENT) snprintf(err, sizeof err, "'%s' has no metrics.jsonl", found[j]);
+            if (rc) {
+                fprintf(stderr, "mingpt plot: error: %s\n", err);
+                for (int k = j; k < n_found; k++) free(found[k]);
+                free(found);
+                return 2;
+            }
+            loss_label_overrides(found[j], (*labels)[*n], LOSS_LABEL_MAX);
+            (*dirs)[(*n)++] = found[j];
+        }
+        free(found);
+    }
+    return 0;
+}
+
+static int plot_command(const SubArgs *a, FILE *out) {
+    const char *path = a->values[PLOT_OUT].text;
+    if (plot_format_of(path) < 0) {
+        fprintf(stderr, "mingpt plot: error: --out '%s': the file name must end in .svg or .png\n", path);
+        return EXIT_USAGE;
+    }
+    char **dirs = NULL;
+    int n = 0;
+    RunMetrics *m = NULL;
+    char(*labels)[LOSS_LABEL_MAX] = NULL;
+    int rc = load_runs(a, &dirs, &n, &m, &labels);
+    if (!rc && n == 0) {
+        fprintf(stderr, "mingpt plot: error: no run to plot (no job has metrics.jsonl)\n");
+        rc = 2;
+    }
+    if (!rc) {
+        RunCurves *runs = calloc((size_t)n, sizeof *runs);
+        char **texts = calloc((size_t)n, sizeof *texts), common[LOSS_LABEL_MAX];
+        if (!runs || !texts) abort();
+        for (int i = 0; i < n; i++) texts[i] = labels[i];
+        overrides_drop_common(texts, n, common, sizeof common);   // a legend of what differs
+        free(texts);
+        for (int i = 0; i < n; i++) {
+            loss_label_or_dir(labels[i], LOSS_LABEL_MAX, dirs[i]);
+            for (int j = 0; j < i; j++)   // two runs with one label (a shell loop's hydra.run.dir): name the dirs
+                if (!strcmp(labels[i], labels[j])) {
+                    char d[LOSS_LABEL_MAX];
+                    text_utf8(dirs[i], d, sizeof d);
+                    snprintf(labels[i] + strlen(labels[i]), LOSS_LABEL_MAX - strlen(labels[i]), " [%s]", d);
+                    break;
+                }
+            runs[i] = (RunCurves){.label = labels[i], .m = &m[i]};
+        }
+        char err[8192], title[64];
+        snprintf(title, sizeof title, "loss of %d run%s", n, n == 1 ? "" : "s");
+        rc = plot_runs(runs, (size_t)n, (LossX)a->values[PLOT_X].i, a->values[PLOT_LOG].i, title, path, err,
+                       sizeof err);
+        if (rc) fprintf(stderr, "mingpt plot: error: %s\n", err);
+        else fprintf(out, "%s: %d run%s\n", path, n, n == 1 ? "" : "s");
+        rc = rc ? EXIT_RUNTIME : EXIT_OK;
+        free(runs);
+    }
+    for (int i = 0; i < n; i++) run_metrics_free(&m[i]);
+    run_dirs_free(dirs, n);
+    free(m);
+    free(labels);
+    return rc;
+}
+
+const Subcommand PLOT_COMMAND = {
+    .name = "plot", .description = "the loss curves of runs and sweeps in one SVG or PNG",
+    .flags = PLOT_FLAGS, .n_flags = PLOT_N_FLAGS, .positional = &PLOT_DIRS, .dialect = SUB_ERROR,
+    .usage_after = SUB_USAGE_UNKNOWN | SUB_USAGE_MISSING, .help_lines = true, .run = plot_command,
+};
