@@ -171,7 +171,7 @@ static double direct_loss(GPT *m, const CharDataset *ds, const long *starts, lon
     for (long i = 0; i < n_starts; i++) {
         int32_t x[T], y[T];
         chardataset_window(ds, starts[i], x, y);
-        gpt_forward(m, x, y, 1, T, false, 0, 0);
+        gpt_forward(m, x, y, 1, T, false, 0, 0, NULL);
         for (int t = 0; t < T; t++) {
             const long c = starts[i] + 1 + t;
             if (first_only && seen[c]) continue;
@@ -220,7 +220,7 @@ static double old_evaluate(GPT *m, const CharDataset *ds, const DataSplit *s, in
     for (long k = 0; k < n_eval;) {
         int n = 0;
         for (; n < B && k < n_eval; n++, k++) chardataset_window(ds, s->test[order[k]], x + n * T, y + n * T);
-        const float loss = gpt_forward(m, x, y, n, T, false, 0, 0);
+        const float loss = gpt_forward(m, x, y, n, T, false, 0, 0, NULL);
         v[0] += (double)loss * m->n_valid;
         v[1] += (double)m->n_valid;
     }

@@ -43,24 +43,20 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     gpt_zero_grad(m);
     double loss_sum = 0.0;
     for (int k = 0; k < n_micro; k++) {
-        const bool last = k == n_micro - 1;
-        m->batch_row0 = r + (int64_t)W * k * B;
-        m->batch_row_stride = W;
-        m->loss_scale = (float)(scale * ((double)mb[k].rows * T / tokens_rank) / W);
-        if (last && ts->buckets) {
+        // on the last micro-step each bucket's all-reduce starts when the backward finishes it
+        GPTGradsReady ready = NULL;
+        if (k == n_micro - 1 && ts->buckets) {
             buckets_reset(ts->buckets);
-            m->grads_ready = buckets_on_grads_ready;
-            m->grads_ready_ctx = ts->buckets;
-        } else {
-            m->grads_ready = NULL;
+            ready = buckets_on_grads_ready;
         }
-        const float loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step);
-        gpt_backward(m);
+        GPTStepArgs args = GPT_STEP_ARGS_DEFAULT;
+        args.batch_row0 = r + (int64_t)W * k * B;
+        args.batch_row_stride = W;
+        args.loss_scale = (float)(scale * ((double)mb[k].rows * T / tokens_rank) / W);
+        const float loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
+        gpt_backward(m, ready, ts->buckets);
         loss_sum += (double)loss * m->n_valid;
     }
-    m->grads_ready = NULL;
-    m->batch_row0 = 0;
-    m->batch_row_stride = 1;
     if (ts->buckets) {
         Comm *gc = ts->buckets->comm;   // the gradient communicator (NCCL on CUDA)
         gc->backward_done(gc);

@@ -15,7 +15,7 @@
 //
 // Results do not depend on the number of ranks: with the DistributedSampler's interleaving the
 // ranks' rows of one iteration are exactly the rows of one process with batch B*W, and the
-// dropout masks are keyed by the global row (model/gpt.h, batch_row0).
+// dropout masks are keyed by the global row (model/gpt.h, GPTStepArgs.batch_row0).
 #include "trainer/trainer.h"
 
 #include <errno.h>
