@@ -155,7 +155,7 @@ static double run_eval(const DataSplit *s, bool contiguous, int stride, int eval
     int32_t *x = malloc(sizeof(int32_t) * m->B_infer * T), *y = malloc(sizeof(int32_t) * m->B_infer * T);
     volatile sig_atomic_t stop = 0;
     double loss;
-    assert_int_equal(evaluate(&ev, m, ds, comm, &stop, x, y, &loss), EVAL_DONE);
+    assert_int_equal(evaluator_run(&ev, m, ds, comm, &stop, x, y, &loss), EVAL_DONE);
     free(x); free(y);
     comm->destroy(comm);
     evaluator_free(&ev);
@@ -293,15 +293,15 @@ static void test_stop_between_batches(void **state) {
     int32_t *x = malloc(sizeof(int32_t) * m.B_infer * T), *y = malloc(sizeof(int32_t) * m.B_infer * T);
     double loss = 0;
     g_stop = 0; g_calls = 0; g_stop_at = 3;
-    assert_int_equal(evaluate(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_STOPPED);
+    assert_int_equal(evaluator_run(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_STOPPED);
     assert_int_equal(g_calls, 3);   // two batches ran, the third was not started
     assert_true(isnan(loss));
     // a flag already set stops before the first batch; none runs every batch, then the sums
     g_calls = 0; g_stop_at = -1;
-    assert_int_equal(evaluate(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_STOPPED);
+    assert_int_equal(evaluator_run(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_STOPPED);
     assert_int_equal(g_calls, 1);
     g_stop = 0; g_calls = 0;
-    assert_int_equal(evaluate(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_DONE);
+    assert_int_equal(evaluator_run(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_DONE);
     assert_int_equal(g_calls, n_batches + 1);
     assert_true(isfinite(loss));
     free(x); free(y);
