@@ -65,6 +65,7 @@ int metrics_open(Metrics *m, const char *dir, long keep_iter, double *time_befor
 
 // Appends one training line / one evaluation line (no-op when closed).
 void metrics_train(Metrics *m, const MetricsTrain *r);
+void metrics_eval(Metrics *m, long iter, long epoch, double test_loss, double tokens, double time_s);
 
 // A logged training iteration r->iter of total_iters: its log line, then its metrics.jsonl line
 // (metrics_train) with the same numbers:
@@ -73,7 +74,6 @@ void metrics_train(Metrics *m, const MetricsTrain *r);
 // ms_per_iter and mfu are set here from the window w (w->iters >= 1), which ends at monotonic time
 // now and then starts afresh there.
 void metrics_log_train(Metrics *m, MetricsWindow *w, MetricsTrain *r, long total_iters, double now);
-void metrics_eval(Metrics *m, long iter, long epoch, double test_loss, double tokens, double time_s);
 
 void metrics_close(Metrics *m);
 
