@@ -952,8 +952,9 @@ int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const Tra
         if (metrics_open(&t.metrics, t.run_dir, t.pr.iter_num, &t.time_before, err, sizeof err))
             log_error("mingpt: warning: %s; the run goes on without metrics.jsonl\n", err);
         status_init(&t.status, t.rank);
-        t.since_log = (MetricsWindow){ .show_comm = t.world > 1, .peak_flops = cfg->trainer.peak_tflops * 1e12 * t.world,
-                                       .flops_per_token = gpt_flops_per_token(&t.model.shape, t.T) };   // NaN peak: unknown
+        // the training lines' MFU: a NaN peak_tflops (unknown) writes null
+        t.since_log = (MetricsWindow){ .show_comm = t.world > 1, .flops_per_token = gpt_flops_per_token(&t.model.shape, t.T),
+                                       .peak_flops = cfg->trainer.peak_tflops * 1e12 * t.world };
         signal(SIGINT, on_signal);
         signal(SIGTERM, on_signal);
         g_stop_signal = 0;
