@@ -497,61 +497,23 @@ static int setup_local(Trainer *t) {
     return 0;
 }
 
-// /proc/meminfo's MemAvailable in bytes (what can be allocated without swapping), or -1.
-static long long host_mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    long long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
-    if (f) fclose(f);
-    return kib < 0 ? -1 : kib * 1024;
-}
-
-static void mib(double bytes, char *buf, size_t len) {
-    if (bytes >= 1024.0 * 1048576) snprintf(buf, len, "%.2f GiB", bytes / (1024.0 * 1048576));
-    else snprintf(buf, len, "%.1f MiB", bytes / 1048576);
-}
-
 // What the run costs, said before anything large is allocated: parameters, tokens per iteration,
-// the memory estimate (model/gpt_cost.h); and an error when that exceeds the memory available
-// (Backend.mem_info: the GPU's free memory; the host's MemAvailable for a backend in host memory).
-// Returns 0 or EXIT_USAGE / EXIT_RUNTIME
-// after reporting.
+// the memory estimate (model/gpt_cost.h); and an error when that exceeds the memory available.
+// Returns 0 or EXIT_USAGE / EXIT_RUNTIME after reporting.
 static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *build) {
     GPTMemory mem;
-    char err[ERRLEN], tot[32], p[32], g[32], a[32], act[32], cast[64] = "";
+    char err[ERRLEN], desc[512];
     if (gpt_memory_estimate(shape, t->B, t->T, t->be, t->dtype, build, &mem, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         return EXIT_USAGE;
     }
-    mib((double)mem.total, tot, sizeof tot);
-    mib((double)mem.params, p, sizeof p);
-    mib((double)mem.grads, g, sizeof g);
-    mib((double)mem.adamw, a, sizeof a);
-    mib((double)mem.acts, act, sizeof act);
-    if (mem.weight_cast) {
-        char c[32];
-        mib((double)mem.weight_cast, c, sizeof c);
-        snprintf(cast, sizeof cast, ", low-precision weights %s", c);
-    }
+    gpt_memory_describe(&mem, t->be, desc, sizeof desc);
     log_info("Cost: %.2fM parameters, %ld tokens per iteration (batch_size %d x block_size %d x grad_accum_steps %d x "
-             "world_size %d), about %s of %s memory per rank (parameters %s, gradients %s, AdamW moments %s, "
-             "activations %s%s)\n", mem.num_params / 1e6, (long)t->B * t->T * t->A * t->world, t->B, t->T, t->A, t->world,
-             tot, t->be->host_memory ? "host" : t->be->name, p, g, a, act, cast);
+             "world_size %d), %s\n", mem.num_params / 1e6, (long)t->B * t->T * t->A * t->world, t->B, t->T, t->A,
+             t->world, desc);
     fflush(stdout);
-    // what can be allocated: the device's free memory, or the host's (a backend in host memory)
-    size_t free_b = 0, total_b = 0;
-    const bool device = t->be->mem_info != NULL;
-    const double avail = device ? (t->be->mem_info(t->be, &free_b, &total_b) ? -1 : (double)free_b)
-                                : t->be->host_memory ? (double)host_mem_available() : -1;
-    if (avail >= 0 && (double)mem.total > avail) {
-        char av[32];
-        mib(avail, av, sizeof av);
-        log_error("mingpt: error: the run needs about %s of memory (the estimate above), more than the %s available "
-                  "(%s); nothing was allocated (lower trainer_config.batch_size, data_config.block_size or the model "
-                  "size, or set trainer_config.activation_checkpointing=true)\n", tot, av,
-                  device ? "free on the device: cudaMemGetInfo" : "MemAvailable in /proc/meminfo");
+    if (gpt_memory_check(&mem, t->be, err, sizeof err)) {
+        log_error("mingpt: error: %s\n", err);
         return EXIT_RUNTIME;
     }
     return 0;
