@@ -491,6 +491,12 @@ void chardataset_window(const CharDataset *ds, long start, int32_t *x, int32_t *
     memcpy(y, p + 1, (size_t)ds->block_size * sizeof *y);
 }
 
+void chardataset_rows(const CharDataset *ds, const long *starts, const long *order, long first, int n, int32_t *x,
+                      int32_t *y) {
+    const long T = ds->block_size;
+    for (int r = 0; r < n; r++) chardataset_window(ds, starts[order[first + r]], x + r * T, y + r * T);
+}
+
 // ---------------------------------------------------------------- train/test split
 int datasplit_make(DataSplit *s, const CharDataset *ds, const char *mode, double train_split,
                    uint64_t seed, char *err, size_t errlen) {

@@ -69,6 +69,11 @@ int chardataset_decode_one(const CharDataset *ds, int32_t id, char *buf);
 // Writes x = ids[start : start+T] and y = ids[start+1 : start+T+1] (T int32 each).
 void chardataset_window(const CharDataset *ds, long start, int32_t *x, int32_t *y);
 
+// A batch of n rows picked by a sampler: row r (r < n) is the window at starts[order[first + r]]
+// (chardataset_window), written to x + r*T and y + r*T; x, y (n, T) int32 host, T = block_size.
+void chardataset_rows(const CharDataset *ds, const long *starts, const long *order, long first, int n, int32_t *x,
+                      int32_t *y);
+
 // ---------------------------------------------------------------- train/test split
 // A split is a list of window start positions into the dataset.
 typedef struct {

@@ -50,6 +50,14 @@ Comm *comm_single_create(void) {
 
 void comm_stats_reset(Comm *c) { memset(&c->stats, 0, sizeof c->stats); }
 
+void comm_stats_add(CommStats *sum, const CommStats *s) {
+    sum->n_buckets += s->n_buckets;
+    sum->n_started_early += s->n_started_early;
+    sum->t_busy += s->t_busy;
+    sum->t_exposed += s->t_exposed;
+    sum->bytes += s->bytes;
+}
+
 // ============================================================================
 // Launcher detection (ddp_reference.md §4.1): environment only, no MPI call
 // ============================================================================

@@ -89,6 +89,8 @@ Comm *comm_mpi_open(int *argc, char ***argv, char *err, size_t errlen);
 void comm_mpi_describe_build(char *buf, size_t len);
 
 void comm_stats_reset(Comm *c);
+// Adds every count and time of s to sum (statistics over several steps).
+void comm_stats_add(CommStats *sum, const CommStats *s);
 
 #ifdef __cplusplus
 }

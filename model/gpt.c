@@ -259,9 +259,7 @@ int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const G
     if (gpt_check_build(s, B, T, NULL, err, errlen)) return 1;
     m->shape = *s;
     m->be = be;
-    m->loss_scale = 1.0f;
-    m->batch_row0 = 0;
-    m->batch_row_stride = 1;
+    m->args = GPT_STEP_ARGS_DEFAULT;
     m->B = B;
     m->T = T;
     m->checkpointing = train_mode(opt) == ACTS_CHECKPOINT;
@@ -394,12 +392,7 @@ enum { SITE_EMBD = 0, SITE_ATTN = 1, SITE_ATTN_RESID = 2, SITE_MLP_RESID = 3 };
 static DropoutKey site_key(const GPT *m, int layer, int site) {
     int index = site == SITE_EMBD ? 0 : 1 + 3 * layer + (site - 1);
     uint64_t stream = rng_stream(RNG_DOMAIN_DROPOUT, m->step * GPT_DROPOUT_SITES + (uint64_t)index);
-    return (DropoutKey){ dropout_key(m->dropout_seed, stream), m->batch_row0, m->batch_row_stride };
-}
-
-// Tells the trainer (gpt.h, grads_ready) that gradients [first, num_params) are final.
-static void grads_ready(GPT *m, size_t first) {
-    if (m->grads_ready) m->grads_ready(m->grads_ready_ctx, first);
+    return (DropoutKey){ dropout_key(m->dropout_seed, stream), m->args.batch_row0, m->args.batch_row_stride };
 }
 
 // A training forward with a backend that fuses the loss and its gradient computes dlogits
@@ -497,7 +490,7 @@ static float forward(GPT *m, GPTActs *a, const int32_t *idx, const int32_t *targ
         // Training: the loss and d(mean loss)/d(logits) in one pass; dlogits lands in probs,
         // where gpt_backward expects it.
         be->crossentropy_forward_backward(be, a->losses, a->probs, a->logits, m->targets, BT, V,
-                                          n_valid > 0 ? m->loss_scale / (float)n_valid : 0.0f);
+                                          n_valid > 0 ? m->args.loss_scale / (float)n_valid : 0.0f);
     } else {
         be->crossentropy_forward(be, a->losses, a->probs, a->logits, m->targets, BT, V);
     }
@@ -511,8 +504,9 @@ static float forward(GPT *m, GPTActs *a, const int32_t *idx, const int32_t *targ
 }
 
 float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
-                  bool train, uint64_t dropout_seed, uint64_t step) {
+                  bool train, uint64_t dropout_seed, uint64_t step, const GPTStepArgs *args) {
     m->acts_overwritten = false;
+    m->args = args ? *args : GPT_STEP_ARGS_DEFAULT;
     return forward(m, &m->acts, idx, targets, B, T, train, dropout_seed, step);
 }
 
@@ -620,7 +614,7 @@ static const float *branch_grad(GPT *m, int layer, int site, float p, long n) {
     return d->dbranch;
 }
 
-void gpt_backward(GPT *m) {
+void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
     const GPTShape *s = &m->shape;
     const int B = m->cur_B, T = m->cur_T, C = s->n_embd, NH = s->n_head, V = s->vocab_size, BT = B * T;
     const long BTC = (long)BT * C;
@@ -637,13 +631,14 @@ void gpt_backward(GPT *m) {
     // loss -> logits (in place over probs) -> ln_f -> residual stream
     float *dlogits = a->probs;
     if (!fused_loss_grad(m))
-        be->crossentropy_softmax_backward(be, dlogits, a->probs, m->targets, BT, V, m->loss_scale / (float)m->n_valid);
+        be->crossentropy_softmax_backward(be, dlogits, a->probs, m->targets, BT, V,
+                                          m->args.loss_scale / (float)m->n_valid);
     zero(be, d->dln, BTC);
     be->matmul_backward(be, d->dln, g->lm_head_w, NULL, dlogits, a->ln_f, p->lm_head_w, BT, C, V);
     zero(be, d->dres, BTC);
     be->layernorm_backward(be, d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(a, s->n_layer),
                        p->ln_f_w, a->ln_f_mean, a->ln_f_rstd, BT, C);
-    grads_ready(m, (size_t)(g->ln_f_w - m->grads_memory));   // ln_f and lm_head
+    if (ready) ready(ready_ctx, (size_t)(g->ln_f_w - m->grads_memory));   // ln_f and lm_head
 
     // d->dres holds the gradient of the block's output; each LayerNorm backward adds the
     // branch's contribution to it, which turns it into the gradient of the block's input.
@@ -678,9 +673,9 @@ void gpt_backward(GPT *m) {
         be->matmul_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, w->c_attn_w, BT, C, 3 * C);
         be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(a, l), w->ln_1_w,
                            h->ln_1_mean, h->ln_1_rstd, BT, C);
-        grads_ready(m, (size_t)(gw->ln_1_w - m->grads_memory));   // block l and everything after it
+        if (ready) ready(ready_ctx, (size_t)(gw->ln_1_w - m->grads_memory));   // block l and everything after it
     }
 
     be->encoder_backward(be, g->wte, g->wpe, branch_grad(m, 0, SITE_EMBD, embd_p, BTC), m->inputs, B, T, C);
-    grads_ready(m, 0);
+    if (ready) ready(ready_ctx, 0);
 }

@@ -95,6 +95,31 @@ typedef struct {
     float *dfch, *dfch_gelu;               // (B,T,4C)
 } GPTGradScratch;
 
+// The per-call inputs of a training forward beyond its batch: where the batch's rows sit in the
+// global batch (for the dropout masks) and the weight of its loss gradient. gpt_forward keeps
+// them for the gpt_backward that follows it, which must see the same masks and scale. A NULL
+// pointer stands for GPT_STEP_ARGS_DEFAULT (one process, one micro-batch, no loss scaling);
+// zero-initialised fields are NOT the defaults (stride 0, scale 0).
+typedef struct {
+    // Local row j of the batch is global row batch_row0 + j * batch_row_stride, which keys its
+    // dropout masks (kernels/dropout_rng.h). {0, 1} in one process; rank r of W passes
+    // {r + W*m*B, W} for micro-step m of batch size B, so that W ranks draw exactly the masks
+    // of one process with batch W*B.
+    int64_t batch_row0, batch_row_stride;
+    // Multiplies d(mean loss) in the backward (a factor on every gradient, not on the returned
+    // loss): 1, or S under fp16 dynamic loss scaling; the trainer also folds 1/world_size and the
+    // micro-batch's share of the step's tokens in (trainer/train_step.c).
+    float loss_scale;
+} GPTStepArgs;
+#define GPT_STEP_ARGS_DEFAULT ((GPTStepArgs){ .batch_row0 = 0, .batch_row_stride = 1, .loss_scale = 1.0f })
+
+// gpt_backward's hook: called, when given, each time gradients [first, num_params) have become
+// final: after ln_f + lm_head, after each block (from the last to the first), after wte/wpe
+// (first = 0). The flat layout puts later layers at higher offsets, so the finished part is
+// always a suffix of the buffer: the data-parallel trainer starts a bucket's all-reduce here
+// (trainer/buckets.h, buckets_on_grads_ready).
+typedef void (*GPTGradsReady)(void *ctx, size_t first);
+
 // Every buffer below (parameters, gradients, activations) is backend memory: host memory
 // on the CPU backend, device memory on CUDA. Read or write it from the host only when
 // be->host_memory, else through gpt_get_params / gpt_set_params / be->download.
@@ -135,20 +160,8 @@ typedef struct {
     long n_valid;             // targets != -1 in the last forward
     bool train;               // dropout was on
     uint64_t dropout_seed, step;
+    GPTStepArgs args;         // the last gpt_forward's (GPT_STEP_ARGS_DEFAULT before any)
     float mean_loss;
-    float loss_scale;         // multiplies d(loss) in backward: 1, or S under fp16 dynamic loss scaling
-                              // (the trainer also folds 1/world_size and micro-step weights in)
-    // Where this batch's rows sit in the global batch, for the dropout masks (kernels/dropout_rng.h):
-    // local row j is global row batch_row0 + j * batch_row_stride. {0, 1} (the default) in one
-    // process; rank r of W sets {r + W*m*B, W} for micro-step m, so that W ranks draw exactly
-    // the masks of one process with batch W*B.
-    int64_t batch_row0, batch_row_stride;
-    // Called by gpt_backward, when set, each time gradients [first, num_params) have become
-    // final: after ln_f + lm_head, after each block (from the last to the first), after wte/wpe
-    // (first = 0). The flat layout puts later layers at higher offsets, so the finished part is
-    // always a suffix of the buffer: the data-parallel trainer starts a bucket's all-reduce here.
-    void (*grads_ready)(void *ctx, size_t first);
-    void *grads_ready_ctx;
 } GPT;
 
 // Number of dropout sites per step (stream index = step * GPT_DROPOUT_SITES + site in the
@@ -224,9 +237,10 @@ int gpt_init_weights(GPT *m, uint64_t seed);
 // params_version): the weights are cast at most once per version. Logits land in
 // m->acts.logits (backend memory). targets (B,T) host memory may be NULL (no loss; returns -1).
 // train = true enables dropout, whose masks depend only on (dropout_seed, step, site, global
-// element index; see batch_row0). Returns the mean loss.
+// element index; see GPTStepArgs.batch_row0). args (NULL: GPT_STEP_ARGS_DEFAULT) is kept for
+// the gpt_backward that follows. Returns the mean loss (not multiplied by args->loss_scale).
 float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
-                  bool train, uint64_t dropout_seed, uint64_t step);
+                  bool train, uint64_t dropout_seed, uint64_t step, const GPTStepArgs *args);
 
 // Forward-only pass for evaluation, dropout off: the same ops as gpt_forward(train = false)
 // on the same rows, hence the same logits and loss bit for bit on a given backend, but every
@@ -282,10 +296,12 @@ const float *gpt_infer_next(GPTInfer *g, const int32_t *ctx, long n);
 void gpt_zero_grad(GPT *m);
 
 // Backward pass of the last gpt_forward (which must have had targets): accumulates
-// d(mean loss)/d(params) into m->grads_memory. With m->checkpointing each block's forward is
-// first recomputed from its saved input (the dropout masks are a function of the step and the
-// element, kernels/dropout_rng.h, so the recomputation is bit for bit the forward's). A call
-// after gpt_forward_inference is a programming error (fatal_error).
-void gpt_backward(GPT *m);
+// args->loss_scale * d(mean loss)/d(params) into m->grads_memory, with that forward's
+// GPTStepArgs. With m->checkpointing each block's forward is first recomputed from its saved
+// input (the dropout masks are a function of the step and the element, kernels/dropout_rng.h,
+// so the recomputation is bit for bit the forward's). ready (NULL: none) is called with
+// ready_ctx as each suffix of the gradients becomes final (GPTGradsReady). A call after
+// gpt_forward_inference is a programming error (fatal_error).
+void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx);
 
 #endif

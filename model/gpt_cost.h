@@ -1,6 +1,6 @@
 // model/gpt_cost.h — what training a model of a given shape costs, before anything is allocated:
 // FLOPs per token (for MFU) and the memory of parameters, gradients, AdamW moments and
-// activations on the backend (for the start-up check against the memory available).
+// activations on the backend, described and checked against the memory available at start-up.
 #ifndef MINGPT_GPT_COST_H
 #define MINGPT_GPT_COST_H
 
@@ -35,5 +35,17 @@ typedef struct {
 // 0, or non-zero with gpt_check_build's message in err for a shape or batch it refuses.
 int gpt_memory_estimate(const GPTShape *s, int B, int T, const Backend *be, ComputeDtype dtype,
                         const GPTBuildOptions *opt, GPTMemory *out, char *err, size_t errlen);
+
+// The estimate as people read it, into buf: "about 41.4 MiB of host memory per rank (parameters
+// 3.1 MiB, gradients 3.1 MiB, AdamW moments 6.2 MiB, activations 28.9 MiB)", the memory named
+// "host" for a backend in host memory, else by the backend's name; ", low-precision weights X"
+// ends the list when mem->weight_cast. Sizes in MiB, from 1 GiB on in GiB.
+void gpt_memory_describe(const GPTMemory *mem, const Backend *be, char *buf, size_t len);
+
+// Checks the estimate against what backend `be` can allocate now: the device's free memory
+// (Backend.mem_info), or the host's MemAvailable (/proc/meminfo) for a backend in host memory.
+// Returns 0 when it fits or nothing tells, else 1 with the message in err ("the run needs about X
+// of memory (the estimate above), more than the Y available (...); nothing was allocated (...)").
+int gpt_memory_check(const GPTMemory *mem, Backend *be, char *err, size_t errlen);
 
 #endif

@@ -114,8 +114,8 @@ static void test_model_bf16_close_to_fp32(void **state) {
     gpt_init_weights(&m16, 1);
     int32_t x[24], y[24];
     for (int i = 0; i < 24; i++) { x[i] = (i * 5) % 17; y[i] = (i * 3 + 1) % 17; }
-    float l32 = gpt_forward(&m32, x, y, 3, 8, false, 0, 0);
-    float l16 = gpt_forward(&m16, x, y, 3, 8, false, 0, 0);
+    float l32 = gpt_forward(&m32, x, y, 3, 8, false, 0, 0, NULL);
+    float l16 = gpt_forward(&m16, x, y, 3, 8, false, 0, 0, NULL);
     assert_true(l32 != l16);                          // the rounding happened
     assert_true(fabsf(l32 - l16) < 2e-2f * l32);      // and stayed small
     gpt_free(&m32); gpt_free(&m16);

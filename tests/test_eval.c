@@ -155,7 +155,7 @@ static double run_eval(const DataSplit *s, bool contiguous, int stride, int eval
     int32_t *x = malloc(sizeof(int32_t) * m->B_infer * T), *y = malloc(sizeof(int32_t) * m->B_infer * T);
     volatile sig_atomic_t stop = 0;
     double loss;
-    assert_int_equal(evaluate(&ev, m, ds, comm, &stop, x, y, &loss), EVAL_DONE);
+    assert_int_equal(evaluator_run(&ev, m, ds, comm, &stop, x, y, &loss), EVAL_DONE);
     free(x); free(y);
     comm->destroy(comm);
     evaluator_free(&ev);
@@ -171,7 +171,7 @@ static double direct_loss(GPT *m, const CharDataset *ds, const long *starts, lon
     for (long i = 0; i < n_starts; i++) {
         int32_t x[T], y[T];
         chardataset_window(ds, starts[i], x, y);
-        gpt_forward(m, x, y, 1, T, false, 0, 0);
+        gpt_forward(m, x, y, 1, T, false, 0, 0, NULL);
         for (int t = 0; t < T; t++) {
             const long c = starts[i] + 1 + t;
             if (first_only && seen[c]) continue;
@@ -220,7 +220,7 @@ static double old_evaluate(GPT *m, const CharDataset *ds, const DataSplit *s, in
     for (long k = 0; k < n_eval;) {
         int n = 0;
         for (; n < B && k < n_eval; n++, k++) chardataset_window(ds, s->test[order[k]], x + n * T, y + n * T);
-        const float loss = gpt_forward(m, x, y, n, T, false, 0, 0);
+        const float loss = gpt_forward(m, x, y, n, T, false, 0, 0, NULL);
         v[0] += (double)loss * m->n_valid;
         v[1] += (double)m->n_valid;
     }
@@ -293,15 +293,15 @@ static void test_stop_between_batches(void **state) {
     int32_t *x = malloc(sizeof(int32_t) * m.B_infer * T), *y = malloc(sizeof(int32_t) * m.B_infer * T);
     double loss = 0;
     g_stop = 0; g_calls = 0; g_stop_at = 3;
-    assert_int_equal(evaluate(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_STOPPED);
+    assert_int_equal(evaluator_run(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_STOPPED);
     assert_int_equal(g_calls, 3);   // two batches ran, the third was not started
     assert_true(isnan(loss));
     // a flag already set stops before the first batch; none runs every batch, then the sums
     g_calls = 0; g_stop_at = -1;
-    assert_int_equal(evaluate(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_STOPPED);
+    assert_int_equal(evaluator_run(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_STOPPED);
     assert_int_equal(g_calls, 1);
     g_stop = 0; g_calls = 0;
-    assert_int_equal(evaluate(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_DONE);
+    assert_int_equal(evaluator_run(&ev, &m, &d.ds, comm, &g_stop, x, y, &loss), EVAL_DONE);
     assert_int_equal(g_calls, n_batches + 1);
     assert_true(isfinite(loss));
     free(x); free(y);

@@ -140,13 +140,13 @@ static void test_gpt_fused_loss_gradient(void **state) {
     }
     y[4] = -1;
     float *g_eval = falloc((long)m.num_params);
-    const float l_eval = gpt_forward(&m, x, y, B, T, false, 1, 0);
+    const float l_eval = gpt_forward(&m, x, y, B, T, false, 1, 0, NULL);
     gpt_zero_grad(&m);
-    gpt_backward(&m);
+    gpt_backward(&m, NULL, NULL);
     memcpy(g_eval, m.grads_memory, sizeof(float) * m.num_params);
-    const float l_train = gpt_forward(&m, x, y, B, T, true, 1, 0);
+    const float l_train = gpt_forward(&m, x, y, B, T, true, 1, 0, NULL);
     gpt_zero_grad(&m);
-    gpt_backward(&m);
+    gpt_backward(&m, NULL, NULL);
     assert_true(fabsf(l_train - l_eval) <= 1e-6f * fabsf(l_eval));
     assert_close_rel(m.grads_memory, g_eval, (long)m.num_params, TOL_GPT, "gradients, fused loss path");
     free(g_eval);
@@ -178,13 +178,13 @@ static void test_gpt_gelu_recompute(void **state) {
             x[i] = (int32_t)(test_next(&r) % 13);
             y[i] = (int32_t)(test_next(&r) % 13);
         }
-        const float l1 = gpt_forward(&m1, x, y, B, T, true, 5, 3);
-        const float l2 = gpt_forward(&m2, x, y, B, T, true, 5, 3);
+        const float l1 = gpt_forward(&m1, x, y, B, T, true, 5, 3, NULL);
+        const float l2 = gpt_forward(&m2, x, y, B, T, true, 5, 3, NULL);
         assert_true(l1 == l2);
         gpt_zero_grad(&m1);
-        gpt_backward(&m1);
+        gpt_backward(&m1, NULL, NULL);
         gpt_zero_grad(&m2);
-        gpt_backward(&m2);
+        gpt_backward(&m2, NULL, NULL);
         assert_close_rel(m1.grads_memory, m2.grads_memory, (long)m1.num_params, TOL_GPT,
                          drop ? "gradients, GELU recomputed (dropout)" : "gradients, GELU recomputed");
         gpt_free(&m1);

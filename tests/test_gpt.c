@@ -1,5 +1,6 @@
 // tests/test_gpt.c — the whole model against PyTorch (committed fixture) and against
-// finite differences; init, layout, causality, dropout determinism and one key per dropout site.
+// finite differences; init, layout, causality, dropout determinism, one key per dropout site and
+// the per-call step arguments (GPTStepArgs, the backward hook).
 #include "tests/test_util.h"
 
 #include "model/gpt.h"
@@ -20,12 +21,12 @@ static void test_matches_pytorch(void **state) {
     build(&m, &s, fx.B, fx.T);
     assert_int_equal(m.num_params, fx.P);
     memcpy(m.params_memory, fx.params, fx.P * 4);
-    float loss = gpt_forward(&m, fx.idx, fx.targets, fx.B, fx.T, false, 0, 0);
+    float loss = gpt_forward(&m, fx.idx, fx.targets, fx.B, fx.T, false, 0, 0, NULL);
     assert_close_rel(m.acts.logits, fx.logits, (long)fx.B * fx.T * fx.V, 1e-5, "logits");
     assert_true(fabsf(loss - fx.loss) <= 1e-5f * fabsf(fx.loss));
     assert_int_equal(m.n_valid, fx.B * fx.T - 2);   // two targets are ignore_index -1
     gpt_zero_grad(&m);
-    gpt_backward(&m);
+    gpt_backward(&m, NULL, NULL);
     for (int k = 0; k < m.n_tensors; k++) {
         const ParamTensor *t = &m.tensors[k];
         assert_close_rel(m.grads_memory + t->offset, fx.grads + t->offset, (long)t->numel, 1e-5, t->name);
@@ -39,7 +40,7 @@ static void test_matches_pytorch(void **state) {
 // (L(p + h d) - L(p - h d)) / 2h must equal grad . d. Dropout is ON with a fixed
 // (seed, step): the masks are a pure function of those, so L is a smooth function of p.
 static double loss_at(GPT *m, const int32_t *x, const int32_t *y, int B, int T) {
-    return gpt_forward(m, x, y, B, T, true, 42, 7);
+    return gpt_forward(m, x, y, B, T, true, 42, 7, NULL);
 }
 
 static void test_finite_differences(void **state) {
@@ -57,7 +58,7 @@ static void test_finite_differences(void **state) {
     y[3] = -1;
     loss_at(&m, x, y, B, T);
     gpt_zero_grad(&m);
-    gpt_backward(&m);
+    gpt_backward(&m, NULL, NULL);
     float *grad = malloc(m.num_params * 4), *dir = malloc(m.num_params * 4);
     memcpy(grad, m.grads_memory, m.num_params * 4);
     const double h = 1e-2;
@@ -183,14 +184,14 @@ static void test_causal(void **state) {
     build(&m, &s, 1, T);
     gpt_init_weights(&m, 3);
     int32_t x[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-    gpt_forward(&m, x, NULL, 1, T, false, 0, 0);
+    gpt_forward(&m, x, NULL, 1, T, false, 0, 0, NULL);
     float before[110];
     memcpy(before, m.acts.logits, sizeof before);
     for (int t = 1; t < T; t++) {
         int32_t y[10];
         memcpy(y, x, sizeof y);
         y[t] = (y[t] + 5) % V;
-        gpt_forward(&m, y, NULL, 1, T, false, 0, 0);
+        gpt_forward(&m, y, NULL, 1, T, false, 0, 0, NULL);
         assert_memory_equal(m.acts.logits, before, (size_t)t * V * 4);
         assert_memory_not_equal(m.acts.logits + t * V, before + t * V, V * 4);
     }
@@ -207,11 +208,11 @@ static void test_dropout_determinism(void **state) {
     gpt_init_weights(&m, 3);
     int32_t x[16], y[16];
     for (int i = 0; i < 16; i++) { x[i] = i % 11; y[i] = (i * 7) % 11; }
-    float a = gpt_forward(&m, x, y, 2, 8, true, 9, 100);
-    float b = gpt_forward(&m, x, y, 2, 8, true, 9, 100);
-    float c = gpt_forward(&m, x, y, 2, 8, true, 9, 101);
-    float e1 = gpt_forward(&m, x, y, 2, 8, false, 9, 100);
-    float e2 = gpt_forward(&m, x, y, 2, 8, false, 10, 555);
+    float a = gpt_forward(&m, x, y, 2, 8, true, 9, 100, NULL);
+    float b = gpt_forward(&m, x, y, 2, 8, true, 9, 100, NULL);
+    float c = gpt_forward(&m, x, y, 2, 8, true, 9, 101, NULL);
+    float e1 = gpt_forward(&m, x, y, 2, 8, false, 9, 100, NULL);
+    float e2 = gpt_forward(&m, x, y, 2, 8, false, 10, 555, NULL);
     assert_true(a == b);
     assert_true(a != c);
     assert_true(e1 == e2);
@@ -256,7 +257,7 @@ static void test_dropout_keys_distinct(void **state) {
     for (int i = 0; i < 16; i++) { x[i] = i % 11; y[i] = (i * 7) % 11; }
     g_nkeys = 0;
     const int steps = 5, sites = 1 + 3 * s.n_layer;   // the embedding, then 3 per block
-    for (int step = 0; step < steps; step++) gpt_forward(&m, x, y, 2, 8, true, 9, (uint64_t)step);
+    for (int step = 0; step < steps; step++) gpt_forward(&m, x, y, 2, 8, true, 9, (uint64_t)step, NULL);
     assert_int_equal(g_nkeys, steps * sites);
     for (int i = 0; i < g_nkeys; i++)
         for (int j = 0; j < i; j++)
@@ -265,6 +266,61 @@ static void test_dropout_keys_distinct(void **state) {
                          j % sites, j / sites);
     m.be->dropout_forward = g_dropout_forward;
     m.be->attention_forward = g_attention_forward;
+    gpt_free(&m);
+}
+
+// GPTStepArgs: NULL is GPT_STEP_ARGS_DEFAULT bit for bit; a row's dropout masks follow its global
+// row (row 1 of a batch equals a one-row batch placed at row 1, dropout on, up to the rounding
+// of GEMMs of another shape; placed at row 0 it draws other masks); loss_scale 4
+// multiplies every gradient by exactly 4 and leaves the loss; the backward's hook sees the
+// finished suffixes of the gradients, from ln_f's offset down to 0.
+static size_t g_ready[16];
+static int g_nready;
+static void on_ready(void *ctx, size_t first) {
+    (void)ctx;
+    if (g_nready < 16) g_ready[g_nready] = first;
+    g_nready++;
+}
+
+static void test_step_args(void **state) {
+    GPTShape s = { .vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 16,
+                   .embd_pdrop = 0.2f, .resid_pdrop = 0.2f, .attn_pdrop = 0.2f };
+    const int T = 8, V = 11;
+    GPT m;
+    build(&m, &s, 2, T);
+    gpt_init_weights(&m, 3);
+    int32_t x[16], y[16];
+    for (int i = 0; i < 16; i++) { x[i] = i % 11; y[i] = (i * 7) % 11; }
+    const float l_null = gpt_forward(&m, x, y, 2, T, true, 9, 4, NULL);
+    gpt_zero_grad(&m);
+    gpt_backward(&m, NULL, NULL);
+    float *g1 = malloc(m.num_params * 4), *row1 = malloc((size_t)T * V * 4);
+    memcpy(g1, m.grads_memory, m.num_params * 4);
+    memcpy(row1, m.acts.logits + (size_t)T * V, (size_t)T * V * 4);
+    const GPTStepArgs dflt = GPT_STEP_ARGS_DEFAULT;
+    assert_true(gpt_forward(&m, x, y, 2, T, true, 9, 4, &dflt) == l_null);
+
+    const GPTStepArgs at1 = { .batch_row0 = 1, .batch_row_stride = 1, .loss_scale = 1.0f };
+    gpt_forward(&m, x + T, y + T, 1, T, true, 9, 4, &at1);   // GEMMs of another shape: to rounding
+    assert_close_rel(m.acts.logits, row1, (long)T * V, 1e-5, "row 1 alone");
+    gpt_forward(&m, x + T, y + T, 1, T, true, 9, 4, NULL);   // placed at row 0: other masks
+    double diff = 0;
+    for (int i = 0; i < T * V; i++) diff = fmax(diff, fabs(m.acts.logits[i] - row1[i]));
+    assert_true(diff > 1e-2);
+
+    const GPTStepArgs x4 = { .batch_row0 = 0, .batch_row_stride = 1, .loss_scale = 4.0f };
+    assert_true(gpt_forward(&m, x, y, 2, T, true, 9, 4, &x4) == l_null);
+    gpt_zero_grad(&m);
+    g_nready = 0;
+    gpt_backward(&m, on_ready, NULL);
+    for (size_t i = 0; i < m.num_params; i++)
+        if (m.grads_memory[i] != 4.0f * g1[i]) fail_msg("gradient %zu: %g, want 4 x %g", i, m.grads_memory[i], g1[i]);
+    assert_int_equal(g_nready, s.n_layer + 2);   // ln_f + lm_head, each block, the embeddings
+    assert_true(g_ready[0] == (size_t)(m.grads.ln_f_w - m.grads_memory));
+    for (int i = 1; i < g_nready; i++) assert_true(g_ready[i] < g_ready[i - 1]);
+    assert_true(g_ready[g_nready - 1] == 0);
+    free(g1);
+    free(row1);
     gpt_free(&m);
 }
 
@@ -278,11 +334,11 @@ static void test_partial_batch(void **state) {
     gpt_init_weights(&big, 4);
     memcpy(small.params_memory, big.params_memory, big.num_params * 4);
     int32_t x[5] = {1, 2, 3, 4, 5}, y[5] = {2, 3, 4, 5, 6};
-    float lb = gpt_forward(&big, x, y, 1, 5, false, 0, 0);
-    float ls = gpt_forward(&small, x, y, 1, 5, false, 0, 0);
+    float lb = gpt_forward(&big, x, y, 1, 5, false, 0, 0, NULL);
+    float ls = gpt_forward(&small, x, y, 1, 5, false, 0, 0, NULL);
     assert_true(fabsf(lb - ls) <= 1e-6f * fabsf(ls));
-    gpt_zero_grad(&big); gpt_backward(&big);
-    gpt_zero_grad(&small); gpt_backward(&small);
+    gpt_zero_grad(&big); gpt_backward(&big, NULL, NULL);
+    gpt_zero_grad(&small); gpt_backward(&small, NULL, NULL);
     assert_close_rel(big.grads_memory, small.grads_memory, (long)big.num_params, 1e-6, "grads");
     gpt_free(&big);
     gpt_free(&small);
@@ -298,6 +354,7 @@ int main(void) {
         cmocka_unit_test(test_causal),
         cmocka_unit_test(test_dropout_determinism),
         cmocka_unit_test(test_dropout_keys_distinct),
+        cmocka_unit_test(test_step_args),
         cmocka_unit_test(test_partial_batch),
     };
     return cmocka_run_group_tests_name("gpt", tests, NULL, NULL);

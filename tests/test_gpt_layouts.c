@@ -48,7 +48,7 @@ static void test_inference_matches_forward(void **state) {
     fill_tokens(&r, y, n_tok);
     y[3] = -1;   // ignore_index
     for (int b = 1; b <= B; b++) {
-        const float lf = gpt_forward(&m, x, y, b, T, false, 0, 0);
+        const float lf = gpt_forward(&m, x, y, b, T, false, 0, 0, NULL);
         const long nv = m.n_valid;
         memcpy(logits, m.acts.logits, (size_t)b * T * V * 4);
         const float li = gpt_forward_inference(&m, x, y, b, T);
@@ -64,7 +64,7 @@ static void test_inference_matches_forward(void **state) {
     for (long i = 0; i < n_tok; i++) sum_inf += y[i] != -1 ? losses[i] : 0.0;
     for (int r0 = 0; r0 < BI; r0 += B) {
         const int n = BI - r0 < B ? BI - r0 : B;
-        const float l = gpt_forward(&m, x + (long)r0 * T, y + (long)r0 * T, n, T, false, 0, 0);
+        const float l = gpt_forward(&m, x + (long)r0 * T, y + (long)r0 * T, n, T, false, 0, 0, NULL);
         sum_fwd += (double)l * m.n_valid;
         assert_close_rel(logits + (long)r0 * T * V, m.acts.logits, (long)n * T * V, 1e-5, "logits of B_infer rows");
     }
@@ -98,22 +98,22 @@ static void test_backward_after_inference(void **state) {
     TestRng r = test_rng(12);
     fill_tokens(&r, x, 24);
     fill_tokens(&r, y, 24);
-    gpt_forward(&a, x, y, B, T, true, 7, 3);
+    gpt_forward(&a, x, y, B, T, true, 7, 3, NULL);
     gpt_forward_inference(&a, x, y, B, T);
     g_fatal_msg[0] = 0;
     fatal_set_handler(on_fatal, NULL);
     if (setjmp(g_fatal_jmp) == 0) {
-        gpt_backward(&a);
+        gpt_backward(&a, NULL, NULL);
         fatal_set_handler(NULL, NULL);
         fail_msg("gpt_backward after gpt_forward_inference returned");
     }
     fatal_set_handler(NULL, NULL);
     assert_non_null(strstr(g_fatal_msg, "gpt_forward_inference"));
-    const float la = gpt_forward(&a, x, y, B, T, true, 7, 3);
-    const float lb = gpt_forward(&b, x, y, B, T, true, 7, 3);
+    const float la = gpt_forward(&a, x, y, B, T, true, 7, 3, NULL);
+    const float lb = gpt_forward(&b, x, y, B, T, true, 7, 3, NULL);
     assert_memory_equal(&la, &lb, sizeof la);
-    gpt_zero_grad(&a); gpt_backward(&a);
-    gpt_zero_grad(&b); gpt_backward(&b);
+    gpt_zero_grad(&a); gpt_backward(&a, NULL, NULL);
+    gpt_zero_grad(&b); gpt_backward(&b, NULL, NULL);
     assert_memory_equal(a.grads_memory, b.grads_memory, a.num_params * 4);
     gpt_free(&a);
     gpt_free(&b);

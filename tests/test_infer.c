@@ -29,7 +29,7 @@ static void tokens(int32_t *x, long n, int V, uint64_t seed) {
 
 // Full-forward logits (T, V) of x (T tokens) in out.
 static void full_logits(GPT *m, const int32_t *x, int T, float *out) {
-    gpt_forward(m, x, NULL, 1, T, false, 0, 0);
+    gpt_forward(m, x, NULL, 1, T, false, 0, 0, NULL);
     memcpy(out, m->acts.logits, sizeof(float) * (size_t)T * m->shape.vocab_size);
 }
 
@@ -127,7 +127,7 @@ static void test_training_acts_untouched(void **state) {
     const long n = 2L * sh->T;
     int32_t *x = malloc(sizeof(int32_t) * n);
     tokens(x, n, sh->V, 701);
-    gpt_forward(&m, x, NULL, 2, sh->T, false, 0, 0);
+    gpt_forward(&m, x, NULL, 2, sh->T, false, 0, 0, NULL);
     float *before = malloc(sizeof(float) * m.num_acts);
     memcpy(before, m.acts_memory, sizeof(float) * m.num_acts);
     GPTInfer g;

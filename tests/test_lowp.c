@@ -27,9 +27,9 @@ static Step run_step(const Fixture *fx, Backend *be) {
     if (gpt_build_on(&m, &s, fx->B, fx->T, be, err, sizeof err)) fail_msg("gpt_build_on: %s", err);
     gpt_set_params(&m, fx->params);
     Step st;
-    st.loss = gpt_forward(&m, fx->idx, fx->targets, fx->B, fx->T, false, 0, 0);
+    st.loss = gpt_forward(&m, fx->idx, fx->targets, fx->B, fx->T, false, 0, 0, NULL);
     gpt_zero_grad(&m);
-    gpt_backward(&m);
+    gpt_backward(&m, NULL, NULL);
     const size_t nl = (size_t)fx->B * fx->T * fx->V;
     st.logits = malloc(nl * 4);
     st.grads = malloc(fx->P * 4);
@@ -279,8 +279,8 @@ static void cache_matches_uncached(ComputeDtype dt, int emulate) {
         assert_int_equal(train_step(&a.ts, mb, 2, half, fx.T, 7, (uint64_t)step, 0, &ra), 0);
         assert_int_equal(train_step(&b.ts, mb, 2, half, fx.T, 7, (uint64_t)step, 0, &rb), 0);
         assert_true(ra.loss == rb.loss);
-        const float la = gpt_forward(&a.m, fx.idx, fx.targets, fx.B, fx.T, false, 0, 0);
-        const float lb = gpt_forward(&b.m, fx.idx, fx.targets, fx.B, fx.T, false, 0, 0);
+        const float la = gpt_forward(&a.m, fx.idx, fx.targets, fx.B, fx.T, false, 0, 0, NULL);
+        const float lb = gpt_forward(&b.m, fx.idx, fx.targets, fx.B, fx.T, false, 0, 0, NULL);
         assert_true(la == lb);
         if (step == 1) {   // weights written directly (host memory), as the contract allows with a bump
             for (size_t i = 0; i < a.m.num_params; i += 7) { a.m.params_memory[i] *= 0.5f; b.m.params_memory[i] *= 0.5f; }

@@ -9,6 +9,7 @@
 
 #include "dist/comm.h"
 #include "trainer/adamw.h"
+#include "trainer/spike_detector.h"
 #include "trainer/train_step.h"
 
 static Backend *cpu(void) {

@@ -38,7 +38,7 @@ void buckets_free(Buckets *bk);
 // Before a backward pass whose gradients will be all-reduced: nothing started yet.
 void buckets_reset(Buckets *bk);
 
-// model/gpt.h's grads_ready hook (ctx = Buckets*): gradients [first, end) are final, so
+// model/gpt.h's GPTGradsReady hook of gpt_backward (ctx = Buckets*): gradients [first, end) are final, so
 // start, in order, every bucket not started yet that lies inside them.
 void buckets_on_grads_ready(void *ctx, size_t first);
 

@@ -39,8 +39,8 @@ void evaluator_free(Evaluator *ev) {
     memset(ev, 0, sizeof *ev);
 }
 
-int evaluate(const Evaluator *ev, GPT *m, const CharDataset *ds, Comm *comm, const volatile sig_atomic_t *stop,
-             int32_t *x, int32_t *y, double *loss) {
+int evaluator_run(const Evaluator *ev, GPT *m, const CharDataset *ds, Comm *comm,
+                  const volatile sig_atomic_t *stop, int32_t *x, int32_t *y, double *loss) {
     const int W = comm->world_size, T = ds->block_size, rows = m->B_infer;
     const long n_eval = ev->n_eval;
     // rank 0 has the most windows (r, r+W, ... < n_eval): every rank runs its batch count

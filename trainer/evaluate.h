@@ -47,7 +47,7 @@ enum { EVAL_DONE = 0, EVAL_STOPPED = 1, EVAL_COMM_ERROR = -1 };
 // with *loss the mean over every evaluated target (NaN when there is none), EVAL_STOPPED when a
 // rank's stop flag was set (*loss NaN, on every rank alike), or EVAL_COMM_ERROR after a
 // communicator failure (message in comm->err).
-int evaluate(const Evaluator *ev, GPT *m, const CharDataset *ds, Comm *comm, const volatile sig_atomic_t *stop,
-             int32_t *x, int32_t *y, double *loss);
+int evaluator_run(const Evaluator *ev, GPT *m, const CharDataset *ds, Comm *comm,
+                  const volatile sig_atomic_t *stop, int32_t *x, int32_t *y, double *loss);
 
 #endif

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -95,6 +96,29 @@ void metrics_train(Metrics *m, const MetricsTrain *r) {
     json_object_set_new(o, "tokens", json_integer((json_int_t)r->tokens));
     json_object_set_new(o, "time_s", num(r->time_s));
     put_line(m, o);
+}
+
+void metrics_window_start(MetricsWindow *w, double now) {
+    w->t0 = now;
+    w->iters = 0;
+    w->tokens = 0;
+    w->comm = (CommStats){0};
+}
+
+void metrics_log_train(Metrics *m, MetricsWindow *w, MetricsTrain *r, long total_iters, double now) {
+    const double dt = now - w->t0;
+    char comm[160] = "";
+    if (w->show_comm)   // reducing, and waited for after the backward
+        snprintf(comm, sizeof comm, " | all-reduce %.1f ms/iter, %.1f ms exposed", 1e3 * w->comm.t_busy / w->iters,
+                 1e3 * w->comm.t_exposed / w->iters);
+    r->tokens_per_s = w->tokens / dt;
+    r->ms_per_iter = 1e3 * dt / w->iters;
+    r->mfu = w->flops_per_token * r->tokens_per_s / w->peak_flops;
+    log_info("epoch %ld | iter %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms/iter | %.0f tok/s%s\n", r->epoch,
+             r->iter, total_iters, r->loss, r->lr, r->grad_norm, r->ms_per_iter, r->tokens_per_s, comm);
+    fflush(stdout);
+    metrics_train(m, r);
+    metrics_window_start(w, now);
 }
 
 void metrics_eval(Metrics *m, long iter, long epoch, double test_loss, double tokens, double time_s) {

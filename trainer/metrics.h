@@ -19,7 +19,10 @@
 #ifndef MINGPT_METRICS_H
 #define MINGPT_METRICS_H
 
+#include <stdbool.h>
 #include <stdio.h>
+
+#include "dist/comm.h"
 
 typedef struct {
     FILE *f;                 // NULL: not writing (another rank, no run directory, or a failed write)
@@ -37,6 +40,21 @@ typedef struct {
     double time_s;           // since the run's first start
 } MetricsTrain;
 
+// What a training line's rates are measured over: the iterations since the previous line (or
+// since the epoch began), and the constants that turn them into MFU.
+typedef struct {
+    bool show_comm;          // data-parallel: the log line shows the all-reduce times
+    double flops_per_token;  // training FLOPs per token (model/gpt_cost.h)
+    double peak_flops;       // FLOP/s of all ranks together (NaN: unknown, mfu null)
+    double t0;               // monotonic seconds when the window began
+    long iters;              // iterations in it
+    double tokens;           // their training tokens, all ranks
+    CommStats comm;          // their gradient all-reduces (show_comm)
+} MetricsWindow;
+
+// Empties the window: it begins at monotonic time now (the constants stay).
+void metrics_window_start(MetricsWindow *w, double now);
+
 // Opens <dir>/metrics.jsonl. keep_iter is the iteration the run starts from (0 for a new run,
 // the snapshot's when resuming): lines with a larger iter, and lines that do not parse, are
 // dropped from an existing file first. *time_before gets the largest time_s of the lines kept
@@ -48,6 +66,14 @@ int metrics_open(Metrics *m, const char *dir, long keep_iter, double *time_befor
 // Appends one training line / one evaluation line (no-op when closed).
 void metrics_train(Metrics *m, const MetricsTrain *r);
 void metrics_eval(Metrics *m, long iter, long epoch, double test_loss, double tokens, double time_s);
+
+// A logged training iteration r->iter of total_iters: its log line, then its metrics.jsonl line
+// (metrics_train) with the same numbers:
+//   epoch 1 | iter 100/2000 | loss 2.3125 | lr 5.00e-04 | norm 0.930 | 21.3 ms/iter | 37001 tok/s
+// followed, when w->show_comm, by " | all-reduce 1.2 ms/iter, 0.3 ms exposed". r's tokens_per_s,
+// ms_per_iter and mfu are set here from the window w (w->iters >= 1), which ends at monotonic time
+// now and then starts afresh there.
+void metrics_log_train(Metrics *m, MetricsWindow *w, MetricsTrain *r, long total_iters, double now);
 
 void metrics_close(Metrics *m);
 

@@ -87,6 +87,26 @@ void status_update(StatusLine *s, const StatusInfo *in, bool force) {
     draw(s);
 }
 
+void progress_note(StatusLine *s, ProgressClock *c, const StatusInfo *info, long iters_per_epoch) {
+    const double now = mono_s();
+    if (c->t_first == 0) {   // the first iteration calibrates GEMMs and warms caches: not timed
+        c->t_first = now;
+        c->iters_at_first = info->iter;
+    }
+    const long timed = info->iter - c->iters_at_first, left = info->total_iters - info->iter;
+    StatusInfo in = *info;
+    in.s_per_iter = timed > 0 ? (now - c->t_first) / timed : 0;
+    if (!c->estimated && timed > 0 && (timed >= 10 || now - c->t_first >= 5)) {
+        c->estimated = true;
+        char ep[32], rest[32];
+        format_duration(in.s_per_iter * iters_per_epoch, ep, sizeof ep);
+        format_duration(in.s_per_iter * left, rest, sizeof rest);
+        log_info("Estimated time: %s per epoch (%ld iterations), %s for the %ld iterations left (%.1f ms/iter, "
+                 "evaluations not counted)\n", ep, iters_per_epoch, rest, left, 1e3 * in.s_per_iter);
+    }
+    status_update(s, &in, false);
+}
+
 void status_end(StatusLine *s) {
     if (!s->live) return;
     clear_line(s);

@@ -33,6 +33,14 @@ typedef struct {
     long next_eval, next_save; // the iteration of the next evaluation / snapshot (< 0: none)
 } StatusInfo;
 
+// The time estimates: seconds per iteration, timed from the end of this process's first
+// iteration (which calibrates GEMMs and warms caches). Zero-initialised: nothing timed yet.
+typedef struct {
+    double t_first;          // monotonic seconds when the first iteration ended (0: not yet)
+    long iters_at_first;     // the iteration count then
+    bool estimated;          // the estimate has been logged
+} ProgressClock;
+
 // Decides whether to draw (rank 0 of a process no launcher started, stdout a terminal, TERM not
 // dumb) and registers the line with the log (log_set_status_line), so that log lines clear and
 // redraw it.
@@ -44,6 +52,12 @@ void status_format(const StatusInfo *info, char *buf, unsigned len);
 
 // Formats and draws the line when it is live and the last draw is >= 0.25 s old (force: now).
 void status_update(StatusLine *s, const StatusInfo *info, bool force);
+
+// After each iteration (info->iter done, of info->total_iters; every rank calls it, rank 0 draws):
+// times it (info->s_per_iter is measured here, the caller's is ignored), logs once, after this
+// process's first 10 timed iterations or 5 s, the estimated time per epoch of iters_per_epoch
+// iterations and for the rest of the run, then updates the status line (status_update).
+void progress_note(StatusLine *s, ProgressClock *c, const StatusInfo *info, long iters_per_epoch);
 
 // Removes the line from the screen and unregisters it (the run's last lines stay plain).
 void status_end(StatusLine *s);

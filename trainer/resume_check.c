@@ -81,3 +81,65 @@ int resume_check_config(const Config *cfg, int world_size, const Snapshot *snap,
     if (notes[0]) log_info("note: resuming with settings changed since the snapshot: %s\n", notes);
     return 0;
 }
+
+int resume_check_model(const Snapshot *snap, const GPTShape *shape, size_t num_params, const uint32_t *itos,
+                       const char *path) {
+    struct { const char *key; long cfg, snap; } dims[] = {
+        {"gpt_config.n_layer", shape->n_layer, snap->shape.n_layer},
+        {"gpt_config.n_head", shape->n_head, snap->shape.n_head},
+        {"gpt_config.n_embd", shape->n_embd, snap->shape.n_embd},
+        {"data_config.block_size", shape->block_size, snap->shape.block_size},
+        {"vocabulary size", shape->vocab_size, snap->shape.vocab_size},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].cfg != dims[i].snap) {
+            log_error("mingpt: error: snapshot '%s' does not match the config: %s is %ld here but %ld "
+                      "in the snapshot (delete the snapshot or set trainer_config.snapshot_path to start a new run)\n",
+                      path, dims[i].key, dims[i].cfg, dims[i].snap);
+            return 2;
+        }
+    if (memcmp(snap->vocab, itos, (size_t)shape->vocab_size * 4) != 0) {
+        log_error("mingpt: error: snapshot '%s' does not match the data: the vocabulary differs "
+                  "(data_config.path or data_config.truncate changed?)\n", path);
+        return 2;
+    }
+    if (snap->num_params != num_params) {
+        log_error("mingpt: error: snapshot '%s' holds %zu parameters but the model has %zu\n", path, snap->num_params,
+                  num_params);
+        return 2;
+    }
+    return 0;
+}
+
+int resume_check_point(const Snapshot *snap, long n_train, int batch_size, int world_size, const char *path,
+                       long *samples) {
+    const long n = n_train;
+    if (snap->world_size > 0) {
+        *samples = snap->samples_in_epoch;
+        if (*samples < 0 || *samples > n + snap->world_size - 1) {
+            log_error("mingpt: error: snapshot '%s' does not match the data: it resumes its epoch after %ld samples, "
+                      "but the training split has %ld windows (data_config changed, or the snapshot is damaged)\n",
+                      path, *samples, n);
+            return 2;
+        }
+    } else {
+        // Files from before data parallelism: one process, no accumulation, the same batch size.
+        const long max_iter = (n + batch_size - 1) / batch_size;
+        if (snap->iter_in_epoch < 0 || snap->iter_in_epoch > max_iter) {
+            log_error("mingpt: error: snapshot '%s' does not match the data: it resumes its epoch at iteration %ld, "
+                      "but an epoch of the training split has %ld iterations of %d (data_config changed, or the "
+                      "snapshot is damaged)\n", path, snap->iter_in_epoch, max_iter, batch_size);
+            return 2;
+        }
+        *samples = snap->iter_in_epoch * batch_size;
+    }
+    if (snap->epochs_run < 0 || snap->iter_num < 0) {
+        log_error("mingpt: error: snapshot '%s' is damaged: %ld epochs and %ld iterations run\n", path,
+                  snap->epochs_run, snap->iter_num);
+        return 1;
+    }
+    if (snap->world_size > 0 && snap->world_size != world_size)
+        log_info("note: the snapshot was written by %d rank%s, this run has %d: the epoch continues from "
+                 "sample %ld of its order\n", snap->world_size, snap->world_size == 1 ? "" : "s", world_size, *samples);
+    return 0;
+}

@@ -3,32 +3,6 @@
 
 #include <math.h>
 
-void spike_init(SpikeDetector *d, int window) {
-    d->window = window < 2 ? 2 : window > SPIKE_WINDOW_MAX ? SPIKE_WINDOW_MAX : window;
-    d->count = 0;
-    d->next = 0;
-}
-
-double spike_observe(SpikeDetector *d, double x) {
-    if (!isfinite(x)) return NAN;
-    double z = NAN;
-    if (d->count == d->window) {
-        // Two passes over deviations from a value of the window (exact differences of
-        // nearby doubles), so that a large mean costs no digits of the spread.
-        const double k = d->buf[0];
-        double dev = 0.0, var = 0.0;
-        for (int i = 0; i < d->count; i++) dev += d->buf[i] - k;
-        const double mean = k + dev / d->count;
-        for (int i = 0; i < d->count; i++) var += (d->buf[i] - mean) * (d->buf[i] - mean);
-        const double sd = sqrt(var / d->count);
-        z = sd > 0 ? (x - mean) / sd : 0.0;
-    }
-    d->buf[d->next] = x;
-    d->next = (d->next + 1) % d->window;
-    if (d->count < d->window) d->count++;
-    return z;
-}
-
 int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, uint64_t seed, uint64_t step,
                int requests, StepResult *out) {
     GPT *m = ts->model;
@@ -43,24 +17,20 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     gpt_zero_grad(m);
     double loss_sum = 0.0;
     for (int k = 0; k < n_micro; k++) {
-        const bool last = k == n_micro - 1;
-        m->batch_row0 = r + (int64_t)W * k * B;
-        m->batch_row_stride = W;
-        m->loss_scale = (float)(scale * ((double)mb[k].rows * T / tokens_rank) / W);
-        if (last && ts->buckets) {
+        // on the last micro-step each bucket's all-reduce starts when the backward finishes it
+        GPTGradsReady ready = NULL;
+        if (k == n_micro - 1 && ts->buckets) {
             buckets_reset(ts->buckets);
-            m->grads_ready = buckets_on_grads_ready;
-            m->grads_ready_ctx = ts->buckets;
-        } else {
-            m->grads_ready = NULL;
+            ready = buckets_on_grads_ready;
         }
-        const float loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step);
-        gpt_backward(m);
+        GPTStepArgs args = GPT_STEP_ARGS_DEFAULT;
+        args.batch_row0 = r + (int64_t)W * k * B;
+        args.batch_row_stride = W;
+        args.loss_scale = (float)(scale * ((double)mb[k].rows * T / tokens_rank) / W);
+        const float loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
+        gpt_backward(m, ready, ts->buckets);
         loss_sum += (double)loss * m->n_valid;
     }
-    m->grads_ready = NULL;
-    m->batch_row0 = 0;
-    m->batch_row_stride = 1;
     if (ts->buckets) {
         Comm *gc = ts->buckets->comm;   // the gradient communicator (NCCL on CUDA)
         gc->backward_done(gc);

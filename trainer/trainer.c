@@ -1,21 +1,29 @@
 // trainer/trainer.c — the training loop in the shape of the PyTorch minGPT-DDP tutorial's
-// Trainer (_load_snapshot, _run_batch, _run_epoch, _save_snapshot, train), on one process or
-// on the ranks of an `mpirun`/`srun` job:
+// Trainer, on one process or on the ranks of an `mpirun`/`srun` job. Its methods keep the
+// tutorial's names without the leading underscore (C reserves file-scope names that start with
+// one); the tutorial's name of each is in brackets:
 //
-//   trainer_run
-//     setup            backend (GPU = local rank), data, split, model, AdamW, buckets
-//     _load_snapshot   every rank reads the same snapshot; else init + rank 0's weights broadcast
-//     train            epochs until max_epochs / max_iters / a collective stop
-//       _run_epoch     this rank's share of the epoch's permutation, from the resume point
-//         _run_batch   train_step (trainer/train_step.h): micro-steps, bucketed all-reduce, AdamW
-//       evaluate       the evaluation windows split over the ranks, one global mean loss
-//                      (trainer/evaluate.h); a signal stops it between batches
-//       _save_snapshot rank 0 writes; replicas are checked to be identical first; numbered
-//                      and best copies (checkpoint/retention.h)
+//   trainer_run          (__init__) setup: backend (GPU = local rank), data, split, model, AdamW, buckets
+//     load_snapshot      (_load_snapshot) every rank reads the same snapshot; else init + rank 0's
+//                        weights broadcast
+//     train              (train) epochs until max_epochs / max_iters / a collective stop; evaluation
+//                        and a snapshot at each epoch's end
+//       run_epoch        (_run_epoch) this rank's share of the epoch's permutation, from the resume
+//                        point; each iteration as llm.c's loop:
+//         run_batch      (_run_batch) train_step (trainer/train_step.h): micro-steps, bucketed
+//                        all-reduce, AdamW
+//         log_step       the training line and its metrics.jsonl line (trainer/metrics.h), the
+//                        status line and the time estimate (trainer/progress.h)
+//         maybe_evaluate every eval_every iterations
+//         maybe_save     every save_every_iters iterations, or asked for by a signal; a stop
+//       evaluate         (not in the tutorial) the evaluation windows split over the ranks, one
+//                        global mean loss (trainer/evaluate.h); a signal stops it between batches
+//       save_snapshot    (_save_snapshot) rank 0 writes; replicas are checked to be identical
+//                        first; numbered and best copies (checkpoint/retention.h)
 //
 // Results do not depend on the number of ranks: with the DistributedSampler's interleaving the
 // ranks' rows of one iteration are exactly the rows of one process with batch B*W, and the
-// dropout masks are keyed by the global row (model/gpt.h, batch_row0).
+// dropout masks are keyed by the global row (model/gpt.h, GPTStepArgs.batch_row0).
 #include "trainer/trainer.h"
 
 #include <errno.h>
@@ -114,20 +122,18 @@ typedef struct {
     double tokens, train_time;
     CommStats comm_total;    // all-reduce statistics summed over the run
     long comm_iters;
-    CommStats comm_since_log; // and since the last progress line
     long saved_iter;         // iteration the stable snapshot on disk holds (-1: none)
     int save_requests_seen;  // SIGUSR1s already turned into a save request
     // What the run reports over time (rank 0): metrics.jsonl, the status line, the estimates.
     const char *run_dir;     // where metrics.jsonl goes (NULL: nowhere)
     Metrics metrics;
+    MetricsWindow since_log; // the iterations since the last training line
     StatusLine status;
+    ProgressClock clock;     // the time estimates
     double t_start;          // monotonic seconds when this process started the run
     double time_before;      // training wall seconds of earlier processes of this run (metrics.jsonl)
     double tokens_total;     // training tokens of all ranks since iteration 0
     long total_iters;        // the iteration this run ends at
-    double t_first_iter;     // when the first iteration of this process ended (0: not yet)
-    long iters_at_first;     // and the iteration count then
-    bool estimated;          // the time estimate has been logged
     const TrainerHook *hook; // after each evaluation and at the end (rank 0 with a run_dir), the scaler's
                              // growth interval; or NULL
 } Trainer;
@@ -218,20 +224,11 @@ static const float *host_view(Backend *be, const float *p, size_t n, float **tmp
 }
 
 // ============================================================================
-// Batches: rows are the windows picked by the sampler's indices.
-// ============================================================================
-static void make_rows(const Trainer *t, const long *windows, const long *order, long first, int n, int32_t *x,
-                      int32_t *y) {
-    for (int r = 0; r < n; r++)
-        chardataset_window(&t->ds, windows[order[first + r]], x + (long)r * t->T, y + (long)r * t->T);
-}
-
-// ============================================================================
 // Evaluation (trainer/evaluate.h): the test loss, or a stop on a signal (every rank alike)
 // ============================================================================
-static int _evaluate(Trainer *t) {
+static int evaluate(Trainer *t) {
     double loss;
-    const int rc = evaluate(&t->eval, &t->model, &t->ds, t->comm, &g_stop_signal, t->x, t->y, &loss);
+    const int rc = evaluator_run(&t->eval, &t->model, &t->ds, t->comm, &g_stop_signal, t->x, t->y, &loss);
     if (rc == EVAL_COMM_ERROR) comm_failed(t, t->comm);
     if (rc == EVAL_DONE) t->r.test_loss = loss;
     return rc;
@@ -260,12 +257,12 @@ typedef enum {
     SAVE_INTERRUPT,   // SIGINT / SIGTERM: as final
 } SaveKind;
 
-// _save_snapshot's results, the same on every rank.
+// save_snapshot's results, the same on every rank.
 enum { SAVE_OK = 0, SAVE_FAILED = 1, SAVE_CANCELLED = ATOMIC_CANCELLED };
 
 // Rank 0 writes the snapshot (the stable file, then its numbered copy; or the best file); every
 // rank returns the job's result. A failed write leaves the file on disk as it was.
-static int _save_snapshot(Trainer *t, SaveKind kind) {
+static int save_snapshot(Trainer *t, SaveKind kind) {
     const Config *cfg = t->cfg;
     const TrainerConfig *tc = &cfg->trainer;
     char err[ERRLEN] = "", path[CFG_STR_MAX + 64];
@@ -359,7 +356,7 @@ static void report_eval(Trainer *t, long epoch, bool record) {
 
 // After an evaluation (t->r.test_loss): remembers it for the snapshot and, with save_best, keeps
 // <stem>.best.bin when it is the lowest so far. The loss is all-reduced, so every rank decides
-// alike. Returns _save_snapshot's result (a failed best save only warns).
+// alike. Returns save_snapshot's result (a failed best save only warns).
 static int note_test_loss(Trainer *t) {
     const double loss = t->r.test_loss;
     if (isnan(loss)) return SAVE_OK;
@@ -367,7 +364,7 @@ static int note_test_loss(Trainer *t) {
     if (!(isnan(t->pr.best_test_loss) || loss < t->pr.best_test_loss)) return SAVE_OK;
     t->pr.best_test_loss = loss;
     t->pr.best_iter = t->pr.iter_num;
-    return t->cfg->trainer.save_best ? _save_snapshot(t, SAVE_BEST) : SAVE_OK;
+    return t->cfg->trainer.save_best ? save_snapshot(t, SAVE_BEST) : SAVE_OK;
 }
 
 // Any rank received SIGINT/SIGTERM (a collective: call it on every rank at the same point).
@@ -390,7 +387,7 @@ static int save_cancelled(Trainer *t) {
 static int stop_saving(Trainer *t, const char *where) {
     log_info("Interrupted by a signal%s at iteration %ld: saving a snapshot\n", where, t->pr.iter_num);
     fflush(stdout);   // said now, not after the save
-    const int rc = t->saved_iter == t->pr.iter_num ? SAVE_OK : _save_snapshot(t, SAVE_INTERRUPT);
+    const int rc = t->saved_iter == t->pr.iter_num ? SAVE_OK : save_snapshot(t, SAVE_INTERRUPT);
     return rc == SAVE_OK ? EXIT_INTERRUPTED : rc == SAVE_CANCELLED ? save_cancelled(t) : EXIT_RUNTIME;
 }
 static int stop_with_snapshot(Trainer *t) { return stop_saving(t, ""); }
@@ -398,31 +395,6 @@ static int stop_with_snapshot(Trainer *t) { return stop_saving(t, ""); }
 // An evaluation stopped by a signal: the progress so far is saved (the evaluation is redone
 // after resuming, when it is due), exit 75.
 static int eval_interrupted(Trainer *t) { return stop_saving(t, " during the evaluation"); }
-
-// Checks that a snapshot belongs to this config's model and vocabulary.
-static int check_snapshot_matches(const Snapshot *s, const GPTShape *shape, const CharDataset *ds,
-                                  const char *path) {
-    struct { const char *key; long cfg, snap; } dims[] = {
-        {"gpt_config.n_layer", shape->n_layer, s->shape.n_layer},
-        {"gpt_config.n_head", shape->n_head, s->shape.n_head},
-        {"gpt_config.n_embd", shape->n_embd, s->shape.n_embd},
-        {"data_config.block_size", shape->block_size, s->shape.block_size},
-        {"vocabulary size", shape->vocab_size, s->shape.vocab_size},
-    };
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        if (dims[i].cfg != dims[i].snap) {
-            log_error("mingpt: error: snapshot '%s' does not match the config: %s is %ld here but %ld "
-                      "in the snapshot (delete the snapshot or set trainer_config.snapshot_path to start a new run)\n",
-                      path, dims[i].key, dims[i].cfg, dims[i].snap);
-            return 1;
-        }
-    if (memcmp(s->vocab, ds->itos, (size_t)ds->vocab_size * 4) != 0) {
-        log_error("mingpt: error: snapshot '%s' does not match the data: the vocabulary differs "
-                  "(data_config.path or data_config.truncate changed?)\n", path);
-        return 1;
-    }
-    return 0;
-}
 
 // Puts rank 0's parameters on every rank (DDP's construction-time broadcast).
 static int bcast_params(Trainer *t) {
@@ -439,7 +411,7 @@ static int bcast_params(Trainer *t) {
 }
 
 // Resume state from the snapshot when it exists (rank 0 decides, so all ranks agree).
-static int _load_snapshot(Trainer *t, Snapshot *snap, bool *resumed) {
+static int load_snapshot(Trainer *t, Snapshot *snap, bool *resumed) {
     const char *path = t->cfg->trainer.snapshot_path;
     double exists = path[0] && file_exists(path);
     if (t->comm->bcast_host(t->comm, &exists, sizeof exists, 0)) comm_failed(t, t->comm);
@@ -460,43 +432,6 @@ static int _load_snapshot(Trainer *t, Snapshot *snap, bool *resumed) {
     pr->best_test_loss = snap->best_test_loss;
     pr->best_iter = snap->best_iter;
     t->saved_iter = snap->iter_num;
-    return 0;
-}
-
-// The snapshot's place in the epoch against this data (the loader cannot know the split): at
-// most the training windows, plus the padding of the ranks that wrote it (fewer than its
-// world size). Sets the samples consumed in the epoch; EXIT_USAGE after reporting.
-static int resume_point(Trainer *t, const Snapshot *snap, const char *path) {
-    const long n = t->split.n_train;
-    long samples;
-    if (snap->world_size > 0) {
-        samples = snap->samples_in_epoch;
-        if (samples < 0 || samples > n + snap->world_size - 1) {
-            log_error("mingpt: error: snapshot '%s' does not match the data: it resumes its epoch after %ld samples, "
-                      "but the training split has %ld windows (data_config changed, or the snapshot is damaged)\n",
-                      path, samples, n);
-            return EXIT_USAGE;
-        }
-    } else {
-        // Files from before DIST: one process, no accumulation, the same batch size.
-        const long max_iter = (n + t->B - 1) / t->B;
-        if (snap->iter_in_epoch < 0 || snap->iter_in_epoch > max_iter) {
-            log_error("mingpt: error: snapshot '%s' does not match the data: it resumes its epoch at iteration %ld, "
-                      "but an epoch of the training split has %ld iterations of %d (data_config changed, or the "
-                      "snapshot is damaged)\n", path, snap->iter_in_epoch, max_iter, t->B);
-            return EXIT_USAGE;
-        }
-        samples = snap->iter_in_epoch * t->B;
-    }
-    if (snap->epochs_run < 0 || snap->iter_num < 0) {
-        log_error("mingpt: error: snapshot '%s' is damaged: %ld epochs and %ld iterations run\n", path,
-                  snap->epochs_run, snap->iter_num);
-        return EXIT_RUNTIME;
-    }
-    t->pr.samples_in_epoch = samples;
-    if (snap->world_size > 0 && snap->world_size != t->world)
-        log_info("note: the snapshot was written by %d rank%s, this run has %d: the epoch continues from "
-                 "sample %ld of its order\n", snap->world_size, snap->world_size == 1 ? "" : "s", t->world, samples);
     return 0;
 }
 
@@ -562,61 +497,23 @@ static int setup_local(Trainer *t) {
     return 0;
 }
 
-// /proc/meminfo's MemAvailable in bytes (what can be allocated without swapping), or -1.
-static long long host_mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    long long kib = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
-    if (f) fclose(f);
-    return kib < 0 ? -1 : kib * 1024;
-}
-
-static void mib(double bytes, char *buf, size_t len) {
-    if (bytes >= 1024.0 * 1048576) snprintf(buf, len, "%.2f GiB", bytes / (1024.0 * 1048576));
-    else snprintf(buf, len, "%.1f MiB", bytes / 1048576);
-}
-
 // What the run costs, said before anything large is allocated: parameters, tokens per iteration,
-// the memory estimate (model/gpt_cost.h); and an error when that exceeds the memory available
-// (Backend.mem_info: the GPU's free memory; the host's MemAvailable for a backend in host memory).
-// Returns 0 or EXIT_USAGE / EXIT_RUNTIME
-// after reporting.
+// the memory estimate (model/gpt_cost.h); and an error when that exceeds the memory available.
+// Returns 0 or EXIT_USAGE / EXIT_RUNTIME after reporting.
 static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *build) {
     GPTMemory mem;
-    char err[ERRLEN], tot[32], p[32], g[32], a[32], act[32], cast[64] = "";
+    char err[ERRLEN], desc[512];
     if (gpt_memory_estimate(shape, t->B, t->T, t->be, t->dtype, build, &mem, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         return EXIT_USAGE;
     }
-    mib((double)mem.total, tot, sizeof tot);
-    mib((double)mem.params, p, sizeof p);
-    mib((double)mem.grads, g, sizeof g);
-    mib((double)mem.adamw, a, sizeof a);
-    mib((double)mem.acts, act, sizeof act);
-    if (mem.weight_cast) {
-        char c[32];
-        mib((double)mem.weight_cast, c, sizeof c);
-        snprintf(cast, sizeof cast, ", low-precision weights %s", c);
-    }
+    gpt_memory_describe(&mem, t->be, desc, sizeof desc);
     log_info("Cost: %.2fM parameters, %ld tokens per iteration (batch_size %d x block_size %d x grad_accum_steps %d x "
-             "world_size %d), about %s of %s memory per rank (parameters %s, gradients %s, AdamW moments %s, "
-             "activations %s%s)\n", mem.num_params / 1e6, (long)t->B * t->T * t->A * t->world, t->B, t->T, t->A, t->world,
-             tot, t->be->host_memory ? "host" : t->be->name, p, g, a, act, cast);
+             "world_size %d), %s\n", mem.num_params / 1e6, (long)t->B * t->T * t->A * t->world, t->B, t->T, t->A,
+             t->world, desc);
     fflush(stdout);
-    // what can be allocated: the device's free memory, or the host's (a backend in host memory)
-    size_t free_b = 0, total_b = 0;
-    const bool device = t->be->mem_info != NULL;
-    const double avail = device ? (t->be->mem_info(t->be, &free_b, &total_b) ? -1 : (double)free_b)
-                                : t->be->host_memory ? (double)host_mem_available() : -1;
-    if (avail >= 0 && (double)mem.total > avail) {
-        char av[32];
-        mib(avail, av, sizeof av);
-        log_error("mingpt: error: the run needs about %s of memory (the estimate above), more than the %s available "
-                  "(%s); nothing was allocated (lower trainer_config.batch_size, data_config.block_size or the model "
-                  "size, or set trainer_config.activation_checkpointing=true)\n", tot, av,
-                  device ? "free on the device: cudaMemGetInfo" : "MemAvailable in /proc/meminfo");
+    if (gpt_memory_check(&mem, t->be, err, sizeof err)) {
+        log_error("mingpt: error: %s\n", err);
         return EXIT_RUNTIME;
     }
     return 0;
@@ -640,7 +537,7 @@ static int setup_model(Trainer *t) {
     t->A = tc->grad_accum_steps;
     Snapshot snap = {0};
     bool resumed = false;
-    int rc = _load_snapshot(t, &snap, &resumed);
+    int rc = load_snapshot(t, &snap, &resumed);
     if (!rc && datasplit_make(&t->split, &t->ds, dc->split, dc->train_split, t->pr.seed, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         rc = EXIT_USAGE;
@@ -663,7 +560,8 @@ static int setup_model(Trainer *t) {
                   "(lower data_config.truncate)\n", t->split.n_train, t->split.n_test, perm_max);
         rc = EXIT_USAGE;
     }
-    if (!rc && resumed) rc = resume_point(t, &snap, tc->snapshot_path);
+    if (!rc && resumed) rc = resume_check_point(&snap, t->split.n_train, t->B, t->world, tc->snapshot_path,
+                                                &t->pr.samples_in_epoch);
     if (rc) { snapshot_free(&snap); return rc; }
 
     // ---- model and optimizer
@@ -689,12 +587,7 @@ static int setup_model(Trainer *t) {
         return EXIT_RUNTIME;
     }
     if (resumed) {
-        rc = check_snapshot_matches(&snap, &shape, &t->ds, tc->snapshot_path) ? EXIT_USAGE : 0;
-        if (!rc && snap.num_params != t->model.num_params) {
-            log_error("mingpt: error: snapshot '%s' holds %zu parameters but the model has %zu\n", tc->snapshot_path,
-                      snap.num_params, t->model.num_params);
-            rc = EXIT_USAGE;
-        }
+        rc = resume_check_model(&snap, &shape, t->model.num_params, t->ds.itos, tc->snapshot_path);
         if (!rc) rc = resume_check_config(cfg, t->world, &snap, tc->snapshot_path);
         if (!rc && tc->init_from[0])
             log_info("note: trainer_config.init_from is not used: the run resumes from its snapshot\n");
@@ -787,22 +680,25 @@ static long iters_from(const Trainer *t, long start) {
     return (rows + (long)t->A * t->B - 1) / ((long)t->A * t->B);
 }
 
-// One iteration on this rank's rows [first, first + n): micro-batches of B, one train_step.
-static void _run_batch(Trainer *t, long first, int n, StepResult *res) {
+// Outcome of a part of an epoch: go on, or stop the run with an exit code.
+enum { GO_ON = -1 };
+
+// One iteration on this rank's rows [first, first + n) of the epoch's order: micro-batches of B,
+// one train_step (forward, backward, all-reduce, AdamW). The iteration counts even when its
+// update was skipped (fp16 overflow, outlier norm). Returns GO_ON, or EXIT_RUNTIME when training
+// cannot go on (a non-finite loss, too many fp16 overflows in a row).
+static int run_batch(Trainer *t, long first, int n, StepResult *res) {
     const OptimizerConfig *oc = &t->cfg->optim;
     const TrainerConfig *tc = &t->cfg->trainer;
-    MicroBatch *mb = t->mb;
+    const double t0 = now_s();
+    chardataset_rows(&t->ds, t->split.train, t->order, first, n, t->x, t->y);
     int n_micro = 0;
-    for (int done = 0; done < n; n_micro++) {
-        const int rows = n - done < t->B ? n - done : t->B;
-        int32_t *x = t->x + (long)done * t->T, *y = t->y + (long)done * t->T;
-        make_rows(t, t->split.train, t->order, first + done, rows, x, y);
-        mb[n_micro] = (MicroBatch){ x, y, rows };
-        done += rows;
-    }
+    for (int done = 0; done < n; done += t->B, n_micro++)
+        t->mb[n_micro] = (MicroBatch){ t->x + (long)done * t->T, t->y + (long)done * t->T,
+                                       n - done < t->B ? n - done : t->B };
     TrainStep ts = {
         .model = &t->model, .opt = &t->opt, .scaler = &t->pr.scaler, .comm = t->comm,
-        .buckets = t->world > 1 ? &t->buckets : NULL, .grad_clip = t->cfg->trainer.grad_norm_clip,
+        .buckets = t->world > 1 ? &t->buckets : NULL, .grad_clip = tc->grad_norm_clip,
         .lr = (float)lr_at(oc, t->pr.iter_num), .beta1 = (float)oc->betas[0], .beta2 = (float)oc->betas[1],
         .eps = (float)oc->eps, .weight_decay = (float)oc->weight_decay,
         .spike = tc->skip_spike_zscore > 0 ? &t->spike : NULL, .skip_zscore = tc->skip_spike_zscore,
@@ -812,148 +708,116 @@ static void _run_batch(Trainer *t, long first, int n, StepResult *res) {
     const int usr1 = g_save_requests, requests = (g_stop_signal ? STEP_STOP : 0) |
                                                  (usr1 != t->save_requests_seen ? STEP_SAVE : 0);
     t->save_requests_seen = usr1;
-    if (train_step(&ts, mb, n_micro, t->B, t->T, t->pr.seed, (uint64_t)t->pr.iter_num, requests, res))
+    if (train_step(&ts, t->mb, n_micro, t->B, t->T, t->pr.seed, (uint64_t)t->pr.iter_num, requests, res))
         comm_failed(t, t->grad_comm ? t->grad_comm : t->comm);
     if (t->grad_comm) {
-        const CommStats *s = &t->grad_comm->stats;
-        t->comm_total.n_buckets += s->n_buckets;
-        t->comm_total.n_started_early += s->n_started_early;
-        t->comm_total.t_busy += s->t_busy;
-        t->comm_total.t_exposed += s->t_exposed;
-        t->comm_total.bytes += s->bytes;
+        comm_stats_add(&t->comm_total, &t->grad_comm->stats);
+        comm_stats_add(&t->since_log.comm, &t->grad_comm->stats);
         t->comm_iters++;
-        t->comm_since_log.t_busy += s->t_busy;
-        t->comm_since_log.t_exposed += s->t_exposed;
     }
+    if (res->nonfinite) {   // the update was not applied: parameters and snapshot stay good
+        char loss[32], norm[32];
+        log_error("mingpt: error: the training loss is %s (gradient norm %s) at iteration %ld: the update is "
+                  "not applied; stopping (the last snapshot is intact; a lower optimizer_config.learning_rate "
+                  "may help)\n", fmt_num(res->loss, loss, sizeof loss), fmt_num(res->norm, norm, sizeof norm),
+                  t->pr.iter_num + 1);
+        return EXIT_RUNTIME;
+    }
+    if (res->spike) {
+        log_info("iter %ld: gradient norm %.4g is an outlier (z-score %.2f > trainer_config.skip_spike_zscore "
+                 "%g): update skipped\n", t->pr.iter_num + 1, res->norm, res->zscore, tc->skip_spike_zscore);
+    } else if (res->applied == 0) {
+        log_info("iter %ld: gradient overflow, step skipped; loss scale now %g\n", t->pr.iter_num + 1,
+                 (double)t->pr.scaler.scale);
+    } else if (res->applied < 0) {
+        log_error("mingpt: error: gradients are not finite for %d steps in a row at iteration %ld; "
+                  "stopping (the last snapshot is intact)\n", LOSS_SCALER_MAX_SKIPS, t->pr.iter_num + 1);
+        return EXIT_RUNTIME;
+    }
+    t->pr.iter_num++;
+    t->pr.samples_in_epoch += (long)n * t->world;
+    t->r.iters_this_run++;
+    t->r.final_train_loss = res->loss;
+    t->tokens += (double)res->tokens;
+    t->tokens_total += (double)res->tokens;
+    t->since_log.tokens += (double)res->tokens;
+    t->since_log.iters++;
+    t->train_time += now_s() - t0;
+    return GO_ON;
 }
 
 // The next multiple of `every` after iteration `it` (LONG_MAX when every <= 0).
 static long next_multiple(long it, long every) { return every > 0 ? add_sat(it - it % every, every) : LONG_MAX; }
 static long min3(long a, long b, long c) { return a < b ? (a < c ? a : c) : (b < c ? b : c); }
 
-// After each iteration (rank 0 draws): the status line, and once, after the first iterations of
-// this process (10, or 5 s), the estimated time per epoch and for the rest of the run.
-static void note_progress(Trainer *t, long epoch, long epoch_end, double loss, double tok_s) {
+// After each iteration: the training line and its metrics.jsonl line every log_every iterations
+// (and the first and the last; trainer/metrics.h), then the status line and the time estimate
+// (trainer/progress.h). epoch_end: the iteration that ends this epoch.
+static void log_step(Trainer *t, long epoch, long epoch_end, const StepResult *res) {
     const TrainerConfig *tc = &t->cfg->trainer;
-    const double now = now_s();
-    if (t->t_first_iter == 0) {   // the first iteration calibrates GEMMs and warms caches: not timed
-        t->t_first_iter = now;
-        t->iters_at_first = t->pr.iter_num;
+    const long it = t->pr.iter_num, end = t->total_iters;
+    if (it % tc->log_every == 0 || it == 1 || it == end) {
+        MetricsTrain m = {
+            .iter = it, .epoch = epoch, .loss = res->loss, .lr = lr_at(&t->cfg->optim, it - 1), .grad_norm = res->norm,
+            .loss_scale = t->pr.scaler.scale, .tokens = t->tokens_total, .time_s = run_time_s(t),
+        };
+        metrics_log_train(&t->metrics, &t->since_log, &m, end, now_s());
     }
-    const long timed = t->pr.iter_num - t->iters_at_first;
-    const double s_per_iter = timed > 0 ? (now - t->t_first_iter) / timed : 0;
-    if (!t->estimated && timed > 0 && (timed >= 10 || now - t->t_first_iter >= 5)) {
-        t->estimated = true;
-        char ep[32], rest[32];
-        format_duration(s_per_iter * iters_from(t, 0), ep, sizeof ep);
-        format_duration(s_per_iter * (t->total_iters - t->pr.iter_num), rest, sizeof rest);
-        log_info("Estimated time: %s per epoch (%ld iterations), %s for the %ld iterations left (%.1f ms/iter, "
-                 "evaluations not counted)\n", ep, iters_from(t, 0), rest, t->total_iters - t->pr.iter_num,
-                 1e3 * s_per_iter);
-    }
-    const long end = t->total_iters;
     const StatusInfo in = {
-        .epoch = epoch, .iter = t->pr.iter_num, .total_iters = end, .loss = loss, .tokens_per_s = tok_s,
-        .elapsed_s = now - t->t_start, .s_per_iter = s_per_iter,
-        .next_eval = min3(next_multiple(t->pr.iter_num, tc->eval_every), epoch_end, end),
-        .next_save = min3(next_multiple(t->pr.iter_num, tc->save_every_iters),
-                          epoch % tc->save_every == 0 ? epoch_end : LONG_MAX, end),
+        .epoch = epoch, .iter = it, .total_iters = end, .loss = res->loss,
+        .tokens_per_s = t->train_time > 0 ? t->tokens / t->train_time : NAN, .elapsed_s = now_s() - t->t_start,
+        .next_eval = min3(next_multiple(it, tc->eval_every), epoch_end, end),
+        .next_save = min3(next_multiple(it, tc->save_every_iters), epoch % tc->save_every == 0 ? epoch_end : LONG_MAX,
+                          end),
     };
-    status_update(&t->status, &in, false);
+    progress_note(&t->status, &t->clock, &in, iters_from(t, 0));
 }
 
-// Outcome of an epoch: go on, or stop the run with an exit code.
-enum { GO_ON = -1 };
+// An evaluation every eval_every iterations (the last iteration's is train's). Returns GO_ON or
+// the exit code to stop with.
+static int maybe_evaluate(Trainer *t, long epoch) {
+    const TrainerConfig *tc = &t->cfg->trainer;
+    if (tc->eval_every <= 0 || t->pr.iter_num % tc->eval_every != 0 || t->pr.iter_num == t->total_iters) return GO_ON;
+    if (evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
+    report_eval(t, epoch, true);
+    t->since_log.t0 = now_s();   // the next training line's rates leave the evaluation out
+    return note_test_loss(t) == SAVE_CANCELLED ? save_cancelled(t) : GO_ON;
+}
 
-// This rank's share of the rest of the epoch, one iteration at a time; evaluation and
-// snapshots as configured. Returns GO_ON or the exit code to stop with.
-static int _run_epoch(Trainer *t, long epoch, long total_iters) {
+// A snapshot every save_every_iters iterations (the last iteration's is train's) or when a
+// signal asked for one (SIGUSR1): a failed write warns and training goes on. Then a stop that a
+// signal asked for (SIGINT, SIGTERM) saves and stops. Returns GO_ON or the exit code to stop with.
+static int maybe_save(Trainer *t, const StepResult *res) {
+    const TrainerConfig *tc = &t->cfg->trainer;
+    int saved = SAVE_OK;
+    if (tc->save_every_iters > 0 && t->pr.iter_num % tc->save_every_iters == 0 && t->pr.iter_num != t->total_iters)
+        saved = save_snapshot(t, SAVE_PERIODIC);
+    else if (res->save && t->saved_iter != t->pr.iter_num) {
+        log_info("Snapshot requested by a signal (SIGUSR1) at iteration %ld\n", t->pr.iter_num);
+        fflush(stdout);
+        saved = save_snapshot(t, SAVE_REQUESTED);
+    }
+    if (saved == SAVE_CANCELLED) return save_cancelled(t);
+    if (res->stop) return stop_with_snapshot(t);   // a signal reached some rank: all stop here
+    return GO_ON;
+}
+
+// This rank's share of the rest of the epoch, one iteration at a time, as llm.c's loop: the
+// step, its log, then evaluation and snapshots when due. Returns GO_ON or the exit code to stop with.
+static int run_epoch(Trainer *t, long epoch) {
     const TrainerConfig *tc = &t->cfg->trainer;
     dsampler_set_epoch(&t->train_sampler, epoch);
     const long n_order = dsampler_indices_from(&t->train_sampler, t->pr.samples_in_epoch, t->order, t->scratch);
     const long rows_per_iter = (long)t->A * t->B;
-    double t_log = now_s(), tokens_since_log = 0;
-    long iters_since_log = 0;
-    // the iteration that ends this epoch (evaluation, maybe a snapshot), for the status line
     const long epoch_end = add_sat(t->pr.iter_num, (n_order + rows_per_iter - 1) / rows_per_iter);
+    metrics_window_start(&t->since_log, now_s());
     for (long first = 0; first < n_order; first += rows_per_iter) {
         if (tc->max_iters > 0 && t->pr.iter_num >= tc->max_iters) return GO_ON;
-        const double t0 = now_s();
-        const int n = (int)(n_order - first < rows_per_iter ? n_order - first : rows_per_iter);
         StepResult res;
-        _run_batch(t, first, n, &res);
-        if (res.nonfinite) {   // the update was not applied: parameters and snapshot stay good
-            char loss[32], norm[32];
-            log_error("mingpt: error: the training loss is %s (gradient norm %s) at iteration %ld: the update is "
-                      "not applied; stopping (the last snapshot is intact; a lower optimizer_config.learning_rate "
-                      "may help)\n", fmt_num(res.loss, loss, sizeof loss), fmt_num(res.norm, norm, sizeof norm),
-                      t->pr.iter_num + 1);
-            return EXIT_RUNTIME;
-        }
-        if (res.spike) {
-            log_info("iter %ld: gradient norm %.4g is an outlier (z-score %.2f > trainer_config.skip_spike_zscore "
-                     "%g): update skipped\n", t->pr.iter_num + 1, res.norm, res.zscore, tc->skip_spike_zscore);
-        } else if (res.applied == 0) {
-            log_info("iter %ld: gradient overflow, step skipped; loss scale now %g\n", t->pr.iter_num + 1,
-                     (double)t->pr.scaler.scale);
-        } else if (res.applied < 0) {
-            log_error("mingpt: error: gradients are not finite for %d steps in a row at iteration %ld; "
-                      "stopping (the last snapshot is intact)\n", LOSS_SCALER_MAX_SKIPS, t->pr.iter_num + 1);
-            return EXIT_RUNTIME;
-        }
-        t->pr.iter_num++;
-        t->pr.samples_in_epoch += (long)n * t->world;
-        t->r.iters_this_run++;
-        t->r.final_train_loss = res.loss;
-        t->tokens += (double)res.tokens;
-        t->tokens_total += (double)res.tokens;
-        tokens_since_log += (double)res.tokens;
-        iters_since_log++;
-        t->train_time += now_s() - t0;
-        const bool last = t->pr.iter_num == total_iters;
-        if (t->pr.iter_num % tc->log_every == 0 || t->pr.iter_num == 1 || last) {
-            const double dt = now_s() - t_log;
-            char comm[160] = "";
-            if (t->world > 1) {   // since the last line: reducing, and waited for after the backward
-                CommStats *s = &t->comm_since_log;
-                snprintf(comm, sizeof comm, " | all-reduce %.1f ms/iter, %.1f ms exposed", 1e3 * s->t_busy / iters_since_log,
-                         1e3 * s->t_exposed / iters_since_log);
-                *s = (CommStats){0};
-            }
-            const double lr = lr_at(&t->cfg->optim, t->pr.iter_num - 1), tok_s = tokens_since_log / dt;
-            log_info("epoch %ld | iter %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms/iter | %.0f tok/s%s\n",
-                     epoch, t->pr.iter_num, total_iters, res.loss, lr, res.norm, 1e3 * dt / iters_since_log, tok_s, comm);
-            fflush(stdout);
-            const double peak = t->cfg->trainer.peak_tflops * 1e12 * t->world;   // NaN: unknown
-            const MetricsTrain m = {
-                .iter = t->pr.iter_num, .epoch = epoch, .loss = res.loss, .lr = lr, .grad_norm = res.norm,
-                .loss_scale = t->pr.scaler.scale, .tokens_per_s = tok_s, .ms_per_iter = 1e3 * dt / iters_since_log,
-                .mfu = gpt_flops_per_token(&t->model.shape, t->T) * tok_s / peak, .tokens = t->tokens_total,
-                .time_s = run_time_s(t),
-            };
-            metrics_train(&t->metrics, &m);
-            t_log = now_s();
-            iters_since_log = 0;
-            tokens_since_log = 0;
-        }
-        note_progress(t, epoch, epoch_end, res.loss, t->train_time > 0 ? t->tokens / t->train_time : NAN);
-        if (tc->eval_every > 0 && t->pr.iter_num % tc->eval_every == 0 && !last) {
-            if (_evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
-            report_eval(t, epoch, true);
-            t_log = now_s();
-            if (note_test_loss(t) == SAVE_CANCELLED) return save_cancelled(t);
-        }
-        // Periodic and SIGUSR1 saves: a failed write warns and training goes on.
-        int saved = SAVE_OK;
-        if (tc->save_every_iters > 0 && t->pr.iter_num % tc->save_every_iters == 0 && !last)
-            saved = _save_snapshot(t, SAVE_PERIODIC);
-        else if (res.save && t->saved_iter != t->pr.iter_num) {
-            log_info("Snapshot requested by a signal (SIGUSR1) at iteration %ld\n", t->pr.iter_num);
-            fflush(stdout);
-            saved = _save_snapshot(t, SAVE_REQUESTED);
-        }
-        if (saved == SAVE_CANCELLED) return save_cancelled(t);
-        if (res.stop) return stop_with_snapshot(t);   // a signal reached some rank: all stop here
+        int rc = run_batch(t, first, (int)(n_order - first < rows_per_iter ? n_order - first : rows_per_iter), &res);
+        if (rc != GO_ON) return rc;
+        log_step(t, epoch, epoch_end, &res);
+        if ((rc = maybe_evaluate(t, epoch)) != GO_ON || (rc = maybe_save(t, &res)) != GO_ON) return rc;
     }
     return GO_ON;
 }
@@ -978,25 +842,25 @@ static int train(Trainer *t) {
     bool done = t->pr.iter_num >= total_iters || t->pr.epochs_run >= tc->max_epochs;
     if (done) {
         log_info("Nothing to train: the snapshot already has %ld iterations\n", t->pr.iter_num);
-        if (_evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
+        if (evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
         report_eval(t, epoch_now(&t->pr), false);
     }
     while (!done) {
         const long epoch = t->pr.epochs_run + 1;   // 1-based, as in the tutorial
-        const int rc = _run_epoch(t, epoch, total_iters);
+        const int rc = run_epoch(t, epoch);
         if (rc != GO_ON) return rc;
         const bool epoch_done = iters_from(t, t->pr.samples_in_epoch) == 0;
         if (epoch_done) { t->pr.epochs_run = epoch; t->pr.samples_in_epoch = 0; }
         done = t->pr.iter_num >= total_iters || t->pr.epochs_run >= tc->max_epochs;
         // Evaluate at every epoch end and at the end of training; snapshot every
         // save_every epochs and always after the last iteration.
-        if (_evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
+        if (evaluate(t) == EVAL_STOPPED) return eval_interrupted(t);
         report_eval(t, epoch, true);
         int saved = note_test_loss(t) == SAVE_CANCELLED ? SAVE_CANCELLED : SAVE_OK;   // a failed best save warns
         // The final save must succeed (exit 1 otherwise); an epoch's periodic one may fail.
-        if (saved == SAVE_OK && done) saved = _save_snapshot(t, SAVE_FINAL);
+        if (saved == SAVE_OK && done) saved = save_snapshot(t, SAVE_FINAL);
         else if (saved == SAVE_OK && epoch_done && t->pr.epochs_run % tc->save_every == 0)
-            saved = _save_snapshot(t, SAVE_PERIODIC) == SAVE_CANCELLED ? SAVE_CANCELLED : SAVE_OK;
+            saved = save_snapshot(t, SAVE_PERIODIC) == SAVE_CANCELLED ? SAVE_CANCELLED : SAVE_OK;
         if (saved == SAVE_CANCELLED) return save_cancelled(t);
         if (saved != SAVE_OK) return EXIT_RUNTIME;
         // Between epochs (or after the last iteration): a signal during the evaluation or the
@@ -1050,6 +914,9 @@ int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const Tra
         if (metrics_open(&t.metrics, t.run_dir, t.pr.iter_num, &t.time_before, err, sizeof err))
             log_error("mingpt: warning: %s; the run goes on without metrics.jsonl\n", err);
         status_init(&t.status, t.rank);
+        // the training lines' MFU: a NaN peak_tflops (unknown) writes null
+        t.since_log = (MetricsWindow){ .show_comm = t.world > 1, .flops_per_token = gpt_flops_per_token(&t.model.shape, t.T),
+                                       .peak_flops = cfg->trainer.peak_tflops * 1e12 * t.world };
         signal(SIGINT, on_signal);
         signal(SIGTERM, on_signal);
         g_stop_signal = 0;

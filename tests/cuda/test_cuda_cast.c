@@ -312,8 +312,8 @@ static void eval_both(Run *c, Run *p, int n_cast, const char *what) {
     MicroBatch mb;
     batches(1000, 1, x, y, &mb);
     float lc = 0;
-    counted(c, n_cast, what, lc = gpt_forward(&c->m, x, y, B, T, false, 0, 0));
-    const float lp = gpt_forward(&p->m, x, y, B, T, false, 0, 0);
+    counted(c, n_cast, what, lc = gpt_forward(&c->m, x, y, B, T, false, 0, 0, NULL));
+    const float lp = gpt_forward(&p->m, x, y, B, T, false, 0, 0, NULL);
     if (memcmp(&lc, &lp, sizeof lc) != 0) fail_msg("%s: loss %.9g vs per-call %.9g", what, lc, lp);
 }
 

@@ -65,7 +65,7 @@ static void test_inference(void **state) {
     tokens(&r, y, n_tok);
     y[1] = -1;
     // the same rows through both entry points of the CUDA backend: the same bytes
-    const float lf = gpt_forward(&mc, x, y, B, T, false, 0, 0);
+    const float lf = gpt_forward(&mc, x, y, B, T, false, 0, 0, NULL);
     float *lg_fwd = download(cu, mc.acts.logits, (size_t)B * T * V);
     const float li = gpt_forward_inference(&mc, x, y, B, T);
     float *lg_inf = download(cu, mc.infer.logits, (size_t)B * T * V);
@@ -78,7 +78,7 @@ static void test_inference(void **state) {
     for (long i = 0; i < n_tok; i++) sum_cu += y[i] != -1 ? mc.host_losses[i] : 0.0;
     for (int r0 = 0; r0 < BI; r0 += B) {
         const int n = BI - r0 < B ? BI - r0 : B;
-        sum_cpu += (double)gpt_forward(&mr, x + (long)r0 * T, y + (long)r0 * T, n, T, false, 0, 0) * mr.n_valid;
+        sum_cpu += (double)gpt_forward(&mr, x + (long)r0 * T, y + (long)r0 * T, n, T, false, 0, 0, NULL) * mr.n_valid;
         assert_close_rel(lg + (long)r0 * T * V, mr.acts.logits, (long)n * T * V, 1e-5, "logits, cuda vs cpu");
     }
     print_message("    %d rows (training batch %d): loss sum cuda %.6f, cpu %.6f\n", BI, B, sum_cu, sum_cpu);
@@ -102,12 +102,12 @@ static void test_incremental_inference(void **state) {
     tokens(&r, ctx, N_CTX);
     for (int n = 1; n <= N_CTX; n++) {   // minGPT's generate: the last min(n, T) tokens
         const int w = n < T ? n : T;
-        gpt_forward(&mr, ctx + (n - w), NULL, 1, w, false, 0, 0);
+        gpt_forward(&mr, ctx + (n - w), NULL, 1, w, false, 0, 0, NULL);
         snprintf(what, sizeof what, "context %d, cuda incremental vs cpu forward", n);
         assert_close_rel(gpt_infer_next(&g, ctx, n), mr.acts.logits + (size_t)(w - 1) * V, V, 1e-5, what);
     }
     // chunks of new tokens after a reset: positions p0 > 0 with several rows at once
-    gpt_forward(&mr, ctx, NULL, 1, T, false, 0, 0);
+    gpt_forward(&mr, ctx, NULL, 1, T, false, 0, 0, NULL);
     gpt_infer_reset(&g);
     const int chunks[] = { 3, 1, 4, 4 };   // sums to T
     for (int c = 0, p0 = 0; c < 4; p0 += chunks[c], c++) {

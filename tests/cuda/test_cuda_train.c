@@ -154,9 +154,9 @@ static float *params_of(Run *r) {
 // of the gradients AdamW is given (unscaled and clipped; NAN when skipped).
 static int step(Run *r, int s, const int32_t *x, const int32_t *y, float *loss, double *norm, double *clipped) {
     g_loss_scale = loss_scaler_scale(&r->ls);   // before the forward: a fused backend starts dlogits there
-    *loss = gpt_forward(&r->m, x, y, B, T, true, SEED, (uint64_t)s);
+    *loss = gpt_forward(&r->m, x, y, B, T, true, SEED, (uint64_t)s, NULL);
     gpt_zero_grad(&r->m);
-    gpt_backward(&r->m);
+    gpt_backward(&r->m, NULL, NULL);
     const int rc = loss_scaler_unscale_clip(&r->ls, r->m.be, r->m.grads_memory, r->m.num_params, CLIP, norm);
     if (rc < 0) fail_msg("loss scaler: diverged");
     *clipped = NAN;
@@ -209,8 +209,8 @@ static void train_compare(ComputeDtype dt) {
             step(&rr, s, x, y, &lr, &nr, &cr);
             step(&rl, s, x, y, &ll, &nl, &cl);
         } else {
-            lr = gpt_forward(&rr.m, x, y, B, T, true, SEED, (uint64_t)s);
-            ll = gpt_forward(&rl.m, x, y, B, T, true, SEED, (uint64_t)s);
+            lr = gpt_forward(&rr.m, x, y, B, T, true, SEED, (uint64_t)s, NULL);
+            ll = gpt_forward(&rl.m, x, y, B, T, true, SEED, (uint64_t)s, NULL);
             nr = nl = cr = NAN;
             skipped++;
             if (s == FORCED_STEP) forced_skipped = 1;
@@ -240,7 +240,8 @@ static void train_compare(ComputeDtype dt) {
     }
     // evaluation (dropout off) after training
     batch(STEPS, x, y);
-    const float ec = gpt_forward(&rc.m, x, y, B, T, false, 0, 0), er = gpt_forward(&rr.m, x, y, B, T, false, 0, 0);
+    const float ec = gpt_forward(&rc.m, x, y, B, T, false, 0, 0, NULL),
+                er = gpt_forward(&rr.m, x, y, B, T, false, 0, 0, NULL);
     float *pc = params_of(&rc), *pr = params_of(&rr);
     double dmax = 0, d2 = 0, m2 = 0;   // max |w - w_cpu|, ||w - w_cpu||^2, ||w_cpu - w_0||^2
     for (size_t i = 0; i < rc.m.num_params; i++) {

@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
         r ^= r >> 12; r ^= r << 25; r ^= r >> 27;
         x[i] = (int32_t)((r * 0x2545F4914F6CDD1DULL >> 33) % (uint64_t)V);
     }
-    gpt_forward(&m, x, NULL, B, T, false, 0, 0);
+    gpt_forward(&m, x, NULL, B, T, false, 0, 0, NULL);
     FILE *f = fopen(argv[2], "wb");
     const int32_t dims[3] = { B, T, V };
     const size_t n = (size_t)B * T * V;
