@@ -98,12 +98,9 @@ static int pick(const float *logits, int V, double temperature, int top_k, doubl
 
 // The backend of --device, fp32 (sampling runs no low precision). NULL after saying why on stderr.
 static Backend *sample_backend(const char *device) {
-    char err[2048];
-    Backend *be = backend_create(device, 0, DTYPE_FP32, err, sizeof err);
-    if (be) return be;
-    // backend_create names the trainer's key; the reason after it is what matters here
-    const char *key = "trainer_config.device=cuda: ";
-    const char *why = strncmp(err, key, strlen(key)) == 0 ? err + strlen(key) : err;
+    char why[2048];
+    Backend *be;
+    if (backend_select(device, 0, DTYPE_FP32, &be, why, sizeof why) == BACKEND_OK) return be;
     fprintf(stderr, "mingpt: error: sample --device %s: %s\n", device, why);
     return NULL;
 }

@@ -69,15 +69,3 @@ BackendError backend_select(const char *device, int local_rank, ComputeDtype mat
     snprintf(err, errlen, "out of memory");
     return BACKEND_NO_MEMORY;
 }
-
-Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_dtype, char *err, size_t errlen) {
-    Backend *be;
-    char why[1024];
-    switch (backend_select(device, local_rank, matmul_dtype, &be, why, sizeof why)) {
-    case BACKEND_OK: return be;
-    case BACKEND_NO_CUDA: snprintf(err, errlen, "trainer_config.device=%s: %s", device, why); break;
-    case BACKEND_BAD_DEVICE: snprintf(err, errlen, "trainer_config.device %s", why); break;
-    default: snprintf(err, errlen, "%s", why); break;
-    }
-    return NULL;
-}

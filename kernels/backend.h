@@ -220,12 +220,6 @@ typedef enum {
 BackendError backend_select(const char *device, int local_rank, ComputeDtype matmul_dtype, Backend **be,
                             char *err, size_t errlen);
 
-// backend_select, with the trainer's key in front of the message: "trainer_config.device=cuda:
-// <why>", "trainer_config.device must be auto, cpu or cuda (got '<device>')", "out of memory".
-// Kept for trainer/trainer.c and app/sample.c, which print that message as it is; once they call
-// backend_select and put their own key or flag in front, it can go.
-Backend *backend_create(const char *device, int local_rank, ComputeDtype matmul_dtype, char *err, size_t errlen);
-
 #ifdef __cplusplus
 }
 #endif

@@ -29,23 +29,6 @@ static void test_selection(void **state) {
     assert_null(strstr(err, "trainer_config"));
 }
 
-// backend_create: backend_select with the trainer's key in front of the message (what
-// trainer/trainer.c and app/sample.c print).
-static void test_create_messages(void **state) {
-    char err[512], why[512];
-    Backend *be = backend_create("cpu", 0, DTYPE_FP32, err, sizeof err);
-    assert_non_null(be);
-    be->destroy(be);
-    assert_null(backend_create("tpu", 0, DTYPE_FP32, err, sizeof err));
-    assert_string_equal(err, "trainer_config.device must be auto, cpu or cuda (got 'tpu')");
-    be = backend_create("cuda", 0, DTYPE_FP32, err, sizeof err);
-    if (be) { be->destroy(be); skip(); }
-    assert_int_equal(backend_select("cuda", 0, DTYPE_FP32, &be, why, sizeof why), BACKEND_NO_CUDA);
-    char want[600];
-    snprintf(want, sizeof want, "trainer_config.device=cuda: %s", why);
-    assert_string_equal(err, want);
-}
-
 // zero clears exactly the bytes asked for, small (one memset) and large (split across threads,
 // a size that is no multiple of the split's chunk), and nothing around them.
 static void test_zero(void **state) {
@@ -125,7 +108,6 @@ static void test_model_bf16_close_to_fp32(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_selection),
-        cmocka_unit_test(test_create_messages),
         cmocka_unit_test(test_zero),
         cmocka_unit_test(test_matmul_low_precision),
         cmocka_unit_test(test_model_bf16_close_to_fp32),

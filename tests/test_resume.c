@@ -196,7 +196,7 @@ static void resume_fp16_scale_changes(const char *device) {
 static void test_resume_fp16_scale_changes_cpu(void **state) { resume_fp16_scale_changes("cpu"); }
 
 // The same on the CUDA backend, emulated on the CPU: $B/emu/libmingpt_cuda.so (mk/cuda.mk builds
-// it where nvcc is on PATH), which backend_create loads from MINGPT_CUDA_LIB.
+// it where nvcc is on PATH), which backend_select loads from MINGPT_CUDA_LIB.
 static void test_resume_fp16_scale_changes_emulated_cuda(void **state) {
     const char *b = getenv("B");   // the build directory (make exports it: build/san under SAN=1)
     char rel[400], lib[4096];

@@ -9,17 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config/clock.h"
 #include "dist/comm.h"
 #include "trainer/log.h"
 
 #define REDRAW_S 0.25   // at most 4 draws a second
 #define FAR_S 30.0      // the next evaluation / snapshot is shown when further away than this
-
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void format_duration(double s, char *buf, unsigned len) {
     if (!(s >= 0) || s > 1e9) { snprintf(buf, len, "?"); return; }
@@ -80,7 +75,7 @@ void status_format(const StatusInfo *in, char *buf, unsigned len) {
 
 void status_update(StatusLine *s, const StatusInfo *in, bool force) {
     if (!s->live) return;
-    const double now = mono_s();
+    const double now = now_s();
     if (!force && s->drawn && now - s->last_draw < REDRAW_S) return;
     s->last_draw = now;
     status_format(in, s->text, sizeof s->text);
@@ -88,7 +83,7 @@ void status_update(StatusLine *s, const StatusInfo *in, bool force) {
 }
 
 void progress_note(StatusLine *s, ProgressClock *c, const StatusInfo *info, long iters_per_epoch) {
-    const double now = mono_s();
+    const double now = now_s();
     if (c->t_first == 0) {   // the first iteration calibrates GEMMs and warms caches: not timed
         c->t_first = now;
         c->iters_at_first = info->iter;

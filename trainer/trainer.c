@@ -41,6 +41,7 @@
 #include "data/char_dataset.h"
 #include "data/sampler.h"
 #include "kernels/backend.h"
+#include "config/clock.h"
 #include "kernels/fatal.h"
 #include "trainer/loss_scaler.h"
 #include "model/gpt.h"
@@ -76,12 +77,6 @@ static void on_signal(int sig) {
     if (sig == SIGUSR1) { g_save_requests++; return; }
     if (g_stop_signal && g_saving) g_cancel_save = 1;
     g_stop_signal = sig;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 // ============================================================================
@@ -435,6 +430,19 @@ static int load_snapshot(Trainer *t, Snapshot *snap, bool *resumed) {
     return 0;
 }
 
+// t->be for trainer_config.device at t->dtype, or non-zero after saying why: backend_select's
+// message with the key in front.
+static int open_backend(Trainer *t, const char *device) {
+    char why[ERRLEN];
+    switch (backend_select(device, t->comm->local_rank, t->dtype, &t->be, why, sizeof why)) {
+    case BACKEND_OK: return 0;
+    case BACKEND_NO_CUDA: log_error("mingpt: error: trainer_config.device=%s: %s\n", device, why); break;
+    case BACKEND_BAD_DEVICE: log_error("mingpt: error: trainer_config.device %s\n", why); break;
+    default: log_error("mingpt: error: %s\n", why); break;
+    }
+    return 1;
+}
+
 // ============================================================================
 // Setup, in phases separated by agree(): a phase that fails on one rank fails on all,
 // and no rank is left waiting in a collective that another skipped.
@@ -457,8 +465,7 @@ static int setup_local(Trainer *t) {
     // ---- backend. use_amp: matmul inputs in amp_dtype (fp16 with a dynamic loss scaler),
     // fp32 master weights, as torch.autocast + GradScaler. One GPU per rank: the local rank's.
     t->dtype = !tc->use_amp ? DTYPE_FP32 : strcmp(tc->amp_dtype, "bfloat16") == 0 ? DTYPE_BF16 : DTYPE_FP16;
-    t->be = backend_create(tc->device, t->comm->local_rank, t->dtype, err, sizeof err);
-    if (!t->be) { log_error("mingpt: error: %s\n", err); return EXIT_USAGE; }
+    if (open_backend(t, tc->device)) return EXIT_USAGE;
     // bfloat16 on a CPU without AVX512-BF16 or AMX could only be emulated, slower than fp32: say
     // so and train in fp32 (float16 stays emulated: its loss scaling is part of what it means).
     if (t->dtype == DTYPE_BF16 && strcmp(t->be->name, "cpu") == 0 && !backend_cpu_low_precision_is_fast(t->be)) {
@@ -466,8 +473,7 @@ static int setup_local(Trainer *t) {
                  "emulated (slower than fp32); training in fp32 instead\n");
         t->be->destroy(t->be);
         t->dtype = DTYPE_FP32;
-        t->be = backend_create(tc->device, t->comm->local_rank, t->dtype, err, sizeof err);
-        if (!t->be) { log_error("mingpt: error: %s\n", err); return EXIT_USAGE; }
+        if (open_backend(t, tc->device)) return EXIT_USAGE;
     }
     // matmul_precision=high: TF32 for fp32 matmuls where the backend has it (PyTorch's
     // set_float32_matmul_precision("high")); the CPU has none and says so.
