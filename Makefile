@@ -37,7 +37,7 @@ B       ?= build
 # the shell tests find helper programs and libraries under ${B:-build}
 export B
 
-# Debian packages `make deps` installs (README, "What make deps installs"): the compilers and
+# Debian packages `make deps` installs (README, "What a fresh machine needs"): the compilers and
 # tools of the build, the libraries mingpt links, and what the tests run. A fresh machine needs
 # nothing else but make and git (tests/fresh_machine.sh checks that).
 DEB_PKGS := build-essential pkg-config \

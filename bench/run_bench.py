@@ -338,7 +338,7 @@ def torch_label(r):
 # Output
 
 def print_table(title, header, rows):
-    """One markdown table (pasteable into the README)."""
+    """One markdown table (pasteable into docs/performance.md)."""
     print(f"\n{title}\n", flush=True)
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))

@@ -16,7 +16,7 @@
 // Returned by the loaders when the file does not exist (not an error for a run still starting).
 #define RUN_READ_ABSENT 2
 
-// One line of metrics.jsonl (README "metrics.jsonl"): NaN where the line has no such number.
+// One line of metrics.jsonl (docs/runs.md, "metrics.jsonl"): NaN where the line has no such number.
 typedef struct {
     long iter;       // optimizer steps after this line's step
     double loss;     // "loss" (training lines) or "test_loss" (evaluation lines)

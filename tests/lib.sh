@@ -31,8 +31,8 @@ expect_error() {
   ok "$name"
 }
 
-# bad_input ID CODE 'FRAGMENT' -- CMD...: one row of the README's bad-input table. CMD exits with
-# CODE, its stderr contains the literal FRAGMENT (grep -F), and it did not crash. The README row
+# bad_input ID CODE 'FRAGMENT' -- CMD...: one row of the bad-input table (docs/robustness.md). CMD
+# exits with CODE, its stderr contains the literal FRAGMENT (grep -F), and it did not crash. The row
 # `| ID | ... | FRAGMENT | CODE |` is checked against these calls by tests/test_bad_input_table.sh,
 # so keep ID, CODE and FRAGMENT literal on the call line.
 bad_input() {

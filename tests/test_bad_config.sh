@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Crafted configs and overrides: each is refused fast with a message that names the
 # limit it passed, exit 2 like every config error; never a crash, a hang or gigabytes of memory.
-# Rows of the README's bad-input table.
+# Rows of the bad-input table (docs/robustness.md).
 cd "$(dirname "$0")/.." && source tests/lib.sh
 REPO=$PWD
 export OMP_NUM_THREADS=1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Bad corpora and data paths (README bad-input table): each gets a message naming the path and
-# what is wrong with it, and exit code 2, before any model is built; none blocks or reads
-# without end (a FIFO, /dev/zero), none allocates past the corpus limit (a gzip bomb).
+# Bad corpora and data paths (the bad-input table, docs/robustness.md): each gets a message
+# naming the path and what is wrong with it, and exit code 2, before any model is built; none
+# blocks or reads without end (a FIFO, /dev/zero), none allocates past the corpus limit (a gzip
+# bomb).
 cd "$(dirname "$0")/.." && source tests/lib.sh
 
 DATA=$WORK/tiny.txt

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# tests/test_bad_input_table.sh — the README's bad-input table and the tests agree (static check).
+# tests/test_bad_input_table.sh — the bad-input table of docs/robustness.md and the tests agree
+# (static check).
 #
-# The table is the README table whose header row starts with `| ID |`; each row is
+# The table is the table of docs/robustness.md whose header row starts with `| ID |`; each row is
 #   | ID | what the input is | FRAGMENT | CODE |
 # (FRAGMENT may be in backticks; `\|` is a literal pipe). Each row must be exactly one
 # `bad_input ID CODE 'FRAGMENT' -- ...` call in tests/*.sh or tests/*/*.sh, with the same CODE
 # and FRAGMENT, and every such call must have a row. Calls must keep ID, CODE and FRAGMENT
-# literal on the call line (tests/lib.sh). BAD_INPUT_README overrides the README's path.
+# literal on the call line (tests/lib.sh). BAD_INPUT_TABLE overrides the table's file.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
-README=${BAD_INPUT_README:-README.md}
+TABLE=${BAD_INPUT_TABLE:-docs/robustness.md}
 SEP=$'\x1f'   # field separator of the extracted rows (cannot occur in a line of text)
 
-# README rows -> ID SEP CODE SEP FRAGMENT SEP LINE; malformed rows -> "!" SEP LINE SEP reason
+# table rows -> ID SEP CODE SEP FRAGMENT SEP LINE; malformed rows -> "!" SEP LINE SEP reason
 table_rows() {
   awk -v sep="$SEP" '
     function trim(s) { sub(/^[ \t]+/, "", s); sub(/[ \t]+$/, "", s); return s }
@@ -39,7 +40,7 @@ table_rows() {
       if (cell[4] !~ /^[0-9]+$/) { print "!" sep NR sep "CODE \"" cell[4] "\" is not a number"; next }
       if (frag == "") { print "!" sep NR sep "empty FRAGMENT"; next }
       print cell[1] sep cell[4] sep frag sep NR }
-    END { if (!found) print "?" }' "$README"
+    END { if (!found) print "?" }' "$TABLE"
 }
 
 # bad_input calls -> ID SEP CODE SEP FRAGMENT SEP FILE:LINE; non-literal calls -> "!" SEP FILE:LINE
@@ -69,16 +70,16 @@ test_calls() {
   done
 }
 
-rows=$(table_rows) || { bad "cannot read $README"; finish; exit; }
+rows=$(table_rows) || { bad "cannot read $TABLE"; finish; exit; }
 if [ "$rows" = "?" ]; then
-  bad "$README has a bad-input table (a table whose header row starts with '| ID |')"
+  bad "$TABLE has a bad-input table (a table whose header row starts with '| ID |')"
   finish; exit
 fi
 calls=$(test_calls)
 
 # malformed rows and calls
 while IFS=$SEP read -r mark where what; do
-  [ "$mark" = "!" ] && bad "$README:$where: malformed bad-input row: $what"
+  [ "$mark" = "!" ] && bad "$TABLE:$where: malformed bad-input row: $what"
 done <<<"$rows"
 while IFS=$SEP read -r mark where what; do
   [ "$mark" = "!" ] && bad "$where: bad_input call without a literal ID, CODE and 'FRAGMENT'" "$what"
@@ -86,7 +87,7 @@ done <<<"$calls"
 rows=$(grep -v "^[!]" <<<"$rows"); calls=$(grep -v "^[!]" <<<"$calls")
 
 # duplicates
-for d in $(cut -d"$SEP" -f1 <<<"$rows" | sort | uniq -d); do bad "ID $d has more than one README row"; done
+for d in $(cut -d"$SEP" -f1 <<<"$rows" | sort | uniq -d); do bad "ID $d has more than one table row"; done
 for d in $(cut -d"$SEP" -f1 <<<"$calls" | sort | uniq -d); do
   bad "ID $d is used by more than one bad_input call" "$(grep "^$d$SEP" <<<"$calls" | cut -d"$SEP" -f4)"
 done
@@ -97,15 +98,15 @@ while IFS=$SEP read -r id code frag line; do
   [ -n "$id" ] || continue
   n=$((n+1))
   call=$(awk -F "$SEP" -v id="$id" '$1 == id' <<<"$calls" | head -1)
-  if [ -z "$call" ]; then bad "row $id ($README:$line) has no bad_input call in tests/"; continue; fi
+  if [ -z "$call" ]; then bad "row $id ($TABLE:$line) has no bad_input call in tests/"; continue; fi
   IFS=$SEP read -r _ ccode cfrag cwhere <<<"$call"
-  [ "$ccode" = "$code" ] || bad "row $id: README says exit $code, $cwhere says $ccode"
-  [ "$cfrag" = "$frag" ] || bad "row $id: README fragment differs from $cwhere" "README: $frag
-test:   $cfrag"
+  [ "$ccode" = "$code" ] || bad "row $id: the table says exit $code, $cwhere says $ccode"
+  [ "$cfrag" = "$frag" ] || bad "row $id: the table's fragment differs from $cwhere" "table: $frag
+test:  $cfrag"
 done <<<"$rows"
 while IFS=$SEP read -r id _ _ where; do
   [ -n "$id" ] || continue
-  awk -F "$SEP" -v id="$id" '$1 == id { f = 1 } END { exit !f }' <<<"$rows" || bad "bad_input $id ($where) has no row in $README"
+  awk -F "$SEP" -v id="$id" '$1 == id { f = 1 } END { exit !f }' <<<"$rows" || bad "bad_input $id ($where) has no row in $TABLE"
 done <<<"$calls"
-[ "$FAIL" -eq 0 ] && ok "$README's bad-input table: $n rows, each one bad_input call with the same exit code and fragment"
+[ "$FAIL" -eq 0 ] && ok "$TABLE's bad-input table: $n rows, each one bad_input call with the same exit code and fragment"
 finish

@@ -243,7 +243,7 @@ static int replicas_identical(Trainer *t, const float *params) {
     return lo == hi;
 }
 
-// What a save is for: it decides the file and what a failed write does (README, "Snapshots").
+// What a save is for: it decides the file and what a failed write does (docs/snapshots.md).
 typedef enum {
     SAVE_PERIODIC,    // save_every, save_every_iters: a failed write warns and the run goes on
     SAVE_REQUESTED,   // SIGUSR1: as periodic
