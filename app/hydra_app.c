@@ -490,8 +490,12 @@ static int print_command(const App *app) {
     set_runtime(&job, NULL);  // under --cfg, runtime.output_dir is null
     char err[ERRLEN];
     int rc;
-    if (a->help) rc = hydra_print_help(stdout, tree, a->resolve, err, sizeof err);
-    else if (a->hydra_help) rc = hydra_print_hydra_help(stdout, tree, err, sizeof err);
+    HydraCommand cmds[16];   // the subcommands, for the help texts
+    size_t n_cmds = 0;
+    for (const Subcommand *c; n_cmds < sizeof cmds / sizeof *cmds && (c = subcommand_at(n_cmds)); n_cmds++)
+        cmds[n_cmds] = (HydraCommand){.name = c->name, .description = c->description};
+    if (a->help) rc = hydra_print_help(stdout, tree, a->resolve, cmds, n_cmds, err, sizeof err);
+    else if (a->hydra_help) rc = hydra_print_hydra_help(stdout, tree, cmds, n_cmds, err, sizeof err);
     else rc = hydra_print_cfg(stdout, tree, a->cfg, a->package, a->resolve, err, sizeof err);
     if (rc) {
         if (strncmp(err, "package '", 9) == 0) fprintf(stderr, "%s\n", err);  // Hydra prints it bare

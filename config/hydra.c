@@ -259,7 +259,8 @@ static const char HYDRA_DEFAULTS_YAML[] =
     "  app_name: ${hydra.job.name}\n"
     "  header: \"${hydra.help.app_name} is powered by Hydra.\\n\"\n"
     "  footer: \"Powered by Hydra (https://hydra.cc)\\nUse --hydra-help to view Hydra specific help\\n\"\n"
-    "  template: \"${hydra.help.header}\\n== Configuration groups ==\\nCompose your configuration from those groups"
+    "  template: \"${hydra.help.header}\\n== Subcommands ==\\nmingpt COMMAND --help for a command's usage\\n\\n"
+    "$APP_SUBCOMMANDS\\n\\n== Configuration groups ==\\nCompose your configuration from those groups"
     " (group=option)\\n\\n$APP_CONFIG_GROUPS\\n\\n== Config ==\\nOverride anything in the config (foo.bar=value)\\n\\n"
     "$CONFIG\\n\\n${hydra.help.footer}\\n\"\n"
     "hydra_help:\n"
@@ -676,7 +677,20 @@ static int fill_template(FILE *out, const char *tmpl, const char *const *names, 
     return 0;
 }
 
-int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, char *err, size_t errlen) {
+// The commands, one line each ("sample : print text sampled from a snapshot"), without a final
+// newline: a malloc'd string.
+static char *commands_text(const HydraCommand *cmds, size_t n_cmds) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) abort();
+    for (size_t i = 0; i < n_cmds; i++) fprintf(f, "%s%s : %s", i ? "\n" : "", cmds[i].name, cmds[i].description);
+    if (fclose(f)) abort();
+    return text;
+}
+
+int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, const HydraCommand *cmds, size_t n_cmds,
+                     char *err, size_t errlen) {
     bool failed;
     char *tmpl = hydra_get_string(tree, "hydra.help.template", &failed, err, errlen);
     if (failed) return -1;
@@ -687,9 +701,11 @@ int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, char *err, si
         free(tmpl);
         return view ? cfg_errf(err, errlen, "the config cannot be written as YAML") : -1;
     }
-    const char *names[] = {"APP_CONFIG_GROUPS", "CONFIG"}, *values[] = {"", yaml};
-    int rc = fill_template(out, tmpl ? tmpl : "", names, values, 2, err, errlen);
+    char *commands = commands_text(cmds, n_cmds);
+    const char *names[] = {"APP_SUBCOMMANDS", "APP_CONFIG_GROUPS", "CONFIG"}, *values[] = {commands, "", yaml};
+    int rc = fill_template(out, tmpl ? tmpl : "", names, values, 3, err, errlen);
     if (!rc) fputc('\n', out);  // Python's print()
+    free(commands);
     free(yaml);
     free(tmpl);
     return rc;
@@ -717,17 +733,22 @@ static const char FLAGS_HELP[] =
     " (mingpt: searchpath)\n"
     "Overrides : Any key=value arguments to override config values (use dots for.nested=overrides)\n"
     "\n"
-    "mingpt sample --snapshot PATH [--prompt TEXT] [--max_new_tokens N] [--temperature F] [--top_k K] [--seed S]\n"
-    "          : print text sampled from a snapshot";
+    "mingpt COMMAND ... runs a subcommand (mingpt COMMAND --help for its usage):\n";
 
-int hydra_print_hydra_help(FILE *out, const CfgNode *tree, char *err, size_t errlen) {
+int hydra_print_hydra_help(FILE *out, const CfgNode *tree, const HydraCommand *cmds, size_t n_cmds, char *err,
+                           size_t errlen) {
     bool failed;
     char *tmpl = hydra_get_string(tree, "hydra.hydra_help.template", &failed, err, errlen);
     if (failed) return -1;
+    char *commands = commands_text(cmds, n_cmds), *flags = malloc(sizeof FLAGS_HELP + strlen(commands));
+    if (!flags) abort();
+    snprintf(flags, sizeof FLAGS_HELP + strlen(commands), "%s%s", FLAGS_HELP, commands);
     const char *names[] = {"FLAGS_HELP", "HYDRA_CONFIG_GROUPS"};
-    const char *values[] = {FLAGS_HELP, "hydra/hydra_logging: default, disabled\nhydra/job_logging: default, disabled"};
+    const char *values[] = {flags, "hydra/hydra_logging: default, disabled\nhydra/job_logging: default, disabled"};
     int rc = fill_template(out, tmpl ? tmpl : "", names, values, 2, err, errlen);
     if (!rc) fputc('\n', out);
+    free(flags);
+    free(commands);
     free(tmpl);
     return rc;
 }

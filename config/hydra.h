@@ -138,10 +138,20 @@ void hydra_list_repr(char *const *s, int n, char *buf, size_t len);
 int hydra_print_cfg(FILE *out, const CfgNode *tree, HydraCfgWhat what, const char *package, bool resolve,
                     char *err, size_t errlen);
 
-// --help: hydra.help.template with $APP_CONFIG_GROUPS and $CONFIG (the job config) filled in.
-int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, char *err, size_t errlen);
+// A subcommand as the help texts list it. The subcommands are app/'s (app/subcommand.h), a floor
+// above config/: app/ fills these and passes them in.
+typedef struct {
+    const char *name;          // "sample"
+    const char *description;   // one line: what it does
+} HydraCommand;
 
-// --hydra-help: hydra.hydra_help.template with mingpt's flags.
-int hydra_print_hydra_help(FILE *out, const CfgNode *tree, char *err, size_t errlen);
+// --help: hydra.help.template with $APP_SUBCOMMANDS (one line per command, "name : description"),
+// $APP_CONFIG_GROUPS and $CONFIG (the job config) filled in. cmds may be NULL when n_cmds is 0.
+int hydra_print_help(FILE *out, const CfgNode *tree, bool resolve, const HydraCommand *cmds, size_t n_cmds,
+                     char *err, size_t errlen);
+
+// --hydra-help: hydra.hydra_help.template with mingpt's flags, then the commands (as for --help).
+int hydra_print_hydra_help(FILE *out, const CfgNode *tree, const HydraCommand *cmds, size_t n_cmds, char *err,
+                           size_t errlen);
 
 #endif

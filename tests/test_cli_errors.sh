@@ -44,6 +44,12 @@ expect_error "wrong type in file (file:line)" 2 "type\.yaml:2:.*gpt_config\.n_la
 printf 'gpt_config:\n  n_layer: [1,\n' > $WORK/cfg/syntax.yaml
 expect_error "YAML syntax error (file:line)" 2 "syntax\.yaml:[0-9]+" -- $MINGPT --config-path $WORK/cfg --config-name syntax
 
+# Each subcommand's --help: its usage on stdout, exit 0.
+for sub in sample info export plot runs; do
+  out=$($MINGPT $sub --help 2>&1); rc=$?
+  [ $rc -eq 0 ] && grep -q "^usage: mingpt $sub" <<<"$out" && ok "mingpt $sub --help" || bad "mingpt $sub --help (exit $rc)" "$out"
+done
+
 # A corrupt snapshot is refused with its path named; the run does not start over it.
 $MINGPT "${small[@]}" > $WORK/train.log 2>&1 || bad "small training run" "$(tail -5 $WORK/train.log)"
 if [ -f $WORK/s.bin ]; then

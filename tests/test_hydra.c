@@ -352,7 +352,7 @@ static void test_hydra_output_bounds(void **state) {
     FILE *f = fopen("/dev/null", "w");
     assert_non_null(f);
     char err[ERRLEN];
-    assert_int_not_equal(hydra_print_help(f, tree, false, err, sizeof err), 0);
+    assert_int_not_equal(hydra_print_help(f, tree, false, NULL, 0, err, sizeof err), 0);
     assert_string_equal(err, "the help text is longer than 16 MiB, the limit (check the help template)");
     fclose(f);
     cfg_free(tree);

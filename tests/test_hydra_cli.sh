@@ -124,7 +124,11 @@ check "C6 defaults list with a group" 2 "" "mingpt: error: conf/groups.yaml:2:5:
 
 # ---------------------------------------------------------------- F1 --help, --hydra-help, --version
 {
-  printf 'mingpt is powered by Hydra.\n\n== Configuration groups ==\nCompose your configuration from those groups (group=option)\n\n\n\n'
+  printf 'mingpt is powered by Hydra.\n\n== Subcommands ==\nmingpt COMMAND --help for a command'\''s usage\n\n'
+  printf '%s\n' 'sample : print text sampled from a snapshot' 'info : what a snapshot holds (text or JSON)' \
+    "export : write a snapshot's model as minGPT's state_dict in safetensors" \
+    'plot : the loss curves of runs and sweeps in one SVG or PNG' 'runs : the runs of a sweep side by side, best test loss first'
+  printf '\n== Configuration groups ==\nCompose your configuration from those groups (group=option)\n\n\n\n'
   printf '== Config ==\nOverride anything in the config (foo.bar=value)\n\n%s\n\n\n' "$C1"
   printf 'Powered by Hydra (https://hydra.cc)\nUse --hydra-help to view Hydra specific help\n\n\n'
 } > help.want
@@ -142,6 +146,10 @@ See https://hydra.cc for more info.
 --help,-h : Application.s help' "" -- $M "${SHIPPED[@]}" --hydra-help
 $M "${SHIPPED[@]}" --hydra-help | grep -q "^hydra/job_logging: default, disabled$" && ok "F1 --hydra-help groups" \
   || bad "F1 --hydra-help groups"
+$M "${SHIPPED[@]}" --hydra-help > hh.txt
+for sub in sample info export plot runs; do grep -q "^$sub : ." hh.txt || bad "F1 --hydra-help lists $sub" "$(cat hh.txt)"; done
+grep -q '^mingpt COMMAND ... runs a subcommand' hh.txt && ok "F1 --hydra-help lists the subcommands" \
+  || bad "F1 --hydra-help lists the subcommands" "$(cat hh.txt)"
 # Hydra's line first, then what mingpt computes with: the CPU and the GEMM libraries
 check "F1 --version" 0 "~^GEMM: OpenBLAS [0-9.]+ \([A-Za-z0-9]+ kernels: [a-z0-9_]+\)" "" -- $M --version
 [ "$($M --version | head -1)" = "Hydra 1.3.2 (mingpt)" ] && ok "F1 --version: Hydra's line first" \

@@ -35,7 +35,7 @@ static void print_to_memory(const CfgNode *tree, int what, bool resolve, bool ya
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) abort();
-    int rc = what < 0 ? hydra_print_help(f, tree, resolve, err, sizeof err)
+    int rc = what < 0 ? hydra_print_help(f, tree, resolve, NULL, 0, err, sizeof err)
                       : hydra_print_cfg(f, tree, (HydraCfgWhat)what, NULL, resolve, err, sizeof err);
     fclose(f);
     if (rc == 0 && yaml) {
