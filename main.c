@@ -29,5 +29,8 @@ int main(int argc, char **argv) {
     // a subcommand of app/subcommand.h's list, else the training command
     const Subcommand *sub = argc > 1 ? subcommand_find(argv[1]) : NULL;
     if (sub) return subcommand_main(sub, argc - 1, argv + 1, stdout);
+    // a misspelt subcommand ("samples") is named as such, not read as an override without '='
+    const int rc = subcommand_check_unknown(argc, argv, stderr);
+    if (rc) return rc;
     return hydra_app_main(argc, argv);
 }

@@ -13,6 +13,7 @@
 #include "app/plot.h"
 #include "app/runs.h"
 #include "app/sample.h"
+#include "config/suggest.h"
 #include "trainer/trainer.h"
 
 // THE list of subcommands: main.c dispatches through it, shell completion lists it in this order.
@@ -27,6 +28,24 @@ const Subcommand *subcommand_find(const char *name) {
 }
 
 const Subcommand *subcommand_at(size_t i) { return i < N_SUBCOMMANDS ? SUBCOMMAND_LIST[i] : NULL; }
+
+const char *subcommand_suggest(const char *word) {
+    if (subcommand_find(word)) return NULL;
+    Suggest s;
+    suggest_init(&s, word, false);
+    for (size_t i = 0; i < N_SUBCOMMANDS; i++) suggest_offer(&s, &SUBCOMMAND_LIST[i]->name, 1, SUBCOMMAND_LIST[i]->name);
+    return s.pick[0] ? subcommand_find(s.pick)->name : NULL;   // the closest only, not suggest's same-name fallback
+}
+
+int subcommand_check_unknown(int argc, char **argv, FILE *err) {
+    if (argc < 2) return 0;
+    const char *w = argv[1];
+    if (!w[0] || strchr(w, '=') || strchr("-+~", w[0])) return 0;
+    const char *pick = subcommand_suggest(w);
+    if (!pick) return 0;
+    fprintf(err, "mingpt: error: unknown command '%s' (did you mean '%s'?)\n", w, pick);
+    return EXIT_USAGE;
+}
 
 // CompletionSubcommand.complete: ctx is the Subcommand.
 static void complete_subcommand(const void *ctx, const char *prev, const char *word, FILE *out) {

@@ -116,6 +116,16 @@ const Subcommand *subcommand_find(const char *name);
 // past the last.
 const Subcommand *subcommand_at(size_t i);
 
+// The subcommand whose name is closest to word (config/suggest.h's measure: a few letters
+// apart), for "did you mean" when word is no subcommand; NULL when none is close or word is one.
+const char *subcommand_suggest(const char *word);
+
+// When argv[1] is neither a subcommand, a flag nor an override (it holds no '=' and starts with
+// none of '-', '+', '~') but is close to a subcommand's name: says
+// "mingpt: error: unknown command 'WORD' (did you mean 'NAME'?)" on err and returns 2
+// (EXIT_USAGE). Otherwise returns 0 and says nothing (the training command reads argv).
+int subcommand_check_unknown(int argc, char **argv, FILE *err);
+
 // `mingpt NAME ...`: parses argv (argv[0] is the subcommand's name) against c and runs it on out.
 // Returns the exit code: 0 after --help (usage on out), 2 (EXIT_USAGE) after a usage error
 // (messages on stderr), else c->run's.

@@ -44,6 +44,9 @@ expect_error "wrong type in file (file:line)" 2 "type\.yaml:2:.*gpt_config\.n_la
 printf 'gpt_config:\n  n_layer: [1,\n' > $WORK/cfg/syntax.yaml
 expect_error "YAML syntax error (file:line)" 2 "syntax\.yaml:[0-9]+" -- $MINGPT --config-path $WORK/cfg --config-name syntax
 
+# A misspelt subcommand is named with the closest one; a word far from every name stays an override.
+bad_input cli-unknown-command 2 'mingpt: error: unknown command '\''samples'\'' (did you mean '\''sample'\''?)' -- $MINGPT samples
+expect_error "a word far from every subcommand" 2 "missing EQUAL" -- $MINGPT gpt_config
 # Each subcommand's --help: its usage on stdout, exit 0.
 for sub in sample info export plot runs; do
   out=$($MINGPT $sub --help 2>&1); rc=$?

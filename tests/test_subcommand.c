@@ -373,6 +373,31 @@ static void test_completion(void **state) {
     }
 }
 
+// A misspelt subcommand: the closest name is suggested; overrides, flags, far words and the
+// names themselves are left to the training command.
+static void test_unknown_command(void **state) {
+    (void)state;
+    assert_string_equal(subcommand_suggest("samples"), "sample");
+    assert_string_equal(subcommand_suggest("inf"), "info");
+    assert_string_equal(subcommand_suggest("exprt"), "export");
+    assert_string_equal(subcommand_suggest("run"), "runs");
+    assert_null(subcommand_suggest("sample"));
+    assert_null(subcommand_suggest("trainer_config"));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    char *samples[] = {"mingpt", "samples", NULL}, *ov[] = {"mingpt", "sampl=3", NULL}, *flag[] = {"mingpt", "-samples", NULL},
+         *far[] = {"mingpt", "gpt_config", NULL}, *none[] = {"mingpt", NULL};
+    assert_int_equal(subcommand_check_unknown(2, ov, f), 0);
+    assert_int_equal(subcommand_check_unknown(2, flag, f), 0);
+    assert_int_equal(subcommand_check_unknown(2, far, f), 0);
+    assert_int_equal(subcommand_check_unknown(1, none, f), 0);
+    assert_int_equal(subcommand_check_unknown(2, samples, f), 2);
+    fclose(f);
+    assert_string_equal(text, "mingpt: error: unknown command 'samples' (did you mean 'sample'?)\n");
+    free(text);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forms_and_defaults),
@@ -381,6 +406,7 @@ int main(void) {
         cmocka_unit_test(test_positional),
         cmocka_unit_test(test_help_and_usage),
         cmocka_unit_test(test_completion),
+        cmocka_unit_test(test_unknown_command),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
