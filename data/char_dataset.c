@@ -173,14 +173,14 @@ static int read_file(const char *path, size_t limit, const char *how, unsigned c
     *out_len = 0;
     struct stat st;
     if (stat(path, &st)) {
-        set_err(err, errlen, "%s: %s", path, strerror(errno));
+        set_err(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return -1;
     }
     if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode, err, errlen);
     // O_NONBLOCK: if the path became a FIFO since stat, open must not wait for a writer.
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        set_err(err, errlen, "%s: %s", path, strerror(errno));
+        set_err(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return -1;
     }
     if (fstat(fd, &st)) {
@@ -405,7 +405,7 @@ int chardataset_load(CharDataset *ds, const char *path, double truncate, int blo
     if (corpus_limit(&limit, how, sizeof how, err, errlen)) return -1;
     unsigned char *bytes;
     size_t nbytes;
-    if (read_file(path, limit, how, &bytes, &nbytes, err, errlen)) return -1;
+    if (read_file(path, limit, how, &bytes, &nbytes, err, errlen)) return CHARDATASET_UNREADABLE;
     int rc = build(ds, bytes, nbytes, path, ends_with(path, ".gz") ? " of the decompressed text" : "",
                    truncate, block_size, err, errlen);
     free(bytes);

@@ -37,7 +37,11 @@ int chardataset_from_text(CharDataset *ds, const void *text, size_t len, const c
 // limit in bytes of (decompressed) text is the environment variable MINGPT_MAX_CORPUS_BYTES
 // (a positive integer, optionally with a K/M/G/T suffix, powers of 1024), by default a tenth
 // of physical memory (sysconf; loading needs up to 5 bytes per byte of text: the text plus a
-// 4-byte id per character); a malformed MINGPT_MAX_CORPUS_BYTES is an error too.
+// 4-byte id per character); a malformed MINGPT_MAX_CORPUS_BYTES is an error too. Returns 0;
+// CHARDATASET_UNREADABLE when the file itself cannot be read (missing: "cannot open 'PATH': the
+// OS's reason"; not a regular file, too large, corrupt gzip), so that the caller can name the
+// setting that gave the path; -1 for the other errors.
+#define CHARDATASET_UNREADABLE (-2)
 int chardataset_load(CharDataset *ds, const char *path, double truncate, int block_size,
                      char *err, size_t errlen);
 

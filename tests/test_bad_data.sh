@@ -13,6 +13,7 @@ small=(--config-name char_cpu data_config.path=$DATA data_config.block_size=8 gp
 M() { timeout 60 "$MINGPT" "${small[@]}" "$@"; }   # timeout: a blocked read fails the case, not the suite
 
 # The data path must be a regular file (or a .gz one); anything else is refused before opening.
+bad_input data-missing 2 'data_config.path: cannot open' -- M data_config.path=$WORK/absent.txt
 bad_input data-dir 2 'is a directory, not a regular file' -- M data_config.path=$WORK
 mkfifo $WORK/fifo
 bad_input data-fifo 2 'is a FIFO (named pipe), not a regular file' -- M data_config.path=$WORK/fifo

@@ -12,7 +12,7 @@ small=(data_config.path=$DATA data_config.truncate=1.0 data_config.block_size=8 
 
 expect_error "missing config file" 2 "Cannot find primary config 'nope'" -- $MINGPT --config-name nope
 expect_error "missing config dir"  2 "config directory '$WORK/nodir' exists" -- $MINGPT --config-path $WORK/nodir
-expect_error "missing data file"   2 "$WORK/absent\.txt.*No such file" -- $MINGPT "${small[@]}" data_config.path=$WORK/absent.txt
+expect_error "missing data file"   2 "data_config.path: cannot open '$WORK/absent\.txt': No such file or directory" -- $MINGPT "${small[@]}" data_config.path=$WORK/absent.txt
 expect_error "unknown key (override)" 2 "Key 'batch_sizee' is not in struct" -- $MINGPT "${small[@]}" trainer_config.batch_sizee=3
 expect_error "unknown section (override)" 2 "Could not override 'trainer.lr'" -- $MINGPT "${small[@]}" trainer.lr=3
 expect_error "wrong type (override)" 2 "could not be converted to Integer" -- $MINGPT "${small[@]}" trainer_config.batch_size=abc

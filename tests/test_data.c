@@ -554,6 +554,13 @@ static void test_load_errors(void **state) {
     char p[256], q[256], msg[512];
     tpath(state, "does_not_exist.txt", p, sizeof p);
     expect_load_error(p, 1.0, 4, "No such file or directory");
+    snprintf(msg, sizeof msg, "cannot open '%s': No such file or directory", p);
+    expect_load_error(p, 1.0, 4, msg);
+    {   // a file that cannot be read is told apart from bad text, so that the caller names its key
+        CharDataset ds;
+        char err[512];
+        assert_int_equal(chardataset_load(&ds, p, 1.0, 4, err, sizeof err), CHARDATASET_UNREADABLE);
+    }
     tpath(state, "does_not_exist.txt.gz", p, sizeof p);
     expect_load_error(p, 1.0, 4, "No such file or directory");
 

@@ -99,10 +99,10 @@ $M "${TINY[@]}" hydra.run.dir=./ trainer_config.snapshot_path=here.bin > /dev/nu
   || bad "hydra.run.dir=./" "$(ls -a)"
 $M "${TINY[@]}" hydra.run.dir=out/abs trainer_config.snapshot_path=$WORK/abs.bin > /dev/null 2>&1
 [ -f abs.bin ] && ok "an absolute snapshot path is kept" || bad "absolute snapshot path"
-check "a runtime error (data file) keeps its exit code" 2 - "mingpt: error: $WORK/nope.txt: No such file or directory" \
+check "a runtime error (data file) keeps its exit code" 2 - "mingpt: error: data_config.path: cannot open '$WORK/nope.txt': No such file or directory" \
   -- $M "${TINY[@]}" hydra.run.dir=out/fail data_config.path=$WORK/nope.txt
 has "summary.json records a failed run" out/fail/summary.json '  "exit_status": 2,' '  "iters": 0,'
-grep -q "\[mingpt\]\[ERROR\] - mingpt: error: $WORK/nope.txt" out/fail/mingpt.log && ok "errors go to mingpt.log too" \
+grep -q "\[mingpt\]\[ERROR\] - mingpt: error: data_config.path: cannot open '$WORK/nope.txt'" out/fail/mingpt.log && ok "errors go to mingpt.log too" \
   || bad "errors go to mingpt.log" "$(cat out/fail/mingpt.log)"
 
 # Interrupted (SIGINT): the trainer saves a snapshot, exits 75, summary.json says so.

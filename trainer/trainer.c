@@ -495,8 +495,9 @@ static int setup_local(Trainer *t) {
     }
 
     // ---- data
-    if (chardataset_load(&t->ds, dc->path, dc->truncate, dc->block_size, err, sizeof err)) {
-        log_error("mingpt: error: %s\n", err);
+    const int load_rc = chardataset_load(&t->ds, dc->path, dc->truncate, dc->block_size, err, sizeof err);
+    if (load_rc) {   // a file that cannot be read is named with the key that gave it
+        log_error("mingpt: error: %s%s\n", load_rc == CHARDATASET_UNREADABLE ? "data_config.path: " : "", err);
         return EXIT_USAGE;
     }
     log_info("Data has %ld characters, %d unique.\n", t->ds.n, t->ds.vocab_size);
