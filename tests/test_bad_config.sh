@@ -21,6 +21,10 @@ bad_input cfg-interp-nested-override 2 'Interpolation nested too deeply: more th
 printf 'trainer_config:\n  snapshot_path: %s\n' "$nest" > "$CFG/nested.yaml"
 bad_input cfg-interp-nested-yaml 2 'full_key: trainer_config.snapshot_path' -- "${train[@]}" -cp "$CFG" -cn nested
 
+# A misspelt key in a file gets the same suggestion as in an override.
+printf 'optimizer_config:\n  lerning_rate: 0.1\n' > "$CFG/typo.yaml"
+bad_input cfg-file-key-suggest 2 'typo.yaml:2:3: unknown key '\''optimizer_config.lerning_rate'\'' (did you mean '\''optimizer_config.learning_rate'\''?)' -- "${M[@]}" -cp "$CFG" -cn typo --cfg job
+
 # Billion laughs: x0 ten scalars, each next line ten aliases of the one before.
 { printf 'hydra:\n  x0: &x0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n'
   for i in 1 2 3 4 5 6 7 8 9; do
