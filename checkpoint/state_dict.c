@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -111,6 +112,61 @@ static void describe_shape(const GPTShape *s, char *buf, size_t len) {
              "n_head %d, n_embd %d", s->vocab_size, s->block_size, s->n_layer, s->n_head, s->n_embd);
 }
 
+// The file's sizes against the model's: 0 when they agree, else 2 with every size that differs
+// named, the file's then the config's ("'m.safetensors' has n_layer 1, n_embd 32 but the config
+// has n_layer 2, n_embd 64"). A size the file does not give (< 0) is not compared.
+static int check_shape(const char *path, const GPTShape *file, const GPTShape *model, char *err, size_t errlen) {
+    const struct { const char *name; int there, here; } dims[] = {
+        {"n_layer", file->n_layer, model->n_layer}, {"n_head", file->n_head, model->n_head},
+        {"n_embd", file->n_embd, model->n_embd}, {"block_size", file->block_size, model->block_size},
+        {"vocab_size", file->vocab_size, model->vocab_size},
+    };
+    char there[256] = "", here[256] = "";
+    size_t a = 0, b = 0;
+    bool vocab = false;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        if (dims[i].there < 0 || dims[i].there == dims[i].here) continue;
+        a += (size_t)snprintf(there + a, sizeof there - a, "%s%s %d", a ? ", " : "", dims[i].name, dims[i].there);
+        b += (size_t)snprintf(here + b, sizeof here - b, "%s%s %d", b ? ", " : "", dims[i].name, dims[i].here);
+        vocab |= i == 4;
+    }
+    if (!a) return 0;
+    return mismatch(err, errlen, "'%s' has %s but the config has %s (gpt_config.n_layer, n_head, n_embd and "
+                    "data_config.block_size set the model%s)", path, there, here,
+                    vocab ? "; the data, data_config.path and data_config.truncate, its vocab_size" : "");
+}
+
+// A metadata size of a safetensors file: the number, or -1 when the file does not give it.
+static int meta_int(const SafeTensors *st, const char *key) {
+    const char *v = safetensors_meta(st, key);
+    char *end;
+    const long x = v ? strtol(v, &end, 10) : -1;
+    return v && end != v && !*end && x >= 0 && x <= INT_MAX ? (int)x : -1;
+}
+
+// The sizes of the model in a safetensors file: its metadata where it gives them, else what
+// its tensors show (wte's rows and columns, wpe's rows, the blocks' count); -1 where neither
+// tells (n_head has no tensor of its own).
+static void safetensors_shape(const SafeTensors *st, GPTShape *s) {
+    const StTensor *wte = safetensors_find(st, "transformer.wte.weight"), *wpe = safetensors_find(st, "transformer.wpe.weight");
+    int layers = -1;
+    for (int i = 0; i < st->n_tensors; i++) {
+        int l, end = 0;
+        if (sscanf(st->tensors[i].name, "transformer.h.%d.%n", &l, &end) == 1 && end > 0 && l >= layers) layers = l + 1;
+    }
+    const bool wte2 = wte && wte->ndim == 2 && wte->shape[0] <= INT_MAX && wte->shape[1] <= INT_MAX;
+    const bool wpe2 = wpe && wpe->ndim == 2 && wpe->shape[0] <= INT_MAX;
+    s->n_layer = meta_int(st, "n_layer");
+    if (s->n_layer < 0) s->n_layer = layers;
+    s->n_head = meta_int(st, "n_head");
+    s->n_embd = meta_int(st, "n_embd");
+    if (s->n_embd < 0 && wte2) s->n_embd = (int)wte->shape[1];
+    s->block_size = meta_int(st, "block_size");
+    if (s->block_size < 0 && wpe2) s->block_size = (int)wpe->shape[0];
+    s->vocab_size = meta_int(st, "vocab_size");
+    if (s->vocab_size < 0 && wte2) s->vocab_size = (int)wte->shape[0];
+}
+
 // The one code point of a UTF-8 string (jansson has checked it is UTF-8), or -1.
 static long one_code_point(const char *s, size_t len) {
     const unsigned char *u = (const unsigned char *)s;
@@ -169,11 +225,15 @@ int state_dict_from_safetensors(const SafeTensors *stp, const char *path, const 
     int rc = 0;
     if (!pt) { snprintf(err, errlen, "'%s': out of memory", path); rc = 1; goto out; }
     gpt_param_table(shape, pt);
+    // The sizes first: a model of another shape is named as such, not by its first tensor or token.
+    GPTShape there;
+    safetensors_shape(&st, &there);
+    if ((rc = check_shape(path, &there, shape, err, errlen))) goto out;
     const char *v = safetensors_meta(&st, "vocab"), *nh = safetensors_meta(&st, "n_head");
     if (v && (rc = check_vocab(v, shape, vocab, path, err, errlen))) goto out;
     if (!v) snprintf(note, notelen, "'%s' gives no vocabulary (metadata 'vocab'): its token ids are taken to be the "
                      "data's (%d sorted characters)", path, shape->vocab_size);
-    if (nh && strtol(nh, NULL, 10) != shape->n_head) {
+    if (nh && strtol(nh, NULL, 10) != shape->n_head) {   // metadata n_head that is no plain number
         rc = mismatch(err, errlen, "'%s' was trained with n_head %s (its metadata), but gpt_config.n_head is %d here",
                       path, nh, shape->n_head);
         goto out;
@@ -255,19 +315,7 @@ static int import_snapshot(const char *path, const GPTShape *shape, const uint32
     Snapshot s;
     if (snapshot_load(path, &s, err, errlen)) return 1;
     if (s.note[0]) snprintf(note, notelen, "%s", s.note);
-    char model[256];
-    describe_shape(shape, model, sizeof model);
-    struct { const char *key; int here, there; } dims[] = {
-        {"gpt_config.n_layer", shape->n_layer, s.shape.n_layer}, {"gpt_config.n_head", shape->n_head, s.shape.n_head},
-        {"gpt_config.n_embd", shape->n_embd, s.shape.n_embd},
-        {"data_config.block_size", shape->block_size, s.shape.block_size},
-        {"the vocabulary size (of the data)", shape->vocab_size, s.shape.vocab_size},
-    };
-    int rc = 0;
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0] && !rc; i++)
-        if (dims[i].here != dims[i].there)
-            rc = mismatch(err, errlen, "snapshot '%s' does not fit this model: %s is %d here but %d in the snapshot",
-                          path, dims[i].key, dims[i].here, dims[i].there);
+    int rc = check_shape(path, &s.shape, shape, err, errlen);
     for (int i = 0; !rc && i < shape->vocab_size; i++)
         if (s.vocab[i] != vocab[i])
             rc = mismatch(err, errlen, "the vocabulary of snapshot '%s' differs from the data's at token %d: U+%04X "

@@ -32,15 +32,17 @@ echo "-- trainer_config.init_from"
 $MINGPT export --snapshot $S --out $WORK/m2.safetensors > /dev/null || bad "export"
 run one trainer_config.max_iters=2 gpt_config.n_layer=1 > /dev/null 2>&1 && $MINGPT export --snapshot $WORK/one/s.bin --out $WORK/m1.safetensors > /dev/null \
   || bad "a 1-layer model exported"
-printf 'abcde\nfghij\n%.0s' {1..300} > $WORK/other.txt
+# the corpus with 'a' spelt '@' (absent from it): a vocabulary of the same size that differs
+tr a @ < data/input.txt > $WORK/other.txt
 head -c 100 $WORK/m2.safetensors > $WORK/cut.safetensors
 printf '\xff\xff\xff\xff\x00\x00\x00\x00{}' > $WORK/long.safetensors
 printf '\x07\x00\x00\x00\x00\x00\x00\x00{"a": 1' > $WORK/json.safetensors
 init() { run init trainer_config.max_iters=2 trainer_config.init_from="$@"; }
 bad_input init-not-found 2 'trainer_config.init_from: cannot open' -- init $WORK/absent.safetensors
-bad_input init-missing-tensor 2 'has no tensor '\''transformer.h.1.ln_1.weight'\''' -- init $WORK/m1.safetensors
-bad_input init-wrong-shape 2 'tensor '\''transformer.wte.weight'\'' of' -- init $WORK/m2.safetensors gpt_config.n_embd=64
-bad_input init-vocab 2 'the vocabulary of' -- init $WORK/m2.safetensors data_config.path=$WORK/other.txt data_config.truncate=1.0
+bad_input init-other-layers 2 'm1.safetensors'\'' has n_layer 1 but the config has n_layer 2' -- init $WORK/m1.safetensors
+bad_input init-wrong-shape 2 'm2.safetensors'\'' has n_embd 32 but the config has n_embd 64' -- init $WORK/m2.safetensors gpt_config.n_embd=64
+bad_input init-snapshot-shape 2 's.bin'\'' has n_layer 2, n_embd 32, block_size 32 but the config has n_layer 1, n_embd 64, block_size 16' -- init $S gpt_config.n_layer=1 gpt_config.n_embd=64 data_config.block_size=16
+bad_input init-vocab 2 'the vocabulary of' -- init $WORK/m2.safetensors data_config.path=$WORK/other.txt
 bad_input init-truncated-header 1 'runs past the end of the file (100 bytes)' -- init $WORK/cut.safetensors
 bad_input init-header-past-end 1 'its header length 4294967295 runs past the end of the file (10 bytes)' -- init $WORK/long.safetensors
 bad_input init-bad-json 1 'the header is not valid JSON' -- init $WORK/json.safetensors

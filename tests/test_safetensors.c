@@ -338,7 +338,13 @@ static void test_import_mismatches(void **state) {
           "differs from the data's at token 4: U+0064 in the file, U+0063 in the data" },
         { { .meta_key = "vocab", .meta_value = "[\"\\n\",\" \",\"a\",\"b\"]" }, 2, "has 4 characters, the data's 5" },
         { { .meta_key = "vocab", .meta_value = "[\"ab\"]" }, 2, "vocab entry 0 is not one character" },
-        { { .meta_key = "n_head", .meta_value = "4" }, 2, "was trained with n_head 4 (its metadata), but gpt_config.n_head is 2" },
+        { { .meta_key = "n_head", .meta_value = "4" }, 2, "edited.safetensors' has n_head 4 but the config has n_head 2" },
+        { { .meta_key = "n_head", .meta_value = "four" }, 2, "was trained with n_head four (its metadata), but gpt_config.n_head is 2" },
+        // without the metadata, the sizes its tensors show: a third block
+        { { .meta_key = "n_layer", .meta_value = NULL, .extra = "transformer.h.2.ln_1.weight" }, 2,
+          "has n_layer 3 but the config has n_layer 2" },
+        // a shape that differs is named before the vocabulary (which then differs too)
+        { { .meta_key = "vocab_size", .meta_value = "7" }, 2, "has vocab_size 7 but the config has vocab_size 5" },
         { { .extra = "transformer.h.2.ln_1.weight" }, 2, "holds a tensor 'transformer.h.2.ln_1.weight' that this model does not have" },
         { { .drop = "transformer.h.0.attn.bias", .extra = "transformer.h.0.attn.bias" }, 2,
           "has the shape (1,); this model's causal mask is (1, 1, 8, 8)" },
@@ -375,7 +381,7 @@ static void test_import_mismatches(void **state) {
     gpt_shape_check(&other, &s.num_params, err, sizeof err);
     snprintf(dst, sizeof dst, "%s/other.bin", dir);
     if (snapshot_save(dst, &s, err, sizeof err)) fail_msg("%s", err);
-    expect_import(dst, 2, "gpt_config.n_head is 2 here but 1 in the snapshot");
+    expect_import(dst, 2, "other.bin' has n_head 1, n_embd 4 but the config has n_head 2, n_embd 8");
     free(p);
 }
 
