@@ -43,7 +43,7 @@ export B
 DEB_PKGS := build-essential pkg-config \
             libyaml-dev libjansson-dev zlib1g-dev libopenblas-openmp-dev libdnnl-dev libopenmpi-dev openmpi-bin \
             curl ca-certificates \
-            libcmocka-dev clang libclang-rt-14-dev libomp-14-dev valgrind python3 python3-venv bc procps man-db
+            libcmocka-dev clang libclang-rt-14-dev libomp-14-dev valgrind python3 python3-venv bc procps man-db tmux
 
 LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c checkpoint/*.c trainer/*.c report/*.c app/*.c) dist/comm.c)
 LIB_SRC  := $(filter-out report/plot_cairo.c,$(LIB_SRC))

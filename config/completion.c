@@ -21,9 +21,13 @@ static const struct { const char *key, *values; } HYDRA_CHOICES[] = {
     {"hydra.verbose", "true|false"},
 };
 
-// The bash side: asks mingpt for the candidates of the line up to the cursor and hands bash the
-// part after its own current word (bash splits words at '=' and ':' too, Hydra's candidates
-// hold the whole word).
+// The bash side: asks mingpt for the candidates of the line up to the cursor. Readline replaces
+// only the part of the word after its last COMP_WORDBREAKS character (by default '=' and ':' are
+// among them), while Hydra's candidates hold the whole word, so each candidate loses the word's
+// text up to and including that character (git's completion does the same for ':'). COMP_WORDS
+// is not used for this: bash splits it at those characters too, so its last word is "=" right
+// after "key=", where readline's is empty. One candidate gets a space unless it ends a key
+// ("=") or a section (".").
 static const char BASH_SCRIPT[] =
     "# mingpt bash completion (Hydra's --shell-completion): eval \"$(mingpt -sc install=bash)\"\n"
     "_mingpt_completion()\n"
@@ -34,12 +38,14 @@ static const char BASH_SCRIPT[] =
     "    local line=${COMP_LINE:0:COMP_POINT}\n"
     "    line=${line#*[[:space:]]}\n"
     "    [ \"$line\" = \"${COMP_LINE:0:COMP_POINT}\" ] && return 0\n"
-    "    local word=${line##*[[:space:]]} cur=${COMP_WORDS[COMP_CWORD]}\n"
-    "    local prefix=${word%\"$cur\"} c cands\n"
+    "    local word=${line##*[[:space:]]} prefix= c i cands\n"
+    "    for ((i = ${#word} - 1; i >= 0; i--)); do\n"
+    "        if [[ ${COMP_WORDBREAKS-} == *\"${word:i:1}\"* ]]; then prefix=${word:0:i+1}; break; fi\n"
+    "    done\n"
     "    mapfile -t cands < <(\"$exe\" --shell-completion \"query=$line\" 2>/dev/null)\n"
     "    COMPREPLY=()\n"
-    "    for c in \"${cands[@]}\"; do COMPREPLY+=(\"${c#\"$prefix\"}\"); done\n"
-    "    if [ ${#COMPREPLY[@]} -eq 1 ] && [[ ${COMPREPLY[0]} != *[=.] ]]; then COMPREPLY[0]+=' '; fi\n"
+    "    for c in \"${cands[@]}\"; do [[ $c == \"$prefix\"* ]] && COMPREPLY+=(\"${c#\"$prefix\"}\"); done\n"
+    "    if [ ${#COMPREPLY[@]} -eq 1 ] && [[ $prefix${COMPREPLY[0]} != *[=.] ]]; then COMPREPLY[0]+=' '; fi\n"
     "}\n"
     "complete -o nospace -o default -F _mingpt_completion mingpt ./mingpt\n";
 
