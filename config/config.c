@@ -488,27 +488,33 @@ static int bind_types(Config *cfg, const CfgNode *tree, bool lenient, char *err,
 
 // ------------------------------------------------------------------------- validation
 
-static int invalid(const CfgNode *tree, const char *section, const char *key, char *err, size_t errlen,
-                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-static int invalid(const CfgNode *tree, const char *section, const char *key, char *err, size_t errlen,
-                   const char *fmt, ...) {
+// The message about section.key, prefixed with where the key's value came from in tree.
+static int invalid_v(const CfgNode *tree, const char *section, const char *key, char *err, size_t errlen,
+                     const char *fmt, va_list ap) {
     char msg[1500];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     const CfgNode *n = lookup(tree, section, key);
     return located(n ? &n->loc : NULL, err, errlen, "%s", msg);
 }
 
-int config_invalid(const CfgNode *tree, const char *section, const char *key, char *err, size_t errlen,
+static int invalid(const CfgNode *tree, const char *section, const char *key, char *err, size_t errlen,
+                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int invalid(const CfgNode *tree, const char *section, const char *key, char *err, size_t errlen,
                    const char *fmt, ...) {
-    char msg[1500];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    const int rc = invalid_v(tree, section, key, err, errlen, fmt, ap);
     va_end(ap);
-    return invalid(tree, section, key, err, errlen, "%s", msg);
+    return rc;
+}
+
+int config_invalid(const CfgNode *tree, const char *section, const char *key, char *err, size_t errlen,
+                   const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const int rc = invalid_v(tree, section, key, err, errlen, fmt, ap);
+    va_end(ap);
+    return rc;
 }
 
 bool config_key_given(const CfgNode *tree, const char *section, const char *key) {
