@@ -32,6 +32,10 @@ $MINGPT "${run[@]}" trainer_config.max_iters=2 trainer_config.matmul_precision=h
 # 2. A third run has nothing left to do and exits 0.
 $MINGPT "${run[@]}" > $WORK/c.log 2>&1 && grep -q "Nothing to train" $WORK/c.log && ok "finished run is idempotent" \
   || bad "finished run is idempotent" "$(tail -3 $WORK/c.log)"
+# its last line says why in words: no train loss of iterations that never ran (nan)
+grep -Eq '^done: nothing to train: the snapshot is at iteration 300 \(max_iters 300\), test loss [0-9.]+, [0-9.]+ s$' $WORK/c.log \
+  && ! grep -qi 'nan' $WORK/c.log && ok "the rerun's last line: nothing to train, at iteration 300 (max_iters 300)" \
+  || bad "the rerun's last line" "$(tail -3 $WORK/c.log)"
 
 # 3. Sampling: prompt + 300 characters, all from the corpus alphabet.
 out=$($MINGPT sample --snapshot $WORK/e2e.bin --prompt "ROMEO:" --max_new_tokens 300 --seed 7 2>&1)

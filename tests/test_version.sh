@@ -22,6 +22,8 @@ else
 fi
 OMP_NUM_THREADS=3 $M --version | grep -Eq '^CPU: .*, 3 OpenMP threads$' && ok "CPU line with the thread count" \
   || bad "CPU line with the thread count" "$(OMP_NUM_THREADS=3 $M --version)"
+OMP_NUM_THREADS=1 $M --version | grep -Eq '^CPU: .*, 1 OpenMP thread$' && ok "one thread: 1 OpenMP thread (singular)" \
+  || bad "one thread: 1 OpenMP thread" "$(OMP_NUM_THREADS=1 $M --version)"
 grep -Eq '^GEMM: OpenBLAS [0-9.]+' <<<"$out" && ok "GEMM line (BLAS)" || bad "GEMM line (BLAS)" "$out"
 
 # CUDA: the versions in the headers the library was compiled with

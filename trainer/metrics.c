@@ -26,7 +26,8 @@ static int truncate_past(const char *path, long keep_iter, double *time_before, 
     if (file_read_regular(path, "metrics file", &buf, &len, err, errlen)) return -1;
     AtomicFile a;
     if (atomic_open(&a, path, NULL, err, errlen)) { free(buf); return -1; }
-    long dropped = 0;
+    long past = 0, unreadable = 0;
+    bool torn = false;
     for (size_t at = 0; at < len;) {
         const unsigned char *nl = memchr(buf + at, '\n', len - at);
         const size_t n = nl ? (size_t)(nl - (buf + at)) : len - at;
@@ -36,15 +37,25 @@ static int truncate_past(const char *path, long keep_iter, double *time_before, 
         if (nl && json_is_integer(it) && json_integer_value(it) <= keep_iter) {
             atomic_write(&a, buf + at, n + 1);
             if (json_is_number(ts) && json_number_value(ts) > *time_before) *time_before = json_number_value(ts);
-        } else if (n > 0) {
-            dropped++;
+        } else if (n > 0) {   // why it goes: cut off without its newline, not a metrics line, or too late
+            if (!nl) torn = true;
+            else if (!json_is_integer(it)) unreadable++;
+            else past++;
         }
         json_decref(o);
         at += n + 1;
     }
     free(buf);
-    if (dropped) log_info("metrics.jsonl: %ld line%s past iteration %ld (or torn) dropped\n", dropped,
-                          dropped == 1 ? "" : "s", keep_iter);
+    if (past && keep_iter > 0)
+        log_info("metrics.jsonl: dropped %ld line%s logged after the snapshot's iteration %ld (they belong to "
+                 "iterations the resume repeats)\n", past, past == 1 ? "" : "s", keep_iter);
+    else if (past)
+        log_info("metrics.jsonl: dropped %ld line%s of an earlier run (this run starts at iteration 0 and logs its "
+                 "own)\n", past, past == 1 ? "" : "s");
+    if (unreadable)
+        log_info("metrics.jsonl: dropped %ld line%s that %s not metrics lines (no JSON object with an \"iter\")\n",
+                 unreadable, unreadable == 1 ? "" : "s", unreadable == 1 ? "is" : "are");
+    if (torn) log_info("metrics.jsonl: dropped its last line, cut off without its newline (a writer killed mid-line)\n");
     return atomic_commit(&a, err, errlen) ? -1 : 0;
 }
 

@@ -57,7 +57,8 @@ void metrics_window_start(MetricsWindow *w, double now);
 
 // Opens <dir>/metrics.jsonl. keep_iter is the iteration the run starts from (0 for a new run,
 // the snapshot's when resuming): lines with a larger iter, and lines that do not parse, are
-// dropped from an existing file first. *time_before gets the largest time_s of the lines kept
+// dropped from an existing file first, each kind said in its own log line (lines past the
+// snapshot's iteration, lines that are not metrics lines, a torn last line). *time_before gets the largest time_s of the lines kept
 // (0 when none), the time the run had trained before this process. dir NULL: a closed Metrics
 // (nothing is written). Returns 0, or -1 with a message naming the file in err (the Metrics is
 // then closed and the run may go on without it).

@@ -93,11 +93,18 @@ void progress_note(StatusLine *s, ProgressClock *c, const StatusInfo *info, long
     in.s_per_iter = timed > 0 ? (now - c->t_first) / timed : 0;
     if (!c->estimated && timed > 0 && (timed >= 10 || now - c->t_first >= 5)) {
         c->estimated = true;
-        char ep[32], rest[32];
-        format_duration(in.s_per_iter * iters_per_epoch, ep, sizeof ep);
+        // To the run's end (max_iters or the last epoch, whichever comes first); the time of an
+        // epoch only when the rest of the run is longer than one, where it says something more.
+        char ep[96] = "", rest[32];
+        if (left > iters_per_epoch && iters_per_epoch > 0) {
+            char d[32];
+            format_duration(in.s_per_iter * iters_per_epoch, d, sizeof d);
+            snprintf(ep, sizeof ep, "; an epoch (%ld iterations) takes %s", iters_per_epoch, d);
+        }
         format_duration(in.s_per_iter * left, rest, sizeof rest);
-        log_info("Estimated time: %s per epoch (%ld iterations), %s for the %ld iterations left (%.1f ms/iter, "
-                 "evaluations not counted)\n", ep, iters_per_epoch, rest, left, 1e3 * in.s_per_iter);
+        log_info("Estimated time to the end of the run (%ld iteration%s left, to iteration %ld): %s (%.1f ms/iter, "
+                 "evaluations not counted)%s\n", left, left == 1 ? "" : "s", info->total_iters, rest,
+                 1e3 * in.s_per_iter, ep);
     }
     status_update(s, &in, false);
 }

@@ -55,8 +55,9 @@ void status_update(StatusLine *s, const StatusInfo *info, bool force);
 
 // After each iteration (info->iter done, of info->total_iters; every rank calls it, rank 0 draws):
 // times it (info->s_per_iter is measured here, the caller's is ignored), logs once, after this
-// process's first 10 timed iterations or 5 s, the estimated time per epoch of iters_per_epoch
-// iterations and for the rest of the run, then updates the status line (status_update).
+// process's first 10 timed iterations or 5 s, the estimated time to the end of the run
+// (info->total_iters; with the time of an epoch of iters_per_epoch iterations only when more than
+// one epoch is left), then updates the status line (status_update).
 void progress_note(StatusLine *s, ProgressClock *c, const StatusInfo *info, long iters_per_epoch);
 
 // Removes the line from the screen and unregisters it (the run's last lines stay plain).
