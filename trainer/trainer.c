@@ -890,6 +890,21 @@ static void teardown(Trainer *t) {
     chardataset_free(&t->ds);
 }
 
+// Why a run stopped before its first iteration, in words, for its last line: "the snapshot is at
+// iteration 2000 (max_iters 2000)".
+static void nothing_to_train(const Trainer *t, char *buf, size_t len) {
+    const TrainerConfig *tc = &t->cfg->trainer;
+    const long it = t->pr.iter_num;
+    const char *at = t->saved_iter >= 0 ? "the snapshot is at" : "training is at";
+    if (tc->max_iters > 0 && it >= tc->max_iters)
+        snprintf(buf, len, "%s iteration %ld (max_iters %ld)", at, it, tc->max_iters);
+    else if (t->pr.epochs_run >= tc->max_epochs)
+        snprintf(buf, len, "%s iteration %ld, the end of epoch %ld (max_epochs %d)", at, it, t->pr.epochs_run,
+                 tc->max_epochs);
+    else
+        snprintf(buf, len, "%s iteration %ld, where this run ends", at, it);
+}
+
 // ============================================================================
 // The run
 // ============================================================================
@@ -949,9 +964,15 @@ int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const Tra
                  (double)s->n_buckets / t.comm_iters, t.r.buckets_early, s->bytes / t.comm_iters / 1e6,
                  t.r.allreduce_ms, 1e3 * s->t_exposed / t.comm_iters, 100 * t.r.allreduce_hidden);
     }
-    if (rc == EXIT_OK)
+    if (rc == EXIT_OK && t.r.iters_this_run == 0) {   // a rerun of a finished run: no train loss to give
+        char why[160], loss[48] = "";
+        nothing_to_train(&t, why, sizeof why);
+        if (isfinite(t.r.test_loss)) snprintf(loss, sizeof loss, ", test loss %.4f", t.r.test_loss);
+        log_info("done: nothing to train: %s%s, %.1f s\n", why, loss, t.r.wall_s);
+    } else if (rc == EXIT_OK) {
         log_info("done: %ld iterations (%ld this run), train loss %.4f, test loss %.4f, %.0f tok/s, %.1f s\n",
                  t.r.iters, t.r.iters_this_run, t.r.final_train_loss, t.r.test_loss, t.r.tokens_per_s, t.r.wall_s);
+    }
     if (res) *res = t.r;
     teardown(&t);
     fatal_set_handler(NULL, NULL);

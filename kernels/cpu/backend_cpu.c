@@ -401,8 +401,9 @@ void backend_cpu_describe(char *buf, size_t len) {
     cpu_gemm_describe(gemm, sizeof gemm);
     cpu_features_describe(f, flags, sizeof flags);
     const char *notes = cpu_gemm_notes();
-    snprintf(buf, len, "CPU: %s (%s), %d OpenMP threads\nGEMM: %s\n%s%s%s", f->brand[0] ? f->brand : "unknown model",
-             flags, omp_get_max_threads(), gemm, notes[0] ? "GEMM note: " : "", notes, notes[0] ? "\n" : "");
+    const int threads = omp_get_max_threads();
+    snprintf(buf, len, "CPU: %s (%s), %d OpenMP thread%s\nGEMM: %s\n%s%s%s", f->brand[0] ? f->brand : "unknown model",
+             flags, threads, threads == 1 ? "" : "s", gemm, notes[0] ? "GEMM note: " : "", notes, notes[0] ? "\n" : "");
 }
 
 static void cpu_describe(Backend *be, char *buf, size_t len) {
