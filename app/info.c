@@ -71,6 +71,7 @@ static int print_json(FILE *out, const char *path, const Snapshot *s, const Char
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)s->seed);
     json_object_set_new(o, "seed", s->seed <= INT64_MAX ? json_integer((json_int_t)s->seed) : json_string(seed));
+    json_object_set_new(o, "precision", s->precision[0] ? json_string(s->precision) : json_null());
     json_object_set_new(o, "loss_scale", json_real(s->loss_scale));
     json_object_set_new(o, "scaler_good_steps", json_integer(s->scaler_good_steps));
     json_object_set_new(o, "world_size", s->world_size ? json_integer(s->world_size) : json_null());
@@ -98,6 +99,9 @@ static void print_text(FILE *out, const char *path, const Snapshot *s, const Cha
     else fprintf(out, " (%ld iterations into epoch %ld)", s->iter_in_epoch, s->epochs_run + 1);
     fprintf(out, ", %ld AdamW steps%s\n", s->adam_step, s->adam_m ? "" : " (no AdamW moments stored)");
     fprintf(out, "seed:         %llu\n", (unsigned long long)s->seed);
+    if (s->precision[0]) fprintf(out, "precision:    %s%s\n", s->precision,
+                                 strcmp(s->precision, "float32") ? " matmul inputs, fp32 master weights" : "");
+    else fprintf(out, "precision:    not recorded (a file from before format 1.2)\n");
     fprintf(out, "loss scaler:  scale %g, %ld finite steps since it last changed\n", (double)s->loss_scale,
             s->scaler_good_steps);
     if (s->world_size) fprintf(out, "world size:   %d\n", s->world_size);

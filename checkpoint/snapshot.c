@@ -20,6 +20,7 @@ enum {
     TAG_PARM = TAG('P', 'A', 'R', 'M'), TAG_ADAM = TAG('A', 'D', 'A', 'M'),
     TAG_ADAV = TAG('A', 'D', 'A', 'V'), TAG_SCAL = TAG('S', 'C', 'A', 'L'), TAG_DIST = TAG('D', 'I', 'S', 'T'),
     TAG_WRTR = TAG('W', 'R', 'T', 'R'), TAG_EVAL = TAG('E', 'V', 'A', 'L'), TAG_TENS = TAG('T', 'E', 'N', 'S'),
+    TAG_PREC = TAG('P', 'R', 'E', 'C'),
 };
 
 // Fixed-size records, stored as arrays of int64 / float so the layout is explicit.
@@ -92,6 +93,7 @@ int snapshot_save_cancellable(const char *path, const Snapshot *s, const volatil
     put_record(&a, TAG_EVAL, eval, sizeof eval);
     put_record(&a, TAG_TENS, tens, tens_n);
     free(tens);
+    if (s->precision[0]) put_record(&a, TAG_PREC, s->precision, strlen(s->precision));
     put_record(&a, TAG_PARM, s->params, (uint64_t)s->num_params * 4);
     if (s->adam_m && s->adam_v) {
         put_record(&a, TAG_ADAM, s->adam_m, (uint64_t)s->num_params * 4);
@@ -130,9 +132,9 @@ static void tag_name(uint32_t tag, char out[5]) {
 
 // The records this reader knows; each may appear at most once.
 static const uint32_t KNOWN[] = { TAG_CONF, TAG_VOCB, TAG_SHAP, TAG_STAT, TAG_SCAL, TAG_DIST,
-                                  TAG_PARM, TAG_ADAM, TAG_ADAV, TAG_WRTR, TAG_EVAL, TAG_TENS };
+                                  TAG_PARM, TAG_ADAM, TAG_ADAV, TAG_WRTR, TAG_EVAL, TAG_TENS, TAG_PREC };
 enum { N_KNOWN = sizeof KNOWN / sizeof KNOWN[0] };
-enum { R_CONF, R_VOCB, R_SHAP, R_STAT, R_SCAL, R_DIST, R_PARM, R_ADAM, R_ADAV, R_WRTR, R_EVAL, R_TENS };
+enum { R_CONF, R_VOCB, R_SHAP, R_STAT, R_SCAL, R_DIST, R_PARM, R_ADAM, R_ADAV, R_WRTR, R_EVAL, R_TENS, R_PREC };
 
 typedef struct { const unsigned char *p; uint64_t n; size_t off; uint32_t tag; } Rec;
 
@@ -348,7 +350,8 @@ int snapshot_parse(const unsigned char *buf, size_t len, const char *name, Snaps
                  SNAP_FORMAT_MINOR, n_skipped, n_skipped == 1 ? "" : "s", skipped, n_skipped > 8 ? ", ..." : "");
     const Rec *conf = &rec[R_CONF], *vocb = &rec[R_VOCB], *shap = &rec[R_SHAP], *stat = &rec[R_STAT],
               *scal = &rec[R_SCAL], *dist = &rec[R_DIST], *parm = &rec[R_PARM], *adam = &rec[R_ADAM],
-              *adav = &rec[R_ADAV], *wrtr = &rec[R_WRTR], *eval = &rec[R_EVAL], *tens = &rec[R_TENS];
+              *adav = &rec[R_ADAV], *wrtr = &rec[R_WRTR], *eval = &rec[R_EVAL], *tens = &rec[R_TENS],
+              *prec = &rec[R_PREC];
     const char *missing = !conf->p ? "CONF" : !vocb->p ? "VOCB" : !shap->p ? "SHAP" : !stat->p ? "STAT"
                         : !parm->p ? "PARM" : NULL;
     if (missing) return failf(err, errlen, name, "record %s is missing", missing);
@@ -454,6 +457,16 @@ int snapshot_parse(const unsigned char *buf, size_t len, const char *name, Snaps
                 { failf(err, errlen, name, "EVAL %s test loss is %g", i ? "best" : "last", l[i]); goto fail; }
         if (best_iter < -1) { failf(err, errlen, name, "EVAL best iteration is %lld", (long long)best_iter); goto fail; }
         s->best_iter = (long)best_iter;
+    }
+
+    // Format 1.2: the precision the run trained in (its resolved amp dtype).
+    if (prec->p) {
+        static const char *const NAMES[] = { "float32", "bfloat16", "float16" };
+        int ok = 0;
+        for (int i = 0; i < 3; i++)
+            ok |= prec->n == strlen(NAMES[i]) && memcmp(prec->p, NAMES[i], prec->n) == 0;
+        if (!ok) { failf(err, errlen, name, "record PREC is not float32, bfloat16 or float16"); goto fail; }
+        memcpy(s->precision, prec->p, prec->n);
     }
 
     // 5. Tensors: where TENS puts them (or this layout), exactly the shape's parameter count,

@@ -6,12 +6,14 @@
 // Records: CONF (the bound config as YAML text), VOCB (V u32 code points), SHAP (model shape),
 // STAT (counters), SCAL (loss scale), DIST (world size and samples of the current epoch
 // consumed), WRTR (the mingpt that wrote it), EVAL (last and best test loss), TENS (the tensor
-// layout: names, shapes, offsets), PARM / ADAM / ADAV (fp32 parameters and AdamW moments).
+// layout: names, shapes, offsets), PREC (the precision trained in), PARM / ADAM / ADAV (fp32
+// parameters and AdamW moments).
 // Written through checkpoint/atomic_file.h, so a crash never leaves a torn snapshot.
 //
-// Versions: this mingpt writes 1.1 and reads 1.0 (files of mingpt before WRTR/EVAL/TENS) and
-// 1.1. A newer minor version (1.2, ...) only adds records: the ones this reader does not know
-// are skipped and said in Snapshot.note. A newer major version is refused, naming both.
+// Versions: this mingpt writes 1.2 and reads 1.0 (files of mingpt before WRTR/EVAL/TENS), 1.1
+// (before PREC) and 1.2. A newer minor version (1.3, ...) only adds records: the ones this reader
+// does not know are skipped and said in Snapshot.note. A newer major version is refused, naming
+// both.
 #ifndef MINGPT_SNAPSHOT_H
 #define MINGPT_SNAPSHOT_H
 
@@ -21,7 +23,7 @@
 #include "checkpoint/atomic_file.h"
 
 #define SNAP_FORMAT_MAJOR 1
-#define SNAP_FORMAT_MINOR 1
+#define SNAP_FORMAT_MINOR 2
 
 typedef struct {
     char *config_yaml;        // NUL-terminated YAML of the run's config
@@ -48,6 +50,9 @@ typedef struct {
     double last_test_loss;    // EVAL: the last evaluation's mean test loss (NaN: none yet)
     double best_test_loss;    // EVAL: the lowest test loss so far (NaN: none yet)
     long best_iter;           // EVAL: the iteration of best_test_loss (-1: none)
+    // Format 1.2 (older files: ""). PREC: the matmul precision the run trained in, amp_dtype
+    // resolved for its backend (trainer/amp.h): "float32", "bfloat16" or "float16". Written when set.
+    char precision[16];
     // Set by snapshot_parse, not written:
     unsigned format_major, format_minor;
     size_t file_bytes;        // size of the file
@@ -55,7 +60,7 @@ typedef struct {
     char note[256];           // records of a newer minor format that were skipped, else ""
 } Snapshot;
 
-// Writes s (format 1.1, WRTR = MINGPT_VERSION, TENS = gpt_param_table of s->shape) atomically
+// Writes s (format 1.2, WRTR = MINGPT_VERSION, TENS = gpt_param_table of s->shape) atomically
 // to path (checkpoint/atomic_file.h: temp file, fsync, rename, fsync of the directory; stale temp
 // files of killed writers removed first). Non-zero with a message naming the file on any I/O
 // error; the previous file at path is then left untouched and the temp file removed.
@@ -85,7 +90,7 @@ int snapshot_save_cancellable(const char *path, const Snapshot *s, const volatil
 // CONF/VOCB/SHAP/STAT/PARM present, SHAP sizes within gpt_shape_check's limits, VOCB of
 // vocab_size ascending Unicode scalar values, STAT counters >= 0 and num_params equal to the
 // shape's count, SCAL in (0, SNAP_MAX_LOSS_SCALE], DIST world_size in [1, SNAP_MAX_WORLD], WRTR
-// printable ASCII, EVAL losses NaN or finite >= 0, TENS naming exactly the shape's tensors
+// printable ASCII, EVAL losses NaN or finite >= 0, PREC one of the three names, TENS naming exactly the shape's tensors
 // (gpt_param_table) with their shapes, inside PARM and not overlapping, PARM/ADAM/ADAV of
 // exactly num_params finite floats (ADAV >= 0), ADAM and ADAV together. Tensors are returned
 // in this mingpt's layout (gpt_param_table), moved by name when TENS places them elsewhere; a

@@ -45,7 +45,7 @@ static const ConfigField SCHEMA[] = {
     {FIELD("trainer_config", "save_every", trainer.save_every, CONFIG_INT), .def_int = 3},
     {FIELD("trainer_config", "use_amp", trainer.use_amp, CONFIG_BOOL), .def_int = 0},
     {FIELD("trainer_config", "device", trainer.device, CONFIG_STR), .def_str = "auto", .choices = "auto|cpu|cuda"},
-    {FIELD("trainer_config", "amp_dtype", trainer.amp_dtype, CONFIG_STR), .def_str = "float16", .choices = "float16|bfloat16"},
+    {FIELD("trainer_config", "amp_dtype", trainer.amp_dtype, CONFIG_STR), .def_str = "auto", .choices = "auto|bfloat16|float16"},
     {FIELD("trainer_config", "matmul_precision", trainer.matmul_precision, CONFIG_STR), .def_str = "highest", .choices = "highest|high"},
     {FIELD("trainer_config", "seed", trainer.seed, CONFIG_U64), .def_int = 1337},
     {FIELD("trainer_config", "max_iters", trainer.max_iters, CONFIG_LONG), .def_int = 0},

@@ -48,7 +48,10 @@ typedef struct {
     bool use_amp;             // mixed precision in amp_dtype: tensor cores on CUDA; on the CPU bf16 GEMMs
                               // (AMX / AVX512-BF16; fp32 with a note without them), fp16 emulated
     char device[16];          // "auto" | "cpu" | "cuda" (default auto)
-    char amp_dtype[16];       // with use_amp: "float16" (default; dynamic loss scaling) | "bfloat16"
+    // With use_amp, torch.autocast's per-device default: "auto" (default: float16 on CUDA, bfloat16
+    // on a CPU with AVX512-BF16 or AMX, else float32 with a note) | "bfloat16" | "float16" (dynamic
+    // loss scaling; on the CPU emulated). trainer/amp.h resolves it.
+    char amp_dtype[16];
     // torch.set_float32_matmul_precision's names: "highest" (default: fp32 matmuls in true fp32)
     // | "high" (TF32 tensor cores for fp32 matmuls on the CUDA backend; the CPU has none and
     // ignores it with a note). Matmuls in amp_dtype are not affected.

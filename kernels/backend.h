@@ -176,6 +176,9 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype);
 void backend_cpu_describe(char *buf, size_t len);
 // CPU backend only: 1 when its low-precision matmuls run on bf16 hardware (not emulated).
 int backend_cpu_low_precision_is_fast(const Backend *be);
+// 1 when a bfloat16 CPU backend would run its matmuls on bf16 hardware (AVX512-BF16 or AMX, and
+// oneDNN computes them: kernels/cpu/gemm.h's cpu_gemm_bf16_fast), no backend needed; else 0.
+int backend_cpu_bf16_fast(void);
 // CPU backend only: low-precision ops convert their operands in chunks of at most this many
 // elements (default 8M; <= 0 restores it), so their scratch does not grow with the batch (tests
 // make it small).

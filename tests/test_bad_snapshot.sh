@@ -46,8 +46,10 @@ craft deep set SHAP 2 2147483647
 bad_input snap-shape-huge 1 'n_layer is 2147483647; it must be in [1, 4096]' -- sample deep
 craft longrec len SHAP 9223372036854775807
 bad_input snap-record-length 1 'record SHAP at offset' -- resume longrec
+craft badprec resize PREC 3
+bad_input snap-precision-bad 1 'record PREC is not float32, bfloat16 or float16' -- resume badprec
 craft newer version 2
-bad_input snap-newer-version 1 'has format version 2.0, written by a newer mingpt; this mingpt reads format 1 (up to 1.1)' -- sample newer
+bad_input snap-newer-version 1 'has format version 2.0, written by a newer mingpt; this mingpt reads format 1 (up to 1.2)' -- sample newer
 craft bigscale setf SCAL 0 1e38
 bad_input snap-loss-scale 1 'SCAL loss scale 1e+38 is outside' -- resume bigscale
 craft nanparam setf PARM 3 nan

@@ -128,6 +128,7 @@ static void test_gpt2_train_cfg(void **state) {
     assert_int_equal(c.trainer.save_every, 3);
     assert_true(c.trainer.use_amp);
     assert_string_equal(c.trainer.device, "auto");
+    assert_string_equal(c.trainer.amp_dtype, "auto");
     assert_true(c.trainer.seed == 1337);
     assert_int_equal(c.trainer.max_iters, 0);
     assert_int_equal(c.trainer.log_every, 100);
@@ -277,6 +278,18 @@ static void test_overrides_of_each_type(void **state) {
     assert_string_equal(c.trainer.device, "cpu");
     assert_string_equal(c.data.split, "random");
     assert_int_equal(c.trainer.max_iters, 1000);
+
+    // trainer_config.amp_dtype: each of its values (auto is the schema default, the shipped file's too)
+    const char *const amp[] = { "auto", "bfloat16", "float16" };
+    for (int i = 0; i < 3; i++) {
+        char o[64];
+        snprintf(o, sizeof o, "trainer_config.amp_dtype=%s", amp[i]);
+        const char *one[] = { o };
+        load_ok(*state, yaml, 1, one, &c);
+        assert_string_equal(c.trainer.amp_dtype, amp[i]);
+    }
+    load_ok(*state, yaml, 0, NULL, &c);
+    assert_string_equal(c.trainer.amp_dtype, "auto");
 
     // Left to right: the last one wins; list items by index; dicts merge into sections.
     const char *ov2[] = {"trainer_config.seed=1", "trainer_config.seed=2", "optimizer_config.betas.1=0.999",
@@ -546,6 +559,8 @@ static void test_validation(void **state) {
         {"trainer_config: {log_every: 0}", "trainer_config.log_every must be >= 1, got 0"},
         {"trainer_config: {eval_every: -1}", "trainer_config.eval_every must be >= 0, got -1"},
         {"trainer_config: {device: gpu}", "trainer_config.device must be one of auto|cpu|cuda, got 'gpu'"},
+        {"trainer_config: {amp_dtype: half}", "trainer_config.amp_dtype must be one of auto|bfloat16|float16, got 'half'"},
+        {"trainer_config: {amp_dtype: fp32}", "trainer_config.amp_dtype must be one of auto|bfloat16|float16, got 'fp32'"},
         {"trainer_config: {batch_size: 99999999999}", "trainer_config.batch_size: 99999999999 is out of range"},
         {"optimizer_config: {learning_rate: 0}", "optimizer_config.learning_rate must be > 0.0, got 0.0"},
         {"optimizer_config: {learning_rate: .inf}", "optimizer_config.learning_rate must be a finite number, got inf"},

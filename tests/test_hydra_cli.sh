@@ -12,7 +12,7 @@ SHIPPED_LINES=('data_config:' '  path: data/input.txt' '  block_size: 128' '  tr
   '  split: contiguous' 'gpt_config:' '  n_layer: 8' '  n_head: 8' '  n_embd: 512' '  embd_pdrop: 0.1'
   '  resid_pdrop: 0.1' '  attn_pdrop: 0.1' 'trainer_config:' '  max_epochs: 10' '  batch_size: 216'
   '  data_loader_workers: 4' '  grad_norm_clip: 1.0' '  snapshot_path: gpt_snapshot.bin' '  save_every: 3'
-  '  use_amp: true' '  device: auto' '  seed: 1337' '  max_iters: 0' '  log_every: 100' '  eval_iters: 0'
+  '  use_amp: true' '  device: auto' '  amp_dtype: auto' '  seed: 1337' '  max_iters: 0' '  log_every: 100' '  eval_iters: 0'
   'optimizer_config:' '  weight_decay: 0.1' '  learning_rate: 0.0003' '  betas:' '  - 0.9' '  - 0.95'
   '  eps: 1.0e-08')
 check "C1 --cfg job exits 0, prints nothing on stderr" 0 - "" -- $M "${SHIPPED[@]}" --cfg job

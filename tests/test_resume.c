@@ -137,12 +137,16 @@ static void test_resume_mid_epoch(void **state) {
 // Mixed precision (fp16 matmul inputs, dynamic loss scaler): the scaler state travels in
 // the snapshot, so a resumed run is still bitwise the uninterrupted one.
 static void test_resume_fp16(void **state) {
-    train("amp_straight.bin", "trainer_config.max_epochs=2", "trainer_config.use_amp=true");
-    train("amp_split.bin", "trainer_config.max_epochs=1", "trainer_config.use_amp=true");
+    // float16 named: amp_dtype's default (auto) is bfloat16 on a CPU with bf16 instructions
+    const char *two[] = { "trainer_config.max_epochs=2", "trainer_config.use_amp=true", "trainer_config.amp_dtype=float16", NULL };
+    const char *one[] = { "trainer_config.max_epochs=1", "trainer_config.use_amp=true", "trainer_config.amp_dtype=float16", NULL };
+    assert_int_equal(train_rc_list("amp_straight.bin", two), 0);
+    assert_int_equal(train_rc_list("amp_split.bin", one), 0);
     Snapshot mid = load("amp_split.bin");
     assert_true(mid.loss_scale > 1.0f);   // the scaler was on and saved
+    assert_string_equal(mid.precision, "float16");
     snapshot_free(&mid);
-    train("amp_split.bin", "trainer_config.max_epochs=2", "trainer_config.use_amp=true");
+    assert_int_equal(train_rc_list("amp_split.bin", two), 0);
     assert_same_state("amp_straight.bin", "amp_split.bin");
     // and fp16 is not fp32: the rounding changed the result
     Snapshot a = load("amp_straight.bin"), b = load(straight());

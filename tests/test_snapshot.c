@@ -276,8 +276,8 @@ static void test_duplicate_record_refused(void **state) {
     n += 12 + 56 + 4;
     fix_crc(b, n);
     expect_refused(b, n, "STAT appears twice");
-    // An unknown record: refused in a file of this format version (1.1), skipped with a note
-    // in a file of a newer minor version (1.2: a newer writer added a record).
+    // An unknown record: refused in a file of this format version (1.2), skipped with a note
+    // in a file of a newer minor version (1.3: a newer writer added a record).
     n = good_len - 4;
     memcpy(b, good, n);
     const uint64_t k = 3;
@@ -285,21 +285,21 @@ static void test_duplicate_record_refused(void **state) {
     n += 12 + 3 + 4;
     fix_crc(b, n);
     expect_refused(b, n, "record XTRA at offset");
-    const uint16_t v12[2] = { 1, 2 };
-    memcpy(b + 8, v12, 4);
+    const uint16_t v13[2] = { 1, 3 };
+    memcpy(b + 8, v13, 4);
     fix_crc(b, n);
     Snapshot t;
     char err[512];
     assert_int_equal(snapshot_parse(b, n, "x", &t, err, sizeof err), 0);
-    assert_int_equal(t.format_minor, 2);
-    if (!strstr(t.note, "format version 1.2, newer than this mingpt's 1.1: skipped 1 record it does not know (XTRA)"))
+    assert_int_equal(t.format_minor, 3);
+    if (!strstr(t.note, "format version 1.3, newer than this mingpt's 1.2: skipped 1 record it does not know (XTRA)"))
         fail_msg("note: '%s'", t.note);
     snapshot_free(&t);
     // A newer major version is refused naming both versions.
     const uint16_t v20[2] = { 2, 0 };
     memcpy(b + 8, v20, 4);
     fix_crc(b, n);
-    expect_refused(b, n, "has format version 2.0, written by a newer mingpt; this mingpt reads format 1 (up to 1.1)");
+    expect_refused(b, n, "has format version 2.0, written by a newer mingpt; this mingpt reads format 1 (up to 1.2)");
 }
 
 // good with record `tag`'s payload replaced by (p, n) (or the record dropped when p is NULL),
@@ -328,7 +328,8 @@ static size_t replace_record(const unsigned char *b, size_t len, const char *tag
 }
 
 // Format 1.1's records: the writer and the test losses come back; a 1.0 file (no WRTR, EVAL,
-// TENS; version word 1) loads with them unknown.
+// TENS; version word 1) loads with them unknown. Format 1.2's PREC: the precision comes back, a
+// file without it (1.1) loads with "" (not recorded), and only the three names are taken.
 static void test_format_versions(void **state) {
     float p[NP], m[NP], v[NP];
     uint32_t vocab[5];
@@ -336,12 +337,14 @@ static void test_format_versions(void **state) {
     s.last_test_loss = 2.25;
     s.best_test_loss = 1.5;
     s.best_iter = 12;
+    snprintf(s.precision, sizeof s.precision, "bfloat16");
     char path[300], err[512];
     snprintf(path, sizeof path, "%s/v.bin", dir);
     assert_int_equal(snapshot_save(path, &s, err, sizeof err), 0);
     assert_int_equal(snapshot_load(path, &t, err, sizeof err), 0);
     assert_int_equal(t.format_major, 1);
-    assert_int_equal(t.format_minor, 1);
+    assert_int_equal(t.format_minor, 2);
+    assert_string_equal(t.precision, "bfloat16");
     assert_string_equal(t.writer, MINGPT_VERSION);
     assert_true(t.last_test_loss == 2.25 && t.best_test_loss == 1.5 && t.best_iter == 12);
     struct stat st;
@@ -349,6 +352,36 @@ static void test_format_versions(void **state) {
     assert_int_equal(t.file_bytes, (size_t)st.st_size);
     assert_string_equal(t.note, "");
     snapshot_free(&t);
+    {   // PREC: a 1.1 file has none; a name that is not one of the three is refused
+        static unsigned char f[1 << 16], g[1 << 16];
+        FILE *in = fopen(path, "rb");
+        assert_non_null(in);
+        const size_t len = fread(f, 1, sizeof f, in);
+        fclose(in);
+        assert_true(len > 0 && len < sizeof f);
+        size_t n = replace_record(f, len, "PREC", NULL, 0, g);
+        assert_int_equal(n, len - 12 - 8);   // the record: a 12-byte header and "bfloat16"
+        const uint16_t v11[2] = { 1, 1 };
+        memcpy(g + 8, v11, 4);
+        fix_crc(g, n);
+        assert_int_equal(snapshot_parse(g, n, "v11.bin", &t, err, sizeof err), 0);
+        assert_int_equal(t.format_minor, 1);
+        assert_string_equal(t.precision, "");
+        assert_string_equal(t.note, "");
+        snapshot_free(&t);
+        const char *const names[] = { "float32", "float16" };
+        for (int i = 0; i < 2; i++) {
+            n = replace_record(f, len, "PREC", names[i], strlen(names[i]), g);
+            assert_int_equal(snapshot_parse(g, n, "p.bin", &t, err, sizeof err), 0);
+            assert_string_equal(t.precision, names[i]);
+            snapshot_free(&t);
+        }
+        const char *const bad[] = { "half", "float3", "bfloat16x", "" };
+        for (int i = 0; i < 4; i++) {
+            n = replace_record(f, len, "PREC", bad[i], strlen(bad[i]), g);
+            expect_refused(g, n, "record PREC is not float32, bfloat16 or float16");
+        }
+    }
 
     load_good();
     static unsigned char a[sizeof good], b[sizeof good];

@@ -51,7 +51,7 @@ run info trainer_config.max_iters=30 trainer_config.eval_every=10 > $WORK/info.l
 S=$WORK/info/s.bin
 cp $S $WORK/info_copy.bin; touch -d '2020-01-01' $S
 out=$($MINGPT info $S 2>&1)
-grep -q "^format:       1.1, written by mingpt " <<<"$out" && grep -q "^model:        n_layer 2, n_head 4, n_embd 32, block_size 32" <<<"$out" &&
+grep -q "^format:       1.2, written by mingpt " <<<"$out" && grep -q "^model:        n_layer 2, n_head 4, n_embd 32, block_size 32" <<<"$out" &&
   grep -q "^progress:     0 epochs done, iteration 30 (240 samples into epoch 1), 30 AdamW steps" <<<"$out" &&
   grep -q "^seed:         1337" <<<"$out" && grep -q "^test loss:    last [0-9.]*, best [0-9.]* at iteration 30" <<<"$out" &&
   grep -q '^vocabulary:   59 characters: "\\n !' <<<"$out" && grep -q "^    n_embd: 32" <<<"$out" &&
@@ -60,13 +60,13 @@ grep -q "^format:       1.1, written by mingpt " <<<"$out" && grep -q "^model:  
 js=$($MINGPT info $S --json 2>&1)
 np=$(( 59 * 32 * 2 + 32 * 32 + 2 * (12 * 32 * 32 + 13 * 32) + 2 * 32 ))   # V, T, L, C = 59, 32, 2, 32
 [ "$(json '" ".join(map(repr, (d["iter_num"], d["model"]["num_params"], d["world_size"], d["format_version"], len(d["vocab"]), d["vocab"][0], d["crc_ok"], d["writer"][:7])))' <<<"$js")" \
-  = "30 $np 1 '1.1' 59 '\\n' True 'mingpt '" ] && ok "info --json (parsed by Python's json)" || bad "info --json" "$js"
+  = "30 $np 1 '1.2' 59 '\\n' True 'mingpt '" ] && ok "info --json (parsed by Python's json)" || bad "info --json" "$js"
 cmp -s $S $WORK/info_copy.bin && [ "$(stat -c %Y $S)" = "$(date -d 2020-01-01 +%s)" ] && ok "info leaves the file as it was" \
   || bad "info modified the file"
-"$EDIT" $S $WORK/newer.bin version 131073 add XTRA 16 add YTRA 0
-out=$($MINGPT info $WORK/newer.bin 2>&1) && grep -q "note:.*format version 1.2, newer than this mingpt's 1.1: skipped 2 records it does not know (XTRA, YTRA)" <<<"$out" \
-  && ok "info: a newer minor version loads; its unknown records are named in a note" || bad "info on a 1.2 file" "$out"
-"$EDIT" $S $WORK/old.bin version 1 drop WRTR drop EVAL drop TENS
+"$EDIT" $S $WORK/newer.bin version 196609 add XTRA 16 add YTRA 0
+out=$($MINGPT info $WORK/newer.bin 2>&1) && grep -q "note:.*format version 1.3, newer than this mingpt's 1.2: skipped 2 records it does not know (XTRA, YTRA)" <<<"$out" \
+  && ok "info: a newer minor version loads; its unknown records are named in a note" || bad "info on a 1.3 file" "$out"
+"$EDIT" $S $WORK/old.bin version 1 drop WRTR drop EVAL drop TENS drop PREC
 out=$($MINGPT info $WORK/old.bin 2>&1) && grep -q "^format:       1.0, written by a mingpt from before format 1.1" <<<"$out" \
   && ok "info: a format 1.0 file loads" || bad "info on a 1.0 file" "$out"
 # files written by the mingpt before format 1.1 (the fuzz seeds): they load, sample and export

@@ -47,6 +47,7 @@
 #include "model/gpt.h"
 #include "model/gpt_cost.h"
 #include "trainer/adamw.h"
+#include "trainer/amp.h"
 #include "trainer/buckets.h"
 #include "trainer/evaluate.h"
 #include "trainer/log.h"
@@ -298,6 +299,7 @@ static int save_snapshot(Trainer *t, SaveKind kind) {
                 .last_test_loss = t->pr.last_test_loss, .best_test_loss = t->pr.best_test_loss,
                 .best_iter = t->pr.best_iter,
             };
+            snprintf(s.precision, sizeof s.precision, "%s", amp_dtype_name(t->dtype));
             g_saving = 1;
             rc = snapshot_save_cancellable(path, &s, &g_cancel_save, err, sizeof err);
             g_saving = 0;
@@ -422,12 +424,27 @@ static int load_snapshot(Trainer *t, Snapshot *snap, bool *resumed) {
     pr->epochs_run = snap->epochs_run;
     pr->iter_num = snap->iter_num;
     pr->seed = snap->seed;   // resume_check_config refuses a config with another seed
-    loss_scaler_restore(&pr->scaler, snap->loss_scale, snap->scaler_good_steps);
+    // The fp16 loss scale carries over from a float16 run (or a file from before PREC, whose
+    // scale is 1 unless it was one); after another precision the scaler starts afresh.
+    if (!snap->precision[0] || strcmp(snap->precision, "float16") == 0)
+        loss_scaler_restore(&pr->scaler, snap->loss_scale, snap->scaler_good_steps);
     pr->last_test_loss = snap->last_test_loss;
     pr->best_test_loss = snap->best_test_loss;
     pr->best_iter = snap->best_iter;
     t->saved_iter = snap->iter_num;
     return 0;
+}
+
+// A resume in another precision than the snapshot's (fp16 on a GPU, then bf16 on a CPU) goes on,
+// as a PyTorch run whose autocast dtype changed would: one note says so.
+static void note_precision_change(const Trainer *t, const Snapshot *snap) {
+    const char *now = amp_dtype_name(t->dtype);
+    if (!snap->precision[0] || strcmp(snap->precision, now) == 0) return;
+    log_info("note: snapshot '%s' was trained in %s, this run trains in %s (use_amp=%s, amp_dtype=%s on the %s "
+             "backend): it continues from the snapshot's fp32 weights and AdamW state%s\n",
+             t->cfg->trainer.snapshot_path, snap->precision, now, t->cfg->trainer.use_amp ? "true" : "false",
+             t->cfg->trainer.amp_dtype, t->be->name,
+             t->dtype == DTYPE_FP16 ? ", the fp16 loss scale starting afresh" : "");
 }
 
 // t->be for trainer_config.device at t->dtype, or non-zero after saying why: backend_select's
@@ -464,15 +481,19 @@ static int setup_local(Trainer *t) {
 
     // ---- backend. use_amp: matmul inputs in amp_dtype (fp16 with a dynamic loss scaler),
     // fp32 master weights, as torch.autocast + GradScaler. One GPU per rank: the local rank's.
+    // The backend opens at the dtype asked for (auto: CUDA's float16), then amp_resolve decides
+    // for the backend it is (trainer/amp.h: auto is bfloat16 or fp32 on the CPU) and it reopens
+    // when that differs (a CPU backend: nothing costly to redo).
     t->dtype = !tc->use_amp ? DTYPE_FP32 : strcmp(tc->amp_dtype, "bfloat16") == 0 ? DTYPE_BF16 : DTYPE_FP16;
     if (open_backend(t, tc->device)) return EXIT_USAGE;
-    // bfloat16 on a CPU without AVX512-BF16 or AMX could only be emulated, slower than fp32: say
-    // so and train in fp32 (float16 stays emulated: its loss scaling is part of what it means).
-    if (t->dtype == DTYPE_BF16 && strcmp(t->be->name, "cpu") == 0 && !backend_cpu_low_precision_is_fast(t->be)) {
-        log_info("note: use_amp with bfloat16: this CPU has no AVX512-BF16 or AMX, where bfloat16 would only be "
-                 "emulated (slower than fp32); training in fp32 instead\n");
+    const bool on_cpu = strcmp(t->be->name, "cpu") == 0;
+    char amp_note[256];
+    const ComputeDtype dtype = amp_resolve(tc->use_amp, tc->amp_dtype, !on_cpu, on_cpu && backend_cpu_bf16_fast(),
+                                           amp_note, sizeof amp_note);
+    if (amp_note[0]) log_info("note: %s\n", amp_note);
+    if (dtype != t->dtype) {
         t->be->destroy(t->be);
-        t->dtype = DTYPE_FP32;
+        t->dtype = dtype;
         if (open_backend(t, tc->device)) return EXIT_USAGE;
     }
     // matmul_precision=high: TF32 for fp32 matmuls where the backend has it (PyTorch's
@@ -596,6 +617,7 @@ static int setup_model(Trainer *t) {
     if (resumed) {
         rc = resume_check_model(&snap, &shape, t->model.num_params, t->ds.itos, tc->snapshot_path);
         if (!rc) rc = resume_check_config(cfg, t->world, &snap, tc->snapshot_path);
+        if (!rc) note_precision_change(t, &snap);
         if (!rc && tc->init_from[0])
             log_info("note: trainer_config.init_from is not used: the run resumes from its snapshot\n");
         if (!rc) {

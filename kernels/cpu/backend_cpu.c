@@ -463,6 +463,8 @@ void backend_cpu_set_low_precision_chunk(Backend *be, long elements) {
     c->lp_chunk = elements > 0 ? elements : LP_CHUNK;
 }
 
+int backend_cpu_bf16_fast(void) { return cpu_gemm_bf16_fast(); }
+
 int backend_cpu_low_precision_is_fast(const Backend *be) {
     const CpuCtx *c = be->ctx;
     return c->lp == LP_BF16;
