@@ -141,7 +141,6 @@ static int info_command(const SubArgs *a, FILE *out) {
     if (rc) fprintf(stderr, "mingpt: error: out of memory\n");
     else if (json) rc = print_json(out, path, &s, &ds);
     else print_text(out, path, &s, &ds);
-    fflush(out);
     chardataset_free(&ds);
     snapshot_free(&s);
     return rc ? 1 : 0;
