@@ -187,7 +187,7 @@ static double run_time_s(const Trainer *t) { return t->time_before + now_s() - t
 // EXIT_RUNTIME after naming both.
 static int check_outputs_not_inputs(const TrainerConfig *tc, const DataConfig *dc) {
     char best[CFG_STR_MAX + 16], err[3 * CFG_STR_MAX];
-    const char *outputs[2][2] = {{tc->snapshot_path, "trainer_config.snapshot_path"}, {NULL, "its save_best copy"}};
+    const char *outputs[2][2] = {{tc->snapshot_path, "trainer_config.snapshot_path"}, {NULL, "the save_best copy of trainer_config.snapshot_path"}};
     if (tc->save_best && !retention_path(tc->snapshot_path, ".best.bin", best, sizeof best)) outputs[1][0] = best;
     for (int i = 0; i < 2; i++)
         if (output_is_input(outputs[i][0], outputs[i][1], dc->path, "data_config.path", err, sizeof err) ||
