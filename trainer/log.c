@@ -21,31 +21,31 @@ static int g_rank;
 
 void log_set_rank(int rank) { g_rank = rank; }
 
-// errno of the first failed write to stdout (0: none seen).
-static int g_stdout_errno;
+// A write to stdout failed, and the errno of the first failure that had one (0: not known).
+static int g_stdout_failed, g_stdout_errno;
 
 void log_stdout_failed(int err) {
-    if (!g_stdout_errno) g_stdout_errno = err ? err : EIO;
+    g_stdout_failed = 1;
+    if (!g_stdout_errno) g_stdout_errno = err;
 }
 
 void log_flush_stdout(void) {
-    const int had = ferror(stdout);
+    const int saved = errno, had = ferror(stdout);
     errno = 0;
     if (fflush(stdout) != 0 || (ferror(stdout) && !had)) log_stdout_failed(errno);
+    errno = saved;   // callers may still report an earlier failure by errno
 }
 
 int log_close_stdout(int rc) {
     const int pending = __fpending(stdout) > 0, prev = ferror(stdout);
     errno = 0;
-    const int flush_failed = fflush(stdout) != 0;
-    int err = errno;
-    if (flush_failed || prev) log_stdout_failed(err);
+    if (fflush(stdout) != 0 || prev) log_stdout_failed(errno);
     errno = 0;
-    const int close_failed = fclose(stdout) != 0;
     // fd 1 closed (`>&-`) with nothing written is no error, as for coreutils
-    if (close_failed && !(errno == EBADF && !pending && !prev)) log_stdout_failed(errno);
-    if (!g_stdout_errno || g_stdout_errno == EPIPE) return rc;
-    fprintf(stderr, "mingpt: error writing standard output: %s\n", strerror(g_stdout_errno));
+    if (fclose(stdout) != 0 && !(errno == EBADF && !pending && !prev)) log_stdout_failed(errno);
+    if (!g_stdout_failed || g_stdout_errno == EPIPE) return rc;
+    if (g_stdout_errno) fprintf(stderr, "mingpt: error writing standard output: %s\n", strerror(g_stdout_errno));
+    else fprintf(stderr, "mingpt: error writing standard output\n");
     return rc ? rc : 1;
 }
 

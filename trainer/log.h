@@ -46,7 +46,8 @@ void log_set_status_line(void (*clear)(void *ctx), void (*redraw)(void *ctx), vo
 // through log_flush_stdout, which keeps the errno of the first failure (log_stdout_failed keeps
 // one found by other means, e.g. ferror after an fwrite). log_close_stdout, main's last call,
 // flushes and closes stdout; after any failed write it says "mingpt: error writing standard
-// output: <reason>" on stderr and returns 1 in place of rc 0 (a non-zero rc is kept). A reader
+// output: <reason>" on stderr (without the reason when none was kept) and returns 1 in place of
+// rc 0 (a non-zero rc is kept). A reader
 // that went away (EPIPE, when SIGPIPE is ignored; else the signal ends the process quietly) is no
 // error: `mingpt sample ... | head` ends with rc.
 void log_flush_stdout(void);
