@@ -98,7 +98,8 @@ full "runs" $MINGPT runs $W/run
 full "runs --json" $MINGPT runs --json $W/run
 full "export (its summary line)" $MINGPT export --snapshot $W/s.bin --out $W/x.safetensors
 full "plot (its summary line)" $MINGPT plot $W/run --out $W/x.svg
-for flags in "--cfg job" "--help" "--hydra-help" "--version" "-sc install=bash" "--info searchpath" \
+for flags in "--cfg job" "--cfg all" "--help" "--hydra-help" "--version" "-sc install=bash" "-sc uninstall=bash" \
+             "-sc query=trainer_config." "--info searchpath" \
              "sample --help" "info --help" "export --help" "plot --help" "runs --help"; do
   full "$flags" $MINGPT $flags
 done
@@ -126,9 +127,12 @@ w = sys.argv[1]
 def write(path, header, data=b""):
     h = json.dumps(header, separators=(",", ":")).encode()
     open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
-# 350000 tensors: a 24 MB header whose parse needs more than 256 MiB
-write(w + "/many.safetensors", {"t%d" % i: {"dtype": "F32", "shape": [1], "data_offsets": [4 * i, 4 * i + 4]} for i in range(350000)},
-      bytes(4 * 350000))
+# 1.4 million tensors: a 99 MB header (under the format's 100 MB) whose parse would need 1.3 GB
+n = 1400000
+with open(w + "/many.safetensors", "wb") as f:
+    h = ("{" + ",".join('"t%d":{"dtype":"F32","shape":[1],"data_offsets":[%d,%d]}' % (i, 4 * i, 4 * i + 4)
+                        for i in range(n)) + "}").encode()
+    f.write(struct.pack("<Q", len(h)) + h + bytes(4 * n))
 # 2^20 + 1 entries that are no tensors: refused by the count before anything else
 with open(w + "/count.safetensors", "wb") as f:
     h = ("{" + ",".join('"%d":0' % i for i in range((1 << 20) + 1)) + "}").encode()
@@ -148,6 +152,12 @@ for k, v in head.items():
 write(w + "/f64.safetensors", out, data)
 EOF
 bad_input init-header-memory 1 'needs more than 256 MiB of memory to parse, the limit' -- M trainer_config.snapshot_path=$W/i1.bin trainer_config.init_from=$W/many.safetensors
+rss=$($PY -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' $MINGPT "${TINY[@]}" hydra.run.dir=$W/run \
+  trainer_config.snapshot_path=$W/i1.bin trainer_config.init_from=$W/many.safetensors)
+[ -n "$rss" ] && [ "$rss" -lt 614400 ] && ok "... in bounded memory: peak RSS $((rss / 1024)) MB (the file, 256 MiB, the rest; before: about 2 GB)" \
+  || bad "the 99 MB header in bounded memory (peak RSS '$rss' KB)"
 bad_input init-too-many-tensors 1 '1048577 tensors, more than the limit of 1048576' -- M trainer_config.snapshot_path=$W/i2.bin trainer_config.init_from=$W/count.safetensors
 bad_input init-f64-range 1 'holds 1e+300 (element 3), outside float32'\''s range' -- M trainer_config.snapshot_path=$W/i3.bin trainer_config.init_from=$W/f64.safetensors
 finish
