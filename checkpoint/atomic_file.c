@@ -53,7 +53,7 @@ int output_is_input(const char *output, const char *out_what, const char *input,
 
 // What a file of mode m is, for the refusal of a path that is no regular file.
 static const char *kind_of(mode_t m) {
-    return S_ISDIR(m) ? "a directory" : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+    return S_ISDIR(m) ? "a directory" : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "a special file";
 }
 
 int atomic_open(AtomicFile *a, const char *path, const volatile sig_atomic_t *cancel, char *err, size_t errlen) {
