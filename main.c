@@ -17,9 +17,11 @@
 
 #include "app/hydra_app.h"
 #include "app/subcommand.h"
+#include "trainer/log.h"
 #include "trainer/signal_thread.h"
 
-int main(int argc, char **argv) {
+// The command (a subcommand or training); its exit code.
+static int run(int argc, char **argv) {
     // A file size limit (ulimit -f) then fails the write with EFBIG, reported like a full
     // disk, instead of killing the process in the middle of a save.
     signal(SIGXFSZ, SIG_IGN);
@@ -34,3 +36,7 @@ int main(int argc, char **argv) {
     if (rc) return rc;
     return hydra_app_main(argc, argv);
 }
+
+// Then stdout is flushed and closed: a failed write to it (a full disk) makes a command that
+// succeeded exit 1 with "mingpt: error writing standard output: <reason>" (trainer/log.h).
+int main(int argc, char **argv) { return log_close_stdout(run(argc, argv)); }

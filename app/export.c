@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 
+#include "checkpoint/atomic_file.h"
 #include "checkpoint/snapshot.h"
 #include "checkpoint/state_dict.h"
 
@@ -26,6 +27,10 @@ static int export_command(const SubArgs *a, FILE *out) {
     const char *dtype = a->values[EXPORT_DTYPE].text;
     Snapshot s;
     char err[2048];
+    if (output_is_input(path, "--out", snap_path, "--snapshot", err, sizeof err)) {   // before anything is written
+        fprintf(stderr, "mingpt: error: %s\n", err);
+        return 1;
+    }
     if (snapshot_load(snap_path, &s, err, sizeof err)) {
         fprintf(stderr, "mingpt: error: %s\n", err);
         return 1;
@@ -34,6 +39,7 @@ static int export_command(const SubArgs *a, FILE *out) {
     if (s.shape.block_size > STATE_DICT_MASK_MAX_BLOCK)
         fprintf(stderr, "mingpt: note: block_size %d > %d: the attn.bias mask buffers (block_size^2 each) are left out; "
                 "load with load_state_dict(..., strict=False)\n", s.shape.block_size, STATE_DICT_MASK_MAX_BLOCK);
+    if (same_file(path, "/dev/stdout")) out = stderr;   // `--out /dev/stdout`: the model alone on stdout
     int rc = state_dict_export(&s, path, EXPORT_DTYPES[a->values[EXPORT_DTYPE].i], err, sizeof err);
     if (rc) fprintf(stderr, "mingpt: error: %s\n", err);
     else fprintf(out, "Exported %s (iteration %ld, %zu parameters, %s) to %s\n", snap_path, s.iter_num, s.num_params,

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint/atomic_file.h"
 #include "report/loss_plot.h"
 #include "report/plot.h"
 #include "report/run_read.h"
@@ -70,6 +71,25 @@ static int load_runs(const SubArgs *a, char ***dirs, int *n, RunMetrics **m, cha
     return 0;
 }
 
+// Refuses --out when it is one of the files the plot reads: a run's metrics.jsonl, summary.json or
+// .hydra/overrides.yaml, or a sweep's multirun.yaml. Returns 0 or 1 (after the message).
+static int check_out(const SubArgs *a, const char *path, char *const *dirs, int n) {
+    static const char *const RUN_FILES[] = {"metrics.jsonl", "summary.json", ".hydra/overrides.yaml"};
+    char input[8192], err[16600];
+    for (int i = 0; i < n + a->n_positional; i++) {
+        const bool run = i < n;
+        const char *dir = run ? dirs[i] : a->positional[i - n];
+        for (size_t k = 0; k < (run ? sizeof RUN_FILES / sizeof *RUN_FILES : 1); k++) {
+            snprintf(input, sizeof input, "%s/%s", dir, run ? RUN_FILES[k] : "multirun.yaml");
+            if (output_is_input(path, "--out", input, "the input", err, sizeof err)) {
+                fprintf(stderr, "mingpt plot: error: %s\n", err);
+                return EXIT_RUNTIME;
+            }
+        }
+    }
+    return 0;
+}
+
 static int plot_command(const SubArgs *a, FILE *out) {
     const char *path = a->values[PLOT_OUT].text;
     if (plot_format_of(path) < 0) {
@@ -81,6 +101,7 @@ static int plot_command(const SubArgs *a, FILE *out) {
     RunMetrics *m = NULL;
     char(*labels)[LOSS_LABEL_MAX] = NULL;
     int rc = load_runs(a, &dirs, &n, &m, &labels);
+    if (!rc) rc = check_out(a, path, dirs, n);
     if (!rc && n == 0) {
         fprintf(stderr, "mingpt plot: error: no run to plot (no job has metrics.jsonl)\n");
         rc = 2;
@@ -103,6 +124,7 @@ static int plot_command(const SubArgs *a, FILE *out) {
                 }
             runs[i] = (RunCurves){.label = labels[i], .m = &m[i]};
         }
+        if (same_file(path, "/dev/stdout")) out = stderr;   // `--out /dev/stdout`: the image alone on stdout
         char err[8192], title[64];
         snprintf(title, sizeof title, "loss of %d run%s", n, n == 1 ? "" : "s");
         rc = plot_runs(runs, (size_t)n, (LossX)a->values[PLOT_X].i, a->values[PLOT_LOG].i, title, path, err,

@@ -224,9 +224,9 @@ static int runs_command(const SubArgs *a, FILE *out) {
         if (json) rc = print_json(out, rows, n);
         else if (csv) print_csv(out, rows, n);
         else print_table(out, rows, n);
-        if (fflush(out) != 0 || ferror(out)) rc = 1;
-        if (rc) fprintf(stderr, "mingpt runs: error: cannot write the output\n");
-        rc = rc ? EXIT_RUNTIME : EXIT_OK;
+        // a failed write to stdout is said by main's last check (trainer/log.h), with its reason
+        if (rc && !ferror(out)) fprintf(stderr, "mingpt runs: error: out of memory\n");
+        rc = rc && !ferror(out) ? EXIT_RUNTIME : EXIT_OK;
     }
     free(rows);
     return rc;

@@ -5,6 +5,7 @@
 // recomputed.
 #include "app/sample.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "kernels/backend.h"
 #include "model/gpt.h"
 #include "checkpoint/snapshot.h"
+#include "trainer/log.h"
 
 enum { SAMPLE_CHUNK = 1 << 16 };   // tokens generated between two slides of the context
 
@@ -96,12 +98,15 @@ static int pick(const float *logits, int V, double temperature, int top_k, doubl
     return last;
 }
 
-// The backend of --device, fp32 (sampling runs no low precision). NULL after saying why on stderr.
-static Backend *sample_backend(const char *device) {
+// The backend of --device, fp32 (sampling runs no low precision). NULL after saying why on stderr,
+// with *rc 2 for a device that cannot be had here, 1 when out of memory.
+static Backend *sample_backend(const char *device, int *rc) {
     char why[2048];
     Backend *be;
-    if (backend_select(device, 0, DTYPE_FP32, &be, why, sizeof why) == BACKEND_OK) return be;
+    const int r = backend_select(device, 0, DTYPE_FP32, &be, why, sizeof why);
+    if (r == BACKEND_OK) return be;
     fprintf(stderr, "mingpt: error: sample --device %s: %s\n", device, why);
+    *rc = r == BACKEND_NO_MEMORY ? 1 : 2;
     return NULL;
 }
 
@@ -121,7 +126,7 @@ int sample_run(const SampleOptions *o, FILE *out) {
     double *probs = NULL;
     const int T = snap.shape.block_size;
     if (chardataset_from_vocab(&ds, snap.vocab, snap.vocab_size, T)) { fprintf(stderr, "mingpt: error: out of memory\n"); goto done; }
-    if (!(be = sample_backend(o->device))) { rc = 2; goto done; }
+    if (!(be = sample_backend(o->device, &rc))) goto done;
     GPTShape shape = snap.shape;
     shape.embd_pdrop = shape.resid_pdrop = shape.attn_pdrop = 0.0f;
     // snapshot_load checked the parameter count against the shape: snap.params is the model's layout
@@ -156,10 +161,15 @@ int sample_run(const SampleOptions *o, FILE *out) {
         ctx[n++] = id;
         char buf[8];
         int k = chardataset_decode_one(&ds, id, buf);
-        fwrite(buf, 1, k, out);
+        errno = 0;
+        if (fwrite(buf, 1, k, out) != (size_t)k || ferror(out)) {   // a full disk: stop (an endless stream would not)
+            if (out == stdout) log_stdout_failed(errno);
+            break;
+        }
     }
     fputc('\n', out);
-    fflush(out);
+    errno = 0;
+    if (fflush(out) != 0 && out == stdout) log_stdout_failed(errno);   // said (and exit 1) by main's last check
     rc = 0;
 done:
     free(ctx);

@@ -256,7 +256,10 @@ int subcommand_parse(const Subcommand *c, int argc, char **argv, SubArgs *a, FIL
     a->values = calloc((size_t)c->n_flags + 1, sizeof *a->values);
     a->positional = calloc((size_t)argc + 1, sizeof *a->positional);
     a->n_positional = 0;
-    if (!a->values || !a->positional) abort();
+    if (!a->values || !a->positional) {
+        fprintf(err, "mingpt %s: error: out of memory\n", c->name);
+        return EXIT_RUNTIME;
+    }
     for (int k = 0; k < c->n_flags; k++)
         if (c->flags[k].def && read_value(&c->flags[k], c->flags[k].def, &a->values[k])) {
             fprintf(err, "mingpt %s: the default of %s is no value of it\n", c->name, c->flags[k].name);

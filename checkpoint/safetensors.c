@@ -1,6 +1,8 @@
 // checkpoint/safetensors.c — see safetensors.h.
 #include "checkpoint/safetensors.h"
 
+#include <errno.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -172,6 +174,56 @@ static int parse_tensor(const char *key, const json_t *e, const unsigned char *d
     return 0;
 }
 
+// jansson's allocator while a header is parsed: malloc and free, counting this thread's bytes
+// against a budget (ST_MAX_HEADER_MEMORY) when one is set. Compatible with plain malloc/free, so
+// objects jansson made elsewhere (other threads, other files) are freed alike.
+typedef struct { size_t used, cap; int over; } Budget;
+static _Thread_local Budget *g_budget;
+
+static void *budget_malloc(size_t n) {
+    Budget *b = g_budget;
+    if (b && n > b->cap - b->used) { b->over = 1; return NULL; }
+    void *p = malloc(n);
+    if (p && b) b->used += malloc_usable_size(p);
+    return p;
+}
+
+static void budget_free(void *p) {
+    Budget *b = g_budget;
+    if (p && b) {
+        const size_t u = malloc_usable_size(p);
+        b->used -= u < b->used ? u : b->used;
+    }
+    free(p);
+}
+
+// json_loadb of the header within ST_MAX_HEADER_MEMORY; NULL with the message in err.
+static json_t *load_header(const unsigned char *text, uint64_t n, const char *name, char *err, size_t errlen) {
+    json_set_alloc_funcs(budget_malloc, budget_free);
+    Budget b = {.cap = ST_MAX_HEADER_MEMORY};
+    g_budget = &b;
+    json_error_t je;
+    errno = 0;
+    json_t *root = json_loadb((const char *)text, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+    const int oom = !root && (json_error_code(&je) == json_error_out_of_memory || errno == ENOMEM);
+    g_budget = NULL;
+    if (root) return root;
+    if (b.over)
+        snprintf(err, errlen, "safetensors file '%s': its header of %llu bytes needs more than %zu MiB of memory to "
+                 "parse, the limit (ST_MAX_HEADER_MEMORY: about 300000 tensors)", name, (unsigned long long)n,
+                 ST_MAX_HEADER_MEMORY >> 20);
+    else if (oom)
+        snprintf(err, errlen, "safetensors file '%s': out of memory parsing its header of %llu bytes", name,
+                 (unsigned long long)n);
+    else
+        failf(err, errlen, name, "the header is not valid JSON: %s (at byte %d of the header)", je.text, je.position);
+    return NULL;
+}
+
+int safetensors_tensor_count_ok(size_t n_entries, int has_metadata) {
+    return n_entries - (has_metadata && n_entries > 0) <= ST_MAX_TENSORS;
+}
+
 typedef struct { uint64_t begin, end; int index; } Span;
 static int by_begin(const void *a, const void *b) {
     const Span *x = a, *y = b;
@@ -196,17 +248,19 @@ int safetensors_parse(const unsigned char *buf, size_t len, const char *name, Sa
     if (n > ST_MAX_HEADER) return failf(err, errlen, name, "a header of %llu bytes (at most %d)", (unsigned long long)n,
                                         ST_MAX_HEADER);
     if (n < 2 || buf[8] != '{') return failf(err, errlen, name, "the header does not start with '{'");
-    json_error_t je;
-    json_t *root = json_loadb((const char *)buf + 8, (size_t)n, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return failf(err, errlen, name, "the header is not valid JSON: %s (at byte %d of the header)", je.text,
-                            je.position);
+    json_t *root = load_header(buf + 8, n, name, err, errlen);
+    if (!root) return 1;
     int rc = 1;
     const unsigned char *data = buf + 8 + n;
     const uint64_t data_len = len - 8 - n;
     Span *spans = NULL;
     if (!json_is_object(root)) { failf(err, errlen, name, "the header is not a JSON object"); goto out; }
     const size_t entries = json_object_size(root);
-    if (entries > ST_MAX_TENSORS + 1) { failf(err, errlen, name, "more than %d tensors", ST_MAX_TENSORS); goto out; }
+    const int has_meta = json_object_get(root, "__metadata__") != NULL;
+    if (!safetensors_tensor_count_ok(entries, has_meta)) {
+        failf(err, errlen, name, "%zu tensors, more than the limit of %d", entries - (size_t)has_meta, ST_MAX_TENSORS);
+        goto out;
+    }
     st->tensors = calloc(entries + 1, sizeof *st->tensors);
     spans = calloc(entries + 1, sizeof *spans);
     if (!st->tensors || !spans) { snprintf(err, errlen, "'%s': out of memory", name); goto out; }

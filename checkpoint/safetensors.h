@@ -20,7 +20,12 @@
 
 #define ST_MAX_HEADER  100000000   // bytes of header (the reference implementation's limit)
 #define ST_MAX_DIMS    8
-#define ST_MAX_TENSORS (1 << 20)
+#define ST_MAX_TENSORS (1 << 20)   // tensors (__metadata__ is no tensor)
+// Memory the JSON parser (jansson) may use for the header: about 13 bytes per header byte, 870
+// per tensor entry, so 256 MiB hold about 300,000 tensors (mingpt's largest model, n_layer 4096,
+// has about 53,000); a header that needs more (a 100 MB one would need 1.3 GB or more) is refused
+// when the parser reaches the limit, not after memory runs out.
+#define ST_MAX_HEADER_MEMORY ((size_t)256 << 20)
 
 typedef enum {
     ST_BOOL, ST_U8, ST_I8, ST_F8_E5M2, ST_F8_E4M3, ST_I16, ST_U16, ST_F16, ST_BF16, ST_I32, ST_U32, ST_F32,
@@ -57,9 +62,15 @@ typedef struct {
 // data_offsets ([begin, end], integers, begin <= end <= the data's size) with end - begin =
 // numel x the dtype's size (no overflow), and the tensors tiling the data section exactly (no
 // gap, no overlap, nothing after the last), at most ST_MAX_TENSORS. Returns 0, or non-zero with
-// one message naming the file and the first problem (*st is then empty).
+// one message naming the file and the first problem (*st is then empty). Parsing the header uses
+// at most ST_MAX_HEADER_MEMORY ("... needs more than 256 MiB of memory to parse, the limit"); a
+// malloc that fails inside the JSON parser is said as "out of memory", not as invalid JSON.
 int safetensors_parse(const unsigned char *buf, size_t len, const char *name, SafeTensors *st, char *err,
                       size_t errlen);
+
+// 1 when a header of n_entries top-level keys, one of them __metadata__ when has_metadata, holds
+// at most ST_MAX_TENSORS tensors; else 0 (safetensors_parse refuses it: "more than 1048576 tensors").
+int safetensors_tensor_count_ok(size_t n_entries, int has_metadata);
 
 // Reads the regular file at path and parses it (st owns the bytes). Non-zero with a message
 // naming path when it is missing, not a regular file, unreadable or refused by safetensors_parse.

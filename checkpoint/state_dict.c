@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -260,7 +261,13 @@ int state_dict_from_safetensors(const SafeTensors *stp, const char *path, const 
         for (uint64_t j = 0; j < t->numel; j++) dst[j] = st_get_float(t, j);
         for (uint64_t j = 0; j < t->numel; j++)
             if (!isfinite(dst[j])) {
-                snprintf(err, errlen, "tensor '%s' of '%s' holds non-finite values", pt[i].name, path);
+                double v = NAN;   // an F64 value that is finite but rounds to inf as a float32
+                if (t->dtype == ST_F64) memcpy(&v, t->data + 8 * j, 8);
+                if (isfinite(v))
+                    snprintf(err, errlen, "tensor '%s' of '%s' holds %.9g (element %llu), outside float32's range "
+                             "(magnitude at most %.9g)", pt[i].name, path, v, (unsigned long long)j, (double)FLT_MAX);
+                else
+                    snprintf(err, errlen, "tensor '%s' of '%s' holds non-finite values", pt[i].name, path);
                 rc = 1;
                 goto out;
             }

@@ -2,7 +2,8 @@
 # make install / make uninstall (mk/install.mk): the installed binary runs from any
 # directory with the shipped configs and finds its libraries next to itself (the CUDA backend's
 # versions, MPI under mpirun); DESTDIR is honoured; uninstall removes every file install wrote
-# and nothing else, and refuses manifest lines outside PREFIX.
+# and nothing else, then the directories it created when they are empty (never one that was
+# there before or still holds a file of another package), and refuses manifest lines outside PREFIX.
 cd "$(dirname "$0")/.." && source tests/lib.sh
 REPO=$PWD
 BDIR=${B:-build}
@@ -23,7 +24,7 @@ missing=""; for f in "${want[@]}"; do [ -f "$PFX/$f" ] || missing+=" $f"; done
   || bad "installed files" "missing:$missing"
 [ "$(cd "$PFX" && find . -type f | sed 's|^\./||' | sort)" = "$(printf '%s\n' "${want[@]}" | sort)" ] \
   && ok "nothing else installed" || bad "nothing else installed" "$(cd "$PFX" && find . -type f)"
-[ "$(sort "$PFX/share/mingpt/install-manifest")" = "$(printf "$PFX/%s\n" "${want[@]}" | sort)" ] \
+[ "$(grep -v '^dir:' "$PFX/share/mingpt/install-manifest" | sort)" = "$(printf "$PFX/%s\n" "${want[@]}" | sort)" ] \
   && ok "the manifest lists every installed file" || bad "the manifest" "$(cat "$PFX/share/mingpt/install-manifest")"
 cmp -s "$PFX/share/bash-completion/completions/mingpt" <("$MINGPT" -sc install=bash) \
   && ok "the completion file is -sc install=bash" || bad "the completion file is -sc install=bash"
@@ -69,6 +70,15 @@ mk uninstall PREFIX="$PFX" > uninstall.out 2>&1; rc=$?
 left=$(find "$PFX" -type f)
 [ $rc -eq 0 ] && [ -z "$left" ] && ok "make uninstall removes every file" || bad "make uninstall (rc $rc)" "$left"
 [ ! -e "$PFX/lib/mingpt" ] && [ ! -e "$PFX/share/mingpt" ] && ok "and mingpt's own directories" || bad "mingpt's directories left"
+left=$(find "$PFX" -mindepth 1)
+[ -z "$left" ] && ok "and every directory install created (bin, lib, share/man/man1, ...)" || bad "directories install created are left" "$left"
+# directories that were there before install, or hold another package's file, stay
+mkdir -p "$PFX/bin" "$PFX/share/man/man1" && echo other > "$PFX/share/man/man1/other.1"
+mk install PREFIX="$PFX" > install2.out 2>&1 && mk install PREFIX="$PFX" > install3.out 2>&1 \
+  && mk uninstall PREFIX="$PFX" > uninstall2.out 2>&1; rc=$?
+[ $rc -eq 0 ] && [ "$(cd "$PFX" && find . -mindepth 1 | sort | tr '\n' ' ')" = "./bin ./share ./share/man ./share/man/man1 ./share/man/man1/other.1 " ] \
+  && ok "uninstall keeps a directory it did not create and one another file is in (after a reinstall)" \
+  || bad "uninstall and directories it did not create (rc $rc)" "$(cd "$PFX" && find . -mindepth 1)"
 mk uninstall PREFIX="$PFX" > again.out 2>&1 && grep -q "nothing to remove" again.out \
   && ok "uninstall again: nothing to remove" || bad "uninstall again" "$(cat again.out)"
 
@@ -77,10 +87,16 @@ mk install DESTDIR="$WORK/stage" PREFIX=/opt/mingpt-test > stage.out 2>&1 && [ -
   && grep -qx "/opt/mingpt-test/bin/mingpt" "$WORK/stage/opt/mingpt-test/share/mingpt/install-manifest" && [ ! -e /opt/mingpt-test ] \
   && ok "DESTDIR: staged, the manifest names PREFIX paths" || bad "DESTDIR" "$(tail -5 stage.out)"
 echo keep > "$WORK/outside.txt"
-printf '%s\n%s\n' "$WORK/outside.txt" "/opt/mingpt-test/../../$WORK/outside.txt" >> "$WORK/stage/opt/mingpt-test/share/mingpt/install-manifest"
+mkdir -p "$WORK/empty_dir"
+printf '%s\n%s\n%s\n' "$WORK/outside.txt" "/opt/mingpt-test/../../$WORK/outside.txt" "dir:$WORK/empty_dir" \
+  >> "$WORK/stage/opt/mingpt-test/share/mingpt/install-manifest"
 mk uninstall DESTDIR="$WORK/stage" PREFIX=/opt/mingpt-test > unstage.out 2>&1; rc=$?
-[ $rc -ne 0 ] && [ -f "$WORK/outside.txt" ] && [ -z "$(find "$WORK/stage" -type f)" ] \
+[ $rc -ne 0 ] && [ -f "$WORK/outside.txt" ] && [ -d "$WORK/empty_dir" ] && [ -z "$(find "$WORK/stage" -type f)" ] \
+  && grep -q "skipping 'dir:$WORK/empty_dir' (.*install-manifest: not a directory install creates)" unstage.out \
   && grep -q "skipping '$WORK/outside.txt' (.*install-manifest: not under /opt/mingpt-test)" unstage.out \
   && ok "uninstall refuses manifest lines outside PREFIX (and removes the rest)" || bad "manifest outside PREFIX (rc $rc)" "$(cat unstage.out)"
+[ -d "$WORK/stage" ] && [ -z "$(find "$WORK/stage" -mindepth 1)" ] \
+  && ok "DESTDIR: uninstall removes the staged directories (opt/mingpt-test/..., opt), not DESTDIR" \
+  || bad "DESTDIR: staged directories" "$(find "$WORK/stage")"
 expect_error "install with a relative PREFIX" 2 "PREFIX must be absolute" -- mk install PREFIX=relative/dir
 finish

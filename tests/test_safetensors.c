@@ -5,11 +5,15 @@
 //   * write -> parse round trip: names, shapes, offsets, metadata, data;
 //   * every malformed header refused with a message naming the problem (length past the end,
 //     not JSON, duplicate keys, dtypes, shapes, offsets, gaps, overlaps, metadata types);
+//   * the tensor limit exact (2^20 tensors, __metadata__ not counted); a header whose parse runs
+//     out of memory (RLIMIT_AS) is said to be out of memory, not invalid JSON;
 //   * export -> import: float32 bitwise, bfloat16 / float16 as rounded; a snapshot as init_from;
 //     every mismatch (missing tensor, shape, vocabulary, n_head, extra tensor, mask, NaN) named.
 #include "tests/test_util.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "checkpoint/safetensors.h"
@@ -182,6 +186,73 @@ static void test_malformed(void **state) {
     safetensors_free(&st);
     b[10] = 0;
     expect_refused(b, n, "not valid JSON");
+}
+
+// The count at the limit and one past it, with and without __metadata__ (a unit of the check:
+// a header of 2^20 real tensors needs about 900 MB to parse, over ST_MAX_HEADER_MEMORY).
+static void test_tensor_count(void **state) {
+    assert_true(safetensors_tensor_count_ok(0, 0));
+    assert_true(safetensors_tensor_count_ok(ST_MAX_TENSORS, 0));
+    assert_false(safetensors_tensor_count_ok((size_t)ST_MAX_TENSORS + 1, 0));
+    assert_true(safetensors_tensor_count_ok((size_t)ST_MAX_TENSORS + 1, 1));
+    assert_false(safetensors_tensor_count_ok((size_t)ST_MAX_TENSORS + 2, 1));
+    // and through the parser: 2^20 + 1 entries that are no tensors are refused by the count first
+    const size_t n = (size_t)ST_MAX_TENSORS + 1, cap = 16 * n + 64;
+    unsigned char *b = malloc(cap);
+    size_t at = 8;
+    b[at++] = '{';
+    for (size_t i = 0; i < n; i++) at += (size_t)snprintf((char *)b + at, cap - at, "%s\"%zu\":0", i ? "," : "", i);
+    b[at++] = '}';
+    const uint64_t hl = at - 8;
+    memcpy(b, &hl, 8);
+    expect_refused(b, at, "1048577 tensors, more than the limit of 1048576");
+    free(b);
+}
+
+// A header of 100000 tensors needs about 90 MB in the JSON parser: with 40 MB of address space
+// left, jansson's malloc fails, which is said as such. Runs first (a heap that earlier tests grew
+// and freed stays mapped, and would hold the parse).
+static void test_header_out_of_memory(void **state) {
+#ifdef __SANITIZE_ADDRESS__
+    skip();   // AddressSanitizer reserves terabytes of address space: RLIMIT_AS cannot be set
+#endif
+    const size_t n = 100000, cap = 80 * n + 64;
+    unsigned char *b = malloc(cap);
+    size_t at = 8;
+    b[at++] = '{';
+    for (size_t i = 0; i < n; i++)
+        at += (size_t)snprintf((char *)b + at, cap - at, "%s\"t%zu\":{\"dtype\":\"F32\",\"shape\":[0],"
+                               "\"data_offsets\":[0,0]}", i ? "," : "", i);
+    b[at++] = '}';
+    const uint64_t hl = at - 8;
+    memcpy(b, &hl, 8);
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%ld", &pages) != 1) _exit(3);
+        fclose(f);
+        const rlim_t limit = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (40u << 20);
+        const struct rlimit rl = {limit, limit};
+        if (setrlimit(RLIMIT_AS, &rl)) _exit(4);
+        SafeTensors st;
+        char err[512] = "";
+        const int rc = safetensors_parse(b, at, "x.safetensors", &st, err, sizeof err);
+        if (write(fd[1], err, strlen(err)) < 0) _exit(5);
+        _exit(rc ? 0 : 6);
+    }
+    close(fd[1]);
+    char msg[512] = "";
+    ssize_t k = read(fd[0], msg, sizeof msg - 1);
+    msg[k > 0 ? k : 0] = 0;
+    close(fd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    free(b);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("child status %d: '%s'", status, msg);
+    if (!strstr(msg, "x.safetensors': out of memory parsing its header of")) fail_msg("message '%s'", msg);
 }
 
 // ---------------------------------------------------------------- state_dict
@@ -387,9 +458,12 @@ static void test_import_mismatches(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        // first: the child's address space then holds no free heap that earlier tests left
+        cmocka_unit_test(test_header_out_of_memory),
         cmocka_unit_test(test_rounding),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_tensor_count),
         cmocka_unit_test(test_export_import),
         cmocka_unit_test(test_import_mismatches),
     };

@@ -1,4 +1,5 @@
-// tests/test_snapshot.c — snapshot round trip, corruption detection, atomic replace.
+// tests/test_snapshot.c — snapshot round trip, corruption detection, atomic replace, and what an
+// atomic write does with a path that is a link, a FIFO or a directory; same_file.
 #include "tests/test_util.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <zlib.h>
 
 #include "trainer/loss_scaler.h"
+#include "checkpoint/atomic_file.h"
 #include "checkpoint/snapshot.h"
 #include "checkpoint/version.h"
 
@@ -482,6 +484,97 @@ static void test_not_regular_file(void **state) {
     assert_int_not_equal(snapshot_load(dir, &t, err, sizeof err), 0);
 }
 
+// Writes "new" to path through atomic_open/atomic_commit; returns its result (err filled).
+static int write_atomic(const char *path, char *err, size_t errlen) {
+    AtomicFile a;
+    if (atomic_open(&a, path, NULL, err, errlen)) return -1;
+    atomic_write(&a, "new", 3);
+    return atomic_commit(&a, err, errlen);
+}
+
+// A symbolic link is followed (the link stays, its file is replaced); a FIFO is written in place
+// (a reader gets the bytes, the FIFO stays); a directory is refused and left alone.
+static void test_atomic_file_kinds(void **state) {
+    char file[300], link[300], fifo[300], sub[300], err[512], got[8] = "";
+    snprintf(file, sizeof file, "%s/k_file", dir);
+    snprintf(link, sizeof link, "%s/k_link", dir);
+    snprintf(fifo, sizeof fifo, "%s/k_fifo", dir);
+    snprintf(sub, sizeof sub, "%s/k_dir", dir);
+    FILE *f = fopen(file, "w");
+    fputs("old", f);
+    fclose(f);
+    assert_int_equal(symlink("k_file", link), 0);
+    assert_int_equal(write_atomic(link, err, sizeof err), 0);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    f = fopen(file, "r");
+    assert_int_equal(fread(got, 1, 7, f), 3);
+    fclose(f);
+    assert_string_equal(got, "new");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    int pipefd[2];
+    assert_int_equal(pipe(pipefd), 0);
+    const pid_t reader = fork();
+    if (reader == 0) {   // reads the FIFO and hands the bytes back
+        char b[8];
+        FILE *r = fopen(fifo, "r");
+        const size_t k = r ? fread(b, 1, sizeof b, r) : 0;
+        _exit(write(pipefd[1], b, k) == (ssize_t)k ? 0 : 1);
+    }
+    close(pipefd[1]);
+    assert_int_equal(write_atomic(fifo, err, sizeof err), 0);
+    memset(got, 0, sizeof got);
+    assert_int_equal(read(pipefd[0], got, sizeof got - 1), 3);
+    close(pipefd[0]);
+    waitpid(reader, NULL, 0);
+    assert_string_equal(got, "new");
+    assert_int_equal(stat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    assert_int_equal(mkdir(sub, 0700), 0);
+    assert_int_equal(write_atomic(sub, err, sizeof err), -1);
+    assert_non_null(strstr(err, "it is a directory, not a regular file, a character device or a FIFO"));
+    assert_int_equal(stat(sub, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    char dangling[300];
+    snprintf(dangling, sizeof dangling, "%s/k_dangling", dir);
+    assert_int_equal(symlink("no_such_file", dangling), 0);
+    assert_int_equal(write_atomic(dangling, err, sizeof err), -1);
+    assert_non_null(strstr(err, "a symbolic link that does not resolve"));
+}
+
+// same_file: one file by any spelling, link or hard link; different or absent files are not.
+static void test_same_file(void **state) {
+    char a[300], b[300], hard[300], soft[300], spelt[320], absent[300], err[2048];
+    snprintf(a, sizeof a, "%s/sf_a", dir);
+    snprintf(b, sizeof b, "%s/sf_b", dir);
+    snprintf(hard, sizeof hard, "%s/sf_hard", dir);
+    snprintf(soft, sizeof soft, "%s/sf_soft", dir);
+    snprintf(spelt, sizeof spelt, "%s/./sf_sub/../sf_a", dir);
+    snprintf(absent, sizeof absent, "%s/sf_absent", dir);
+    fclose(fopen(a, "w"));
+    fclose(fopen(b, "w"));
+    char subdir[300];
+    snprintf(subdir, sizeof subdir, "%s/sf_sub", dir);
+    assert_int_equal(mkdir(subdir, 0700), 0);
+    assert_int_equal(link(a, hard), 0);
+    assert_int_equal(symlink("sf_a", soft), 0);
+    assert_true(same_file(a, a));
+    assert_true(same_file(a, hard));
+    assert_true(same_file(soft, a));
+    assert_true(same_file(spelt, a));
+    assert_false(same_file(a, b));
+    assert_false(same_file(a, absent));
+    assert_false(same_file(absent, absent));
+    assert_false(same_file(a, ""));
+    assert_false(same_file(NULL, a));
+    assert_int_equal(output_is_input(soft, "--out", a, "--snapshot", err, sizeof err), 1);
+    assert_non_null(strstr(err, "--out '"));
+    assert_non_null(strstr(err, "sf_soft' is the same file as --snapshot '"));
+    assert_non_null(strstr(err, "sf_a': writing it would destroy the input"));
+    assert_int_equal(output_is_input(b, "--out", a, "--snapshot", err, sizeof err), 0);
+}
+
 // A writer killed mid-save leaves `<path>.tmp.<pid>`: the next save removes it when that
 // process is gone, and leaves a live writer's file alone.
 static void test_stale_temp_removed(void **state) {
@@ -513,6 +606,8 @@ int main(void) {
         cmocka_unit_test(test_duplicate_record_refused),
         cmocka_unit_test(test_not_regular_file),
         cmocka_unit_test(test_stale_temp_removed),
+        cmocka_unit_test(test_atomic_file_kinds),
+        cmocka_unit_test(test_same_file),
         cmocka_unit_test(test_format_versions),
         cmocka_unit_test(test_tensor_layout),
     };

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -20,6 +21,34 @@ static int g_rank;
 
 void log_set_rank(int rank) { g_rank = rank; }
 
+// A write to stdout failed, and the errno of the first failure that had one (0: not known).
+static int g_stdout_failed, g_stdout_errno;
+
+void log_stdout_failed(int err) {
+    g_stdout_failed = 1;
+    if (!g_stdout_errno) g_stdout_errno = err;
+}
+
+void log_flush_stdout(void) {
+    const int saved = errno, had = ferror(stdout);
+    errno = 0;
+    if (fflush(stdout) != 0 || (ferror(stdout) && !had)) log_stdout_failed(errno);
+    errno = saved;   // callers may still report an earlier failure by errno
+}
+
+int log_close_stdout(int rc) {
+    const int pending = __fpending(stdout) > 0, prev = ferror(stdout);
+    errno = 0;
+    if (fflush(stdout) != 0 || prev) log_stdout_failed(errno);
+    errno = 0;
+    // fd 1 closed (`>&-`) with nothing written is no error, as for coreutils
+    if (fclose(stdout) != 0 && !(errno == EBADF && !pending && !prev)) log_stdout_failed(errno);
+    if (!g_stdout_failed || g_stdout_errno == EPIPE) return rc;
+    if (g_stdout_errno) fprintf(stderr, "mingpt: error writing standard output: %s\n", strerror(g_stdout_errno));
+    else fprintf(stderr, "mingpt: error writing standard output\n");
+    return rc ? rc : 1;
+}
+
 // The live status line, when one is drawn (trainer/progress.h).
 static struct { void (*clear)(void *), (*redraw)(void *); void *ctx; } g_status;
 
@@ -31,7 +60,7 @@ void log_set_status_line(void (*clear)(void *ctx), void (*redraw)(void *ctx), vo
 static void status_clear(void) { if (g_status.clear) g_status.clear(g_status.ctx); }
 static void status_redraw(void) {
     if (!g_status.redraw) return;
-    fflush(stdout);
+    log_flush_stdout();
     g_status.redraw(g_status.ctx);
 }
 
@@ -71,7 +100,7 @@ static void log_file_failed(int err, off_t good_size) {
     char line[4200];
     snprintf(line, sizeof line, "mingpt: error: cannot write the log file '%s': %s; the run goes on and logs to "
              "the console only\n", g_log_path, strerror(err));
-    fflush(stdout);
+    log_flush_stdout();
     fputs(line, stderr);
     fflush(stderr);
 }
@@ -116,7 +145,7 @@ void log_error(const char *fmt, ...) {
     va_start(ap, fmt);
     va_copy(aq, ap);
     status_clear();
-    fflush(stdout);  // keep the order of stdout and stderr lines on a shared terminal
+    log_flush_stdout();  // keep the order of stdout and stderr lines on a shared terminal
     // One write per line: other ranks' output shares the terminal (mpirun merges it).
     char line[8192];
     int k = g_rank != 0 ? snprintf(line, sizeof line, "[rank %d] ", g_rank) : 0;
@@ -138,7 +167,7 @@ void log_hydra(const char *fmt, ...) {
     va_end(ap);
     status_clear();
     fputs(line, stdout);
-    fflush(stdout);
+    log_flush_stdout();
     status_redraw();
     file_line(line, n);
 }

@@ -40,4 +40,18 @@ void log_set_rank(int rank);
 // preceded by clear(ctx) and followed by redraw(ctx). NULL functions: none (the default).
 void log_set_status_line(void (*clear)(void *ctx), void (*redraw)(void *ctx), void *ctx);
 
+// Standard output, checked as coreutils' close_stdout does. A write to stdout that fails (a full
+// disk, /dev/full, an I/O error) loses that output but not the work: a run goes on and saves its
+// snapshot. stdio forgets the reason once its buffer is dropped, so every flush of stdout goes
+// through log_flush_stdout, which keeps the errno of the first failure (log_stdout_failed keeps
+// one found by other means, e.g. ferror after an fwrite). log_close_stdout, main's last call,
+// flushes and closes stdout; after any failed write it says "mingpt: error writing standard
+// output: <reason>" on stderr (without the reason when none was kept) and returns 1 in place of
+// rc 0 (a non-zero rc is kept). A reader
+// that went away (EPIPE, when SIGPIPE is ignored; else the signal ends the process quietly) is no
+// error: `mingpt sample ... | head` ends with rc.
+void log_flush_stdout(void);
+void log_stdout_failed(int err);
+int log_close_stdout(int rc);
+
 #endif

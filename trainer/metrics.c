@@ -127,7 +127,7 @@ void metrics_log_train(Metrics *m, MetricsWindow *w, MetricsTrain *r, long total
     r->mfu = w->flops_per_token * r->tokens_per_s / w->peak_flops;
     log_info("epoch %ld | iter %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms/iter | %.0f tok/s%s\n", r->epoch,
              r->iter, total_iters, r->loss, r->lr, r->grad_norm, r->ms_per_iter, r->tokens_per_s, comm);
-    fflush(stdout);
+    log_flush_stdout();
     metrics_train(m, r);
     metrics_window_start(w, now);
 }

@@ -33,7 +33,7 @@ static void clear_line(void *ctx) {
     StatusLine *s = ctx;
     if (!s->drawn) return;
     fputs("\r\x1b[2K", stdout);
-    fflush(stdout);
+    log_flush_stdout();
     s->drawn = false;
 }
 
@@ -42,7 +42,7 @@ static void draw(void *ctx) {
     if (!s->text[0]) return;
     const int w = columns() - 1;
     fprintf(stdout, "\r\x1b[2K%s%.*s%s", s->color ? "\x1b[2m" : "", w > 0 ? w : 0, s->text, s->color ? "\x1b[0m" : "");
-    fflush(stdout);
+    log_flush_stdout();
     s->drawn = true;
 }
 

@@ -54,6 +54,7 @@
 #include "trainer/metrics.h"
 #include "trainer/progress.h"
 #include "trainer/resume_check.h"
+#include "checkpoint/atomic_file.h"
 #include "checkpoint/retention.h"
 #include "checkpoint/snapshot.h"
 #include "checkpoint/state_dict.h"
@@ -181,6 +182,23 @@ static double run_time_s(const Trainer *t) { return t->time_before + now_s() - t
 // removing it (a stale file of that name, left by a killed run with the same pid, would be
 // overwritten by the save anyway). Returns 0, or EXIT_RUNTIME after reporting (as an output
 // directory that cannot be created).
+// The run's snapshots (the stable file and, with save_best, its .best.bin copy) must not be the
+// files it reads, data_config.path or trainer_config.init_from: a save would replace them (same
+// device and inode: another spelling of the path, a symbolic or a hard link count). Returns 0, or
+// EXIT_RUNTIME after naming both.
+static int check_outputs_not_inputs(const TrainerConfig *tc, const DataConfig *dc) {
+    char best[CFG_STR_MAX + 16], err[3 * CFG_STR_MAX];
+    const char *outputs[2][2] = {{tc->snapshot_path, "trainer_config.snapshot_path"}, {NULL, "the save_best copy of trainer_config.snapshot_path"}};
+    if (tc->save_best && !retention_path(tc->snapshot_path, ".best.bin", best, sizeof best)) outputs[1][0] = best;
+    for (int i = 0; i < 2; i++)
+        if (output_is_input(outputs[i][0], outputs[i][1], dc->path, "data_config.path", err, sizeof err) ||
+            output_is_input(outputs[i][0], outputs[i][1], tc->init_from, "trainer_config.init_from", err, sizeof err)) {
+            log_error("mingpt: error: %s\n", err);
+            return EXIT_RUNTIME;
+        }
+    return 0;
+}
+
 static int check_snapshot_dir(const char *path) {
     char dir[CFG_STR_MAX], tmp[CFG_STR_MAX + 32];
     const char *slash = strrchr(path, '/');
@@ -332,7 +350,7 @@ out:
         else
             log_info("Snapshot saved at epoch %ld, iteration %ld: %s\n", epoch_now(&t->pr), t->pr.iter_num, path);
     }
-    fflush(stdout);
+    log_flush_stdout();
     return rc;
 }
 
@@ -346,7 +364,7 @@ static void after_eval(Trainer *t) {
 // Whatever else follows an evaluation hooks in here.
 static void report_eval(Trainer *t, long epoch, bool record) {
     log_info("epoch %ld | iter %ld | test loss %.4f\n", epoch, t->pr.iter_num, t->r.test_loss);
-    fflush(stdout);
+    log_flush_stdout();
     if (record) metrics_eval(&t->metrics, t->pr.iter_num, epoch, t->r.test_loss, t->tokens_total, run_time_s(t));
     after_eval(t);
 }
@@ -383,7 +401,7 @@ static int save_cancelled(Trainer *t) {
 // SIGINT / SIGTERM: save (unless the snapshot on disk is of this iteration) and stop.
 static int stop_saving(Trainer *t, const char *where) {
     log_info("Interrupted by a signal%s at iteration %ld: saving a snapshot\n", where, t->pr.iter_num);
-    fflush(stdout);   // said now, not after the save
+    log_flush_stdout();   // said now, not after the save
     const int rc = t->saved_iter == t->pr.iter_num ? SAVE_OK : save_snapshot(t, SAVE_INTERRUPT);
     return rc == SAVE_OK ? EXIT_INTERRUPTED : rc == SAVE_CANCELLED ? save_cancelled(t) : EXIT_RUNTIME;
 }
@@ -477,6 +495,7 @@ static int setup_local(Trainer *t) {
     if (t->rank == 0) {
         const int rc = check_snapshot_dir(tc->snapshot_path);
         if (rc) return rc;
+        if (check_outputs_not_inputs(tc, dc)) return EXIT_RUNTIME;
     }
 
     // ---- backend. use_amp: matmul inputs in amp_dtype (fp16 with a dynamic loss scaler),
@@ -539,7 +558,7 @@ static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *
     log_info("Cost: %.2fM parameters, %ld tokens per iteration (batch_size %d x block_size %d x grad_accum_steps %d x "
              "world_size %d), %s\n", mem.num_params / 1e6, (long)t->B * t->T * t->A * t->world, t->B, t->T, t->A,
              t->world, desc);
-    fflush(stdout);
+    log_flush_stdout();
     if (gpt_memory_check(&mem, t->be, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         return EXIT_RUNTIME;
@@ -823,7 +842,7 @@ static int maybe_save(Trainer *t, const StepResult *res) {
         saved = save_snapshot(t, SAVE_PERIODIC);
     else if (res->save && t->saved_iter != t->pr.iter_num) {
         log_info("Snapshot requested by a signal (SIGUSR1) at iteration %ld\n", t->pr.iter_num);
-        fflush(stdout);
+        log_flush_stdout();
         saved = save_snapshot(t, SAVE_REQUESTED);
     }
     if (saved == SAVE_CANCELLED) return save_cancelled(t);
@@ -866,7 +885,7 @@ static int train(Trainer *t) {
              per_epoch, tc->max_epochs, total_iters, t->B, t->T);
     log_info("Global batch: %ld sequences = batch_size %d x grad_accum_steps %d x world_size %d\n",
              (long)t->B * t->A * t->world, t->B, t->A, t->world);
-    fflush(stdout);
+    log_flush_stdout();
 
     bool done = t->pr.iter_num >= total_iters || t->pr.epochs_run >= tc->max_epochs;
     if (done) {

@@ -225,8 +225,9 @@ static void save_cache(void) {
     char *slash = strrchr(dir, '/');
     if (slash) *slash = 0;
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", G.path, (long)getpid());
+    errno = 0;
     FILE *f = mkdir_p(dir) ? NULL : fopen(tmp, "w");
-    int ok = f != NULL;
+    int ok = f != NULL, failure = errno;
     if (f) {
         fprintf(f, "mingpt-gemm-cache %d\nfingerprint %s\n", CACHE_FORMAT, G.fingerprint);
         for (int i = 0; i < n; i++) {
@@ -238,14 +239,21 @@ static void save_cache(void) {
             for (int k = 0; k < GEMM_N_IMPL; k++) fprintf(f, " %.17g", c->gflops[k]);
             fputc('\n', f);
         }
+        errno = 0;
         ok = fflush(f) == 0 && !ferror(f);
-        ok = fclose(f) == 0 && ok;
-        ok = ok && rename(tmp, G.path) == 0;
+        failure = errno;
+        if (fclose(f) != 0 && ok) { ok = 0; failure = errno; }
+        if (ok && rename(tmp, G.path) != 0) { ok = 0; failure = errno; }
         if (!ok) unlink(tmp);
     }
     if (!ok) {
+        // Once a process (the calibration goes on, in memory): the status line is printed before
+        // the first calibration, so this is said on stderr as it happens.
         G.cache_failed = 1;
-        note("cannot write the GEMM calibration cache %.1000s (%.200s): every run calibrates again.", G.path, strerror(errno));
+        const char *reason = strerror(failure ? failure : EIO);
+        note("cannot write the GEMM calibration cache %.1000s (%.200s): every run calibrates again.", G.path, reason);
+        fprintf(stderr, "mingpt: note: cannot write the GEMM calibration cache '%s': %s; calibrating every run\n",
+                G.path, reason);
     }
 }
 
