@@ -256,17 +256,29 @@ if out=$($ROOT/$BDIR/tests/ddp_check snapshots $WORK/init1/s.bin $WORK/init2/s.b
 mlong=(trainer_config.batch_size=4 trainer_config.max_iters=6000 trainer_config.log_every=100)
 $MPIRUN -np 2 $MINGPT "${base[@]}" hydra.run.dir=$WORK/mplain trainer_config.snapshot_path=s.bin "${mlong[@]}" > $WORK/mplain.log 2>&1 \
   || bad "2 ranks without a signal" "$(tail -5 $WORK/mplain.log)"
-$MPIRUN -np 2 $MINGPT "${base[@]}" hydra.run.dir=$WORK/mpu trainer_config.snapshot_path=s.bin "${mlong[@]}" > $WORK/mpu.log 2>&1 &
-mpid=$!
-wait_for $WORK/mpu.log "iter 100/"
-for p in $(pgrep -f "^$MINGPT .*hydra.run.dir=$WORK/mpu "); do
-  tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && kill -USR1 $p
+# A job that ended before the signal could reach rank 1 (the log reached the file late) proves
+# nothing either way: it is run once more, 8x longer (and the reference job with it).
+for n in 6000 48000; do
+  rm -rf $WORK/mpu
+  $MPIRUN -np 2 $MINGPT "${base[@]}" hydra.run.dir=$WORK/mpu trainer_config.snapshot_path=s.bin "${mlong[@]}" \
+    trainer_config.max_iters=$n > $WORK/mpu.log 2>&1 &
+  mpid=$!
+  wait_for $WORK/mpu.log "iter 100/"
+  sent=0
+  for p in $(pgrep -f "^$MINGPT .*hydra.run.dir=$WORK/mpu "); do
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && kill -USR1 $p && sent=1
+  done
+  wait $mpid; rc=$?
+  it=$(sed -n 's/^Snapshot requested by a signal (SIGUSR1) at iteration \([0-9]*\)$/\1/p' $WORK/mpu.log)
+  [ $sent = 0 ] && [ -z "$it" ] && [ $rc = 0 ] && [ $n = 6000 ] || break
+  echo "  (the job ended before rank 1 got the signal; again with max_iters=48000)"
 done
-wait $mpid; rc=$?
-it=$(sed -n 's/^Snapshot requested by a signal (SIGUSR1) at iteration \([0-9]*\)$/\1/p' $WORK/mpu.log)
-[ $rc = 0 ] && [ -n "$it" ] && grep -q "^Snapshot saved at epoch 1, iteration $it: " $WORK/mpu.log && grep -q "^done: 6000 iterations" $WORK/mpu.log \
+[ $n = 6000 ] || $MPIRUN -np 2 $MINGPT "${base[@]}" hydra.run.dir=$WORK/mplain8 trainer_config.snapshot_path=s.bin "${mlong[@]}" \
+  trainer_config.max_iters=$n > $WORK/mplain.log 2>&1 || bad "2 ranks without a signal, $n iterations" "$(tail -5 $WORK/mplain.log)"
+plain=$WORK/mplain; [ $n = 6000 ] || plain=$WORK/mplain8
+[ $rc = 0 ] && [ -n "$it" ] && grep -q "^Snapshot saved at epoch 1, iteration $it: " $WORK/mpu.log && grep -q "^done: $n iterations" $WORK/mpu.log \
   && ok "SIGUSR1 to rank 1: rank 0 saved at iteration $it, both went on to the end" || bad "SIGUSR1 to rank 1 (exit $rc)" "$(grep -v '^epoch' $WORK/mpu.log)"
-same_state $WORK/mplain/s.bin $WORK/mpu/s.bin && ok "... to the parameters of the same job without the signal (byte for byte)" \
+same_state $plain/s.bin $WORK/mpu/s.bin && ok "... to the parameters of the same job without the signal (byte for byte)" \
   || bad "SIGUSR1 on 2 ranks changed the run"
 out=$($MPIRUN -np 2 $MINGPT "${base[@]}" "${wide[@]}" hydra.run.dir=$WORK/init2 trainer_config.snapshot_path=s.bin trainer_config.max_iters=8 \
       trainer_config.batch_size=4 trainer_config.seed=7 2>&1); rc=$?
