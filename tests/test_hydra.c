@@ -728,14 +728,18 @@ static void test_run_dir(void **state) {
     char base[64], dir[300], got[300], err[ERRLEN];
     assert_int_equal(test_tmpdir(base, sizeof base, "rundir"), 0);
     snprintf(dir, sizeof dir, "%s/x/y/12-00-00", base);
-    assert_int_equal(run_dir_create(dir, true, got, sizeof got, err, sizeof err), 0);
+    bool made = false;
+    assert_int_equal(run_dir_create(dir, true, got, sizeof got, &made, err, sizeof err), 0);
     assert_string_equal(got, dir);
-    assert_int_equal(run_dir_create(dir, true, got, sizeof got, err, sizeof err), 0);  // same second: a suffix
+    assert_true(made);
+    assert_int_equal(run_dir_create(dir, true, got, sizeof got, &made, err, sizeof err), 0);  // same second: a suffix
     char want[320];
     snprintf(want, sizeof want, "%s_1", dir);
     assert_string_equal(got, want);
-    assert_int_equal(run_dir_create(dir, false, got, sizeof got, err, sizeof err), 0);  // named: reused
+    assert_true(made);
+    assert_int_equal(run_dir_create(dir, false, got, sizeof got, &made, err, sizeof err), 0);  // named: reused
     assert_string_equal(got, dir);
+    assert_false(made);
 
     // summary.json
     TrainResult r = {.final_train_loss = 2.5, .test_loss = NAN, .iters = 20, .iters_this_run = 5, .tokens_per_s = 1000.0,
