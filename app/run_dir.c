@@ -220,6 +220,7 @@ int run_dir_lock(const char *lock_path, const char *what, bool *created, char *e
     for (int attempt = 0; attempt < 100; attempt++) {
         bool made = false;
         int fd = open(lock_path, O_RDWR | O_CLOEXEC);
+        if (fd < 0 && errno == EACCES) fd = open(lock_path, O_RDONLY | O_CLOEXEC);  // flock needs no write access
         if (fd < 0 && errno == ENOENT) {
             fd = open(lock_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
             made = fd >= 0;
