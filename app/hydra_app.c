@@ -1,7 +1,9 @@
 // app/hydra_app.c — the training command in Hydra 1.3's shape (config/hydra.h): parse the
-// flags, compose the config, validate it, create the run's output directory (hydra.run.dir) with
-// .hydra/, mingpt.log and summary.json, then train; -m expands sweeps into jobs that run one after
-// another in hydra.sweep.dir/<num>. --cfg/--help/--info/-sc print and exit.
+// flags, compose the config, validate it, create and lock the run's output directory
+// (hydra.run.dir; one run per directory), move an earlier run's results aside on a fresh start,
+// write .hydra/, mingpt.log and summary.json, then train (a failure before training takes back
+// what it wrote); -m expands sweeps into jobs that run one after another in
+// hydra.sweep.dir/<num>. --cfg/--help/--info/-sc print and exit.
 #include "app/hydra_app.h"
 
 #include <limits.h>
