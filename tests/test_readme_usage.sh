@@ -19,7 +19,6 @@ export CAPS="trainer_config.max_iters=3 gpt_config.n_layer=1 gpt_config.n_embd=3
   data_config.truncate=0.02 trainer_config.eval_iters=2 trainer_config.device=cpu trainer_config.use_amp=false"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none \
   OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none
-[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS=$MPI_ASAN_OPTIONS   # Open MPI's own leaks (tests/lib.sh)
 
 D=$WORK/fresh
 mkdir -p $D/data && cp gpt2_train_cfg.yaml char_cpu.yaml $D/ && cp data/input.txt $D/data/ \
@@ -43,8 +42,9 @@ chmod +x $D/mingpt
 
 # run_line WHAT LINE: LINE through bash in $D; it must exit 0
 run_line() {
-  local out rc
-  out=$(cd $D && timeout 300 bash -c "$2" 2>&1 </dev/null); rc=$?
+  local out rc asan=${ASAN_OPTIONS:-}
+  [[ $2 == mpirun* ]] && asan=$MPI_ASAN_OPTIONS   # Open MPI's own leaks (tests/lib.sh)
+  out=$(cd $D && ASAN_OPTIONS=$asan timeout 300 bash -c "$2" 2>&1 </dev/null); rc=$?
   if [ $rc -eq 0 ] && ! grep -Eq 'Segmentation|Aborted|AddressSanitizer|runtime error:|core dumped' <<<"$out"; then ok "$1: $2"
   else bad "$1 (exit $rc): $2" "$(tail -8 <<<"$out")"; fi
 }
@@ -70,6 +70,8 @@ name_of() { sed -n 's/^    config_name: //p' "$1/.hydra/hydra.yaml" 2>/dev/null;
   && [ -f $D/runs/gpt2_train_cfg/gpt_snapshot.bin ] && [ ! -e $D/runs/gpt2_train_cfg/char_cpu_snapshot.bin ] \
   && [ ! -e $D/runs/char_cpu/gpt_snapshot.bin ] && ok "the two configs' runs in runs/char_cpu/ and runs/gpt2_train_cfg/, unmixed" \
   || bad "the two configs' runs in their own directories" "$(cd $D && find runs -maxdepth 2 | sort)"
+grep -q '^\[.*Resuming training' $D/runs/gpt2_train_cfg/mingpt.log && grep -q '^\[.*Resuming training' $D/runs/char_cpu/mingpt.log \
+  && ok "rerunning a config's command resumes its run" || bad "rerunning resumes" "$(grep -h 'Snapshot\|Resuming' $D/runs/*/mingpt.log)"
 for d in runs/char_cpu_np2 runs/lr1e-3 runs/lr3e-4 runs/finetune sw/0 sw/3; do
   grep -q '"exit_status": 0' $D/$d/summary.json 2>/dev/null && ok "$d: a run of its own, exit 0" || bad "$d: a run of its own" "$(ls -a $D/$d 2>&1)"
 done
