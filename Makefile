@@ -132,8 +132,8 @@ data/input.txt:
 # ---------------------------------------------------------------- run
 run: deps
 	@$(MAKE) --no-print-directory mingpt data
-	./mingpt --config-name char_cpu   # resumes (or just evaluates) when char_cpu_snapshot.bin exists
-	./mingpt sample --snapshot char_cpu_snapshot.bin --max_new_tokens 500 --seed 1337
+	./mingpt --config-name char_cpu   # in runs/char_cpu/; resumes (or just evaluates) when its snapshot exists
+	./mingpt sample --snapshot runs/char_cpu/char_cpu_snapshot.bin --max_new_tokens 500 --seed 1337
 
 # ---------------------------------------------------------------- tests
 # SAN=1: sanitizer reports of any process fail the test that caused them (SAN_CLEAN), and any

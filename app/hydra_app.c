@@ -1,7 +1,9 @@
 // app/hydra_app.c — the training command in Hydra 1.3's shape (config/hydra.h): parse the
-// flags, compose the config, validate it, create the run's output directory (hydra.run.dir) with
-// .hydra/, mingpt.log and summary.json, then train; -m expands sweeps into jobs that run one after
-// another in hydra.sweep.dir/<num>. --cfg/--help/--info/-sc print and exit.
+// flags, compose the config, validate it, create and lock the run's output directory
+// (hydra.run.dir; one run per directory), move an earlier run's results aside on a fresh start,
+// write .hydra/, mingpt.log and summary.json, then train (a failure before training takes back
+// what it wrote); -m expands sweeps into jobs that run one after another in
+// hydra.sweep.dir/<num>. --cfg/--help/--info/-sc print and exit.
 #include "app/hydra_app.h"
 
 #include <limits.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config/cfg_interp.h"
@@ -162,19 +165,93 @@ static int job_chdir(const Job *job) {
     return rc;
 }
 
+// What a job holds in its directory while it runs (rank 0): the locks, and what it changed
+// there before training, undone when it fails before its first iteration.
+typedef struct {
+    int lock_fd, snap_lock_fd;
+    char lock_path[PATH_MAX + 32], snap_lock_path[PATH_MAX + 32];
+    bool created;                 // this run made the directory
+    RunDirUndo undo;
+    char moved[PATH_MAX + 256];   // the rotation's line for the user ("" when nothing moved)
+} JobDir;
+
+// Creates (or reuses) the job's directory and locks it. Returns 0 or EXIT_RUNTIME after
+// reporting; on failure nothing this run made is left.
+static int open_job_dir(const char *planned, bool unique, char *dir, size_t len, JobDir *jd) {
+    char err[ERRLEN], what[PATH_MAX + 32];
+    if (run_dir_create(planned, unique, dir, len, &jd->created, err, sizeof err)) {
+        fprintf(stderr, "mingpt: error: %s\n", err);
+        return EXIT_RUNTIME;
+    }
+    snprintf(jd->lock_path, sizeof jd->lock_path, "%s/%s", dir, RUN_DIR_LOCK_FILE);
+    snprintf(what, sizeof what, "run directory '%s'", dir);
+    jd->lock_fd = run_dir_lock(jd->lock_path, what, NULL, err, sizeof err);
+    if (jd->lock_fd >= 0) return 0;
+    if (jd->lock_fd == -2) fprintf(stderr, "mingpt: error: cannot write in output directory '%s': %s\n", dir, err);
+    else fprintf(stderr, "mingpt: error: %s\n", err);
+    if (jd->created) rmdir(dir);
+    return EXIT_RUNTIME;
+}
+
+// Releases the job's locks (their files go: a lock is the flock, not the file).
+static void close_job_dir(JobDir *jd) {
+    if (jd->snap_lock_fd >= 0) unlink(jd->snap_lock_path);
+    run_dir_unlock(jd->snap_lock_fd);
+    if (jd->lock_fd >= 0) unlink(jd->lock_path);
+    run_dir_unlock(jd->lock_fd);
+    jd->lock_fd = jd->snap_lock_fd = -1;
+    run_dir_undo_free(&jd->undo);
+}
+
+// A snapshot outside the run directory: its directory is locked too (its .mingpt.lock), so
+// that two runs never write one snapshot, whatever their run directories. Where no lock file
+// can be made there (a missing or read-only directory, a snapshot path that is a directory),
+// the trainer's own checks report the snapshot path. Returns 0 or EXIT_RUNTIME after reporting.
+static int lock_snapshot(const char *dir, const char *snapshot, JobDir *jd) {
+    char sdir[PATH_MAX], err[ERRLEN], what[PATH_MAX + 64];
+    struct stat st;
+    snprintf(sdir, sizeof sdir, "%s", snapshot);
+    char *slash = strrchr(sdir, '/');
+    if (!slash || (stat(snapshot, &st) == 0 && S_ISDIR(st.st_mode))) return 0;
+    if (slash == sdir) slash[1] = 0;
+    else *slash = 0;
+    size_t n = strlen(dir);
+    if (!strncmp(sdir, dir, n) && (!sdir[n] || sdir[n] == '/')) return 0;   // in the run directory (locked)
+    snprintf(jd->snap_lock_path, sizeof jd->snap_lock_path, "%s/%s", slash == sdir && !sdir[1] ? "" : sdir,
+             RUN_DIR_LOCK_FILE);
+    snprintf(what, sizeof what, "snapshot directory '%s' (of trainer_config.snapshot_path)", sdir);
+    int fd = run_dir_lock(jd->snap_lock_path, what, NULL, err, sizeof err);
+    if (fd >= 0) jd->snap_lock_fd = fd;
+    if (fd != -1) return 0;
+    fprintf(stderr, "mingpt: error: %s\n", err);
+    return EXIT_RUNTIME;
+}
+
 // Writes .hydra/ (unless hydra.output_subdir is null) and opens <job.name>.log (unless
-// hydra.job_logging is disabled).
-static int record_job(const Job *job, const char *dir) {
+// hydra.job_logging is disabled), recording in undo what they replace.
+static int record_job(const Job *job, const char *dir, RunDirUndo *undo) {
     char err[ERRLEN], path[PATH_MAX + 64];
     bool failed;
     char *subdir = hydra_get_string(job->tree, "hydra.output_subdir", &failed, err, sizeof err);
-    if (!failed && subdir && run_dir_write_hydra(dir, subdir, job->tree, job->task, job->n_task, err, sizeof err))
-        failed = true;
+    if (!failed && subdir) {
+        char hdir[PATH_MAX];
+        struct stat st;
+        if (!run_dir_join(dir, subdir, hdir, sizeof hdir)) {
+            if (stat(hdir, &st) != 0) run_dir_undo_mkdir(undo, hdir);
+            static const char *const files[] = { "config.yaml", "hydra.yaml", "overrides.yaml" };
+            for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+                snprintf(path, sizeof path, "%s/%s", hdir, files[i]);
+                run_dir_undo_file(undo, path);
+            }
+        }
+        if (run_dir_write_hydra(dir, subdir, job->tree, job->task, job->n_task, err, sizeof err)) failed = true;
+    }
     free(subdir);
     char *logging = failed ? NULL : hydra_get_string(job->tree, "hydra.job_logging", &failed, err, sizeof err);
     char *name = failed ? NULL : hydra_get_string(job->tree, "hydra.job.name", &failed, err, sizeof err);
     if (!failed && !(logging && !strcmp(logging, "disabled"))) {
         snprintf(path, sizeof path, "%s/%s.log", dir, name ? name : HYDRA_JOB_NAME);
+        run_dir_undo_append(undo, path);
         failed = log_open(path, err, sizeof err) != 0;
     }
     free(logging);
@@ -210,10 +287,31 @@ static int write_summary(const App *app, const char *dir, const RunSummary *s) {
     return s->exit_status == EXIT_OK || s->exit_status == RUN_SUMMARY_RUNNING ? EXIT_RUNTIME : s->exit_status;
 }
 
-// Trains in dir (chdir'ed there when hydra.job.chdir) and writes summary.json.
-static int train_in(const App *app, Config *cfg, const char *dir, bool chdir_job) {
-    char snapshot[PATH_MAX];
-    place_paths(cfg, app, dir, chdir_job, snapshot, sizeof snapshot);
+// Rank 0, the directory locked: the snapshot's own lock; a fresh start (no snapshot to resume)
+// moves an earlier run's results aside; then summary.json saying "running" (replacing an
+// earlier run's at once, so that a job killed from here on never leaves an old result behind),
+// .hydra/ and the log. Everything it changes is recorded in jd->undo. Returns 0 or an exit code.
+static int prepare_job_dir(const App *app, const Job *job, const char *dir, const char *snapshot, JobDir *jd) {
+    char err[ERRLEN], path[PATH_MAX + 32];
+    int rc = lock_snapshot(dir, snapshot, jd);
+    if (!rc && access(snapshot, F_OK) != 0 &&
+        run_dir_rotate(dir, time(NULL), &jd->undo, jd->moved, sizeof jd->moved, err, sizeof err)) {
+        fprintf(stderr, "mingpt: error: %s\n", err);
+        rc = EXIT_RUNTIME;
+    }
+    if (rc) return rc;
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    run_dir_undo_file(&jd->undo, path);
+    RunSummary running = {.exit_status = RUN_SUMMARY_RUNNING, .output_dir = dir, .cwd = app->cwd};
+    if (write_summary(app, dir, &running) != RUN_SUMMARY_RUNNING) return EXIT_RUNTIME;
+    if (record_job(job, dir, &jd->undo)) return EXIT_RUNTIME;
+    if (jd->moved[0]) log_info("note: %s\n", jd->moved);
+    return 0;
+}
+
+// Trains in dir (chdir'ed there when hydra.job.chdir) and writes summary.json; *started says
+// whether training began.
+static int train_in(const App *app, Config *cfg, const char *dir, bool chdir_job, const char *snapshot, bool *started) {
     if (chdir_job && chdir(dir) != 0) {
         log_error("mingpt: error: cannot enter the output directory '%s'\n", dir);
         RunSummary s = {.exit_status = EXIT_RUNTIME, .snapshot_path = snapshot, .output_dir = dir, .cwd = app->cwd};
@@ -221,7 +319,7 @@ static int train_in(const App *app, Config *cfg, const char *dir, bool chdir_job
     }
     TrainResult res = {.final_train_loss = NAN, .test_loss = NAN, .tokens_per_s = NAN, .wall_s = NAN};
     bool plot_warned = false;   // a missing plot library is said once a run
-    const TrainerHook hook = {.after_eval = report_loss_svg_hook, .ctx = &plot_warned};
+    const TrainerHook hook = {.after_eval = report_loss_svg_hook, .ctx = &plot_warned, .started = started};
     int rc = trainer_run_in(cfg, app->comm, dir, &hook, &res);
     char job_cwd[PATH_MAX];
     if (!getcwd(job_cwd, sizeof job_cwd)) snprintf(job_cwd, sizeof job_cwd, "%s", chdir_job ? dir : app->cwd);
@@ -230,38 +328,38 @@ static int train_in(const App *app, Config *cfg, const char *dir, bool chdir_job
     return write_summary(app, dir, &s);
 }
 
-// Runs a composed, validated job: output directory, .hydra/, log, training, summary.json.
+// Runs a composed, validated job: output directory and its lock, .hydra/, log, training,
+// summary.json. A job that fails before training takes back what it wrote: a directory it
+// made goes, one that was there is left as it was.
 static int run_job(const App *app, Job *job, const char *sweep_dir) {
-    char planned[PATH_MAX], dir[PATH_MAX], err[ERRLEN];
+    char planned[PATH_MAX], dir[PATH_MAX], snapshot[PATH_MAX] = "";
     bool unique;
     set_runtime(job, NULL);
     if (output_dir_of(app, job, sweep_dir, planned, sizeof planned, &unique)) return EXIT_USAGE;
+    JobDir jd = {.lock_fd = -1, .snap_lock_fd = -1};
     int rc = 0;
     memset(dir, 0, sizeof dir);
-    if (app->comm->rank == 0 && run_dir_create(planned, unique, dir, sizeof dir, err, sizeof err)) {
-        fprintf(stderr, "mingpt: error: %s\n", err);
-        rc = EXIT_RUNTIME;
-    }
-    // First thing in the directory: a summary.json that says the job is running replaces an
-    // earlier run's at once, so a job killed from here on never leaves an old result behind;
-    // and it shows now, not after training, that the directory takes files.
-    RunSummary running = {.exit_status = RUN_SUMMARY_RUNNING, .output_dir = dir, .cwd = app->cwd};
-    if (!rc) rc = write_summary(app, dir, &running) == RUN_SUMMARY_RUNNING ? 0 : EXIT_RUNTIME;
-    if ((rc = share_from_rank0(app, rc, dir, sizeof dir))) return rc;
+    if (app->comm->rank == 0) rc = open_job_dir(planned, unique, dir, sizeof dir, &jd);
+    if ((rc = share_from_rank0(app, rc, dir, sizeof dir))) return rc;   // every rank fails with rank 0
     set_runtime(job, dir);
     Config cfg;
     rc = bind_job(job, &cfg);  // again: ${hydra:runtime.output_dir} now names the real directory
     int chdir_job = rc ? 0 : job_chdir(job);
     if (!rc && chdir_job < 0) rc = EXIT_USAGE;
-    if (!rc && app->comm->rank == 0 && record_job(job, dir)) rc = EXIT_RUNTIME;
+    if (!rc) place_paths(&cfg, app, dir, chdir_job == 1, snapshot, sizeof snapshot);
+    if (!rc && app->comm->rank == 0) rc = prepare_job_dir(app, job, dir, snapshot, &jd);
     rc = share_from_rank0(app, rc, dir, sizeof dir);
-    if (!rc) {
-        rc = train_in(app, &cfg, dir, chdir_job == 1);
-    } else {   // failed before training: the summary says so instead of "running"
-        RunSummary failed = {.exit_status = rc, .output_dir = dir, .cwd = app->cwd};
-        write_summary(app, dir, &failed);
-    }
+    bool started = false;
+    if (!rc) rc = train_in(app, &cfg, dir, chdir_job == 1, snapshot, &started);
     log_close();
+    if (rc && !started && app->comm->rank == 0) {   // failed before training: as it was
+        run_dir_undo_apply(&jd.undo);
+        if (jd.created) {   // the lock file goes first (the lock itself stays held until close_job_dir)
+            unlink(jd.lock_path);
+            rmdir(dir);
+        }
+    }
+    close_job_dir(&jd);
     return rc;
 }
 
@@ -363,7 +461,7 @@ static int open_sweep_dir(const App *app, const CfgNode *base, const char *plann
     memset(dir, 0, len);
     int rc = 0;
     if (app->comm->rank == 0) {
-        if (run_dir_create(planned, unique, dir, len, err, sizeof err)) {
+        if (run_dir_create(planned, unique, dir, len, NULL, err, sizeof err)) {
             fprintf(stderr, "mingpt: error: %s\n", err);
             rc = EXIT_RUNTIME;
         } else {

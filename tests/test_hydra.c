@@ -728,14 +728,18 @@ static void test_run_dir(void **state) {
     char base[64], dir[300], got[300], err[ERRLEN];
     assert_int_equal(test_tmpdir(base, sizeof base, "rundir"), 0);
     snprintf(dir, sizeof dir, "%s/x/y/12-00-00", base);
-    assert_int_equal(run_dir_create(dir, true, got, sizeof got, err, sizeof err), 0);
+    bool made = false;
+    assert_int_equal(run_dir_create(dir, true, got, sizeof got, &made, err, sizeof err), 0);
     assert_string_equal(got, dir);
-    assert_int_equal(run_dir_create(dir, true, got, sizeof got, err, sizeof err), 0);  // same second: a suffix
+    assert_true(made);
+    assert_int_equal(run_dir_create(dir, true, got, sizeof got, &made, err, sizeof err), 0);  // same second: a suffix
     char want[320];
     snprintf(want, sizeof want, "%s_1", dir);
     assert_string_equal(got, want);
-    assert_int_equal(run_dir_create(dir, false, got, sizeof got, err, sizeof err), 0);  // named: reused
+    assert_true(made);
+    assert_int_equal(run_dir_create(dir, false, got, sizeof got, &made, err, sizeof err), 0);  // named: reused
     assert_string_equal(got, dir);
+    assert_false(made);
 
     // summary.json
     TrainResult r = {.final_train_loss = 2.5, .test_loss = NAN, .iters = 20, .iters_this_run = 5, .tokens_per_s = 1000.0,
@@ -775,6 +779,104 @@ static void test_run_dir(void **state) {
     assert_int_equal(test_rmtree(base), 0);
 }
 
+// text of path into buf ("" when it cannot be read)
+static const char *read_text(const char *path, char *buf, size_t len) {
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(buf, 1, len - 1, f) : 0;
+    buf[n] = 0;
+    if (f) fclose(f);
+    return buf;
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+// One run per directory: a second flock on the lock file (another open file description, as
+// another process has) is refused, naming the holder; released, it is taken again.
+static void test_run_dir_lock(void **state) {
+    (void)state;
+    char base[64], path[300], err[ERRLEN], want[400], text[256];
+    assert_int_equal(test_tmpdir(base, sizeof base, "rundir_lock"), 0);
+    snprintf(path, sizeof path, "%s/%s", base, RUN_DIR_LOCK_FILE);
+    bool made = false;
+    int fd = run_dir_lock(path, "run directory 'x'", &made, err, sizeof err);
+    assert_true(fd >= 0);
+    assert_true(made);
+    snprintf(want, sizeof want, "%ld ", (long)getpid());
+    assert_int_equal(strncmp(read_text(path, text, sizeof text), want, strlen(want)), 0);
+    assert_int_equal(run_dir_lock(path, "run directory 'x'", NULL, err, sizeof err), -1);
+    snprintf(want, sizeof want, "run directory 'x' is in use by process %ld on ", (long)getpid());
+    assert_non_null(strstr(err, want));
+    run_dir_unlock(fd);
+    fd = run_dir_lock(path, "run directory 'x'", &made, err, sizeof err);
+    assert_true(fd >= 0);
+    assert_false(made);   // the file was there: only the lock is new
+    run_dir_unlock(fd);
+    snprintf(path, sizeof path, "%s/absent/%s", base, RUN_DIR_LOCK_FILE);
+    assert_int_equal(run_dir_lock(path, "x", NULL, err, sizeof err), -2);
+    assert_non_null(strstr(err, "cannot create the lock file"));
+    assert_int_equal(test_rmtree(base), 0);
+}
+
+// A fresh start moves an earlier run's results aside; undo puts back every file, size and name.
+static void test_run_dir_rotate_undo(void **state) {
+    (void)state;
+    char base[64], path[300], p2[320], err[ERRLEN], text[256], moved[600];
+    assert_int_equal(test_tmpdir(base, sizeof base, "rundir_undo"), 0);
+    assert_int_equal(run_dir_rotate(base, 0, NULL, moved, sizeof moved, err, sizeof err), 0);
+    assert_string_equal(moved, "");   // nothing there: nothing moved, nothing said
+    snprintf(path, sizeof path, "%s/metrics.jsonl", base);
+    write_text(path, "old metrics\n");
+    snprintf(path, sizeof path, "%s/loss.svg", base);
+    write_text(path, "old svg\n");
+    time_t now = 1764144000;   // 2025-11-26 08:00:00 UTC
+    struct tm tm;
+    char stamp[32];
+    localtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(p2, sizeof p2, "%s/loss.svg.prev-%s", base, stamp);
+    write_text(p2, "taken\n");   // the stamp is taken for one file: all get the counter
+    RunDirUndo u = {0};
+    assert_int_equal(run_dir_rotate(base, now, &u, moved, sizeof moved, err, sizeof err), 0);
+    char want[200];
+    snprintf(want, sizeof want, "moved the earlier run's metrics.jsonl, loss.svg to *.prev-%s-1", stamp);
+    assert_non_null(strstr(moved, want));
+    snprintf(p2, sizeof p2, "%s/metrics.jsonl.prev-%s-1", base, stamp);
+    assert_string_equal(read_text(p2, text, sizeof text), "old metrics\n");
+    snprintf(p2, sizeof p2, "%s/loss.svg.prev-%s", base, stamp);
+    assert_string_equal(read_text(p2, text, sizeof text), "taken\n");
+    // what a run writes next: a summary (new), a log (appended), a .hydra directory
+    snprintf(path, sizeof path, "%s/summary.json", base);
+    run_dir_undo_file(&u, path);
+    write_text(path, "{}\n");
+    snprintf(path, sizeof path, "%s/mingpt.log", base);
+    write_text(path, "earlier\n");
+    run_dir_undo_append(&u, path);
+    FILE *f = fopen(path, "a");
+    fputs("this run\n", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/.hydra", base);
+    assert_int_equal(mkdir(path, 0777), 0);
+    run_dir_undo_mkdir(&u, path);
+    run_dir_undo_apply(&u);
+    assert_int_equal(u.n, 0);
+    struct stat st;
+    assert_int_not_equal(stat(path, &st), 0);   // .hydra removed
+    snprintf(path, sizeof path, "%s/summary.json", base);
+    assert_int_not_equal(stat(path, &st), 0);   // did not exist: removed
+    snprintf(path, sizeof path, "%s/mingpt.log", base);
+    assert_string_equal(read_text(path, text, sizeof text), "earlier\n");
+    snprintf(path, sizeof path, "%s/metrics.jsonl", base);
+    assert_string_equal(read_text(path, text, sizeof text), "old metrics\n");
+    snprintf(path, sizeof path, "%s/loss.svg", base);
+    assert_string_equal(read_text(path, text, sizeof text), "old svg\n");
+    assert_int_equal(test_rmtree(base), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_interpolation_values), cmocka_unit_test(test_resolvers),
@@ -782,7 +884,7 @@ int main(void) {
         cmocka_unit_test(test_override_render),      cmocka_unit_test(test_dump_quoting),
         cmocka_unit_test(test_override_dirname),     cmocka_unit_test(test_argparse),
         cmocka_unit_test(test_argparse_info),        cmocka_unit_test(test_search_path_order),
-        cmocka_unit_test(test_run_dir),
+        cmocka_unit_test(test_run_dir), cmocka_unit_test(test_run_dir_lock), cmocka_unit_test(test_run_dir_rotate_undo),
         cmocka_unit_test(test_interpolation_nesting_limit), cmocka_unit_test(test_interpolation_chain_limit),
         cmocka_unit_test(test_interpolation_cost_limits),   cmocka_unit_test(test_hydra_output_bounds),
         cmocka_unit_test(test_long_values_whole),           cmocka_unit_test(test_sweep_bytes_limit),

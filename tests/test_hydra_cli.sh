@@ -23,7 +23,7 @@ in_order "C1 --cfg job prints the shipped file re-dumped" c1_shipped.txt "${SHIP
   && ok "C1 --cfg job: the four sections, no hydra node" || bad "C1 --cfg job: the four sections" "$C1"
 [ -z "$(ls -A "$WORK" | grep -v -e '^conf$' -e '^tiny.txt$' -e '^\.stderr$' -e '^c1_shipped.txt$')" ] && ok "C1 --cfg creates nothing" \
   || bad "C1 --cfg creates nothing" "$(ls -A "$WORK")"
-check "C1 shipped hydra.run.dir is ./" 0 "./" "" -- $M "${SHIPPED[@]}" --cfg hydra -p hydra.run.dir
+check "C1 shipped hydra.run.dir is runs/<config name>" 0 "runs/gpt2_train_cfg" "" -- $M "${SHIPPED[@]}" --cfg hydra -p hydra.run.dir
 
 # A fixture with interpolations, an environment default and a mandatory value.
 cat > conf/interp.yaml <<'YAML'
@@ -176,7 +176,7 @@ check "F2 -c job -m" 2 "" "Only one of --run, --multirun, --cfg, --info and --sh
   -- $M "${SHIPPED[@]}" -c job -m
 check "F2 --run -m" 2 "" "Only one of --run, --multirun, --cfg, --info and --shell_completion can be specified" \
   -- $M "${SHIPPED[@]}" --run -m
-check "F2 abbreviated long option" 0 "./" "" -- $M "${SHIPPED[@]}" --cf hydra --pack hydra.run.dir
+check "F2 abbreviated long option" 0 "runs/gpt2_train_cfg" "" -- $M "${SHIPPED[@]}" --cf hydra --pack hydra.run.dir
 
 # ---------------------------------------------------------------- F3 config search path
 check "F3 -cn nope" 2 "" "$(hydra_err "Cannot find primary config 'nope'. Check that it's in your config search path.

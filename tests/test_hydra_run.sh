@@ -101,9 +101,14 @@ $M "${TINY[@]}" hydra.run.dir=out/abs trainer_config.snapshot_path=$WORK/abs.bin
 [ -f abs.bin ] && ok "an absolute snapshot path is kept" || bad "absolute snapshot path"
 check "a runtime error (data file) keeps its exit code" 2 - "mingpt: error: data_config.path: cannot open '$WORK/nope.txt': No such file or directory" \
   -- $M "${TINY[@]}" hydra.run.dir=out/fail data_config.path=$WORK/nope.txt
-has "summary.json records a failed run" out/fail/summary.json '  "exit_status": 2,' '  "iters": 0,'
-grep -q "\[mingpt\]\[ERROR\] - mingpt: error: data_config.path: cannot open '$WORK/nope.txt'" out/fail/mingpt.log && ok "errors go to mingpt.log too" \
-  || bad "errors go to mingpt.log" "$(cat out/fail/mingpt.log)"
+[ ! -e out/fail ] && [ -d out ] && ok "a run that fails before training removes the directory it made" \
+  || bad "a run that fails before training removes the directory it made" "$(ls -aR out/fail 2>&1)"
+# a failure once training runs (the loss diverges): summary.json and the log keep it
+$M "${TINY[@]}" hydra.run.dir=out/nan optimizer_config.learning_rate=1e30 trainer_config.max_iters=20 > nan.out 2>&1; rc=$?
+[ $rc -eq 1 ] && ok "a diverged run exits 1" || bad "a diverged run exits 1 (rc $rc)" "$(tail -3 nan.out)"
+has "summary.json records a failed run" out/nan/summary.json '  "exit_status": 1,'
+grep -q "\[mingpt\]\[ERROR\] - mingpt: error: " out/nan/mingpt.log && ok "errors go to mingpt.log too" \
+  || bad "errors go to mingpt.log" "$(cat out/nan/mingpt.log)"
 
 # Interrupted (SIGINT): the trainer saves a snapshot, exits 75, summary.json says so.
 $M "${TINY[@]}" hydra.run.dir=out/int trainer_config.max_iters=0 trainer_config.max_epochs=1000 > int.out 2>&1 &

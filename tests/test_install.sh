@@ -54,14 +54,15 @@ TINY=(data_config.path="$WORK/tiny.txt" data_config.block_size=16 data_config.tr
       gpt_config.n_head=2 gpt_config.n_embd=16 trainer_config.batch_size=4 trainer_config.max_iters=3
       trainer_config.eval_iters=1 trainer_config.log_every=1 trainer_config.use_amp=false trainer_config.device=cpu)
 mkdir -p "$WORK/run" && (cd "$WORK/run" && "$PFX/bin/mingpt" "${TINY[@]}" > out.txt 2>&1); rc=$?
-[ $rc -eq 0 ] && grep -q '"exit_status": 0' "$WORK/run/summary.json" && [ -f "$WORK/run/gpt_snapshot.bin" ] \
-  && ok "a tiny training from a temp directory" || bad "a tiny training (rc $rc)" "$(tail -5 "$WORK/run/out.txt")"
+R=$WORK/run/runs/gpt2_train_cfg   # the shipped config's run directory
+[ $rc -eq 0 ] && grep -q '"exit_status": 0' "$R/summary.json" && [ -f "$R/gpt_snapshot.bin" ] \
+  && ok "a tiny training from a temp directory (in runs/gpt2_train_cfg/)" || bad "a tiny training (rc $rc)" "$(tail -5 "$WORK/run/out.txt")"
 # under mpirun: the installed MPI library
 if command -v mpirun >/dev/null && [ -f "$PFX/lib/mingpt/libmingpt_mpi.so" ]; then
   mkdir -p "$WORK/mpi" && (cd "$WORK/mpi" && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
     ASAN_OPTIONS=$MPI_ASAN_OPTIONS timeout 120 mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 -x ASAN_OPTIONS \
     "$PFX/bin/mingpt" "${TINY[@]}" > out.txt 2>&1); rc=$?
-  [ $rc -eq 0 ] && grep -q '"exit_status": 0' "$WORK/mpi/summary.json" && grep -q "^Data parallel: 2 ranks (mpi)" "$WORK/mpi/out.txt" \
+  [ $rc -eq 0 ] && grep -q '"exit_status": 0' "$WORK/mpi/runs/gpt2_train_cfg/summary.json" && grep -q "^Data parallel: 2 ranks (mpi)" "$WORK/mpi/out.txt" \
     && ok "the installed binary under mpirun -np 2" || bad "under mpirun -np 2 (rc $rc)" "$(tail -8 "$WORK/mpi/out.txt")"
 fi
 

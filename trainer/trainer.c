@@ -974,6 +974,7 @@ int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const Tra
         // tokens since iteration 0: whole epochs of this world's padded order, then this epoch's part
         t.tokens_total = (double)t.T * ((double)t.pr.epochs_run * t.train_sampler.total_size + t.pr.samples_in_epoch);
         char err[ERRLEN];
+        if (hook && hook->started) *hook->started = true;
         if (metrics_open(&t.metrics, t.run_dir, t.pr.iter_num, &t.time_before, err, sizeof err))
             log_error("mingpt: warning: %s; the run goes on without metrics.jsonl\n", err);
         status_init(&t.status, t.rank);

@@ -45,10 +45,14 @@ int trainer_run(const Config *cfg, Comm *comm, TrainResult *res);
 // (LossScaler.growth_interval, trainer/loss_scaler.h); 0 keeps LOSS_SCALER_GROWTH_INTERVAL.
 // No config key sets it: tests shorten it to cross scale changes within a few iterations. Every
 // rank, and every run that resumes the same snapshot, must pass the same value.
+// started (may be NULL): set to true once the setup succeeded on every rank and training
+// begins (before the first iteration), so that a caller can tell a run that failed before
+// training from one that failed in it.
 typedef struct {
     void (*after_eval)(void *ctx, const char *run_dir, const Config *cfg);
     void *ctx;
     long loss_scaler_growth_interval;
+    bool *started;
 } TrainerHook;
 
 // trainer_run in a run directory: rank 0 also writes <run_dir>/metrics.jsonl there
