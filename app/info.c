@@ -143,9 +143,9 @@ static int info_command(const SubArgs *a, FILE *out) {
     CharDataset ds = {0};
     int rc = chardataset_from_vocab(&ds, s.vocab, s.vocab_size, s.shape.block_size);
     if (rc) fprintf(stderr, "mingpt: error: out of memory\n");
-    else if (json && (rc = print_json(out, path, &s, &ds)) && !ferror(out))   // a write error is said at exit
+    else if (!json) print_text(out, path, &s, &ds);
+    else if ((rc = print_json(out, path, &s, &ds)) && !ferror(out))   // a write error is said at exit
         fprintf(stderr, "mingpt: error: out of memory\n");
-    else print_text(out, path, &s, &ds);
     chardataset_free(&ds);
     snapshot_free(&s);
     return rc ? 1 : 0;
