@@ -152,7 +152,7 @@ static void test_gpt2_train_cfg(void **state) {
     assert_non_null(tree);
     const CfgNode *dir = cfg_select(tree, "hydra.run.dir");
     assert_non_null(dir);
-    assert_string_equal(dir->s, "./");
+    assert_string_equal(dir->s, "runs/${hydra:job.config_name}");   // one directory per config
     cfg_free(tree);
 }
 
