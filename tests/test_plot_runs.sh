@@ -222,8 +222,8 @@ assert w == 1200 and h >= 800, (w, h)
 assert w2 == 1500 and h2 >= 1000 and h2 - 1000 == h - 800, (w2, h2)
 print("ok")' $WORK/size.png $WORK/size2.png 2>&1)
 [ "$check" = ok ] && ok "plot: a PNG is 1200x800 (and the legend) by default, --size 1500x1000 makes it so" || bad "plot: --size" "$check"
-bad_input plot-size-syntax 2 "--size '12OOx800': expected WIDTHxHEIGHT" -- $MINGPT plot $T --size 12OOx800
-bad_input plot-size-range 2 "--size '40000x800': the width must be from 320 to 32767" -- $MINGPT plot $T --size 40000x800
+bad_input plot-size-syntax 2 'expected WIDTHxHEIGHT in pixels, e.g. 1200x800' -- $MINGPT plot $T --size 12OOx800
+bad_input plot-size-range 2 'the width must be from 320 to 32767 and the height from 240 to 32767' -- $MINGPT plot $T --size 40000x800
 grep -q -- '--size' <<<"$($MINGPT plot --help 2>&1)" && ok "plot --help lists --size" || bad "plot --help lists --size"
 
 echo "-- bounded memory: millions of lines, thousands of runs"
@@ -275,7 +275,7 @@ assert w == 1200 and 800 < h <= 32767 and h < 3000 * 18, (w, h)   # one row a ru
 print("ok")' $WORK/many.png 2>&1)
 [ $rc -eq 0 ] && [ "$check" = ok ] && grep -q "3000 runs" <<<"$out" && ok "plot: 3000 runs draw, the legend in columns" \
   || bad "plot: 3000 runs (exit $rc)" "$out $check"
-bad_input plot-legend-too-big 1 "more than cairo's limit of 32767" -- $MINGPT plot $M --size 320x32000 --out $WORK/tall.svg
+bad_input plot-legend-too-big 1 'limit of 32767; plot fewer runs or make the figure wider (--size)' -- $MINGPT plot $M --size 320x32000 --out $WORK/tall.svg
 bad_input plot-png-too-big 1 'more than the limit of 134217728 pixels' -- $MINGPT plot $T --size 32000x32000 --out $WORK/huge.png
 # out of memory is a runtime failure (1), never a usage error (2) or a crash: `runs` and `plot`
 # of the 3000 runs under caps from the small plot's up
@@ -305,12 +305,12 @@ grep -q "1e+308  *1e+308  *1e+300" <<<"$row" && ok "runs: 1e308 shows as 1e+308,
 out=$($MINGPT runs $N --csv 2>&1)
 ! grep -q $'\e' <<<"$out" && ok "runs --csv: no raw control characters" || bad "runs --csv: escapes" "$(cat -v <<<"$out")"
 F=$WORK/fifo && mkdir -p $F && mkfifo $F/metrics.jsonl
-bad_input runs-metrics-fifo 2 "metrics.jsonl' is a FIFO, not a file" -- timeout 10 $MINGPT runs $F
-bad_input plot-metrics-fifo 2 "metrics.jsonl' is a FIFO, not a file" -- timeout 10 $MINGPT plot $F
+bad_input runs-metrics-fifo 2 'metrics.jsonl'\'' is a FIFO, not a file' -- timeout 10 $MINGPT runs $F
+bad_input plot-metrics-fifo 2 'is a FIFO, not a file' -- timeout 10 $MINGPT plot $F
 D=$WORK/mdir && mkdir -p $D/metrics.jsonl
-bad_input runs-metrics-dir 2 "metrics.jsonl' is a directory, not a file" -- $MINGPT runs $D
+bad_input runs-metrics-dir 2 'is a directory, not a file' -- $MINGPT runs $D
 Y=$WORK/loop && mkdir -p $Y && ln -s l2 $Y/metrics.jsonl && ln -s metrics.jsonl $Y/l2
-bad_input runs-metrics-loop 2 "metrics.jsonl' is a symbolic link loop, not a file" -- $MINGPT runs $Y
+bad_input runs-metrics-loop 2 'is a symbolic link loop, not a file' -- $MINGPT runs $Y
 # a sweep's job whose metrics.jsonl is a FIFO (beside its summary): read without blocking
 cp -r $SW/0 $WORK/fifojob && rm $WORK/fifojob/metrics.jsonl && mkfifo $WORK/fifojob/metrics.jsonl
 bad_input runs-job-metrics-fifo 2 'is not a regular file' -- timeout 10 $MINGPT runs $WORK/fifojob
