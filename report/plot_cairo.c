@@ -315,10 +315,12 @@ static cairo_status_t buf_write(void *closure, const unsigned char *data, unsign
     return CAIRO_STATUS_SUCCESS;
 }
 
-// s with XML's special characters escaped, written through write.
+// s with XML's special characters escaped, written through write; control characters, which
+// XML 1.0 does not allow (an overrides.yaml may hold an escape sequence), as '?'.
 static int write_escaped(PlotWriteFn write, void *closure, const char *s) {
     for (const char *p = s ? s : ""; *p; p++) {
-        const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : NULL;
+        const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;"
+                      : (unsigned char)*p < 0x20 || *p == 0x7f ? "?" : NULL;
         int rc = e ? write(closure, (const unsigned char *)e, strlen(e)) : write(closure, (const unsigned char *)p, 1);
         if (rc) return rc;
     }

@@ -224,7 +224,8 @@ print("ok")' $WORK/size.png $WORK/size2.png 2>&1)
 [ "$check" = ok ] && ok "plot: a PNG is 1200x800 (and the legend) by default, --size 1500x1000 makes it so" || bad "plot: --size" "$check"
 bad_input plot-size-syntax 2 'expected WIDTHxHEIGHT in pixels, e.g. 1200x800' -- $MINGPT plot $T --size 12OOx800
 bad_input plot-size-range 2 'the width must be from 320 to 32767 and the height from 240 to 32767' -- $MINGPT plot $T --size 40000x800
-grep -q -- '--size' <<<"$($MINGPT plot --help 2>&1)" && ok "plot --help lists --size" || bad "plot --help lists --size"
+grep -q -- '--size' <<<"$($MINGPT plot --help 2>&1)" && [ "$($MINGPT -cp $PWD --shell-completion 'query=plot d --s')" = --size ] \
+  && ok "plot --help and shell completion know --size" || bad "plot --help / completion of --size"
 
 echo "-- bounded memory: millions of lines, thousands of runs"
 # 2.5 million training lines (about 180 MB): read line by line and decimated while read, so the
@@ -294,6 +295,11 @@ done
 unset OPENBLAS_NUM_THREADS
 
 echo "-- runs: what it prints"
+# an escape sequence in a label: the SVG stays well-formed XML (control characters as '?')
+E=$WORK/esclabel && mkdir -p $E/.hydra && cp $T/metrics.jsonl $E/ && printf -- '- "lr=\\e[31m1\\x07"\n' > $E/.hydra/overrides.yaml
+$MINGPT plot $E --out $WORK/esc.svg > /dev/null 2>&1
+desc=$($PY -c 'import sys, xml.etree.ElementTree as E; print(E.parse(sys.argv[1]).getroot().find("{http://www.w3.org/2000/svg}desc").text.strip())' $WORK/esc.svg 2>&1)
+[ "$desc" = 'lr=?[31m1? (train)' ] && ok "plot: control characters in a label leave the SVG well-formed" || bad "plot: control characters in a label" "$desc"
 N=$WORK/huge && mkdir -p $N/.hydra
 printf '{"exit_status": 0, "test_loss": 1e308, "final_train_loss": 2.5, "tokens_per_s": 1e308, "wall_s": 1e300, "iters": 5}\n' > $N/summary.json
 printf -- '- "lr=\\e[31mred\\x07"\n' > $N/.hydra/overrides.yaml
