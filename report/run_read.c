@@ -29,7 +29,7 @@ static int read_in_dir(const char *dir, const char *name, size_t cap, char *path
     }
     int e;
     if (file_read_capped(path, name, cap, buf, len, &e, err, errlen) == 0) return 0;
-    return e == ENOENT ? RUN_READ_ABSENT : strstr(err, "out of memory") ? RUN_READ_NO_MEMORY : 1;
+    return e == ENOENT ? RUN_READ_ABSENT : strstr(err, "': out of memory reading ") ? RUN_READ_NO_MEMORY : 1;
 }
 
 // ========================================================================== metrics.jsonl
@@ -143,7 +143,7 @@ static int parse_line(const char *line, size_t len, Parser *ps, char *why, size_
     json_error_t je;
     json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, &je);
     if (!o) {
-        if (strstr(je.text, "out of memory")) return 1;
+        if (json_error_code(&je) == json_error_out_of_memory) return 1;
         snprintf(why, whylen, "%s", je.text);
         return -1;
     }
@@ -319,7 +319,7 @@ int summary_load(const char *dir, SummaryInfo *s, char *err, size_t errlen) {
     json_error_t je;
     json_t *o = json_loadb((const char *)buf, len, JSON_REJECT_DUPLICATES, &je);
     free(buf);
-    if (!o && strstr(je.text, "out of memory")) {
+    if (!o && json_error_code(&je) == json_error_out_of_memory) {
         snprintf(err, errlen, "%s: out of memory", path);
         return RUN_READ_NO_MEMORY;
     }
