@@ -6,8 +6,8 @@
 // many columns as the width holds, plus a style key (solid: train, dashed: test). Linear ticks
 // are "nice" numbers (1, 2, 5 x 10^k; integers only on an integer axis); a log axis has its
 // ticks at the densest of 1..9, 1-2-5 or 1 per decade (or every k-th decade) whose labels do
-// not overlap, and falls back to nice numbers placed logarithmically when that gives fewer than
-// two ticks (a range inside one decade).
+// not overlap; where that gives fewer than four ticks (a narrow range) nice linear numbers,
+// placed logarithmically, are used instead if they give more without overlapping.
 #include "report/plot.h"
 
 #include <math.h>
@@ -104,8 +104,18 @@ static int ticks(const Axis *a, double length, bool integer, double *t) {
     if (per_decade * log10(9.0 / 8) >= LABEL_GAP) n = log_ticks_of(a, ALL, 9, 1, t);
     else if (per_decade * log10(2.0) >= LABEL_GAP) n = log_ticks_of(a, ONE_TWO_FIVE, 3, 1, t);
     else n = log_ticks_of(a, ONE, 1, (int)fmax(1, ceil(LABEL_GAP / per_decade)), t);
-    if (n >= 2) return n;
-    return linear_ticks(pow(10, a->lo), pow(10, a->hi), 5, false, true, t);
+    if (n >= 4) return n;
+    // a narrow range (within a decade or two): nice linear numbers, placed logarithmically, where
+    // they label more and stay LABEL_GAP apart (1.5, 2, 2.5, ... rather than 2, 3, 4 alone)
+    double lin[MAX_TICKS];
+    const int m = linear_ticks(pow(10, a->lo), pow(10, a->hi), 5, false, true, lin);
+    bool apart = m >= 2;
+    for (int i = 1; i < m && apart; i++) apart = per_decade * log10(lin[i] / lin[i - 1]) >= LABEL_GAP;
+    if (m > n && (apart || n < 2)) {
+        memcpy(t, lin, (size_t)m * sizeof *t);
+        n = m;
+    }
+    return n;
 }
 
 // A tick label: integers as integers, large values with k/M/G, others with few digits.
