@@ -260,14 +260,16 @@ SANITIZED=$(ldd $MINGPT | grep -q libasan && echo 1)
 # the address-space cap: the least (to 8 MiB) under which the small plot draws, plus 96 MiB; the
 # file alone is 180 MB
 export OPENBLAS_NUM_THREADS=1   # a smaller, steadier address space at start
-capped() { (ulimit -v $1; timeout 6 "${@:2}"); }
+# capped KB CMD...: CMD under ulimit -v KB; below its start-up need OpenBLAS retries its
+# allocation for ever, hence the timeout: short while bisecting, long for real work (a busy machine)
+capped() { (ulimit -v $1; timeout ${CAP_TIMEOUT:-6} "${@:2}"); }
 if [ -n "$SANITIZED" ]; then ok "(the address-space caps are not tried under AddressSanitizer)"; else
 lo=65536 hi=4194304
 while [ $((hi - lo)) -gt 8192 ]; do
   mid=$(((lo + hi) / 2))
   if capped $mid $MINGPT plot $T --out $WORK/cap.svg > /dev/null 2>&1; then hi=$mid; else lo=$mid; fi
 done
-out=$(capped $((hi + 98304)) $MINGPT plot $G --out $WORK/capbig.svg 2>&1); rc=$?
+out=$(CAP_TIMEOUT=300 capped $((hi + 98304)) $MINGPT plot $G --out $WORK/capbig.svg 2>&1); rc=$?
 [ $rc -eq 0 ] && ok "plot: 2.5M lines draw under ulimit -v $((hi + 98304)) kB (a small plot needs $hi)" \
   || bad "plot: 2.5M lines under ulimit -v $((hi + 98304)) (exit $rc)" "$out"
 fi
@@ -290,7 +292,7 @@ if [ -n "$SANITIZED" ]; then ok "(out of memory is not tried under AddressSaniti
 oom=0 wrong=""
 for extra in 0 4096 8192 12288 16384 20480 24576 32768; do
   for cmd in "runs $M" "plot $M --out $WORK/oom.svg"; do
-    out=$(capped $((hi + extra)) $MINGPT $cmd 2>&1 >/dev/null); rc=$?
+    out=$(CAP_TIMEOUT=120 capped $((hi + extra)) $MINGPT $cmd 2>&1 >/dev/null); rc=$?
     if [ $rc -eq 1 ] && grep -q "out of memory" <<<"$out"; then oom=$((oom + 1))
     elif [ $rc -ne 0 ] && ! { [ $rc -eq 1 ] && grep -q "cannot load the plotting library" <<<"$out"; }; then
       wrong+="[$cmd under $((hi + extra)) kB: exit $rc: $out] "
