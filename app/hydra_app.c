@@ -476,6 +476,24 @@ static int open_sweep_dir(const App *app, const CfgNode *base, const char *plann
     return share_from_rank0(app, rc, dir, len);
 }
 
+// Rank 0 records the sweep's jobs (app/run_dir.h, run_dir_write_plan) before the first starts,
+// for `mingpt runs` to list those that never ran; a failure is a warning (the sweep goes on).
+static void record_plan(const App *app, Job *jobs, size_t n, const char *sweep_dir) {
+    RunDirPlannedJob *plan = calloc(n + 1, sizeof *plan);
+    char **subdirs = calloc(n + 1, sizeof *subdirs), err[ERRLEN] = "out of memory";
+    bool failed = !plan || !subdirs;
+    for (size_t i = 0; !failed && i < n; i++) {   // each job's hydra.sweep.subdir, as run_job resolves it
+        set_runtime(&jobs[i], NULL);
+        subdirs[i] = hydra_get_string(jobs[i].tree, "hydra.sweep.subdir", &failed, err, sizeof err);
+        plan[i] = (RunDirPlannedJob){jobs[i].num, subdirs[i] ? subdirs[i] : "", jobs[i].task, jobs[i].n_task};
+    }
+    if (app->comm->rank == 0 && (failed || run_dir_write_plan(sweep_dir, plan, n, err, sizeof err)))
+        fprintf(stderr, "mingpt: warning: the sweep's list of jobs is not written: %s\n", err);
+    for (size_t i = 0; subdirs && i < n; i++) free(subdirs[i]);
+    free(subdirs);
+    free(plan);
+}
+
 // Runs the planned jobs one after another; a failure does not stop the others.
 static int launch(const App *app, Job *jobs, HydraJob *hjobs, size_t n, const char *sweep_dir, bool quiet) {
     if (!quiet) log_hydra("Launching %zu jobs locally", n);
@@ -558,6 +576,7 @@ static int run_sweep(const App *app, char *const *ov, int n) {
         rc = plan_sweep(app, hjobs, n_jobs, hydra, n_hydra, jobs, planned_sweep);
     }
     if (!rc) rc = open_sweep_dir(app, base, planned_sweep, unique, sweep_dir, sizeof sweep_dir);
+    if (!rc) record_plan(app, jobs, n_jobs, sweep_dir);
     if (!rc) {
         const CfgNode *hl = cfg_select(base, "hydra.hydra_logging");
         bool quiet = hl && hl->type == CFG_STRING && !strcmp(hl->s, "disabled");

@@ -1,6 +1,7 @@
 // app/plot.c — see plot.h.
 #include "app/plot.h"
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 #include "report/run_read.h"
 #include "trainer/trainer.h"
 
-enum { PLOT_OUT, PLOT_X, PLOT_LOG, PLOT_N_FLAGS };
+enum { PLOT_OUT, PLOT_X, PLOT_LOG, PLOT_SIZE, PLOT_N_FLAGS };
 
 static const SubFlag PLOT_FLAGS[PLOT_N_FLAGS] = {
     [PLOT_OUT] = {.name = "--out", .type = SUB_STRING, .metavar = "F", .usage_value = "F.svg|F.png", .def = "plot.svg",
@@ -20,7 +21,40 @@ static const SubFlag PLOT_FLAGS[PLOT_N_FLAGS] = {
     [PLOT_X] = {.name = "--x", .type = SUB_CHOICE, .metavar = "X", .def = "iter", .choices = "iter|tokens|time",
                 .help = "the x axis: iter (default), tokens (training tokens) or time (training seconds)"},
     [PLOT_LOG] = {.name = "--log", .type = SUB_SWITCH, .help = "the loss on a log scale"},
+    [PLOT_SIZE] = {.name = "--size", .type = SUB_STRING, .metavar = "WxH", .def = "1200x800",
+                   .help = "the figure's width and height without the legend (default 1200x800; PNG pixels)"},
 };
+
+// --size's value into *w, *h. Returns 0, or 2 after the message.
+static int parse_size(const char *text, int *w, int *h) {
+    char *end;
+    errno = 0;
+    const long a = strtol(text, &end, 10);
+    const bool x = *end == 'x' || *end == 'X';
+    const long b = x && end[1] >= '0' && end[1] <= '9' ? strtol(end + 1, &end, 10) : -1;
+    if (text[0] < '0' || text[0] > '9' || !x || b < 0 || *end || errno) {
+        char shown[256];
+        text_printable(text, shown, sizeof shown);
+        fprintf(stderr, "mingpt plot: error: --size '%s': expected WIDTHxHEIGHT in pixels, e.g. 1200x800\n", shown);
+        return EXIT_USAGE;
+    }
+    if (a < PLOT_MIN_W || b < PLOT_MIN_H || a > PLOT_MAX_SIDE || b > PLOT_MAX_SIDE) {
+        fprintf(stderr, "mingpt plot: error: --size '%s': the width must be from %d to %d and the height from %d to %d "
+                "(cairo draws at most %d pixels a side)\n", text, PLOT_MIN_W, PLOT_MAX_SIDE, PLOT_MIN_H, PLOT_MAX_SIDE,
+                PLOT_MAX_SIDE);
+        return EXIT_USAGE;
+    }
+    *w = (int)a;
+    *h = (int)b;
+    return 0;
+}
+
+// An error message, its run-file bytes (paths, a JSON error's quote) escaped for the terminal.
+static void say_error(const char *err) {
+    static char shown[6 * 8192];
+    text_printable(err, shown, sizeof shown);
+    fprintf(stderr, "mingpt plot: error: %s\n", shown);
+}
 
 static const SubPositional PLOT_DIRS = {
     .metavar = "DIR",
@@ -28,7 +62,7 @@ static const SubPositional PLOT_DIRS = {
 
 // The runs the arguments name, their metrics and labels (their overrides). A directory named on
 // the command line must have metrics.jsonl; a sweep's job without one (failed before training) is
-// skipped with a warning. Returns 0 or the exit code (after the message).
+// skipped with a warning. Returns 0 or the exit code (after the message; out of memory: 1).
 static int load_runs(const SubArgs *a, char ***dirs, int *n, RunMetrics **m, char (**labels)[LOSS_LABEL_MAX]) {
     char err[8192];
     *dirs = NULL;
@@ -40,28 +74,37 @@ static int load_runs(const SubArgs *a, char ***dirs, int *n, RunMetrics **m, cha
         int n_found;
         int rc = run_dirs_expand(&a->positional[i], 1, &found, &n_found, err, sizeof err);
         if (rc) {
-            fprintf(stderr, "mingpt plot: error: %s\n", err);
-            return rc;
+            say_error(err);
+            return rc == 1 ? EXIT_RUNTIME : EXIT_USAGE;
         }
-        const bool sweep = n_found > 1 || strncmp(found[0], a->positional[i], strlen(found[0])) != 0;
-        *m = realloc(*m, (size_t)(*n + n_found) * sizeof **m);
-        *labels = realloc(*labels, (size_t)(*n + n_found) * sizeof **labels);
-        *dirs = realloc(*dirs, (size_t)(*n + n_found) * sizeof **dirs);
-        if (!*m || !*labels || !*dirs) abort();
+        const bool sweep = n_found > 1 || n_found == 0 || strncmp(found[0], a->positional[i], strlen(found[0])) != 0;
+        RunMetrics *m2 = realloc(*m, (size_t)(*n + n_found + 1) * sizeof **m);
+        if (m2) *m = m2;
+        char(*l2)[LOSS_LABEL_MAX] = m2 ? realloc(*labels, (size_t)(*n + n_found + 1) * sizeof **labels) : NULL;
+        if (l2) *labels = l2;
+        char **d2 = l2 ? realloc(*dirs, (size_t)(*n + n_found + 1) * sizeof **dirs) : NULL;
+        if (d2) *dirs = d2;
+        if (!d2) {
+            say_error("out of memory");
+            run_dirs_free(found, n_found);
+            return EXIT_RUNTIME;
+        }
         for (int j = 0; j < n_found; j++) {
             rc = run_metrics_load(found[j], &(*m)[*n], stderr, err, sizeof err);
             if (rc == RUN_READ_ABSENT && sweep) {
+                char shown[4096 * 6];
+                text_printable(found[j], shown, sizeof shown);
                 fprintf(stderr, "mingpt plot: warning: %s has no metrics.jsonl (the job did not train): left out\n",
-                        found[j]);
+                        shown);
                 free(found[j]);
                 continue;
             }
             if (rc == RUN_READ_ABSENT) snprintf(err, sizeof err, "'%s' has no metrics.jsonl", found[j]);
             if (rc) {
-                fprintf(stderr, "mingpt plot: error: %s\n", err);
+                say_error(err);
                 for (int k = j; k < n_found; k++) free(found[k]);
                 free(found);
-                return 2;
+                return rc == RUN_READ_NO_MEMORY ? EXIT_RUNTIME : EXIT_USAGE;
             }
             loss_label_overrides(found[j], (*labels)[*n], LOSS_LABEL_MAX);
             (*dirs)[(*n)++] = found[j];
@@ -96,6 +139,8 @@ static int plot_command(const SubArgs *a, FILE *out) {
         fprintf(stderr, "mingpt plot: error: --out '%s': the file name must end in .svg or .png\n", path);
         return EXIT_USAGE;
     }
+    int width, height;
+    if (parse_size(a->values[PLOT_SIZE].text, &width, &height)) return EXIT_USAGE;
     char **dirs = NULL;
     int n = 0;
     RunMetrics *m = NULL;
@@ -109,7 +154,13 @@ static int plot_command(const SubArgs *a, FILE *out) {
     if (!rc) {
         RunCurves *runs = calloc((size_t)n, sizeof *runs);
         char **texts = calloc((size_t)n, sizeof *texts), common[LOSS_LABEL_MAX];
-        if (!runs || !texts) abort();
+        if (!runs || !texts) {
+            free(runs);
+            free(texts);
+            say_error("out of memory");
+            rc = EXIT_RUNTIME;
+            goto out;
+        }
         for (int i = 0; i < n; i++) texts[i] = labels[i];
         overrides_drop_common(texts, n, common, sizeof common);   // a legend of what differs
         free(texts);
@@ -127,13 +178,14 @@ static int plot_command(const SubArgs *a, FILE *out) {
         if (same_file(path, "/dev/stdout")) out = stderr;   // `--out /dev/stdout`: the image alone on stdout
         char err[8192], title[64];
         snprintf(title, sizeof title, "loss of %d run%s", n, n == 1 ? "" : "s");
-        rc = plot_runs(runs, (size_t)n, (LossX)a->values[PLOT_X].i, a->values[PLOT_LOG].i, title, path, err,
-                       sizeof err);
-        if (rc) fprintf(stderr, "mingpt plot: error: %s\n", err);
+        rc = plot_runs(runs, (size_t)n, (LossX)a->values[PLOT_X].i, a->values[PLOT_LOG].i, width, height, title, path,
+                       err, sizeof err);
+        if (rc) say_error(err);
         else fprintf(out, "%s: %d run%s\n", path, n, n == 1 ? "" : "s");
         rc = rc ? EXIT_RUNTIME : EXIT_OK;
         free(runs);
     }
+out:
     for (int i = 0; i < n; i++) run_metrics_free(&m[i]);
     run_dirs_free(dirs, n);
     free(m);

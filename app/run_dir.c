@@ -146,6 +146,24 @@ int run_dir_write_hydra(const char *dir, const char *subdir, const CfgNode *tree
     return rc;
 }
 
+int run_dir_write_plan(const char *sweep_dir, const RunDirPlannedJob *jobs, size_t n, char *err, size_t errlen) {
+    CfgNode *list = cfg_new_list();
+    for (size_t i = 0; i < n; i++) {
+        CfgNode *job = cfg_new_map(), *ov = cfg_new_list();
+        cfg_map_put(job, "num", cfg_new_int(jobs[i].num));
+        cfg_map_put(job, "subdir", cfg_new_str(jobs[i].subdir));
+        for (int k = 0; k < jobs[i].n_task; k++) cfg_list_push(ov, cfg_new_str(jobs[i].task[k]));
+        cfg_map_put(job, "overrides", ov);
+        cfg_list_push(list, job);
+    }
+    char want[4200], dir[4200];
+    const int rc = run_dir_join(sweep_dir, SWEEP_PLAN_DIR, want, sizeof want) ||
+                   run_dir_create(want, false, dir, sizeof dir, NULL, err, errlen) ||
+                   write_yaml(sweep_dir, SWEEP_PLAN_FILE, list, err, errlen) ? -1 : 0;
+    cfg_free(list);
+    return rc;
+}
+
 // A JSON number, or null when not finite (JSON has no NaN or infinity).
 static json_t *json_number_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 

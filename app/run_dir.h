@@ -75,6 +75,21 @@ int run_dir_write_file(const char *path, const char *text, char *err, size_t err
 int run_dir_write_hydra(const char *dir, const char *subdir, const CfgNode *tree, char *const *task, int n_task,
                         char *err, size_t errlen);
 
+// One job of a sweep's plan: its hydra.job.num, its directory relative to the sweep's
+// (hydra.sweep.subdir, resolved) and its task overrides.
+typedef struct {
+    long num;
+    const char *subdir;
+    char *const *task;
+    int n_task;
+} RunDirPlannedJob;
+
+// Writes <sweep_dir>/SWEEP_PLAN_FILE (report/run_read.h): every job of the sweep, in launch
+// order, as a YAML list of maps num, subdir, overrides. A sweep writes it before its first job
+// starts, so that `mingpt runs` lists the jobs that never ran (a sweep stopped by Ctrl-C).
+// Returns 0 or -1 (err).
+int run_dir_write_plan(const char *sweep_dir, const RunDirPlannedJob *jobs, size_t n, char *err, size_t errlen);
+
 // What a run leaves for scripts in <dir>/summary.json. A job writes it twice: when its
 // directory is made (exit_status null: running, or killed) and when it ends, each time
 // replacing the file whole (temporary file + rename), so that an earlier run's summary is

@@ -24,10 +24,10 @@ typedef struct {
 } RunCurves;
 
 // Draws each run's training loss (solid) and test loss (dashed, marked points), one colour a
-// run, against x, into path (.svg or .png; plot_write). Returns plot_write's result (0; 1 with
-// err; PLOT_NO_LIBRARY).
-int plot_runs(const RunCurves *runs, size_t n, LossX x, bool log_y, const char *title, const char *path, char *err,
-              size_t errlen);
+// run, against x, into path (.svg or .png; plot_write), width x height (0: PLOT_DEFAULT_W/H)
+// without the legend. Returns plot_write's result (0; 1 with err, also out of memory; PLOT_NO_LIBRARY).
+int plot_runs(const RunCurves *runs, size_t n, LossX x, bool log_y, int width, int height, const char *title,
+              const char *path, char *err, size_t errlen);
 
 // Returned by report_loss_svg when the run has no metrics.jsonl yet (nothing drawn, not an error).
 #define LOSS_SVG_NO_DATA 3
@@ -46,7 +46,8 @@ int report_loss_svg(const char *run_dir, bool log_y, char *err, size_t errlen);
 void report_loss_svg_hook(void *warned, const char *run_dir, const Config *cfg);
 
 // A run's label from its directory: its overrides (.hydra/overrides.yaml) as one line of UTF-8
-// into out (len bytes, LOSS_LABEL_MAX is enough); "" when it has none or no overrides.yaml.
+// into out (len bytes, LOSS_LABEL_MAX is enough), numbers normalised (overrides_normalize_numbers:
+// lr=1e-3 and lr=0.001 read alike); "" when it has none or no overrides.yaml.
 void loss_label_overrides(const char *dir, char *out, size_t len);
 
 // A label (len bytes) that is still "" becomes the run directory's name (its last component; bytes

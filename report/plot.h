@@ -25,9 +25,20 @@ typedef struct {
     int dash;            // PLOT_SOLID or PLOT_DASHED (dashed lines also mark their points)
 } PlotSeries;
 
+// The figure's size when PlotSpec gives none (PNG pixels, SVG points), and the largest side
+// cairo draws (a larger one fails with "invalid value (typically too big) for the size of the input").
+// A PNG is drawn in memory (4 bytes a pixel): at most PLOT_MAX_PIXELS pixels.
+enum { PLOT_DEFAULT_W = 1200, PLOT_DEFAULT_H = 800, PLOT_MIN_W = 320, PLOT_MIN_H = 240, PLOT_MAX_SIDE = 32767,
+       PLOT_MAX_PIXELS = 1 << 27 };
+
 typedef struct {
     const char *title, *x_label, *y_label;   // UTF-8
-    bool log_y;                              // y on a log10 axis
+    bool log_y;                              // y on a log10 axis: ticks at the densest of 1..9, 1-2-5 or
+                                             // decades per decade whose labels do not overlap
+    bool x_integer;                          // x takes integer values (iterations): integer ticks only
+    int width, height;                       // the figure without its legend (0: PLOT_DEFAULT_W/H); the
+                                             // legend goes below, in as many columns as fit the width,
+                                             // and the figure grows to hold it, up to PLOT_MAX_SIDE
     const PlotSeries *series;
     size_t n_series;
     const char **legend;                     // legend rows, each drawn in the colour of the same index
@@ -38,9 +49,11 @@ typedef struct {
 typedef int (*PlotWriteFn)(void *closure, const unsigned char *data, size_t len);
 
 // The library's entry point (symbol "plot_render"): draws spec as `format` and passes the bytes
-// to write. An SVG also carries the title in <title> and one line per series label in <desc>
-// (cairo draws text as glyph outlines, which no reader can search). Returns 0, or 1 with the
-// reason in err (no drawable point, a cairo error, a failed write).
+// to write. An SVG also carries the title in <title>, one line per series label in <desc>, and
+// the tick labels in <metadata id="ticks"> (a line "x: a|b|..." and a line "y: ...") (cairo draws
+// text as glyph outlines, which no reader can search). Returns 0, or 1 with the reason in err (no
+// drawable point, a size outside PLOT_MIN_W/H..PLOT_MAX_SIDE, a legend that does not fit within
+// PLOT_MAX_SIDE, a PNG over PLOT_MAX_PIXELS, a cairo error, a failed write).
 typedef int (*PlotRenderFn)(const PlotSpec *spec, int format, PlotWriteFn write, void *closure, char *err,
                             size_t errlen);
 int plot_render(const PlotSpec *spec, int format, PlotWriteFn write, void *closure, char *err, size_t errlen);

@@ -2,10 +2,12 @@
 // build/libmingpt_plot.so (mk/plot.mk) so that only the commands that draw load cairo.
 //
 // Layout (points; SVG user units, PNG pixels): a title, the plot area with its frame, ticks
-// and grid, the axis labels, and below them the legend, one row per run in its colour plus a
-// style key (solid: train, dashed: test). Ticks are "nice" numbers (1, 2, 5 x 10^k); a log
-// axis spanning two decades or more has its ticks at powers of ten, a narrower one keeps the
-// nice numbers, placed logarithmically.
+// and grid, the axis labels, and below them the legend, one entry per run in its colour, in as
+// many columns as the width holds, plus a style key (solid: train, dashed: test). Linear ticks
+// are "nice" numbers (1, 2, 5 x 10^k; integers only on an integer axis); a log axis has its
+// ticks at the densest of 1..9, 1-2-5 or 1 per decade (or every k-th decade) whose labels do
+// not overlap; where that gives fewer than four ticks (a narrow range) nice linear numbers,
+// placed logarithmically, are used instead if they give more without overlapping.
 #include "report/plot.h"
 
 #include <math.h>
@@ -16,7 +18,8 @@
 #include <cairo.h>
 #include <cairo-svg.h>
 
-enum { WIDTH = 860, PLOT_H = 440, ROW_H = 18, MARGIN_L = 78, MARGIN_R = 24, MARGIN_T = 40, MAX_TICKS = 64 };
+enum { ROW_H = 18, MARGIN_L = 78, MARGIN_R = 24, MARGIN_T = 40, BELOW_PLOT = 50, MAX_TICKS = 64, LABEL_GAP = 16,
+       MIN_COLUMN = 180, TICK_TEXT = 2048 };
 
 // matplotlib's tab10: distinguishable, and readable for the common colour-vision deficiencies
 static const double PALETTE[10][3] = {
@@ -67,18 +70,51 @@ static double nice_step(double lo, double hi, int want) {
     return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
 }
 
-// Tick values (data units, not log) within the axis; returns their count.
-static int ticks(const Axis *a, double *t) {
+// Nice linear ticks over [lo, hi] (data units), integers only when `integer`; positive only
+// when `positive`. Returns their count.
+static int linear_ticks(double lo, double hi, int want, bool integer, bool positive, double *t) {
+    double step = nice_step(lo, hi, want < 2 ? 2 : want);
+    if (integer && step < 1) step = 1;
     int n = 0;
-    if (a->log && a->hi - a->lo >= 2) {   // powers of ten
-        const double step = ceil((a->hi - a->lo) / 8);
-        for (double e = ceil(a->lo); e <= a->hi && n < MAX_TICKS; e += step) t[n++] = pow(10, e);
-        return n;
+    for (double v = ceil(lo / step) * step; v <= hi * (1 + 1e-12) + 1e-300 && n < MAX_TICKS; v += step)
+        if (!positive || v > 0) t[n++] = fabs(v) < step * 1e-9 ? 0 : v;
+    return n;
+}
+
+// Log ticks: per decade the mantissas m[0..nm) times 10^e for every k-th e, within [lo, hi]
+// (log10 units). Returns their count.
+static int log_ticks_of(const Axis *a, const double *m, int nm, int k, double *t) {
+    int n = 0;
+    for (double e = floor(a->lo); e <= ceil(a->hi) && n < MAX_TICKS; e++) {
+        if (fmod(fabs(e), k) != 0) continue;
+        for (int i = 0; i < nm && n < MAX_TICKS; i++) {
+            const double lv = log10(m[i]) + e;
+            if (lv >= a->lo && lv <= a->hi) t[n++] = m[i] * pow(10, e);
+        }
     }
-    const double lo = a->log ? pow(10, a->lo) : a->lo, hi = a->log ? pow(10, a->hi) : a->hi;
-    const double step = nice_step(lo, hi, a->log ? 5 : 6);
-    for (double v = ceil(lo / step) * step; v <= hi * (1 + 1e-12) && n < MAX_TICKS; v += step)
-        if (!a->log || v > 0) t[n++] = fabs(v) < step * 1e-9 ? 0 : v;
+    return n;
+}
+
+// Tick values (data units, not log) within the axis drawn `length` long; returns their count.
+static int ticks(const Axis *a, double length, bool integer, double *t) {
+    if (!a->log) return linear_ticks(a->lo, a->hi, (int)(length / 100), integer, false, t);
+    static const double ALL[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, ONE_TWO_FIVE[3] = {1, 2, 5}, ONE[1] = {1};
+    const double per_decade = length / (a->hi - a->lo);   // points a decade
+    int n;
+    if (per_decade * log10(9.0 / 8) >= LABEL_GAP) n = log_ticks_of(a, ALL, 9, 1, t);
+    else if (per_decade * log10(2.0) >= LABEL_GAP) n = log_ticks_of(a, ONE_TWO_FIVE, 3, 1, t);
+    else n = log_ticks_of(a, ONE, 1, (int)fmax(1, ceil(LABEL_GAP / per_decade)), t);
+    if (n >= 4) return n;
+    // a narrow range (within a decade or two): nice linear numbers, placed logarithmically, where
+    // they label more and stay LABEL_GAP apart (1.5, 2, 2.5, ... rather than 2, 3, 4 alone)
+    double lin[MAX_TICKS];
+    const int m = linear_ticks(pow(10, a->lo), pow(10, a->hi), 5, false, true, lin);
+    bool apart = m >= 2;
+    for (int i = 1; i < m && apart; i++) apart = per_decade * log10(lin[i] / lin[i - 1]) >= LABEL_GAP;
+    if (m > n && (apart || n < 2)) {
+        memcpy(t, lin, (size_t)m * sizeof *t);
+        n = m;
+    }
     return n;
 }
 
@@ -96,8 +132,15 @@ static void tick_label(double v, char *buf, size_t len) {
 typedef struct {
     cairo_t *cr;
     double x0, y0, w, h;   // the plot area
+    double width;          // the figure's
     Axis ax, ay;
+    char tick_text[2][TICK_TEXT];   // the x and y tick labels, "a|b|c", for the SVG's metadata
 } Frame;
+
+static void note_tick(char *list, const char *label) {
+    const size_t n = strlen(list);
+    snprintf(list + n, TICK_TEXT - n, "%s%s", n ? "|" : "", label);
+}
 
 static double px(const Frame *f, double x) { return f->x0 + (x - f->ax.lo) / (f->ax.hi - f->ax.lo) * f->w; }
 static double py(const Frame *f, double y) {
@@ -126,13 +169,13 @@ static void fit_font(cairo_t *cr, const char *s, double size, double max_w) {
     if (e.x_advance > max_w) cairo_set_font_size(cr, fmax(7, size * max_w / e.x_advance));
 }
 
-static void draw_axes(const Frame *f, const PlotSpec *s) {
+static void draw_axes(Frame *f, const PlotSpec *s) {
     cairo_t *cr = f->cr;
     double t[MAX_TICKS];
     char label[64];
     cairo_set_font_size(cr, 11);
     cairo_set_line_width(cr, 1);
-    const int nx = ticks(&f->ax, t);
+    const int nx = ticks(&f->ax, f->w, s->x_integer, t);
     for (int i = 0; i < nx; i++) {   // x: grid line, tick, label
         const double x = px(f, t[i]);
         cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
@@ -140,9 +183,10 @@ static void draw_axes(const Frame *f, const PlotSpec *s) {
         cairo_set_source_rgb(cr, 0, 0, 0);
         cairo_move_to(cr, x, f->y0 + f->h); cairo_line_to(cr, x, f->y0 + f->h + 5); cairo_stroke(cr);
         tick_label(t[i], label, sizeof label);
+        note_tick(f->tick_text[0], label);
         text_at(cr, label, x, f->y0 + f->h + 8, 0.5, 0);
     }
-    const int ny = ticks(&f->ay, t);
+    const int ny = ticks(&f->ay, f->h, false, t);
     for (int i = 0; i < ny; i++) {
         const double y = py(f, t[i]);
         cairo_set_source_rgb(cr, 0.9, 0.9, 0.9);
@@ -150,6 +194,7 @@ static void draw_axes(const Frame *f, const PlotSpec *s) {
         cairo_set_source_rgb(cr, 0, 0, 0);
         cairo_move_to(cr, f->x0 - 5, y); cairo_line_to(cr, f->x0, y); cairo_stroke(cr);
         tick_label(t[i], label, sizeof label);
+        note_tick(f->tick_text[1], label);
         text_at(cr, label, f->x0 - 8, y, 1, 0.5);
     }
     cairo_rectangle(cr, f->x0, f->y0, f->w, f->h);
@@ -161,8 +206,8 @@ static void draw_axes(const Frame *f, const PlotSpec *s) {
     cairo_rotate(cr, -M_PI / 2);
     text_at(cr, s->y_label ? s->y_label : "", 0, 0, 0.5, 0.5);
     cairo_restore(cr);
-    fit_font(cr, s->title ? s->title : "", 15, WIDTH - 20);
-    text_at(cr, s->title ? s->title : "", WIDTH / 2.0, 12, 0.5, 0);
+    fit_font(cr, s->title ? s->title : "", 15, f->width - 20);
+    text_at(cr, s->title ? s->title : "", f->width / 2.0, 12, 0.5, 0);
 }
 
 static void draw_series(const Frame *f, const PlotSpec *s, const PlotSeries *ser) {
@@ -194,18 +239,47 @@ static void draw_series(const Frame *f, const PlotSpec *s, const PlotSeries *ser
     cairo_restore(cr);
 }
 
-// The legend under the plot: the style key (when both line styles occur), then one row per entry.
-static void draw_legend(const Frame *f, const PlotSpec *s, double y) {
-    cairo_t *cr = f->cr;
-    const double dash[] = {6, 4};
+// Both line styles occur (then the legend starts with a style key).
+static bool both_styles(const PlotSpec *s) {
     bool solid = false, dashed = false;
     for (size_t i = 0; i < s->n_series; i++) {
         solid |= s->series[i].dash == PLOT_SOLID;
         dashed |= s->series[i].dash == PLOT_DASHED;
     }
+    return solid && dashed;
+}
+
+// The legend's columns: their count and width, and the rows they take.
+typedef struct {
+    size_t columns, rows;
+    double column_w;
+} LegendLayout;
+
+// The legend laid out in columns as wide as its longest entry (at least MIN_COLUMN, at most the
+// width available), as many as fit across `avail`.
+static LegendLayout legend_layout(cairo_t *cr, const PlotSpec *s, double avail, double narrowest) {
+    double longest = 0;
+    cairo_set_font_size(cr, 12);
+    for (size_t i = 0; i < s->n_legend; i++) {
+        cairo_text_extents_t e;
+        cairo_text_extents(cr, s->legend[i] ? s->legend[i] : "", &e);
+        longest = fmax(longest, e.x_advance);
+    }
+    LegendLayout l;
+    l.column_w = fmin(avail, fmax(narrowest, longest + 34 + 16));
+    l.columns = (size_t)fmax(1, floor(avail / l.column_w));
+    l.rows = (s->n_legend + l.columns - 1) / l.columns + both_styles(s);
+    return l;
+}
+
+// The legend under the plot: the style key (when both line styles occur), then the entries,
+// column after column.
+static void draw_legend(const Frame *f, const PlotSpec *s, const LegendLayout *l, double y) {
+    cairo_t *cr = f->cr;
+    const double dash[] = {6, 4};
     cairo_set_font_size(cr, 12);
     cairo_set_line_width(cr, 1.6);
-    if (solid && dashed) {
+    if (both_styles(s)) {
         cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
         for (int k = 0; k < 2; k++) {
             const double x = f->x0 + k * 130;
@@ -216,13 +290,15 @@ static void draw_legend(const Frame *f, const PlotSpec *s, double y) {
         y += ROW_H;
     }
     cairo_set_dash(cr, NULL, 0, 0);
-    for (size_t i = 0; i < s->n_legend; i++, y += ROW_H) {
+    const size_t per_column = (s->n_legend + l->columns - 1) / l->columns;
+    for (size_t i = 0; i < s->n_legend; i++) {
+        const double x = f->x0 + (double)(i / per_column) * l->column_w, ry = y + (double)(i % per_column) * ROW_H;
         set_colour(cr, (int)i);
-        cairo_rectangle(cr, f->x0, y + 4, 28, ROW_H - 8);
+        cairo_rectangle(cr, x, ry + 4, 28, ROW_H - 8);
         cairo_fill(cr);
         cairo_set_source_rgb(cr, 0, 0, 0);
-        fit_font(cr, s->legend[i] ? s->legend[i] : "", 12, WIDTH - f->x0 - 34 - 8);
-        text_at(cr, s->legend[i] ? s->legend[i] : "", f->x0 + 34, y + ROW_H / 2, 0, 0.5);
+        fit_font(cr, s->legend[i] ? s->legend[i] : "", 12, l->column_w - 34 - 8);
+        text_at(cr, s->legend[i] ? s->legend[i] : "", x + 34, ry + ROW_H / 2, 0, 0.5);
     }
 }
 
@@ -249,10 +325,12 @@ static cairo_status_t buf_write(void *closure, const unsigned char *data, unsign
     return CAIRO_STATUS_SUCCESS;
 }
 
-// s with XML's special characters escaped, written through write.
+// s with XML's special characters escaped, written through write; control characters, which
+// XML 1.0 does not allow (an overrides.yaml may hold an escape sequence), as '?'.
 static int write_escaped(PlotWriteFn write, void *closure, const char *s) {
     for (const char *p = s ? s : ""; *p; p++) {
-        const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : NULL;
+        const char *e = *p == '&' ? "&amp;" : *p == '<' ? "&lt;" : *p == '>' ? "&gt;"
+                      : (unsigned char)*p < 0x20 || *p == 0x7f ? "?" : NULL;
         int rc = e ? write(closure, (const unsigned char *)e, strlen(e)) : write(closure, (const unsigned char *)p, 1);
         if (rc) return rc;
     }
@@ -260,7 +338,8 @@ static int write_escaped(PlotWriteFn write, void *closure, const char *s) {
 }
 
 // The SVG with <title> and <desc> (one series label a line) right after the root element's tag.
-static int write_svg(const Buf *b, const PlotSpec *s, PlotWriteFn write, void *closure, char *err, size_t errlen) {
+static int write_svg(const Buf *b, const PlotSpec *s, const Frame *f, PlotWriteFn write, void *closure, char *err,
+                     size_t errlen) {
     const unsigned char *root = b->n > 4 ? memmem(b->p, b->n, "<svg", 4) : NULL;
     const unsigned char *gt = root ? memchr(root, '>', b->n - (size_t)(root - b->p)) : NULL;
     if (!gt) { snprintf(err, errlen, "cairo wrote no <svg> element"); return 1; }
@@ -269,7 +348,11 @@ static int write_svg(const Buf *b, const PlotSpec *s, PlotWriteFn write, void *c
              write_escaped(write, closure, s->title) || write(closure, (const unsigned char *)"</title>\n<desc>", 15);
     for (size_t i = 0; !rc && i < s->n_series; i++)
         rc = write_escaped(write, closure, s->series[i].label) || write(closure, (const unsigned char *)"\n", 1);
-    rc = rc || write(closure, (const unsigned char *)"</desc>", 7) || write(closure, b->p + head, b->n - head);
+    static const char meta[] = "</desc>\n<metadata id=\"ticks\">x: ";
+    rc = rc || write(closure, (const unsigned char *)meta, sizeof meta - 1) ||
+         write_escaped(write, closure, f->tick_text[0]) || write(closure, (const unsigned char *)"\ny: ", 4) ||
+         write_escaped(write, closure, f->tick_text[1]) || write(closure, (const unsigned char *)"</metadata>", 11);
+    rc = rc || write(closure, b->p + head, b->n - head);
     if (rc) snprintf(err, errlen, "cannot write the plot");
     return rc ? 1 : 0;
 }
@@ -280,24 +363,52 @@ int plot_render(const PlotSpec *s, int format, PlotWriteFn write, void *closure,
         snprintf(err, errlen, "nothing to plot: no point with finite coordinates%s", s->log_y ? " and a positive loss" : "");
         return 1;
     }
-    bool solid = false, dashed = false;
-    for (size_t i = 0; i < s->n_series; i++) {
-        solid |= s->series[i].dash == PLOT_SOLID;
-        dashed |= s->series[i].dash == PLOT_DASHED;
+    const int width = s->width ? s->width : PLOT_DEFAULT_W, height = s->height ? s->height : PLOT_DEFAULT_H;
+    if (width < PLOT_MIN_W || height < PLOT_MIN_H || width > PLOT_MAX_SIDE || height > PLOT_MAX_SIDE) {
+        snprintf(err, errlen, "a figure of %dx%d: the size must be from %dx%d to %dx%d (cairo's limit)", width, height,
+                 PLOT_MIN_W, PLOT_MIN_H, PLOT_MAX_SIDE, PLOT_MAX_SIDE);
+        return 1;
     }
-    const double legend_h = ROW_H * ((double)s->n_legend + (solid && dashed)) + 12;
-    const double height = MARGIN_T + PLOT_H + 50 + legend_h;
+    // The legend's size, measured with cairo's fonts before the surface is made.
+    cairo_surface_t *probe = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1, 1);
+    cairo_t *pcr = cairo_create(probe);
+    cairo_select_font_face(pcr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    const double avail = width - MARGIN_L - MARGIN_R;
+    LegendLayout legend = legend_layout(pcr, s, avail, MIN_COLUMN);
+    const double plot_h = height - MARGIN_T - BELOW_PLOT;
+    double total = height + ROW_H * (double)legend.rows + 12;
+    if (total > PLOT_MAX_SIDE) {   // narrower columns before giving up
+        legend = legend_layout(pcr, s, avail, 0);
+        if (legend.column_w > MIN_COLUMN) legend.column_w = MIN_COLUMN;
+        legend.columns = (size_t)fmax(1, floor(avail / legend.column_w));
+        legend.rows = (s->n_legend + legend.columns - 1) / legend.columns + both_styles(s);
+        total = height + ROW_H * (double)legend.rows + 12;
+    }
+    cairo_destroy(pcr);
+    cairo_surface_destroy(probe);
+    if (total > PLOT_MAX_SIDE) {
+        snprintf(err, errlen, "the legend of %zu runs takes %zu rows of %zu columns: the figure would be %.0f high, "
+                 "more than cairo's limit of %d; plot fewer runs or make the figure wider (--size)", s->n_legend,
+                 legend.rows, legend.columns, total, PLOT_MAX_SIDE);
+        return 1;
+    }
+    if (format == PLOT_PNG && (double)width * total > PLOT_MAX_PIXELS) {
+        snprintf(err, errlen, "a PNG of %dx%.0f is more than the limit of %d pixels (%d MiB in memory); write an .svg "
+                 "or choose a smaller --size", width, total, PLOT_MAX_PIXELS, PLOT_MAX_PIXELS / (1 << 18));
+        return 1;
+    }
     Buf b = {0};
-    cairo_surface_t *surf = format == PLOT_SVG ? cairo_svg_surface_create_for_stream(buf_write, &b, WIDTH, height)
-                                               : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, WIDTH, (int)height);
+    cairo_surface_t *surf = format == PLOT_SVG ? cairo_svg_surface_create_for_stream(buf_write, &b, width, total)
+                                               : cairo_image_surface_create(CAIRO_FORMAT_ARGB32, width, (int)total);
     cairo_t *cr = cairo_create(surf);
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_paint(cr);
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-    Frame f = {cr, MARGIN_L, MARGIN_T, WIDTH - MARGIN_L - MARGIN_R, PLOT_H, ax, ay};
+    static Frame f;   // large (the tick texts); one drawing at a time
+    f = (Frame){cr, MARGIN_L, MARGIN_T, avail, plot_h, width, ax, ay, {"", ""}};
     draw_axes(&f, s);
     for (size_t i = 0; i < s->n_series; i++) draw_series(&f, s, &s->series[i]);
-    draw_legend(&f, s, MARGIN_T + PLOT_H + 46);
+    draw_legend(&f, s, &legend, MARGIN_T + plot_h + BELOW_PLOT - 4);
     cairo_status_t st = cairo_status(cr);
     cairo_destroy(cr);
     if (st == CAIRO_STATUS_SUCCESS && format == PLOT_PNG) st = cairo_surface_write_to_png_stream(surf, buf_write, &b);
@@ -305,9 +416,9 @@ int plot_render(const PlotSpec *s, int format, PlotWriteFn write, void *closure,
     if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_status(surf);
     cairo_surface_destroy(surf);
     int rc = 1;
-    if (b.oom) snprintf(err, errlen, "out of memory drawing the plot");
+    if (b.oom || st == CAIRO_STATUS_NO_MEMORY) snprintf(err, errlen, "out of memory drawing the plot");
     else if (st != CAIRO_STATUS_SUCCESS) snprintf(err, errlen, "cairo: %s", cairo_status_to_string(st));
-    else if (format == PLOT_SVG) rc = write_svg(&b, s, write, closure, err, errlen);
+    else if (format == PLOT_SVG) rc = write_svg(&b, s, &f, write, closure, err, errlen);
     else if (write(closure, b.p, b.n)) snprintf(err, errlen, "cannot write the plot");
     else rc = 0;
     free(b.p);

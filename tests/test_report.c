@@ -1,7 +1,9 @@
 // tests/test_report.c — reading run directories back (report/run_read.h): metrics.jsonl lines
 // (taken, skipped with a warning naming file and line, ignored), summary.json's fields and
 // refusals, overrides.yaml, the size cap, the expansion of sweep directories in job order, the
-// labels' shared overrides, and the UTF-8 cleaning of names. Expected values are written out by
+// labels' shared overrides, the UTF-8 cleaning of names, the decimation of long metrics while
+// they are read, a sweep's plan of jobs, odd files in place of metrics.jsonl, the escaping of
+// control characters for the terminal and the normalised numbers of labels. Expected values are written out by
 // hand from the inputs.
 #include "tests/test_util.h"
 
@@ -226,6 +228,138 @@ static void test_labels(void **state) {
     assert_string_equal(out, "abc");
 }
 
+// A series longer than 2 * RUN_READ_MAX_BUCKETS is decimated while read: bounded, in line order,
+// its first and last line, its lowest and highest loss and a spike kept; a shorter one whole.
+static void test_decimation(void **state) {
+    (void)state;
+    char dir[64], err[1024], path[128];
+    assert_int_equal(test_tmpdir(dir, sizeof dir, "report"), 0);   // removed at the end
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    const long lines = 100000;
+    for (long i = 0; i < lines; i++) {
+        double loss = 5.0 - 4.0 * (double)i / lines;   // falling from 5 to 1
+        if (i == 54321) loss = 50;                     // one spike
+        if (i == 77777) loss = 0.25;                   // one dip
+        fprintf(f, "{\"iter\": %ld, \"loss\": %.6f}\n", i, loss);
+        if (i % 10 == 0) fprintf(f, "{\"iter\": %ld, \"test_loss\": %.6f}\n", i, loss);
+    }
+    fprintf(f, "{\"iter\": %ld, \"loss\": 0.5}", lines);   // a last line without '\n'
+    assert_int_equal(fclose(f), 0);
+    RunMetrics m;
+    assert_int_equal(run_metrics_load(dir, &m, NULL, err, sizeof err), 0);
+    assert_int_equal(m.n_train_lines, lines + 1);
+    assert_int_equal(m.n_test_lines, lines / 10);
+    assert_true(m.n_train <= 2 * RUN_READ_MAX_BUCKETS + 2 && m.n_train >= RUN_READ_MAX_BUCKETS);
+    assert_true(m.n_test <= 2 * RUN_READ_MAX_BUCKETS + 2 && m.n_test >= RUN_READ_MAX_BUCKETS);
+    assert_int_equal(m.train[0].iter, 0);
+    assert_int_equal(m.train[m.n_train - 1].iter, lines);
+    assert_true(m.train[m.n_train - 1].loss == 0.5);
+    bool spike = false, dip = false;
+    for (size_t i = 0; i < m.n_train; i++) {
+        if (i) assert_true(m.train[i].iter > m.train[i - 1].iter && m.train[i].line > m.train[i - 1].line);
+        spike |= m.train[i].iter == 54321 && m.train[i].loss == 50;
+        dip |= m.train[i].iter == 77777 && m.train[i].loss == 0.25;
+    }
+    assert_true(spike && dip);
+    run_metrics_free(&m);
+
+    // 2 * RUN_READ_MAX_BUCKETS lines are kept whole, one more line is not
+    f = fopen(path, "w");
+    assert_non_null(f);
+    for (long i = 0; i < 2 * RUN_READ_MAX_BUCKETS; i++) fprintf(f, "{\"iter\": %ld, \"loss\": %ld}\n", i, i % 7 + 1);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(run_metrics_load(dir, &m, NULL, err, sizeof err), 0);
+    assert_int_equal(m.n_train, 2 * RUN_READ_MAX_BUCKETS);
+    for (size_t i = 0; i < m.n_train; i++) assert_int_equal(m.train[i].iter, (long)i);
+    run_metrics_free(&m);
+
+    // a line longer than RUN_READ_MAX_LINE is skipped with a warning; the next one is read
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"iter\": 1, \"loss\": 2, \"pad\": \"");
+    for (int i = 0; i < RUN_READ_MAX_LINE; i++) fputc('x', f);
+    fprintf(f, "\"}\n{\"iter\": 2, \"loss\": 3}\n");
+    assert_int_equal(fclose(f), 0);
+    Capture c;
+    c.f = open_memstream(&c.text, &c.len);
+    assert_int_equal(run_metrics_load(dir, &m, c.f, err, sizeof err), 0);
+    fclose(c.f);
+    assert_int_equal(m.n_train, 1);
+    assert_int_equal(m.train[0].iter, 2);
+    assert_int_equal(m.n_skipped, 1);
+    assert_non_null(strstr(c.text, "metrics.jsonl:1: skipped a line that does not parse (longer than 65536 bytes)"));
+    free(c.text);
+    run_metrics_free(&m);
+    assert_int_equal(test_rmtree(dir), 0);
+}
+
+// A sweep's plan: its jobs read back; a sweep with a plan and no job directory yet expands to
+// none; odd files in place of metrics.jsonl are named.
+static void test_plan_and_odd_files(void **state) {
+    (void)state;
+    char dir[64], err[1024], sub[256];
+    assert_int_equal(test_tmpdir(dir, sizeof dir, "report"), 0);   // removed at the end
+    write_text(dir, "multirun.yaml", "a: 1\n");
+    char **dirs;
+    int n;
+    char *args[] = {dir};
+    assert_int_equal(run_dirs_expand(args, 1, &dirs, &n, err, sizeof err), 2);   // no job, no plan
+    snprintf(sub, sizeof sub, "%s/.hydra", dir);
+    assert_int_equal(mkdir(sub, 0777), 0);
+    write_text(dir, SWEEP_PLAN_FILE,
+               "- num: 0\n  subdir: '0'\n  overrides:\n  - lr=1e-3\n  - seed=1\n"
+               "- num: 1\n  subdir: lr=2\n  overrides: []\n");
+    assert_int_equal(run_dirs_expand(args, 1, &dirs, &n, err, sizeof err), 0);
+    assert_int_equal(n, 0);
+    run_dirs_free(dirs, n);
+    SweepJob *jobs;
+    size_t nj;
+    char slash[80];
+    snprintf(slash, sizeof slash, "%s/", dir);   // "sw/" names sw
+    assert_int_equal(sweep_plan_load(slash, &jobs, &nj, err, sizeof err), 0);
+    assert_int_equal(nj, 2);
+    snprintf(sub, sizeof sub, "%s/0", dir);
+    assert_string_equal(jobs[0].dir, sub);
+    assert_string_equal(jobs[0].overrides, "lr=1e-3 seed=1");
+    snprintf(sub, sizeof sub, "%s/lr=2", dir);
+    assert_string_equal(jobs[1].dir, sub);
+    assert_string_equal(jobs[1].overrides, "");
+    sweep_plan_free(jobs, nj);
+    write_text(dir, SWEEP_PLAN_FILE, "- num: 0\n");
+    assert_int_equal(sweep_plan_load(dir, &jobs, &nj, err, sizeof err), 1);
+    assert_non_null(strstr(err, "job 1 has no \"subdir\""));
+
+    snprintf(sub, sizeof sub, "%s/fifo", dir);
+    assert_int_equal(mkdir(sub, 0777), 0);
+    snprintf(sub, sizeof sub, "%s/fifo/metrics.jsonl", dir);
+    assert_int_equal(mkfifo(sub, 0666), 0);
+    snprintf(sub, sizeof sub, "%s/fifo", dir);
+    char *fifo[] = {sub};
+    assert_int_equal(run_dirs_expand(fifo, 1, &dirs, &n, err, sizeof err), 2);
+    assert_non_null(strstr(err, "/fifo/metrics.jsonl' is a FIFO, not a file"));
+    RunMetrics m;
+    assert_int_equal(run_metrics_load(sub, &m, NULL, err, sizeof err), 1);   // does not block
+    assert_non_null(strstr(err, "is not a regular file"));
+    assert_int_equal(test_rmtree(dir), 0);
+}
+
+static void test_printable_and_numbers(void **state) {
+    (void)state;
+    char out[64];
+    text_printable("a\x1b[31mb\x07 \xc2\x85 \xc3\xa9 \xff", out, sizeof out);
+    assert_string_equal(out, "a\\033[31mb\\007 \\u0085 \xc3\xa9 ?");
+    text_printable("\x1b\x1b\x1b", out, 9);   // an escape is not cut in half
+    assert_string_equal(out, "\\033\\033");
+    char t[128] = "lr=1e-3 seed=12345678 b=1.0 name=x1 big=1e9 h=0x10 w=inf keep";
+    overrides_normalize_numbers(t, sizeof t);
+    assert_string_equal(t, "lr=0.001 seed=12345678 b=1 name=x1 big=1e+09 h=0x10 w=inf keep");
+    char u[128] = "lr=0.001";
+    overrides_normalize_numbers(u, sizeof u);
+    assert_string_equal(u, "lr=0.001");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_lines),
@@ -233,6 +367,9 @@ int main(void) {
         cmocka_unit_test(test_caps),
         cmocka_unit_test(test_expand),
         cmocka_unit_test(test_labels),
+        cmocka_unit_test(test_decimation),
+        cmocka_unit_test(test_plan_and_odd_files),
+        cmocka_unit_test(test_printable_and_numbers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
