@@ -144,6 +144,16 @@ static void post_request_receive(MpiCtx *x) {
         x->req_in_req = MPI_REQUEST_NULL;
 }
 
+// Takes mu within 0.1 s, or returns 0: a thread that holds it longer hangs, and the watchdog
+// must answer anyway.
+static int lock_briefly(pthread_mutex_t *mu) {
+    for (int i = 0; i < 50; i++) {
+        if (pthread_mutex_trylock(mu) == 0) return 1;
+        nanosleep(&(struct timespec){0, 2000000L}, NULL);
+    }
+    return 0;
+}
+
 // Answers the requests that have arrived (watchdog thread, x->mu not held). A notice makes
 // this rank record the abort (comm_notify_abort: rank 0 writes summary.json) before answering.
 static void serve_requests(Comm *c) {
@@ -157,9 +167,15 @@ static void serve_requests(Comm *c) {
         int free_slot = 1;
         if (x->answer_req[src] != MPI_REQUEST_NULL) MPI_Test(&x->answer_req[src], &free_slot, MPI_STATUS_IGNORE);
         if (free_slot) {   // else the previous answer to src is still on its way: src asks again
-            pthread_mutex_lock(&x->mu);
-            my_state(c, &x->answer[(size_t)src * NSTATE]);
-            pthread_mutex_unlock(&x->mu);
+            long *a = &x->answer[(size_t)src * NSTATE];
+            if (lock_briefly(&x->mu)) {
+                my_state(c, a);
+                pthread_mutex_unlock(&x->mu);
+            } else {   // the main thread hangs holding the lock: the iteration alone (not in a collective)
+                a[S_ITER] = __atomic_load_n(&c->iter, __ATOMIC_RELAXED);
+                a[S_HOST] = a[S_BUCKETS] = -1;
+                a[S_IN_HOST] = 0;
+            }
             MPI_Isend(&x->answer[(size_t)src * NSTATE], NSTATE, MPI_LONG, src, TAG_ANSWER, x->side, &x->answer_req[src]);
         }
         post_request_receive(x);
