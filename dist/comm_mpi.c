@@ -275,12 +275,22 @@ static int in_flight(MpiCtx *x, const char **what, double *since, int *host, lon
     return 0;
 }
 
+// How long a stop check waits for answers: it must be over before mpirun's SIGKILL, which comes
+// odls_base_sigkill_timeout seconds (1 by default) after its SIGTERM; half of that, 0.5 s at
+// least (a busy machine may be slow to schedule a watchdog), 5 at most; 2 s without mpirun.
+static double stop_wait_s(void) {
+    if (!getenv("OMPI_MCA_orte_hnp_uri")) return 2.0;
+    const char *v = getenv("OMPI_MCA_odls_base_sigkill_timeout");
+    const double g = v && *v ? strtod(v, NULL) : 1;
+    return g / 2 < 0.5 ? 0.5 : g / 2 > 5 ? 5 : g / 2;
+}
+
 // A collective older than timeout_s: ask the other ranks, name those that did not arrive, abort.
 // A stop signal (c->stop_flag) while waiting for a rank that does not answer: the same at once.
 static void check_collective(Comm *c, const char *what, double since, int host, long bucket, int stop) {
     MpiCtx *x = c->ctx;
     const int W = c->world_size;
-    const double wait_s = stop ? 0.5 : 2.0, waited = now_s() - since;
+    const double wait_s = stop ? stop_wait_s() : 2.0, waited = now_s() - since;
     long mine[NSTATE];
     pthread_mutex_lock(&x->mu);
     my_state(c, mine);
