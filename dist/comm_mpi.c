@@ -61,6 +61,7 @@ typedef struct {
     MPI_Request req_in_req;
     long *answer;                    // [world][NSTATE]: the last answer sent to each rank
     MPI_Request *answer_req;         // [world]
+    int noticed;                     // another rank's watchdog said it aborts the job (watchdog thread only)
 } MpiCtx;
 
 static void set_err(Comm *c, const char *fmt, ...) {
@@ -163,7 +164,10 @@ static void serve_requests(Comm *c) {
         MPI_Status st;
         if (x->req_in_req == MPI_REQUEST_NULL || MPI_Test(&x->req_in_req, &done, &st) != MPI_SUCCESS || !done) return;
         const int src = st.MPI_SOURCE;
-        if (x->req_in[0] == REQ_NOTICE) comm_notify_abort(c, (int)x->req_in[1]);
+        if (x->req_in[0] == REQ_NOTICE) {   // another rank aborts the job and has said why
+            x->noticed = 1;
+            comm_notify_abort(c, (int)x->req_in[1]);
+        }
         int free_slot = 1;
         if (x->answer_req[src] != MPI_REQUEST_NULL) MPI_Test(&x->answer_req[src], &free_slot, MPI_STATUS_IGNORE);
         if (free_slot) {   // else the previous answer to src is still on its way: src asks again
@@ -341,7 +345,7 @@ static void *watchdog_thread(void *arg) {
         const double t = now_s();
         const int timed_out = c->timeout_s > 0 && t - since > c->timeout_s;
         const int stop = !timed_out && c->stop_flag && *c->stop_flag && t - since > 0.1 && since != stop_checked;
-        if (!timed_out && !stop) continue;
+        if ((!timed_out && !stop) || x->noticed) continue;   // noticed: the reporting rank takes the job down
         if (stop) stop_checked = since;
         pthread_mutex_unlock(&x->mu);
         check_collective(c, what, since, host, bucket, stop);   // returns only after a stop with every rank there
