@@ -287,6 +287,16 @@ static int write_summary(const App *app, const char *dir, const RunSummary *s) {
     return s->exit_status == EXIT_OK || s->exit_status == RUN_SUMMARY_RUNNING ? EXIT_RUNTIME : s->exit_status;
 }
 
+// Comm.on_abort while a job trains: the job is taken down (a collective timeout, a killed rank,
+// an error on some rank), and rank 0 writes summary.json with the exit code before it goes.
+typedef struct { const App *app; RunSummary s; } AbortSummary;
+static void summary_on_abort(void *ctx, int code) {
+    AbortSummary *a = ctx;
+    char err[ERRLEN];
+    a->s.exit_status = code;
+    if (a->app->comm->rank == 0) run_dir_write_summary(a->s.output_dir, &a->s, err, sizeof err);
+}
+
 // Rank 0, the directory locked: the snapshot's own lock; a fresh start (no snapshot to resume)
 // moves an earlier run's results aside; then summary.json saying "running" (replacing an
 // earlier run's at once, so that a job killed from here on never leaves an old result behind),
@@ -320,7 +330,11 @@ static int train_in(const App *app, Config *cfg, const char *dir, bool chdir_job
     TrainResult res = {.final_train_loss = NAN, .test_loss = NAN, .tokens_per_s = NAN, .wall_s = NAN};
     bool plot_warned = false;   // a missing plot library is said once a run
     const TrainerHook hook = {.after_eval = report_loss_svg_hook, .ctx = &plot_warned, .started = started};
+    AbortSummary aborted = {app, {.snapshot_path = snapshot, .output_dir = dir, .cwd = chdir_job ? dir : app->cwd}};
+    app->comm->on_abort = summary_on_abort;
+    app->comm->on_abort_ctx = &aborted;
     int rc = trainer_run_in(cfg, app->comm, dir, &hook, &res);
+    app->comm->on_abort = NULL;
     char job_cwd[PATH_MAX];
     if (!getcwd(job_cwd, sizeof job_cwd)) snprintf(job_cwd, sizeof job_cwd, "%s", chdir_job ? dir : app->cwd);
     if (chdir_job && chdir(app->cwd) != 0) log_error("mingpt: error: cannot return to '%s'\n", app->cwd);

@@ -32,6 +32,7 @@ static int single_allreduce_wait(Comm *c) { return 0; }
 static void single_backward_done(Comm *c) {}
 static void single_abort(Comm *c, int code, const char *msg) {
     if (msg) fprintf(stderr, "%s\n", msg);
+    comm_notify_abort(c, code);
     exit(code);
 }
 static void single_destroy(Comm *c) { free(c); }

@@ -18,6 +18,7 @@
 #ifndef MINGPT_COMM_H
 #define MINGPT_COMM_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -44,6 +45,21 @@ struct Comm {
     CommStats stats;
     char err[512];            // the last error, naming the rank and the collective
     void *ctx;
+    // Published by the trainer (comm_publish_iter): the iteration this rank is working on, which
+    // a collective timeout reports for the ranks that did not arrive (0: not training).
+    long iter;
+    // Optional (NULL: none): called on this rank with the exit code just before the job is taken
+    // down (abort, or the "mpi" communicator's watchdog), from whichever thread does it; the run's
+    // owner records the failure there (rank 0 writes summary.json). The "mpi" watchdog also calls
+    // it on rank 0 when another rank reports a timeout. At most once per process.
+    void (*on_abort)(void *ctx, int code);
+    void *on_abort_ctx;
+    // Optional (NULL: none): the trainer's stop-signal flag (SIGINT/SIGTERM received). The "mpi"
+    // watchdog reads it: a stop signal while this rank waits in a collective for a rank that does
+    // not answer (killed: mpirun then sends SIGTERM to the others) aborts at once with exit 1,
+    // through on_abort, before mpirun's SIGKILL.
+    const volatile sig_atomic_t *stop_flag;
+    int abort_notified;       // comm_notify_abort has run
 
     // In place over n doubles of host memory, blocking.
     int (*allreduce_host)(Comm *c, double *x, int n, CommOp op);
@@ -87,6 +103,17 @@ Comm *comm_mpi_open(int *argc, char ***argv, char *err, size_t errlen);
 // library was compiled with (its comm_mpi_version; loading it starts nothing, MPI_Init is not
 // called), or "MPI: not built\n" / "MPI: library not found: <path>\n".
 void comm_mpi_describe_build(char *buf, size_t len);
+
+// Sets c->iter (atomically: the watchdog thread reads it). Inline: build/libmingpt_mpi.so
+// cannot call into the executable.
+static inline void comm_publish_iter(Comm *c, long iter) { __atomic_store_n(&c->iter, iter, __ATOMIC_RELAXED); }
+
+// Calls c->on_abort(c->on_abort_ctx, code) the first time it is called for c (the watchdog and
+// the main thread may both get there); later calls do nothing.
+static inline void comm_notify_abort(Comm *c, int code) {
+    if (__atomic_exchange_n(&c->abort_notified, 1, __ATOMIC_ACQ_REL)) return;
+    if (c->on_abort) c->on_abort(c->on_abort_ctx, code);
+}
 
 void comm_stats_reset(Comm *c);
 // Adds every count and time of s to sum (statistics over several steps).

@@ -15,7 +15,11 @@
 // those calls. `make bench-ddp` measures both; the thread is the default.
 //
 // Hangs: a watchdog thread aborts the whole job (MPI_Abort) when a collective has been in
-// flight for longer than Comm.timeout_s, naming the rank and the collective.
+// flight for longer than Comm.timeout_s, naming the rank, the collective and the ranks that did
+// not arrive (it asks every rank's watchdog over a side channel, with a deadline); and when a
+// stop signal comes while a collective waits for a rank that does not answer (mpirun sends
+// SIGTERM to the others when a rank is killed). Before MPI_Abort, rank 0 records the abort
+// through Comm.on_abort (summary.json), also when another rank's watchdog tells it to.
 #include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -51,6 +55,13 @@ typedef struct {
     MPI_Request req[QCAP];           // MODE_TEST: requests started / completed, in order
     double req_t0[QCAP];
     long n_req, n_req_done;
+    long n_host;                     // host collectives entered since the start
+    MPI_Comm side;                   // the watchdogs' side channel (requests and answers)
+    long req_in[2];                  // the request being received
+    MPI_Request req_in_req;
+    long *answer;                    // [world][NSTATE]: the last answer sent to each rank
+    MPI_Request *answer_req;         // [world]
+    int noticed;                     // another rank's watchdog said it aborts the job (watchdog thread only)
 } MpiCtx;
 
 static void set_err(Comm *c, const char *fmt, ...) {
@@ -108,30 +119,237 @@ static void *comm_thread(void *arg) {
     return NULL;
 }
 
-// Aborts the job when a collective has been in flight for longer than timeout_s.
+// ============================================================================
+// The side channel: which ranks did not arrive
+// ============================================================================
+// Each rank's watchdog thread keeps a receive posted on its own duplicate of MPI_COMM_WORLD and
+// answers every request with this rank's state; a rank whose collective times out asks the
+// others (non-blocking, with a deadline: a killed or stopped rank cannot make it hang) and
+// names those that have not entered the collective it waits in. Requests are two longs
+// {kind, code}; answers are NSTATE longs (my_state).
+enum { TAG_REQ = 1, TAG_ANSWER = 2 };
+enum { REQ_QUERY = 0, REQ_NOTICE = 1 };   // notice: the job aborts with `code` (told to rank 0)
+enum { S_ITER, S_HOST, S_IN_HOST, S_BUCKETS, NSTATE };
+
+// This rank's state for an answer; the caller holds x->mu.
+static void my_state(Comm *c, long *s) {
+    MpiCtx *x = c->ctx;
+    s[S_ITER] = __atomic_load_n(&c->iter, __ATOMIC_RELAXED);
+    s[S_HOST] = x->n_host;
+    s[S_IN_HOST] = x->host_since > 0;
+    s[S_BUCKETS] = x->mode == MODE_TEST ? x->n_req : x->started;
+}
+
+static void post_request_receive(MpiCtx *x) {
+    if (MPI_Irecv(x->req_in, 2, MPI_LONG, MPI_ANY_SOURCE, TAG_REQ, x->side, &x->req_in_req) != MPI_SUCCESS)
+        x->req_in_req = MPI_REQUEST_NULL;
+}
+
+// Takes mu within 0.1 s, or returns 0: a thread that holds it longer hangs, and the watchdog
+// must answer anyway.
+static int lock_briefly(pthread_mutex_t *mu) {
+    for (int i = 0; i < 50; i++) {
+        if (pthread_mutex_trylock(mu) == 0) return 1;
+        nanosleep(&(struct timespec){0, 2000000L}, NULL);
+    }
+    return 0;
+}
+
+// Answers the requests that have arrived (watchdog thread, x->mu not held). A notice makes
+// this rank record the abort (comm_notify_abort: rank 0 writes summary.json) before answering.
+static void serve_requests(Comm *c) {
+    MpiCtx *x = c->ctx;
+    for (;;) {
+        int done = 0;
+        MPI_Status st;
+        if (x->req_in_req == MPI_REQUEST_NULL || MPI_Test(&x->req_in_req, &done, &st) != MPI_SUCCESS || !done) return;
+        const int src = st.MPI_SOURCE;
+        if (x->req_in[0] == REQ_NOTICE) {   // another rank aborts the job and has said why
+            x->noticed = 1;
+            comm_notify_abort(c, (int)x->req_in[1]);
+        }
+        int free_slot = 1;
+        if (x->answer_req[src] != MPI_REQUEST_NULL) MPI_Test(&x->answer_req[src], &free_slot, MPI_STATUS_IGNORE);
+        if (free_slot) {   // else the previous answer to src is still on its way: src asks again
+            long *a = &x->answer[(size_t)src * NSTATE];
+            if (lock_briefly(&x->mu)) {
+                my_state(c, a);
+                pthread_mutex_unlock(&x->mu);
+            } else {   // the main thread hangs holding the lock: the iteration alone (not in a collective)
+                a[S_ITER] = __atomic_load_n(&c->iter, __ATOMIC_RELAXED);
+                a[S_HOST] = a[S_BUCKETS] = -1;
+                a[S_IN_HOST] = 0;
+            }
+            MPI_Isend(&x->answer[(size_t)src * NSTATE], NSTATE, MPI_LONG, src, TAG_ANSWER, x->side, &x->answer_req[src]);
+        }
+        post_request_receive(x);
+    }
+}
+
+// Sends request {kind, code} to rank `only` (or to every other rank when -1) and waits up to
+// wait_s for the answers, serving the others' requests meanwhile (they may be asking this rank
+// at the same time). st gets the answers (NSTATE longs per rank), answered[r] whether rank r
+// answered. Requests left unanswered are freed (their buffers stay allocated: the job aborts).
+static void ask_ranks(Comm *c, long kind, long code, int only, double wait_s, long *st, char *answered) {
+    MpiCtx *x = c->ctx;
+    const int W = c->world_size;
+    MPI_Request *rq = malloc(2 * (size_t)W * sizeof *rq);
+    long *out = malloc(2 * (size_t)W * sizeof *out);
+    if (!rq || !out) { free(rq); free(out); return; }
+    int pending = 0;
+    for (int r = 0; r < W; r++) {
+        rq[2 * r] = rq[2 * r + 1] = MPI_REQUEST_NULL;
+        answered[r] = 0;
+        if (r == c->rank || (only >= 0 && r != only)) continue;
+        out[2 * r] = kind;
+        out[2 * r + 1] = code;
+        if (MPI_Irecv(&st[(size_t)r * NSTATE], NSTATE, MPI_LONG, r, TAG_ANSWER, x->side, &rq[2 * r + 1]) != MPI_SUCCESS ||
+            MPI_Isend(&out[2 * r], 2, MPI_LONG, r, TAG_REQ, x->side, &rq[2 * r]) != MPI_SUCCESS)
+            continue;
+        pending++;
+    }
+    const double deadline = now_s() + wait_s;
+    while (pending > 0 && now_s() < deadline) {
+        serve_requests(c);
+        for (int r = 0; r < W; r++) {
+            int done = 0;
+            if (rq[2 * r + 1] == MPI_REQUEST_NULL) continue;
+            if (MPI_Test(&rq[2 * r + 1], &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) { answered[r] = 1; pending--; }
+        }
+        nanosleep(&(struct timespec){0, 2000000L}, NULL);
+    }
+    for (int r = 0; r < 2 * W; r++)
+        if (rq[r] != MPI_REQUEST_NULL) {
+            if (r % 2) MPI_Cancel(&rq[r]);
+            MPI_Request_free(&rq[r]);
+        }
+    free(rq);
+    if (pending == 0) free(out);   // else a send may still read it
+}
+
+// "rank 1 did not arrive (no answer ...); rank 3 did not arrive (it is at iteration 12, ...)": the ranks that
+// have not entered the collective this rank waits in (host: its mine[S_HOST]-th host
+// collective; else gradient bucket number `bucket`). Returns how many.
+static int not_arrived(const Comm *c, const long *st, const char *answered, const long *mine, int host, long bucket,
+                       double wait_s, char *buf, size_t len) {
+    int n = 0;
+    size_t k = 0;
+    buf[0] = 0;
+    for (int r = 0; r < c->world_size && k < len; r++) {
+        if (r == c->rank) continue;
+        const long *s = &st[(size_t)r * NSTATE];
+        int w;
+        if (!answered[r])
+            w = snprintf(buf + k, len - k, "%srank %d did not arrive (no answer within %.1f s: killed, stopped or "
+                         "unreachable)", n ? "; " : "", r, wait_s);
+        else if (host ? !(s[S_IN_HOST] && s[S_HOST] == mine[S_HOST]) : s[S_BUCKETS] <= bucket)
+            w = snprintf(buf + k, len - k, "%srank %d did not arrive (it is at iteration %ld, not in this collective)",
+                         n ? "; " : "", r, s[S_ITER]);
+        else
+            continue;
+        n++;
+        k += w > 0 ? (size_t)w : 0;
+    }
+    return n;
+}
+
+// Prints msg, has rank 0 record the abort (this rank itself, or a notice to rank 0's watchdog,
+// answered within 2 s when it runs), then takes the job down.
+static void abort_from_watchdog(Comm *c, const char *msg, int rank0_answers) {
+    fprintf(stderr, "%s\n", msg);
+    fflush(stderr);
+    long *st = rank0_answers ? calloc((size_t)c->world_size * NSTATE, sizeof *st) : NULL;
+    char *answered = st ? calloc((size_t)c->world_size, 1) : NULL;
+    if (c->rank != 0 && answered) ask_ranks(c, REQ_NOTICE, 1, 0, 2.0, st, answered);
+    comm_notify_abort(c, 1);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+// What this rank waits in: its name, since when, whether a host collective, and the bucket
+// number for a gradient all-reduce. 0 when nothing is in flight. Caller holds x->mu.
+static int in_flight(MpiCtx *x, const char **what, double *since, int *host, long *bucket) {
+    if (x->host_since > 0) { *what = x->host_what; *since = x->host_since; *host = 1; *bucket = -1; return 1; }
+    if (x->bucket_since > 0) {
+        *what = "the gradient all-reduce";
+        *since = x->bucket_since;
+        *host = 0;
+        *bucket = x->mode == MODE_TEST ? x->n_req_done : x->finished;
+        return 1;
+    }
+    return 0;
+}
+
+// How long a stop check waits for answers: it must be over before mpirun's SIGKILL, which comes
+// odls_base_sigkill_timeout seconds (1 by default) after its SIGTERM; half of that, 0.5 s at
+// least (a busy machine may be slow to schedule a watchdog), 5 at most; 2 s without mpirun.
+static double stop_wait_s(void) {
+    if (!getenv("OMPI_MCA_orte_hnp_uri")) return 2.0;
+    const char *v = getenv("OMPI_MCA_odls_base_sigkill_timeout");
+    const double g = v && *v ? strtod(v, NULL) : 1;
+    return g / 2 < 0.5 ? 0.5 : g / 2 > 5 ? 5 : g / 2;
+}
+
+// A collective older than timeout_s: ask the other ranks, name those that did not arrive, abort.
+// A stop signal (c->stop_flag) while waiting for a rank that does not answer: the same at once.
+static void check_collective(Comm *c, const char *what, double since, int host, long bucket, int stop) {
+    MpiCtx *x = c->ctx;
+    const int W = c->world_size;
+    const double wait_s = stop ? stop_wait_s() : 2.0, waited = now_s() - since;
+    long mine[NSTATE];
+    pthread_mutex_lock(&x->mu);
+    my_state(c, mine);
+    pthread_mutex_unlock(&x->mu);
+    long *st = calloc((size_t)W * NSTATE, sizeof *st);
+    char *answered = calloc((size_t)W, 1);
+    char who[1000] = "", msg[1400];
+    int n = 0;
+    if (st && answered) {
+        ask_ranks(c, REQ_QUERY, 0, -1, wait_s, st, answered);
+        n = not_arrived(c, st, answered, mine, host, bucket, wait_s, who, sizeof who);
+    }
+    int silent = 0;
+    for (int r = 0; st && answered && r < W; r++) silent += r != c->rank && !answered[r];
+    if (stop && silent == 0) { free(st); free(answered); return; }   // every rank is there: a normal stop
+    if (stop)
+        snprintf(msg, sizeof msg, "[rank %d] mingpt: error: a stop signal came while %s was waiting: %s; "
+                 "aborting the job", c->rank, what, who);
+    else
+        snprintf(msg, sizeof msg, "[rank %d] mingpt: error: %s has not completed after %.0f s "
+                 "(trainer_config.collective_timeout_s = %g): %s; aborting the job", c->rank, what, waited,
+                 c->timeout_s, n ? who : "another rank died or hangs");
+    abort_from_watchdog(c, msg, c->rank != 0 && answered && answered[0]);
+}
+
+// Answers the other ranks' requests; aborts the job when a collective has been in flight for
+// longer than timeout_s, or when a stop signal comes while it waits for a rank that is gone.
 static void *watchdog_thread(void *arg) {
     Comm *c = arg;
     MpiCtx *x = c->ctx;
+    double stop_checked = 0;   // the collective (its start time) a stop signal was checked in
     pthread_mutex_lock(&x->mu);
     while (!x->quit) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250000000L;
+        ts.tv_nsec += 50000000L;
         if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
         pthread_cond_timedwait(&x->cv_quit, &x->mu, &ts);
-        if (x->quit || c->timeout_s <= 0) continue;
+        if (x->quit) break;
+        pthread_mutex_unlock(&x->mu);
+        serve_requests(c);
+        pthread_mutex_lock(&x->mu);
+        const char *what;
+        double since;
+        int host;
+        long bucket;
+        if (x->quit || !in_flight(x, &what, &since, &host, &bucket)) continue;
         const double t = now_s();
-        const char *what = NULL;
-        double since = 0;
-        if (x->bucket_since > 0 && t - x->bucket_since > c->timeout_s) { what = "the gradient all-reduce"; since = x->bucket_since; }
-        if (x->host_since > 0 && t - x->host_since > c->timeout_s) { what = x->host_what; since = x->host_since; }
-        if (what) {
-            fprintf(stderr, "[rank %d] mingpt: error: %s has not completed after %.0f s "
-                    "(trainer_config.collective_timeout_s = %g): another rank died or hangs; aborting the job\n",
-                    c->rank, what, t - since, c->timeout_s);
-            fflush(stderr);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
+        const int timed_out = c->timeout_s > 0 && t - since > c->timeout_s;
+        const int stop = !timed_out && c->stop_flag && *c->stop_flag && t - since > 0.1 && since != stop_checked;
+        if ((!timed_out && !stop) || x->noticed) continue;   // noticed: the reporting rank takes the job down
+        if (stop) stop_checked = since;
+        pthread_mutex_unlock(&x->mu);
+        check_collective(c, what, since, host, bucket, stop);   // returns only after a stop with every rank there
+        pthread_mutex_lock(&x->mu);
     }
     pthread_mutex_unlock(&x->mu);
     return NULL;
@@ -144,6 +362,7 @@ static void host_begin(MpiCtx *x, const char *what) {
     pthread_mutex_lock(&x->mu);
     x->host_since = now_s();
     x->host_what = what;
+    x->n_host++;
     pthread_mutex_unlock(&x->mu);
 }
 static void host_end(MpiCtx *x) {
@@ -288,6 +507,7 @@ static void mpi_abort(Comm *c, int code, const char *msg) {
     else if (msg) fprintf(stderr, "[rank %d] %s\n", c->rank, msg);
     fflush(stdout);
     fflush(stderr);
+    comm_notify_abort(c, code);
     MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);   // not reached
 }
@@ -301,8 +521,17 @@ static void mpi_destroy(Comm *c) {
     pthread_mutex_unlock(&x->mu);
     pthread_join(x->thread, NULL);
     pthread_join(x->watchdog, NULL);
+    if (x->req_in_req != MPI_REQUEST_NULL) {
+        MPI_Cancel(&x->req_in_req);
+        MPI_Wait(&x->req_in_req, MPI_STATUS_IGNORE);
+    }
+    for (int r = 0; r < c->world_size; r++)
+        if (x->answer_req[r] != MPI_REQUEST_NULL) MPI_Request_free(&x->answer_req[r]);
+    MPI_Comm_free(&x->side);
     MPI_Comm_free(&x->grad);
     MPI_Comm_free(&x->world);
+    free(x->answer);
+    free(x->answer_req);
     MPI_Finalize();
     free(x);
     free(c);
@@ -360,6 +589,13 @@ Comm *comm_mpi_create(int *argc, char ***argv, char *err, size_t errlen) {
     MPI_Comm_free(&node);
     MPI_Comm_dup(MPI_COMM_WORLD, &x->world);
     MPI_Comm_dup(MPI_COMM_WORLD, &x->grad);
+    MPI_Comm_dup(MPI_COMM_WORLD, &x->side);
+    MPI_Comm_set_errhandler(x->side, MPI_ERRORS_RETURN);
+    x->answer = calloc((size_t)size * NSTATE, sizeof *x->answer);
+    x->answer_req = malloc((size_t)size * sizeof *x->answer_req);
+    if (!x->answer || !x->answer_req) { snprintf(err, errlen, "[rank %d] out of memory", rank); MPI_Abort(MPI_COMM_WORLD, 1); }
+    for (int r = 0; r < size; r++) x->answer_req[r] = MPI_REQUEST_NULL;
+    post_request_receive(x);
     MPI_Comm_set_errhandler(x->world, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(x->grad, MPI_ERRORS_RETURN);
     pthread_mutex_init(&x->mu, NULL);

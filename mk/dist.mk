@@ -19,7 +19,8 @@ mingpt: | $(MPI_SO)
 # ---------------------------------------------------------------- tests
 # tests/ddp_check.c drives train_step under mpirun (it loads build/libmingpt_mpi.so like
 # ./mingpt does); tests/test_ddp.sh compares runs on 1, 2 and 3 ranks and the real binary's
-# resume, stop and failure behaviour.
+# resume, stop and failure behaviour; tests/ddp/test_ddp_faults.sh what a failing job says and
+# leaves in summary.json (collective timeouts, a killed rank) and the mpirun kill-grace warning.
 DDP_CHECK := $(B)/tests/ddp_check
 $(DDP_CHECK): tests/ddp_check.c $(B)/libmingpt.a
 	@mkdir -p $(dir $@)
@@ -33,3 +34,4 @@ EXTRA_BUILD += $(DDP_CHECK) $(MPI_SO)
 EXTRA_TESTS += ddp-test
 ddp-test: mingpt $(DDP_CHECK) $(MPI_SO) data $(EMU_SO)
 	@bash tests/ddp/test_ddp.sh
+	@bash tests/ddp/test_ddp_faults.sh

@@ -58,6 +58,7 @@
 #include "checkpoint/retention.h"
 #include "checkpoint/snapshot.h"
 #include "checkpoint/state_dict.h"
+#include "trainer/kill_grace.h"
 #include "trainer/signal_thread.h"
 #include "trainer/train_step.h"
 
@@ -128,6 +129,12 @@ typedef struct {
     StatusLine status;
     ProgressClock clock;     // the time estimates
     double t_start;          // monotonic seconds when this process started the run
+    // mpirun's SIGTERM-to-SIGKILL grace against one iteration plus a save (trainer/kill_grace.h)
+    double grace_s;          // -1: not under mpirun, or not rank 0 of several
+    bool grace_warned;
+    double iter_s_sum;       // iterations of this run after the first: their time, their count
+    long iter_s_n;
+    double save_s;           // the last stable snapshot write on rank 0 (-1: none yet)
     double time_before;      // training wall seconds of earlier processes of this run (metrics.jsonl)
     double tokens_total;     // training tokens of all ranks since iteration 0
     long total_iters;        // the iteration this run ends at
@@ -319,7 +326,9 @@ static int save_snapshot(Trainer *t, SaveKind kind) {
             };
             snprintf(s.precision, sizeof s.precision, "%s", amp_dtype_name(t->dtype));
             g_saving = 1;
+            const double t_save = now_s();
             rc = snapshot_save_cancellable(path, &s, &g_cancel_save, err, sizeof err);
+            if (rc == SAVE_OK && kind != SAVE_BEST) t->save_s = now_s() - t_save;
             g_saving = 0;
             char why[ERRLEN];
             if (rc == SAVE_OK && kind != SAVE_BEST &&
@@ -739,6 +748,7 @@ static int run_batch(Trainer *t, long first, int n, StepResult *res) {
     const OptimizerConfig *oc = &t->cfg->optim;
     const TrainerConfig *tc = &t->cfg->trainer;
     const double t0 = now_s();
+    comm_publish_iter(t->comm, t->pr.iter_num + 1);
     chardataset_rows(&t->ds, t->split.train, t->order, first, n, t->x, t->y);
     int n_micro = 0;
     for (int done = 0; done < n; done += t->B, n_micro++)
@@ -791,6 +801,7 @@ static int run_batch(Trainer *t, long first, int n, StepResult *res) {
     t->since_log.tokens += (double)res->tokens;
     t->since_log.iters++;
     t->train_time += now_s() - t0;
+    if (t->r.iters_this_run > 1) { t->iter_s_sum += now_s() - t0; t->iter_s_n++; }
     return GO_ON;
 }
 
@@ -850,6 +861,21 @@ static int maybe_save(Trainer *t, const StepResult *res) {
     return GO_ON;
 }
 
+// Rank 0 under mpirun, once two iterations after the first are timed: warns once when one
+// iteration plus one save (timed, or estimated from the snapshot's size) exceeds mpirun's grace.
+static void check_kill_grace(Trainer *t) {
+    if (t->grace_s < 0 || t->grace_warned || t->iter_s_n < 2) return;
+    const double bytes = 3.0 * (double)t->model.num_params * sizeof(float);
+    const bool measured = t->save_s >= 0;
+    char msg[1024];
+    if (!kill_grace_warning(t->grace_s, t->iter_s_sum / (double)t->iter_s_n,
+                            measured ? t->save_s : bytes / KILL_GRACE_WRITE_BPS, measured, bytes,
+                            t->cfg->trainer.save_every_iters, msg, sizeof msg))
+        return;
+    log_error("%s\n", msg);
+    t->grace_warned = true;
+}
+
 // This rank's share of the rest of the epoch, one iteration at a time, as llm.c's loop: the
 // step, its log, then evaluation and snapshots when due. Returns GO_ON or the exit code to stop with.
 static int run_epoch(Trainer *t, long epoch) {
@@ -865,6 +891,7 @@ static int run_epoch(Trainer *t, long epoch) {
         int rc = run_batch(t, first, (int)(n_order - first < rows_per_iter ? n_order - first : rows_per_iter), &res);
         if (rc != GO_ON) return rc;
         log_step(t, epoch, epoch_end, &res);
+        check_kill_grace(t);
         if ((rc = maybe_evaluate(t, epoch)) != GO_ON || (rc = maybe_save(t, &res)) != GO_ON) return rc;
     }
     return GO_ON;
@@ -953,7 +980,8 @@ int trainer_run(const Config *cfg, Comm *comm, TrainResult *res) { return traine
 
 int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const TrainerHook *hook, TrainResult *res) {
     Trainer t = { .cfg = cfg, .comm = comm, .rank = comm->rank, .world = comm->world_size, .saved_iter = -1,
-                  .run_dir = comm->rank == 0 ? run_dir : NULL, .hook = hook };
+                  .run_dir = comm->rank == 0 ? run_dir : NULL, .hook = hook, .save_s = -1,
+                  .grace_s = comm->rank == 0 && comm->world_size > 1 ? kill_grace_mpirun() : -1 };
     t.r = (TrainResult){ NAN, NAN, 0, 0, 0, 0, 0, 0, 0 };
     const double t_start = now_s();
     t.t_start = t_start;
@@ -984,7 +1012,10 @@ int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const Tra
         signal(SIGINT, on_signal);
         signal(SIGTERM, on_signal);
         g_stop_signal = 0;
+        comm->stop_flag = &g_stop_signal;   // the watchdog: a stop while waiting for a killed rank
         rc = train(&t);
+        comm->stop_flag = NULL;
+        comm_publish_iter(comm, 0);
         status_end(&t.status);
         metrics_close(&t.metrics);
         signal(SIGINT, SIG_DFL);
