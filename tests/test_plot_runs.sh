@@ -233,7 +233,12 @@ echo "-- bounded memory: millions of lines, thousands of runs"
 # holding the file (or its points) would exceed
 G=$WORK/big && mkdir -p $G
 awk 'BEGIN{for(i=1;i<=2500000;i++){printf "{\"iter\": %d, \"loss\": %.4f, \"tokens\": %d}\n", i, 4/(1+i/100000)+(i%997)/5000, i*64; if(i%1000==0) printf "{\"iter\": %d, \"test_loss\": %.4f}\n", i, 4.2/(1+i/100000)}}' > $G/metrics.jsonl
-rss() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
+# rss CMD...: CMD's peak RSS in kB (getrusage of the child; no /usr/bin/time on a fresh machine)
+rss() {
+  $PY -c 'import resource, subprocess, sys
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' "$@"
+}
 small=$(rss $MINGPT plot $T --out $WORK/rss_small.svg)
 large=$(rss $MINGPT plot $G --log --out $WORK/big.svg)
 check=$($PY - "$WORK/big.svg" <<'EOF' 2>&1
@@ -254,7 +259,7 @@ EOF
 # there only the decimation is checked)
 SANITIZED=$(ldd $MINGPT | grep -q libasan && echo 1)
 [ -n "$SANITIZED" ] && small=0 large=0
-[ -n "$small" ] && [ -n "$large" ] && [ "$large" -lt $((small + 32768)) ] && [ "$check" = ok ] \
+[[ $small =~ ^[0-9]+$ && $large =~ ^[0-9]+$ ]] && [ "$large" -lt $((small + 32768)) ] && [ "$check" = ok ] \
   && ok "plot: 2.5M lines in bounded memory (peak RSS ${large} kB, a 2-line run ${small} kB), decimated to <= 4098 points" \
   || bad "plot: 2.5M lines (RSS $large kB vs $small kB)" "$check"
 # the address-space cap: the least (to 8 MiB) under which the small plot draws, plus 96 MiB; the
