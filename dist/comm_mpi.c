@@ -31,7 +31,9 @@
 
 #define QCAP 4096   // buckets in flight at once (a step has at most one per tensor)
 
-typedef struct { float *buf; size_t n; } Bucket;
+// A queued gradient collective: an in-place all-reduce of n floats at buf, or (counts != NULL)
+// a reduce-scatter of the n floats at send into buf, counts[q] floats for rank q.
+typedef struct { float *buf; size_t n; const float *send; const int *counts; } Bucket;
 
 enum { MODE_THREAD = 0, MODE_TEST = 1 };
 
@@ -51,6 +53,7 @@ typedef struct {
     MPI_Request req[QCAP];           // MODE_TEST: requests started / completed, in order
     double req_t0[QCAP];
     long n_req, n_req_done;
+    int *rs_counts;                  // (QCAP x world) reduce-scatter counts of the queued buckets, or NULL
 } MpiCtx;
 
 static void set_err(Comm *c, const char *fmt, ...) {
@@ -90,15 +93,16 @@ static void *comm_thread(void *arg) {
         const double t0 = now_s();
         x->bucket_since = t0;
         pthread_mutex_unlock(&x->mu);
-        int rc = allreduce_floats(x->grad, b.buf, b.n);
+        int rc = b.counts ? MPI_Reduce_scatter(b.send, b.buf, b.counts, MPI_FLOAT, MPI_SUM, x->grad)
+                          : allreduce_floats(x->grad, b.buf, b.n);
         const double t1 = now_s();
         pthread_mutex_lock(&x->mu);
         x->bucket_since = 0;
         c->stats.t_busy += t1 - t0;
         if (rc != MPI_SUCCESS && !x->failed) {
             char s[MPI_MAX_ERROR_STRING];
-            set_err(c, "MPI_Allreduce of gradient bucket %ld (%zu floats) failed: %s", x->finished, b.n,
-                    mpi_errstr(rc, s));
+            set_err(c, "%s of gradient bucket %ld (%zu floats) failed: %s",
+                    b.counts ? "MPI_Reduce_scatter" : "MPI_Allreduce", x->finished, b.n, mpi_errstr(rc, s));
             x->failed = 1;
         }
         x->finished++;
@@ -123,7 +127,10 @@ static void *watchdog_thread(void *arg) {
         const double t = now_s();
         const char *what = NULL;
         double since = 0;
-        if (x->bucket_since > 0 && t - x->bucket_since > c->timeout_s) { what = "the gradient all-reduce"; since = x->bucket_since; }
+        if (x->bucket_since > 0 && t - x->bucket_since > c->timeout_s) {
+            what = x->rs_counts ? "the gradient all-reduce or reduce-scatter" : "the gradient all-reduce";
+            since = x->bucket_since;
+        }
         if (x->host_since > 0 && t - x->host_since > c->timeout_s) { what = x->host_what; since = x->host_since; }
         if (what) {
             fprintf(stderr, "[rank %d] mingpt: error: %s has not completed after %.0f s "
@@ -216,6 +223,27 @@ static int test_start(Comm *c, float *buf, size_t n) {
     return 0;
 }
 
+static int test_reduce_scatter_start(Comm *c, const float *send, float *recv, const int *counts, size_t n) {
+    MpiCtx *x = c->ctx;
+    if (x->n_req - x->n_req_done >= QCAP) {   // full: finish the oldest
+        MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
+        test_completed(c, x, now_s());
+    }
+    const long i = x->n_req % QCAP;
+    x->req_t0[i] = now_s();
+    int rc = MPI_Ireduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, x->grad, &x->req[i]);
+    if (rc != MPI_SUCCESS) {
+        char s[MPI_MAX_ERROR_STRING];
+        set_err(c, "MPI_Ireduce_scatter of gradient bucket %ld (%zu floats) failed: %s", x->n_req, n, mpi_errstr(rc, s));
+        return 1;
+    }
+    pthread_mutex_lock(&x->mu);
+    if (x->n_req == x->n_req_done) x->bucket_since = x->req_t0[i];
+    x->n_req++;
+    pthread_mutex_unlock(&x->mu);
+    return 0;
+}
+
 static void mpi_progress(Comm *c) {
     MpiCtx *x = c->ctx;
     while (x->n_req_done < x->n_req) {
@@ -253,7 +281,7 @@ static int mpi_allreduce_start(Comm *c, float *buf, size_t n) {
     }
     pthread_mutex_lock(&x->mu);
     while (x->started - x->finished >= QCAP) pthread_cond_wait(&x->cv_done, &x->mu);
-    x->q[x->started % QCAP] = (Bucket){ buf, n };
+    x->q[x->started % QCAP] = (Bucket){ buf, n, NULL, NULL };
     x->started++;
     c->stats.n_buckets++;
     c->stats.n_started_early += !x->backward_done;
@@ -261,6 +289,105 @@ static int mpi_allreduce_start(Comm *c, float *buf, size_t n) {
     pthread_cond_signal(&x->cv_work);
     pthread_mutex_unlock(&x->mu);
     return 0;
+}
+
+// The queue slot the next bucket takes (both modes: at most QCAP in flight).
+static long next_slot(MpiCtx *x) { return (x->mode == MODE_TEST ? x->n_req : x->started) % QCAP; }
+
+static int mpi_reduce_scatter_start(Comm *c, const float *send, float *recv, const size_t *counts) {
+    MpiCtx *x = c->ctx;
+    const int W = c->world_size;
+    if (!x->rs_counts && !(x->rs_counts = calloc((size_t)QCAP * (size_t)W, sizeof(int)))) {
+        set_err(c, "out of memory for the reduce-scatter counts");
+        return 1;
+    }
+    size_t n = 0;
+    for (int q = 0; q < W; q++) {
+        if (counts[q] > INT_MAX) {
+            set_err(c, "a reduce-scatter of %zu floats to rank %d is larger than MPI's int counts", counts[q], q);
+            return 1;
+        }
+        n += counts[q];
+    }
+    if (x->mode == MODE_TEST) {
+        int *k = x->rs_counts + next_slot(x) * W;
+        if (x->n_req - x->n_req_done >= QCAP) {   // the slot is the oldest request's: finish it first
+            MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
+            test_completed(c, x, now_s());
+        }
+        for (int q = 0; q < W; q++) k[q] = (int)counts[q];
+        c->stats.n_buckets++;
+        c->stats.n_started_early += !x->backward_done;
+        c->stats.bytes += (double)n * sizeof(float);
+        return test_reduce_scatter_start(c, send, recv, k, n);
+    }
+    pthread_mutex_lock(&x->mu);
+    while (x->started - x->finished >= QCAP) pthread_cond_wait(&x->cv_done, &x->mu);
+    int *k = x->rs_counts + next_slot(x) * W;
+    for (int q = 0; q < W; q++) k[q] = (int)counts[q];
+    x->q[x->started % QCAP] = (Bucket){ recv, n, send, k };
+    x->started++;
+    c->stats.n_buckets++;
+    c->stats.n_started_early += !x->backward_done;
+    c->stats.bytes += (double)n * sizeof(float);
+    pthread_cond_signal(&x->cv_work);
+    pthread_mutex_unlock(&x->mu);
+    return 0;
+}
+
+// counts and displacements as MPI's ints, or non-zero after naming what does not fit.
+static int int_layout(Comm *c, const char *what, const size_t *counts, const size_t *displs, int **ic, int **id) {
+    const int W = c->world_size;
+    *ic = malloc(sizeof(int) * (size_t)W);
+    *id = malloc(sizeof(int) * (size_t)W);
+    if (!*ic || !*id) { set_err(c, "out of memory for the %s counts", what); return 1; }
+    for (int q = 0; q < W; q++) {
+        if (counts[q] > INT_MAX || displs[q] > INT_MAX) {
+            set_err(c, "%s: %zu floats at offset %zu for rank %d exceed MPI's int counts", what, counts[q], displs[q], q);
+            return 1;
+        }
+        (*ic)[q] = (int)counts[q];
+        (*id)[q] = (int)displs[q];
+    }
+    return 0;
+}
+
+static int mpi_allgather(Comm *c, float *buf, const size_t *counts, const size_t *displs) {
+    MpiCtx *x = c->ctx;
+    int *ic = NULL, *id = NULL, rc = 1;
+    if (!int_layout(c, "MPI_Allgatherv", counts, displs, &ic, &id)) {
+        host_begin(x, "MPI_Allgatherv (the updated parameter shards)");
+        const double t0 = now_s();
+        rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, ic, id, MPI_FLOAT, x->world);
+        c->stats.t_gather += now_s() - t0;
+        host_end(x);
+        if (rc != MPI_SUCCESS) {
+            char s[MPI_MAX_ERROR_STRING];
+            set_err(c, "MPI_Allgatherv of the parameter shards failed: %s", mpi_errstr(rc, s));
+            rc = 1;
+        }
+    }
+    free(ic);
+    free(id);
+    return rc;
+}
+
+static int mpi_gather(Comm *c, const float *send, float *recv, const size_t *counts, const size_t *displs, int root) {
+    MpiCtx *x = c->ctx;
+    int *ic = NULL, *id = NULL, rc = 1;
+    if (!int_layout(c, "MPI_Gatherv", counts, displs, &ic, &id)) {
+        host_begin(x, "MPI_Gatherv (optimizer state shards)");
+        rc = MPI_Gatherv(send, ic[c->rank], MPI_FLOAT, recv, ic, id, MPI_FLOAT, root, x->world);
+        host_end(x);
+        if (rc != MPI_SUCCESS) {
+            char s[MPI_MAX_ERROR_STRING];
+            set_err(c, "MPI_Gatherv of %zu floats to rank %d failed: %s", counts[c->rank], root, mpi_errstr(rc, s));
+            rc = 1;
+        }
+    }
+    free(ic);
+    free(id);
+    return rc;
 }
 
 static void mpi_backward_done(Comm *c) {
@@ -304,6 +431,7 @@ static void mpi_destroy(Comm *c) {
     MPI_Comm_free(&x->grad);
     MPI_Comm_free(&x->world);
     MPI_Finalize();
+    free(x->rs_counts);
     free(x);
     free(c);
 }
@@ -371,6 +499,7 @@ Comm *comm_mpi_create(int *argc, char ***argv, char *err, size_t errlen) {
         .timeout_s = 300, .ctx = x,
         .allreduce_host = mpi_allreduce_host, .bcast_host = mpi_bcast_host,
         .allreduce_start = mpi_allreduce_start, .allreduce_wait = mpi_allreduce_wait,
+        .reduce_scatter_start = mpi_reduce_scatter_start, .allgather = mpi_allgather, .gather = mpi_gather,
         .backward_done = mpi_backward_done, .abort = mpi_abort, .destroy = mpi_destroy,
     };
     const char *mode = getenv("MINGPT_MPI_PROGRESS");

@@ -22,8 +22,18 @@ int buckets_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, size_t 
     return 0;
 }
 
+int buckets_shard(Buckets *bk, const ShardPlan *p, float *grad_shard) {
+    free(bk->counts);
+    bk->counts = malloc(sizeof(size_t) * (size_t)p->world);
+    if (!bk->counts) return 1;
+    bk->shards = p;
+    bk->grad_shard = grad_shard;
+    return 0;
+}
+
 void buckets_free(Buckets *bk) {
     free(bk->b);
+    free(bk->counts);
     *bk = (Buckets){0};
 }
 
@@ -32,8 +42,15 @@ void buckets_reset(Buckets *bk) { bk->next = 0; }
 // Starts bucket bk->next; a communicator error aborts the job (the hook cannot return it).
 static void start_next(Buckets *bk) {
     const Bucket *b = &bk->b[bk->next++];
-    if (bk->comm->allreduce_start(bk->comm, bk->grads + b->first, b->n))
-        bk->comm->abort(bk->comm, 1, bk->comm->err);
+    int rc;
+    if (bk->shards) {
+        size_t off;
+        shard_split_range(bk->shards, b->first, b->n, bk->counts, bk->comm->rank, &off);
+        rc = bk->comm->reduce_scatter_start(bk->comm, bk->grads + b->first, bk->grad_shard + off, bk->counts);
+    } else {
+        rc = bk->comm->allreduce_start(bk->comm, bk->grads + b->first, b->n);
+    }
+    if (rc) bk->comm->abort(bk->comm, 1, bk->comm->err);
 }
 
 void buckets_on_grads_ready(void *ctx, size_t first) {

@@ -2,6 +2,23 @@
 #include "trainer/train_step.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+// ZeRO: every rank's updated shard of the parameters to every rank (the same decision was taken
+// everywhere, so all ranks call it or none).
+static int all_gather_params(TrainStep *ts, const ShardPlan *sp) {
+    Comm *gc = ts->buckets->comm;
+    size_t *counts = malloc(2 * sizeof(size_t) * (size_t)sp->world), *displs = counts + sp->world;
+    if (!counts) { snprintf(gc->err, sizeof gc->err, "[rank %d] out of memory for the all-gather", gc->rank); return 1; }
+    for (int q = 0; q < sp->world; q++) {
+        counts[q] = shard_count(sp, q);
+        displs[q] = shard_lo(sp, q);
+    }
+    const int rc = gc->allgather(gc, ts->model->params_memory, counts, displs);
+    free(counts);
+    return rc;
+}
 
 int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, uint64_t seed, uint64_t step,
                int requests, StepResult *out) {
@@ -39,8 +56,13 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
 
     // ---- the job's loss and its stop / save decisions in one collective (identity in one
     // process): a summed flag is > 0 when any rank asked
-    double v[4] = { loss_sum, tokens_rank, requests & STEP_STOP ? 1.0 : 0.0, requests & STEP_SAVE ? 1.0 : 0.0 };
-    if (comm->allreduce_host(comm, v, 4, COMM_SUM)) return 1;
+    // (ZeRO: and the sum of squares of every shard's reduced gradients, the global norm's square)
+    const ShardPlan *sp = ts->buckets ? ts->shards : NULL;
+    const size_t lo = sp ? shard_lo(sp, r) : 0, n_mine = sp ? shard_count(sp, r) : m->num_params;
+    float *grads = sp ? ts->grad_shard : m->grads_memory;
+    double v[5] = { loss_sum, tokens_rank, requests & STEP_STOP ? 1.0 : 0.0, requests & STEP_SAVE ? 1.0 : 0.0,
+                    sp ? m->be->sum_squares(m->be, grads, n_mine) : 0.0 };
+    if (comm->allreduce_host(comm, v, sp ? 5 : 4, COMM_SUM)) return 1;
     out->loss = v[1] > 0 ? v[0] / v[1] : NAN;
     out->tokens = (long)v[1];
     out->stop = v[2] > 0;
@@ -48,8 +70,8 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
 
     // ---- unscale, overflow check, clip, AdamW (identical on every rank: same gradients)
     out->norm = 0.0;
-    out->applied = loss_scaler_unscale_clip(ts->scaler, m->be, m->grads_memory, m->num_params, ts->grad_clip,
-                                            &out->norm);
+    out->applied = sp ? loss_scaler_unscale_clip_ssq(ts->scaler, m->be, grads, n_mine, v[4], ts->grad_clip, &out->norm)
+                      : loss_scaler_unscale_clip(ts->scaler, m->be, grads, n_mine, ts->grad_clip, &out->norm);
     // A NaN or inf that reaches AdamW poisons the parameters and the moments for good: without
     // a loss scaler (fp32, bf16) nothing else catches it.
     out->nonfinite = !isfinite(out->loss) || (out->applied > 0 && !isfinite(out->norm));
@@ -64,8 +86,9 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
         }
     }
     if (out->applied > 0) {
-        adamw_step(ts->opt, m->params_memory, m->grads_memory, m->tensors, m->n_tensors, ts->lr, ts->beta1,
-                   ts->beta2, ts->eps, ts->weight_decay);
+        adamw_step_range(ts->opt, m->params_memory, grads, m->tensors, m->n_tensors, lo, lo + n_mine, ts->lr,
+                         ts->beta1, ts->beta2, ts->eps, ts->weight_decay);
+        if (sp && all_gather_params(ts, sp)) return 1;
         gpt_params_changed(m);   // the next forward casts the new weights (Backend.cast_weights)
     }
     return 0;

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "dist/comm.h"
+#include "dist/shard.h"
 #include "trainer/loss_scaler.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
@@ -35,6 +36,12 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay;   // this step's AdamW hyper-parameters
     SpikeDetector *spike;   // NULL: no outlier detection; else scores every applicable norm
     double skip_zscore;     // > 0: skip the update when the norm's z-score exceeds this
+    // ZeRO stage 1 (NULL: stage 0): the buckets reduce-scatter into grad_shard (buckets_shard),
+    // the norm is the all-reduce of the shards' sums of squares (in the step's one host
+    // all-reduce), unscale / clip / AdamW touch this rank's shard only (opt holds its moments),
+    // and the updated shards are all-gathered into every rank's parameters.
+    const ShardPlan *shards;
+    float *grad_shard;      // (shards->shard) this rank's reduced gradients
 } TrainStep;
 
 // One micro-batch: rows windows of T tokens, host memory.

@@ -40,6 +40,7 @@
 
 #include "data/char_dataset.h"
 #include "data/sampler.h"
+#include "dist/shard.h"
 #include "kernels/backend.h"
 #include "config/clock.h"
 #include "kernels/fatal.h"
@@ -105,8 +106,11 @@ typedef struct {
     CharDataset ds;
     DataSplit split;
     GPT model;
-    AdamW opt;
+    AdamW opt;               // ZeRO: the moments of this rank's shard only
     Buckets buckets;
+    int zero;                // the ZeRO stage in effect: trainer_config.zero_stage, 0 on one rank
+    ShardPlan shards;        // ZeRO: the shards of the flat parameter buffer (dist/shard.h)
+    float *grad_shard;       // ZeRO: (shards.shard) this rank's reduced gradients
     Progress pr;
     int B, T, A;             // batch_size (per rank, per micro-step), block_size, grad_accum_steps
     DistributedSampler train_sampler;
@@ -262,6 +266,37 @@ static int replicas_identical(Trainer *t, const float *params) {
     return lo == hi;
 }
 
+// ZeRO: the shards' AdamW moments into whole buffers at rank 0 (*m, *v: caller frees; NULL on the
+// other ranks), so that the snapshot holds the ADAM/ADAV records of an unsharded run. A collective.
+// Non-zero (every rank alike) with the message in err when rank 0 is out of memory.
+static int gather_moments(Trainer *t, float **m, float **v, char *err, size_t errlen) {
+    const size_t P = t->model.num_params;
+    const int W = t->world;
+    *m = *v = NULL;
+    size_t *counts = malloc(2 * sizeof(size_t) * (size_t)W);
+    int rc = !counts;
+    if (!rc && t->rank == 0) {
+        *m = malloc(P * sizeof(float));
+        *v = malloc(P * sizeof(float));
+        rc = !*m || !*v;
+    }
+    if (agree(t, rc)) {
+        snprintf(err, errlen, "out of memory while gathering the AdamW moments of the %d shards for a snapshot", W);
+        free(counts);
+        return 1;
+    }
+    size_t *displs = counts + W;
+    for (int q = 0; q < W; q++) {
+        counts[q] = shard_count(&t->shards, q);
+        displs[q] = shard_lo(&t->shards, q);
+    }
+    if (t->comm->gather(t->comm, t->opt.m, *m, counts, displs, 0) ||
+        t->comm->gather(t->comm, t->opt.v, *v, counts, displs, 0))
+        comm_failed(t, t->comm);
+    free(counts);
+    return 0;
+}
+
 // What a save is for: it decides the file and what a failed write does (docs/snapshots.md).
 typedef enum {
     SAVE_PERIODIC,    // save_every, save_every_iters: a failed write warns and the run goes on
@@ -298,10 +333,14 @@ static int save_snapshot(Trainer *t, SaveKind kind) {
         rc = SAVE_FAILED;
         goto out;
     }
+    if (t->zero && gather_moments(t, &tm, &tv, err, sizeof err)) {
+        rc = SAVE_FAILED;
+        goto out;
+    }
     if (t->rank == 0) {
         char *yaml = config_to_yaml(cfg);
-        const float *adam_m = host_view(t->be, t->opt.m, t->model.num_params, &tm);
-        const float *adam_v = host_view(t->be, t->opt.v, t->model.num_params, &tv);
+        const float *adam_m = t->zero ? tm : host_view(t->be, t->opt.m, t->model.num_params, &tm);
+        const float *adam_v = t->zero ? tv : host_view(t->be, t->opt.v, t->model.num_params, &tv);
         const long per_iter = (long)t->B * t->A * t->world;
         if (!yaml || !adam_m || !adam_v) {
             snprintf(err, sizeof err, "out of memory while saving a snapshot");
@@ -554,15 +593,52 @@ static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *
         log_error("mingpt: error: %s\n", err);
         return EXIT_USAGE;
     }
+    GPTMemory unsharded = mem;
+    if (t->zero) {   // per rank: the moments of one shard; the reduced gradients of one shard beside the full buffer
+        const ShardPlan sp = shard_plan(mem.num_params, t->world);
+        mem.adamw = 2 * sp.shard * sizeof(float);
+        mem.grads += sp.shard * sizeof(float);
+        mem.total = mem.total - unsharded.adamw - unsharded.grads + mem.adamw + mem.grads;
+    }
     gpt_memory_describe(&mem, t->be, desc, sizeof desc);
     log_info("Cost: %.2fM parameters, %ld tokens per iteration (batch_size %d x block_size %d x grad_accum_steps %d x "
              "world_size %d), %s\n", mem.num_params / 1e6, (long)t->B * t->T * t->A * t->world, t->B, t->T, t->A,
              t->world, desc);
+    if (t->world > 1)
+        log_info("Memory per rank (zero_stage %d, %d ranks): parameters %zu bytes, gradients %zu bytes, optimizer "
+                 "state %zu bytes (zero_stage 0: %zu, %zu, %zu)\n", t->zero, t->world, mem.params, mem.grads, mem.adamw,
+                 unsharded.params, unsharded.grads, unsharded.adamw);
     log_flush_stdout();
     if (gpt_memory_check(&mem, t->be, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         return EXIT_RUNTIME;
     }
+    return 0;
+}
+
+// The ZeRO stage in effect (t->zero): trainer_config.zero_stage on several ranks, 0 on one (with a
+// note). Sharding needs the communicator's reduce-scatter and all-gather on host memory: the MPI
+// one with the CPU backend. Returns 0, or EXIT_USAGE after saying why.
+static int zero_decide(Trainer *t) {
+    const int stage = t->cfg->trainer.zero_stage;
+    t->zero = 0;
+    if (stage == 0) return 0;
+    if (t->world == 1) {
+        log_info("note: trainer_config.zero_stage=%d on one rank behaves as 0 (there is nothing to shard over)\n", stage);
+        return 0;
+    }
+    if (!t->be->host_memory || t->be->grad_comm_create || !t->comm->reduce_scatter_start || !t->comm->allgather ||
+        !t->comm->gather) {
+        log_error("mingpt: error: trainer_config.zero_stage=%d needs the MPI communicator for now (the %s backend's "
+                  "gradient communicator has no reduce-scatter and all-gather yet): use trainer_config.device=cpu or "
+                  "trainer_config.zero_stage=0\n", stage, t->be->name);
+        return EXIT_USAGE;
+    }
+    if (stage == 2)
+        log_info("note: trainer_config.zero_stage=2 shards the AdamW moments and reduce-scatters each gradient bucket "
+                 "as stage 1 does; the full-size gradient buffer is still allocated on every rank (the model writes its "
+                 "gradients into one flat buffer), so gradient memory is that of stage 1\n");
+    t->zero = stage;
     return 0;
 }
 
@@ -618,7 +694,7 @@ static int setup_model(Trainer *t) {
         .resid_pdrop = (float)cfg->gpt.resid_pdrop, .attn_pdrop = (float)cfg->gpt.attn_pdrop,
     };
     const GPTBuildOptions build = { .activation_checkpointing = tc->activation_checkpointing };
-    if ((rc = check_cost(t, &shape, &build))) { snapshot_free(&snap); return rc; }
+    if ((rc = zero_decide(t)) || (rc = check_cost(t, &shape, &build))) { snapshot_free(&snap); return rc; }
     if (gpt_build_with(&t->model, &shape, t->B, t->T, t->be, &build, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         snapshot_free(&snap);
@@ -628,7 +704,8 @@ static int setup_model(Trainer *t) {
     if (t->model.checkpointing)
         log_info("Activation checkpointing: %.1f MiB of activations (%.1f MiB without)\n",
                  t->model.num_acts * 4.0 / 1048576.0, gpt_count_acts(&shape, t->B, t->T, t->be, NULL) * 4.0 / 1048576.0);
-    if (adamw_init(&t->opt, t->be, t->model.num_params)) {
+    t->shards = shard_plan(t->model.num_params, t->world);
+    if (adamw_init(&t->opt, t->be, t->zero ? t->shards.shard : t->model.num_params)) {
         log_error("mingpt: error: out of memory\n");
         snapshot_free(&snap);
         return EXIT_RUNTIME;
@@ -641,9 +718,11 @@ static int setup_model(Trainer *t) {
             log_info("note: trainer_config.init_from is not used: the run resumes from its snapshot\n");
         if (!rc) {
             gpt_set_params(&t->model, snap.params);
-            if (snap.adam_m && snap.adam_v) {
-                t->be->upload(t->be, t->opt.m, snap.adam_m, t->model.num_params * sizeof(float));
-                t->be->upload(t->be, t->opt.v, snap.adam_v, t->model.num_params * sizeof(float));
+            if (snap.adam_m && snap.adam_v) {   // ZeRO: this rank's slice of the whole moments
+                const size_t lo = t->zero ? shard_lo(&t->shards, t->rank) : 0;
+                const size_t n = t->zero ? shard_count(&t->shards, t->rank) : t->model.num_params;
+                t->be->upload(t->be, t->opt.m, snap.adam_m + lo, n * sizeof(float));
+                t->be->upload(t->be, t->opt.v, snap.adam_v + lo, n * sizeof(float));
                 t->opt.step = snap.adam_step;
             }
             log_info("Resuming training from snapshot at Epoch %ld, iteration %ld\n", epoch_now(&t->pr),
@@ -715,6 +794,16 @@ static int setup_buckets(Trainer *t) {
     log_info("Data parallel: %d ranks (%s), %d gradient bucket%s (cap %g MiB, first %g MiB) over %zu parameters\n",
              t->world, t->grad_comm->name, t->buckets.n, t->buckets.n == 1 ? "" : "s", tc->bucket_cap_mb,
              first_cap / 1048576.0, t->model.num_params);
+    if (t->zero) {
+        t->grad_shard = t->be->alloc(t->be, t->shards.shard * sizeof(float));
+        if (!t->grad_shard || buckets_shard(&t->buckets, &t->shards, t->grad_shard)) {
+            log_error("mingpt: error: out of memory\n");
+            return EXIT_RUNTIME;
+        }
+        log_info("ZeRO stage %d: %d shards of %zu parameters (%zu on this rank); each rank keeps the AdamW moments of "
+                 "its shard, gradients are reduce-scattered and the updated parameters all-gathered\n", t->zero,
+                 t->world, t->shards.shard, shard_count(&t->shards, t->rank));
+    }
     return 0;
 }
 
@@ -750,6 +839,7 @@ static int run_batch(Trainer *t, long first, int n, StepResult *res) {
         .lr = (float)lr_at(oc, t->pr.iter_num), .beta1 = (float)oc->betas[0], .beta2 = (float)oc->betas[1],
         .eps = (float)oc->eps, .weight_decay = (float)oc->weight_decay,
         .spike = tc->skip_spike_zscore > 0 ? &t->spike : NULL, .skip_zscore = tc->skip_spike_zscore,
+        .shards = t->zero ? &t->shards : NULL, .grad_shard = t->grad_shard,
     };
     if (t->grad_comm) comm_stats_reset(t->grad_comm);
     // SIGUSR1s not yet served become one save request (the count only grows in the handler)
@@ -923,6 +1013,7 @@ static void teardown(Trainer *t) {
     free(t->order); free(t->scratch);
     evaluator_free(&t->eval);
     buckets_free(&t->buckets);
+    if (t->grad_shard) t->be->free(t->be, t->grad_shard);
     if (t->grad_comm && t->grad_comm != t->comm) t->grad_comm->destroy(t->grad_comm);
     adamw_free(&t->opt);
     gpt_free(&t->model);
