@@ -1,0 +1,198 @@
+// tests/test_zero.c — sharded data parallelism (ZeRO, trainer_config.zero_stage) without MPI:
+// the shard arithmetic of dist/shard.h (sizes not divisible by the rank count, more ranks than
+// some tensors have elements, 64-byte aligned shard starts, ranges tiling exactly), AdamW over
+// one shard at a time equal bit for bit to AdamW over the whole buffer with the padding of the
+// shard-length moments never touched, and the loss scaler's unscale/clip fed the sum of
+// squares of the shards giving the norm and the gradients of the whole-buffer call.
+// tests/test_zero.sh runs the real thing under mpirun.
+#include "tests/test_util.h"
+
+#include "dist/shard.h"
+#include "trainer/adamw.h"
+#include "trainer/loss_scaler.h"
+
+static Backend *cpu(void) {
+    static Backend *be;
+    if (!be) be = backend_cpu_create(DTYPE_FP32);
+    return be;
+}
+
+static void test_shard_plan_sizes(void **state) {
+    ShardPlan p = shard_plan(100, 3);   // ceil(100/3) = 34 -> 48 (a multiple of 16 floats)
+    assert_int_equal(p.shard, 48);
+    assert_int_equal(shard_lo(&p, 0), 0);
+    assert_int_equal(shard_hi(&p, 0), 48);
+    assert_int_equal(shard_lo(&p, 1), 48);
+    assert_int_equal(shard_count(&p, 1), 48);
+    assert_int_equal(shard_lo(&p, 2), 96);
+    assert_int_equal(shard_count(&p, 2), 4);   // the last shard is mostly padding
+    // more ranks than elements: the first shard holds all, the others nothing
+    p = shard_plan(10, 4);
+    assert_int_equal(p.shard, 16);
+    assert_int_equal(shard_count(&p, 0), 10);
+    for (int q = 1; q < 4; q++) {
+        assert_int_equal(shard_count(&p, q), 0);
+        assert_int_equal(shard_lo(&p, q), 10);
+    }
+    p = shard_plan(0, 2);
+    assert_int_equal(p.shard, 0);
+    assert_int_equal(shard_count(&p, 1), 0);
+    p = shard_plan(64, 1);
+    assert_int_equal(p.shard, 64);
+    assert_int_equal(shard_count(&p, 0), 64);
+}
+
+// For many sizes and rank counts: equal, 16-float multiple shards covering the buffer with less
+// than one shard + 16 floats of padding; every range splits into per-shard counts that tile it.
+static void test_shard_plan_properties(void **state) {
+    static const size_t totals[] = {1, 15, 16, 17, 100, 1000, 4099, 109568, 10800001};
+    for (size_t ti = 0; ti < sizeof totals / sizeof totals[0]; ti++)
+        for (int W = 1; W <= 9; W++) {
+            const size_t total = totals[ti];
+            const ShardPlan p = shard_plan(total, W);
+            assert_int_equal(p.shard % SHARD_ALIGN_FLOATS, 0);
+            assert_true(p.shard * (size_t)W >= total);
+            assert_true(p.shard * (size_t)W < total + (size_t)W * SHARD_ALIGN_FLOATS + p.shard);
+            size_t sum = 0;
+            for (int q = 0; q < W; q++) {
+                assert_int_equal(shard_lo(&p, q), sum);   // contiguous, in rank order
+                assert_true(shard_count(&p, q) <= p.shard);
+                // a shard with elements starts on a 64-byte boundary (of a 64-byte aligned buffer)
+                if (shard_count(&p, q)) assert_int_equal(shard_lo(&p, q) * sizeof(float) % 64, 0);
+                sum += shard_count(&p, q);
+            }
+            assert_int_equal(sum, total);
+            // ranges: a few buckets, including ones inside one shard and ones spanning several
+            const size_t cuts[][2] = {{0, total}, {0, 1}, {total - 1, 1}, {total / 3, total / 2}, {total / 7, 1 + total / 5}};
+            size_t counts[9];
+            for (int c = 0; c < 5; c++) {
+                const size_t first = cuts[c][0], n = cuts[c][1];
+                if (first + n > total) continue;
+                size_t s = 0;
+                for (int me = 0; me < W; me++) {
+                    size_t off = 12345;
+                    shard_split_range(&p, first, n, counts, me, &off);
+                    if (counts[me]) {
+                        // my part starts at first or at my shard's start, inside my shard
+                        const size_t start = shard_lo(&p, me) + off;
+                        assert_true(start >= first && start >= shard_lo(&p, me));
+                        assert_true(start + counts[me] <= shard_hi(&p, me));
+                        assert_true(start + counts[me] <= first + n);
+                        assert_int_equal(start, first > shard_lo(&p, me) ? first : shard_lo(&p, me));
+                    } else {
+                        assert_int_equal(off, 0);
+                    }
+                }
+                for (int q = 0; q < W; q++) s += counts[q];
+                assert_int_equal(s, n);
+            }
+        }
+}
+
+// AdamW on each shard (moments of shard length, the padding filled with a sentinel) equals AdamW
+// on the whole buffer, bit for bit, for tensors cut anywhere by the shards; the padding of the
+// moments is never written and the parameters outside a shard are not touched by its step.
+static void test_adamw_sharded_equals_whole(void **state) {
+    enum { N = 203 };
+    ParamTensor t[4];
+    memset(t, 0, sizeof t);
+    const size_t offs[5] = {0, 37, 40, 150, N};   // a decayed weight, a tiny bias, two more
+    for (int k = 0; k < 4; k++) {
+        snprintf(t[k].name, sizeof t[k].name, "t%d", k);
+        t[k].offset = offs[k];
+        t[k].numel = offs[k + 1] - offs[k];
+        t[k].decay = k % 2 == 0;
+    }
+    for (int W = 1; W <= 20; W += (W < 4 ? 1 : 7)) {
+        float p_whole[N], p_shard[N], g[N];
+        TestRng r = test_rng(7);
+        test_fill(&r, p_whole, N, -1, 1);
+        memcpy(p_shard, p_whole, sizeof p_whole);
+        const ShardPlan sp = shard_plan(N, W);
+        AdamW whole, *opt = calloc((size_t)W, sizeof *opt);
+        assert_int_equal(adamw_init(&whole, cpu(), N), 0);
+        const float sentinel = -7.25f;
+        for (int q = 0; q < W; q++) {
+            assert_int_equal(adamw_init(&opt[q], cpu(), sp.shard ? sp.shard : 1), 0);
+            for (size_t i = shard_count(&sp, q); i < sp.shard; i++) opt[q].m[i] = opt[q].v[i] = sentinel;
+        }
+        for (int step = 0; step < 4; step++) {
+            test_fill(&r, g, N, -1, 1);
+            adamw_step(&whole, p_whole, g, t, 4, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f);
+            for (int q = 0; q < W; q++) {
+                float before[N];
+                memcpy(before, p_shard, sizeof before);
+                // the rank's reduced gradients: its shard only, shard-local indices
+                adamw_step_range(&opt[q], p_shard, g + shard_lo(&sp, q), t, 4, shard_lo(&sp, q), shard_hi(&sp, q),
+                                 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f);
+                for (size_t i = 0; i < N; i++)
+                    if (i < shard_lo(&sp, q) || i >= shard_hi(&sp, q))
+                        assert_memory_equal(&before[i], &p_shard[i], sizeof(float));
+            }
+        }
+        assert_memory_equal(p_whole, p_shard, sizeof p_whole);
+        for (int q = 0; q < W; q++) {
+            const size_t lo = shard_lo(&sp, q), n = shard_count(&sp, q);
+            assert_memory_equal(opt[q].m, whole.m + lo, n * sizeof(float));
+            assert_memory_equal(opt[q].v, whole.v + lo, n * sizeof(float));
+            for (size_t i = n; i < sp.shard; i++) {
+                assert_true(opt[q].m[i] == sentinel);
+                assert_true(opt[q].v[i] == sentinel);
+            }
+            adamw_free(&opt[q]);
+        }
+        adamw_free(&whole);
+        free(opt);
+    }
+}
+
+// The sharded gradient pipeline: each shard unscaled and clipped with the sum of the shards'
+// sums of squares gives the norm of the whole-buffer call and gradients within one rounding of
+// its (the sums of squares are added in another order), with clipping active; a non-finite
+// gradient in one shard makes every shard's call skip (fp16 overflow under ZeRO).
+static void test_unscale_clip_by_shards(void **state) {
+    enum { N = 1000 };
+    const int W = 3;
+    float g[N], whole[N];
+    TestRng r = test_rng(9);
+    test_fill(&r, g, N, -1, 1);
+    memcpy(whole, g, sizeof g);
+    LossScaler a, b[3];
+    loss_scaler_init(&a, 1);
+    double norm_whole, norm_q;
+    assert_int_equal(loss_scaler_unscale_clip(&a, cpu(), whole, N, 1e-3, &norm_whole), 1);
+    const ShardPlan sp = shard_plan(N, W);
+    double ssq = 0;
+    for (int q = 0; q < W; q++) ssq += cpu()->sum_squares(cpu(), g + shard_lo(&sp, q), shard_count(&sp, q));
+    for (int q = 0; q < W; q++) {
+        loss_scaler_init(&b[q], 1);
+        assert_int_equal(loss_scaler_unscale_clip_ssq(&b[q], cpu(), g + shard_lo(&sp, q), shard_count(&sp, q), ssq,
+                                                      1e-3, &norm_q), 1);
+        assert_true(fabs(norm_q - norm_whole) <= 1e-12 * norm_whole);
+        assert_true(b[q].scale == a.scale && b[q].good_steps == a.good_steps);
+    }
+    for (int i = 0; i < N; i++) assert_true(fabsf(g[i] - whole[i]) <= 1e-6f * fabsf(whole[i]) + 1e-30f);
+    // overflow in one shard: the all-reduced sum of squares is inf, every shard skips and halves S
+    g[N - 1] = INFINITY;
+    ssq = 0;
+    for (int q = 0; q < W; q++) ssq += cpu()->sum_squares(cpu(), g + shard_lo(&sp, q), shard_count(&sp, q));
+    for (int q = 0; q < W; q++) {
+        const float s0 = b[q].scale;
+        float before[N];
+        memcpy(before, g, sizeof g);
+        assert_int_equal(loss_scaler_unscale_clip_ssq(&b[q], cpu(), g + shard_lo(&sp, q), shard_count(&sp, q), ssq,
+                                                      1.0, &norm_q), 0);
+        assert_true(b[q].scale == s0 / 2);
+        assert_memory_equal(before, g, sizeof g);   // nothing scaled
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shard_plan_sizes),
+        cmocka_unit_test(test_shard_plan_properties),
+        cmocka_unit_test(test_adamw_sharded_equals_whole),
+        cmocka_unit_test(test_unscale_clip_by_shards),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

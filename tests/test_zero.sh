@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# tests/test_zero.sh — sharded data parallelism (trainer_config.zero_stage) with OpenMPI's mpirun
+# on this machine (-np 2 and -np 3 with --oversubscribe), a tiny model with dropout on:
+#
+#   * bad values (3, -1, true) refused when the config is bound, naming 0|1|2
+#   * one process: zero_stage 1 says it behaves as 0, and gives stage 0's parameters bit for bit
+#   * 2 and 3 ranks: zero_stage 1 (and 2, at 2 ranks) give stage 0's loss at every one of 50
+#     iterations within 1e-6 relative (said when bitwise), and its parameters; the start-up
+#     memory line gives per-rank AdamW state of one shard (1/N of stage 0 plus padding)
+#   * snapshots are independent of the sharding: 1 rank stage 0 -> 2 ranks stage 1, 2 ranks
+#     stage 1 -> 1 rank stage 0, and 2 ranks stage 1 -> 3 ranks stage 1, mid-epoch, each equal
+#     to an uninterrupted run (the AdamW moments gathered on save, sliced on resume);
+#     `mingpt info` shows the stage and world size that wrote a file
+#   * fp16 loss scaling: a loss scale of 2^24 overflows; stage 1 skips the same steps as stage 0
+#     and ends with the same parameters
+#   * the CUDA backend (emulated, when built) refuses zero_stage 1 for now
+# tests/test_zero.c checks the shard arithmetic and sharded AdamW without MPI.
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+ROOT=$PWD
+B=${B:-build}
+CHECK=$ROOT/$B/tests/ddp_check
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS=$MPI_ASAN_OPTIONS
+export MINGPT_MPI_LIB=$ROOT/$B/libmingpt_mpi.so
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1
+MPIRUN="mpirun --oversubscribe --bind-to none"
+if ! command -v mpirun >/dev/null; then bad "mpirun is installed (make deps installs openmpi-bin)"; finish; exit; fi
+
+common=(data_config.path=$ROOT/data/input.txt data_config.truncate=0.02 data_config.block_size=16 gpt_config.n_layer=2
+        gpt_config.n_head=2 gpt_config.n_embd=32 trainer_config.device=cpu trainer_config.use_amp=false
+        trainer_config.log_every=1 trainer_config.eval_iters=1 trainer_config.collective_timeout_s=60
+        trainer_config.bucket_cap_mb=0.01 optimizer_config.learning_rate=1e-3)
+
+# run NAME CMD...: CMD must succeed; output in $WORK/NAME.log
+run() {
+  local name=$1; shift
+  if "$@" >"$WORK/$name.log" 2>&1; then return 0; fi
+  bad "$name: exit $?" "$(tail -20 "$WORK/$name.log")"
+  return 1
+}
+# train NAME NP ARGS...: mingpt on NP ranks (1: no mpirun), run dir $WORK/NAME, snapshot $WORK/NAME.bin
+train() {
+  local name=$1 np=$2; shift 2
+  local launch=(); [ "$np" -gt 1 ] && launch=($MPIRUN -np "$np")
+  run "$name" "${launch[@]}" "$MINGPT" "${common[@]}" hydra.run.dir=$WORK/$name trainer_config.snapshot_path=$WORK/$name.bin "$@"
+}
+# same_losses WHAT A B: every logged training loss of run A and run B within 1e-6 relative
+same_losses() {
+  local out
+  if out=$(python3 - "$WORK/$2/metrics.jsonl" "$WORK/$3/metrics.jsonl" <<'PY'
+import json, sys
+def losses(p): return [(d["iter"], d["loss"]) for d in map(json.loads, open(p)) if "grad_norm" in d]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+if len(a) != len(b) or len(a) < 2 or [i for i, _ in a] != [i for i, _ in b]:
+    sys.exit("different iterations logged: %d vs %d" % (len(a), len(b)))
+worst = max(abs(x - y) / abs(x) for (_, x), (_, y) in zip(a, b))
+if worst > 1e-6: sys.exit("worst relative difference %.3g > 1e-6" % worst)
+print("%d iterations, %s" % (len(a), "bitwise equal" if worst == 0 else "worst relative difference %.3g" % worst))
+PY
+  ); then ok "$1: losses ($out)"; else bad "$1: losses" "$out"; fi
+}
+# same_snap WHAT A B [TOL]: ddp_check on two snapshots' parameters (default 1e-5 criterion)
+same_snap() {
+  local out
+  if out=$("$CHECK" snapshots "$WORK/$2.bin" "$WORK/$3.bin" --tol "${4:-1e-5}" 2>&1); then ok "$1 ($(echo "$out" | tail -1))"
+  else bad "$1" "$out"; fi
+}
+
+echo "-- bad values, refused when the config is bound"
+bad_input cfg-zero-stage-3 2 'trainer_config.zero_stage must be one of 0|1|2, got 3' -- $MINGPT "${common[@]}" trainer_config.zero_stage=3
+bad_input cfg-zero-stage-negative 2 'trainer_config.zero_stage must be one of 0|1|2, got -1' -- $MINGPT "${common[@]}" trainer_config.zero_stage=-1
+bad_input cfg-zero-stage-bool 2 '(trainer_config.zero_stage must be one of 0|1|2)' -- $MINGPT "${common[@]}" trainer_config.zero_stage=true
+
+echo "-- one process: stage 1 behaves as 0"
+if train one0 1 trainer_config.batch_size=8 trainer_config.max_iters=8 &&
+   train one1 1 trainer_config.batch_size=8 trainer_config.max_iters=8 trainer_config.zero_stage=1; then
+  grep -q "note: trainer_config.zero_stage=1 on one rank behaves as 0" "$WORK/one1.log" && ok "one rank: the note says stage 1 behaves as 0" ||
+    bad "one rank: the note" "$(head -20 "$WORK/one1.log")"
+  same_snap "one rank: stage 1 = stage 0, bitwise" one0 one1 0
+fi
+
+echo "-- stage 1 and 2 against stage 0, 50 iterations, dropout 0.1"
+for np in 2 3; do
+  train s0n$np $np trainer_config.batch_size=4 trainer_config.max_iters=50 || continue
+  stages="1"; [ $np -eq 2 ] && stages="1 2"
+  for z in $stages; do
+    train s${z}n$np $np trainer_config.batch_size=4 trainer_config.max_iters=50 trainer_config.zero_stage=$z || continue
+    same_losses "$np ranks, zero_stage $z vs 0" s0n$np s${z}n$np
+    same_snap "$np ranks, zero_stage $z vs 0: parameters after 50 steps" s0n$np s${z}n$np
+  done
+  # the memory line: AdamW state of one shard per rank (shards padded to 16 floats)
+  m=$(sed -n 's/.*Memory per rank (zero_stage 1, '$np' ranks): parameters \([0-9]*\) bytes, gradients \([0-9]*\) bytes, optimizer state \([0-9]*\) bytes (zero_stage 0: \([0-9]*\), \([0-9]*\), \([0-9]*\)).*/\3 \6 \1/p' "$WORK/s1n$np.log" | head -1)
+  if [ -n "$m" ] && awk -v np=$np -v m="$m" 'BEGIN { split(m, a, " "); s = a[1] / 8; P = a[3] / 4
+        exit !(a[2] == 8 * P && s % 16 == 0 && s * np >= P && s * np < P + 16 * np) }'; then
+    ok "$np ranks: optimizer state per rank at stage 1 is one padded shard ($m: sharded, unsharded, parameter bytes)"
+  else bad "$np ranks: the memory line" "$(grep -E 'Memory|Cost' "$WORK/s1n$np.log" | head -4)"; fi
+done
+
+echo "-- snapshots across stages and world sizes (global batch 12, mid-epoch)"
+if train full 1 trainer_config.batch_size=12 trainer_config.max_iters=12; then
+  train a 1 trainer_config.batch_size=12 trainer_config.max_iters=6 &&
+  train a 2 trainer_config.batch_size=6 trainer_config.max_iters=12 trainer_config.zero_stage=1 &&
+    same_snap "1 rank stage 0 -> 2 ranks stage 1 = uninterrupted" full a
+  if train b 2 trainer_config.batch_size=6 trainer_config.max_iters=6 trainer_config.zero_stage=1; then
+    cp "$WORK/b.bin" "$WORK/c.bin"
+    out=$($MINGPT info "$WORK/b.bin"); js=$($MINGPT info --json "$WORK/b.bin")
+    grep -q "^world size:   2" <<<"$out" && grep -q "^zero stage:   1" <<<"$out" && grep -q '"zero_stage": 1' <<<"$js" &&
+      ok "mingpt info: zero stage 1, world size 2" || bad "mingpt info: zero stage and world size" "$out"
+    train b 1 trainer_config.batch_size=12 trainer_config.max_iters=12 &&
+      same_snap "2 ranks stage 1 -> 1 rank stage 0 = uninterrupted" full b
+    train c 3 trainer_config.batch_size=4 trainer_config.max_iters=12 trainer_config.zero_stage=1 &&
+      same_snap "2 ranks stage 1 -> 3 ranks stage 1 = uninterrupted" full c
+  fi
+fi
+
+echo "-- fp16 loss scaling: overflow skips under stage 1"
+fp16=(trainer_config.use_amp=true trainer_config.amp_dtype=float16 trainer_config.batch_size=4)
+if train f 2 "${fp16[@]}" trainer_config.max_iters=6; then
+  # a loss scale of 2^24 (the largest a snapshot holds): the next steps' fp16 gradients overflow
+  "$ROOT/$B/tests/tools/snapedit" "$WORK/f.bin" "$WORK/f0.bin" setf SCAL 0 16777216 && cp "$WORK/f0.bin" "$WORK/f1.bin"
+  if train f0 2 "${fp16[@]}" trainer_config.max_iters=12 && train f1 2 "${fp16[@]}" trainer_config.max_iters=12 trainer_config.zero_stage=1; then
+    n=$(grep -c "gradient overflow, step skipped" "$WORK/f1.log")
+    if [ "$n" -ge 1 ] && [ "$(grep overflow "$WORK/f0.log")" = "$(grep overflow "$WORK/f1.log")" ]; then
+      ok "stage 1 skips the $n overflowing steps stage 0 skips, with the same loss scales"
+    else bad "fp16 overflow skips (stage 1: $n)" "$(grep overflow "$WORK/f0.log" "$WORK/f1.log")"; fi
+    same_snap "fp16 with skipped steps: stage 1 = stage 0 parameters" f0 f1
+  fi
+fi
+
+echo "-- the CUDA backend's communicator has no reduce-scatter yet"
+EMU_SO=$ROOT/$B/emu/libmingpt_cuda.so
+if [ -f "$EMU_SO" ]; then
+  export MINGPT_CUDA_LIB=$EMU_SO
+  bad_input zero-needs-mpi 2 'trainer_config.zero_stage=1 needs the MPI communicator for now' -- $MPIRUN -np 2 $MINGPT "${common[@]}" trainer_config.device=cuda trainer_config.zero_stage=1 trainer_config.max_iters=2 hydra.run.dir=$WORK/cu trainer_config.snapshot_path=$WORK/cu.bin
+  unset MINGPT_CUDA_LIB
+else
+  skip no-nvcc "zero_stage with the CUDA backend: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"
+fi
+finish
