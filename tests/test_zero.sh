@@ -4,8 +4,9 @@
 #
 #   * bad values (3, -1, true) refused when the config is bound, naming 0|1|2
 #   * one process: zero_stage 1 says it behaves as 0, and gives stage 0's parameters bit for bit
-#   * 2 and 3 ranks: zero_stage 1 (and 2, at 2 ranks) give stage 0's loss at every one of 50
-#     iterations within 1e-6 relative (said when bitwise), and its parameters; the start-up
+#   * 2 and 3 ranks: zero_stage 1 (and 2, and 1 with MINGPT_MPI_PROGRESS=test, at 2 ranks) give
+#     stage 0's loss at every one of 50 iterations within 1e-6 relative (said when bitwise), and
+#     its parameters; the start-up
 #     memory line gives per-rank AdamW state of one shard (1/N of stage 0 plus padding)
 #   * snapshots are independent of the sharding: 1 rank stage 0 -> 2 ranks stage 1, 2 ranks
 #     stage 1 -> 1 rank stage 0, and 2 ranks stage 1 -> 3 ranks stage 1, mid-epoch, each equal
@@ -89,6 +90,10 @@ for np in 2 3; do
     same_losses "$np ranks, zero_stage $z vs 0" s0n$np s${z}n$np
     same_snap "$np ranks, zero_stage $z vs 0: parameters after 50 steps" s0n$np s${z}n$np
   done
+  if [ $np -eq 2 ] && MINGPT_MPI_PROGRESS=test MPIRUN="$MPIRUN -x MINGPT_MPI_PROGRESS" \
+       train s1tn2 2 trainer_config.batch_size=4 trainer_config.max_iters=50 trainer_config.zero_stage=1; then
+    same_losses "2 ranks, zero_stage 1 with non-blocking reduce-scatters (MINGPT_MPI_PROGRESS=test) vs 0" s0n2 s1tn2
+  fi
   # the memory line: AdamW state of one shard per rank (shards padded to 16 floats)
   m=$(sed -n 's/.*Memory per rank (zero_stage 1, '$np' ranks): parameters \([0-9]*\) bytes, gradients \([0-9]*\) bytes, optimizer state \([0-9]*\) bytes (zero_stage 0: \([0-9]*\), \([0-9]*\), \([0-9]*\)).*/\3 \6 \1/p' "$WORK/s1n$np.log" | head -1)
   if [ -n "$m" ] && awk -v np=$np -v m="$m" 'BEGIN { split(m, a, " "); s = a[1] / 8; P = a[3] / 4
