@@ -29,9 +29,8 @@ static int single_allreduce_start(Comm *c, float *buf, size_t n) {
     return 0;
 }
 static int single_allreduce_wait(Comm *c) { return 0; }
-static int single_reduce_scatter_start(Comm *c, const float *send, float *recv, const size_t *counts) {
+static int single_reduce_scatter_start(Comm *c, float *buf, const size_t *counts) {
     c->stats.n_buckets++;
-    if (recv != send) memmove(recv, send, counts[0] * sizeof(float));
     return 0;
 }
 static int single_allgather(Comm *c, float *buf, const size_t *counts, const size_t *displs) { return 0; }

@@ -57,12 +57,13 @@ struct Comm {
     int (*allreduce_wait)(Comm *c);
     // Sharded data parallelism (ZeRO, trainer_config.zero_stage; dist/shard.h cuts the buffer).
     // NULL where the communicator has none yet ("nccl").
-    // Starts the SUM over ranks of sum(counts) fp32 at send (the same range of the flat gradient
-    // buffer on every rank, backend memory), scattered in rank order: rank q receives the
-    // counts[q] floats that follow those of ranks < q, at its recv (MPI_Reduce_scatter). Queued
-    // with the all-reduces (same order, same thread), finished by allreduce_wait. counts has
-    // world_size entries, each below 2^31, and is copied.
-    int (*reduce_scatter_start)(Comm *c, const float *send, float *recv, const size_t *counts);
+    // Starts the in-place SUM over ranks of the sum(counts) fp32 at buf (the same range of the
+    // flat gradient buffer on every rank, backend memory), scattered in rank order: when it is
+    // done, rank q's buf + (counts[0] + ... + counts[q-1]) holds the sums of its counts[q]
+    // floats there, and the rest of buf is undefined (MPI_Reduce_scatter with MPI_IN_PLACE,
+    // the part moved to its place). Queued with the all-reduces (same order, same thread),
+    // finished by allreduce_wait. counts has world_size entries, each below 2^31; it is copied.
+    int (*reduce_scatter_start)(Comm *c, float *buf, const size_t *counts);
     // Blocking, in place (MPI_Allgatherv): rank q's counts[q] floats at buf + displs[q] reach every
     // rank. Not while buckets are in flight.
     int (*allgather)(Comm *c, float *buf, const size_t *counts, const size_t *displs);

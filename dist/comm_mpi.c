@@ -31,9 +31,9 @@
 
 #define QCAP 4096   // buckets in flight at once (a step has at most one per tensor)
 
-// A queued gradient collective: an in-place all-reduce of n floats at buf, or (counts != NULL)
-// a reduce-scatter of the n floats at send into buf, counts[q] floats for rank q.
-typedef struct { float *buf; size_t n; const float *send; const int *counts; } Bucket;
+// A queued gradient collective, in place on the n floats at buf: an all-reduce, or (counts !=
+// NULL) a reduce-scatter, counts[q] floats for rank q.
+typedef struct { float *buf; size_t n; const int *counts; } Bucket;
 
 enum { MODE_THREAD = 0, MODE_TEST = 1 };
 
@@ -54,6 +54,7 @@ typedef struct {
     double req_t0[QCAP];
     long n_req, n_req_done;
     int *rs_counts;                  // (QCAP x world) reduce-scatter counts of the queued buckets, or NULL
+    float *rs_buf[QCAP];             // MODE_TEST: the request's reduce-scatter buffer (NULL: an all-reduce)
 } MpiCtx;
 
 static void set_err(Comm *c, const char *fmt, ...) {
@@ -82,6 +83,20 @@ static int allreduce_floats(MPI_Comm comm, float *buf, size_t n) {
     return MPI_SUCCESS;
 }
 
+// MPI_Reduce_scatter with MPI_IN_PLACE leaves this rank's part at the start of buf: move it to
+// where it lies in buf (after the parts of the lower ranks), as reduce_scatter_start promises.
+static void place_part(const Comm *c, float *buf, const int *counts) {
+    size_t off = 0;
+    for (int q = 0; q < c->rank; q++) off += (size_t)counts[q];
+    if (off && counts[c->rank]) memmove(buf + off, buf, (size_t)counts[c->rank] * sizeof(float));
+}
+
+static int reduce_scatter_in_place(const Comm *c, MPI_Comm comm, float *buf, const int *counts) {
+    const int rc = MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, comm);
+    if (rc == MPI_SUCCESS) place_part(c, buf, counts);
+    return rc;
+}
+
 static void *comm_thread(void *arg) {
     Comm *c = arg;
     MpiCtx *x = c->ctx;
@@ -93,7 +108,7 @@ static void *comm_thread(void *arg) {
         const double t0 = now_s();
         x->bucket_since = t0;
         pthread_mutex_unlock(&x->mu);
-        int rc = b.counts ? MPI_Reduce_scatter(b.send, b.buf, b.counts, MPI_FLOAT, MPI_SUM, x->grad)
+        int rc = b.counts ? reduce_scatter_in_place(c, x->grad, b.buf, b.counts)
                           : allreduce_floats(x->grad, b.buf, b.n);
         const double t1 = now_s();
         pthread_mutex_lock(&x->mu);
@@ -192,6 +207,8 @@ static int mpi_bcast_host(Comm *c, void *buf, size_t bytes, int root) {
 
 // ---- MODE_TEST: non-blocking all-reduces driven from the main thread
 static void test_completed(Comm *c, MpiCtx *x, double t) {
+    const long i = x->n_req_done % QCAP;
+    if (x->rs_buf[i]) place_part(c, x->rs_buf[i], x->rs_counts + i * c->world_size);
     c->stats.t_busy += t - x->req_t0[x->n_req_done % QCAP];
     x->n_req_done++;
     pthread_mutex_lock(&x->mu);
@@ -209,6 +226,7 @@ static int test_start(Comm *c, float *buf, size_t n) {
         const size_t k = n - off < ((size_t)1 << 30) ? n - off : ((size_t)1 << 30);
         const long i = x->n_req % QCAP;
         x->req_t0[i] = now_s();
+        x->rs_buf[i] = NULL;
         int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, x->grad, &x->req[i]);
         if (rc != MPI_SUCCESS) {
             char s[MPI_MAX_ERROR_STRING];
@@ -223,7 +241,7 @@ static int test_start(Comm *c, float *buf, size_t n) {
     return 0;
 }
 
-static int test_reduce_scatter_start(Comm *c, const float *send, float *recv, const int *counts, size_t n) {
+static int test_reduce_scatter_start(Comm *c, float *buf, const int *counts, size_t n) {
     MpiCtx *x = c->ctx;
     if (x->n_req - x->n_req_done >= QCAP) {   // full: finish the oldest
         MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
@@ -231,7 +249,8 @@ static int test_reduce_scatter_start(Comm *c, const float *send, float *recv, co
     }
     const long i = x->n_req % QCAP;
     x->req_t0[i] = now_s();
-    int rc = MPI_Ireduce_scatter(send, recv, counts, MPI_FLOAT, MPI_SUM, x->grad, &x->req[i]);
+    x->rs_buf[i] = buf;
+    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, x->grad, &x->req[i]);
     if (rc != MPI_SUCCESS) {
         char s[MPI_MAX_ERROR_STRING];
         set_err(c, "MPI_Ireduce_scatter of gradient bucket %ld (%zu floats) failed: %s", x->n_req, n, mpi_errstr(rc, s));
@@ -281,7 +300,7 @@ static int mpi_allreduce_start(Comm *c, float *buf, size_t n) {
     }
     pthread_mutex_lock(&x->mu);
     while (x->started - x->finished >= QCAP) pthread_cond_wait(&x->cv_done, &x->mu);
-    x->q[x->started % QCAP] = (Bucket){ buf, n, NULL, NULL };
+    x->q[x->started % QCAP] = (Bucket){ buf, n, NULL };
     x->started++;
     c->stats.n_buckets++;
     c->stats.n_started_early += !x->backward_done;
@@ -294,7 +313,7 @@ static int mpi_allreduce_start(Comm *c, float *buf, size_t n) {
 // The queue slot the next bucket takes (both modes: at most QCAP in flight).
 static long next_slot(MpiCtx *x) { return (x->mode == MODE_TEST ? x->n_req : x->started) % QCAP; }
 
-static int mpi_reduce_scatter_start(Comm *c, const float *send, float *recv, const size_t *counts) {
+static int mpi_reduce_scatter_start(Comm *c, float *buf, const size_t *counts) {
     MpiCtx *x = c->ctx;
     const int W = c->world_size;
     if (!x->rs_counts && !(x->rs_counts = calloc((size_t)QCAP * (size_t)W, sizeof(int)))) {
@@ -319,13 +338,13 @@ static int mpi_reduce_scatter_start(Comm *c, const float *send, float *recv, con
         c->stats.n_buckets++;
         c->stats.n_started_early += !x->backward_done;
         c->stats.bytes += (double)n * sizeof(float);
-        return test_reduce_scatter_start(c, send, recv, k, n);
+        return test_reduce_scatter_start(c, buf, k, n);
     }
     pthread_mutex_lock(&x->mu);
     while (x->started - x->finished >= QCAP) pthread_cond_wait(&x->cv_done, &x->mu);
     int *k = x->rs_counts + next_slot(x) * W;
     for (int q = 0; q < W; q++) k[q] = (int)counts[q];
-    x->q[x->started % QCAP] = (Bucket){ recv, n, send, k };
+    x->q[x->started % QCAP] = (Bucket){ buf, n, k };
     x->started++;
     c->stats.n_buckets++;
     c->stats.n_started_early += !x->backward_done;

@@ -5,8 +5,8 @@
 // of SHARD_ALIGN_FLOATS (16 floats, 64 bytes), so that shard q starts at q * shard, on a 64-byte
 // boundary of a 64-byte aligned buffer. The shards together span world * shard >= total floats;
 // what lies past `total` is padding: no buffer holds it except each rank's own shard-length
-// arrays (AdamW m and v, the reduced gradient), where it stays zero and is never handed to
-// AdamW, the norm or a collective. Rank q's real part is [lo(q), hi(q)) with
+// arrays (AdamW m and v), where it stays zero and is never handed to AdamW, the norm or a
+// collective. Rank q's real part is [lo(q), hi(q)) with
 // hi(q) - lo(q) = shard_count(q) <= shard (0 for ranks wholly in the padding: a tensor count
 // smaller than the world).
 #ifndef MINGPT_SHARD_H

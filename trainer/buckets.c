@@ -22,12 +22,11 @@ int buckets_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, size_t 
     return 0;
 }
 
-int buckets_shard(Buckets *bk, const ShardPlan *p, float *grad_shard) {
+int buckets_shard(Buckets *bk, const ShardPlan *p) {
     free(bk->counts);
     bk->counts = malloc(sizeof(size_t) * (size_t)p->world);
     if (!bk->counts) return 1;
     bk->shards = p;
-    bk->grad_shard = grad_shard;
     return 0;
 }
 
@@ -44,9 +43,8 @@ static void start_next(Buckets *bk) {
     const Bucket *b = &bk->b[bk->next++];
     int rc;
     if (bk->shards) {
-        size_t off;
-        shard_split_range(bk->shards, b->first, b->n, bk->counts, bk->comm->rank, &off);
-        rc = bk->comm->reduce_scatter_start(bk->comm, bk->grads + b->first, bk->grad_shard + off, bk->counts);
+        shard_split_range(bk->shards, b->first, b->n, bk->counts, bk->comm->rank, NULL);
+        rc = bk->comm->reduce_scatter_start(bk->comm, bk->grads + b->first, bk->counts);
     } else {
         rc = bk->comm->allreduce_start(bk->comm, bk->grads + b->first, b->n);
     }

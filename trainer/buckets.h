@@ -28,10 +28,9 @@ typedef struct {
     int next;          // the next bucket to start
     Comm *comm;        // the gradient communicator
     float *grads;      // the flat gradient buffer (backend memory of comm)
-    // ZeRO (buckets_shard): each bucket is reduce-scattered instead of all-reduced, this rank's
-    // part landing in grad_shard (shard-local indices); NULL: all-reduce in place.
+    // ZeRO (buckets_shard): each bucket is reduce-scattered in place instead of all-reduced;
+    // NULL: all-reduced in place.
     const ShardPlan *shards;
-    float *grad_shard;
     size_t *counts;    // (world) scratch: a bucket's floats per shard
 } Buckets;
 
@@ -41,10 +40,11 @@ int buckets_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, size_t 
                  size_t cap_bytes, Comm *comm, float *grads);
 void buckets_free(Buckets *bk);
 
-// ZeRO: from now on each bucket is reduce-scattered over the shards of p (dist/shard.h): rank q
-// receives the summed gradients of the bucket's part inside its shard, at grad_shard + (element -
-// shard_lo(p, q)). p must outlive bk. Non-zero when out of memory.
-int buckets_shard(Buckets *bk, const ShardPlan *p, float *grad_shard);
+// ZeRO: from now on each bucket is reduce-scattered in place over the shards of p
+// (dist/shard.h): afterwards the part of the gradient buffer inside rank q's shard holds, on rank
+// q, the gradients summed over the ranks; the rest of the bucket is undefined. p must outlive bk.
+// Non-zero when out of memory.
+int buckets_shard(Buckets *bk, const ShardPlan *p);
 
 // Before a backward pass whose gradients will be all-reduced: nothing started yet.
 void buckets_reset(Buckets *bk);

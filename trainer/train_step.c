@@ -59,7 +59,7 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     // (ZeRO: and the sum of squares of every shard's reduced gradients, the global norm's square)
     const ShardPlan *sp = ts->buckets ? ts->shards : NULL;
     const size_t lo = sp ? shard_lo(sp, r) : 0, n_mine = sp ? shard_count(sp, r) : m->num_params;
-    float *grads = sp ? ts->grad_shard : m->grads_memory;
+    float *grads = m->grads_memory + lo;
     double v[5] = { loss_sum, tokens_rank, requests & STEP_STOP ? 1.0 : 0.0, requests & STEP_SAVE ? 1.0 : 0.0,
                     sp ? m->be->sum_squares(m->be, grads, n_mine) : 0.0 };
     if (comm->allreduce_host(comm, v, sp ? 5 : 4, COMM_SUM)) return 1;

@@ -36,12 +36,12 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay;   // this step's AdamW hyper-parameters
     SpikeDetector *spike;   // NULL: no outlier detection; else scores every applicable norm
     double skip_zscore;     // > 0: skip the update when the norm's z-score exceeds this
-    // ZeRO stage 1 (NULL: stage 0): the buckets reduce-scatter into grad_shard (buckets_shard),
-    // the norm is the all-reduce of the shards' sums of squares (in the step's one host
-    // all-reduce), unscale / clip / AdamW touch this rank's shard only (opt holds its moments),
-    // and the updated shards are all-gathered into every rank's parameters.
+    // ZeRO stage 1 (NULL: stage 0): the buckets are reduce-scattered (buckets_shard), so this
+    // rank's shard of the gradient buffer holds the summed gradients; the norm is the all-reduce
+    // of the shards' sums of squares (in the step's one host all-reduce); unscale / clip / AdamW
+    // touch this rank's shard only (opt holds its moments); the updated shards are all-gathered
+    // into every rank's parameters.
     const ShardPlan *shards;
-    float *grad_shard;      // (shards->shard) this rank's reduced gradients
 } TrainStep;
 
 // One micro-batch: rows windows of T tokens, host memory.

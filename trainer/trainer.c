@@ -110,7 +110,6 @@ typedef struct {
     Buckets buckets;
     int zero;                // the ZeRO stage in effect: trainer_config.zero_stage, 0 on one rank
     ShardPlan shards;        // ZeRO: the shards of the flat parameter buffer (dist/shard.h)
-    float *grad_shard;       // ZeRO: (shards.shard) this rank's reduced gradients
     Progress pr;
     int B, T, A;             // batch_size (per rank, per micro-step), block_size, grad_accum_steps
     DistributedSampler train_sampler;
@@ -594,11 +593,10 @@ static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *
         return EXIT_USAGE;
     }
     GPTMemory unsharded = mem;
-    if (t->zero) {   // per rank: the moments of one shard; the reduced gradients of one shard beside the full buffer
+    if (t->zero) {   // per rank: the moments of one shard (gradients: the whole buffer, reduce-scattered in place)
         const ShardPlan sp = shard_plan(mem.num_params, t->world);
         mem.adamw = 2 * sp.shard * sizeof(float);
-        mem.grads += sp.shard * sizeof(float);
-        mem.total = mem.total - unsharded.adamw - unsharded.grads + mem.adamw + mem.grads;
+        mem.total = mem.total - unsharded.adamw + mem.adamw;
     }
     gpt_memory_describe(&mem, t->be, desc, sizeof desc);
     log_info("Cost: %.2fM parameters, %ld tokens per iteration (batch_size %d x block_size %d x grad_accum_steps %d x "
@@ -795,8 +793,7 @@ static int setup_buckets(Trainer *t) {
              t->world, t->grad_comm->name, t->buckets.n, t->buckets.n == 1 ? "" : "s", tc->bucket_cap_mb,
              first_cap / 1048576.0, t->model.num_params);
     if (t->zero) {
-        t->grad_shard = t->be->alloc(t->be, t->shards.shard * sizeof(float));
-        if (!t->grad_shard || buckets_shard(&t->buckets, &t->shards, t->grad_shard)) {
+        if (buckets_shard(&t->buckets, &t->shards)) {
             log_error("mingpt: error: out of memory\n");
             return EXIT_RUNTIME;
         }
@@ -839,7 +836,7 @@ static int run_batch(Trainer *t, long first, int n, StepResult *res) {
         .lr = (float)lr_at(oc, t->pr.iter_num), .beta1 = (float)oc->betas[0], .beta2 = (float)oc->betas[1],
         .eps = (float)oc->eps, .weight_decay = (float)oc->weight_decay,
         .spike = tc->skip_spike_zscore > 0 ? &t->spike : NULL, .skip_zscore = tc->skip_spike_zscore,
-        .shards = t->zero ? &t->shards : NULL, .grad_shard = t->grad_shard,
+        .shards = t->zero ? &t->shards : NULL,
     };
     if (t->grad_comm) comm_stats_reset(t->grad_comm);
     // SIGUSR1s not yet served become one save request (the count only grows in the handler)
@@ -1013,7 +1010,6 @@ static void teardown(Trainer *t) {
     free(t->order); free(t->scratch);
     evaluator_free(&t->eval);
     buckets_free(&t->buckets);
-    if (t->grad_shard) t->be->free(t->be, t->grad_shard);
     if (t->grad_comm && t->grad_comm != t->comm) t->grad_comm->destroy(t->grad_comm);
     adamw_free(&t->opt);
     gpt_free(&t->model);
