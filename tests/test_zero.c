@@ -2,11 +2,15 @@
 // the shard arithmetic of dist/shard.h (sizes not divisible by the rank count, more ranks than
 // some tensors have elements, 64-byte aligned shard starts, ranges tiling exactly), AdamW over
 // one shard at a time equal bit for bit to AdamW over the whole buffer with the padding of the
-// shard-length moments never touched, and the loss scaler's unscale/clip fed the sum of
-// squares of the shards giving the norm and the gradients of the whole-buffer call.
+// shard-length moments never touched, the loss scaler's unscale/clip fed the sum of squares of
+// the shards giving the norm and the gradients of the whole-buffer call, and the snapshot
+// writer taking the AdamW moments piece by piece.
 // tests/test_zero.sh runs the real thing under mpirun.
 #include "tests/test_util.h"
 
+#include <unistd.h>
+
+#include "checkpoint/snapshot.h"
 #include "dist/shard.h"
 #include "trainer/adamw.h"
 #include "trainer/loss_scaler.h"
@@ -187,12 +191,73 @@ static void test_unscale_clip_by_shards(void **state) {
     }
 }
 
+// SnapMoments: the writer takes the moments in pieces (ZeRO's shard by shard at rank 0) and the
+// file holds the same ADAM/ADAV as one written from whole buffers; a piece that cannot be
+// collected fails the write, leaves no file, and every piece is still asked for (a rank
+// waiting to send its shard is never left waiting).
+typedef struct { const float *m, *v; int calls, fail_at; } Feed;
+static int feed_read(SnapMoments *sm, int which, size_t first, size_t n, float *buf) {
+    Feed *f = sm->ctx;
+    f->calls++;
+    if (f->calls == f->fail_at) return 1;
+    memcpy(buf, (which ? f->v : f->m) + first, n * sizeof(float));
+    return 0;
+}
+
+static void test_snapshot_moments_in_pieces(void **state) {
+    const GPTShape shape = { .vocab_size = 5, .block_size = 4, .n_layer = 1, .n_head = 1, .n_embd = 4 };
+    const size_t P = (size_t)gpt_num_params(&shape);
+    float *p = malloc(P * 4), *m = malloc(P * 4), *v = malloc(P * 4);
+    TestRng r = test_rng(3);
+    test_fill(&r, p, (long)P, -1, 1);
+    test_fill(&r, m, (long)P, -1, 1);
+    test_fill(&r, v, (long)P, 0, 1);
+    uint32_t vocab[5] = {'a', 'b', 'c', 'd', 'e'};
+    char dir[] = "/tmp/test_zero_XXXXXX", whole[64], pieces[64], err[1024];
+    assert_non_null(mkdtemp(dir));
+    snprintf(whole, sizeof whole, "%s/whole.bin", dir);
+    snprintf(pieces, sizeof pieces, "%s/pieces.bin", dir);
+    Snapshot s = { .config_yaml = "x: 1\n", .vocab = vocab, .vocab_size = 5, .shape = shape, .num_params = P,
+                   .params = p, .adam_m = m, .adam_v = v, .adam_step = 3, .loss_scale = 1, .world_size = 3 };
+    assert_int_equal(snapshot_save(whole, &s, err, sizeof err), 0);
+    const ShardPlan sp = shard_plan(P, 3);
+    Feed f = { m, v, 0, 0 };
+    SnapMoments sm = { .read = feed_read, .ctx = &f, .piece = sp.shard, .buf = malloc(sp.shard * 4) };
+    s.adam_m = s.adam_v = NULL;
+    s.moments = &sm;
+    assert_int_equal(snapshot_save(pieces, &s, err, sizeof err), 0);
+    assert_int_equal(f.calls, 2 * 3);
+    Snapshot a, b;
+    assert_int_equal(snapshot_load(whole, &a, err, sizeof err), 0);
+    assert_int_equal(snapshot_load(pieces, &b, err, sizeof err), 0);
+    assert_non_null(b.adam_m);
+    assert_memory_equal(a.adam_m, b.adam_m, P * 4);
+    assert_memory_equal(a.adam_v, b.adam_v, P * 4);
+    assert_memory_equal(a.params, b.params, P * 4);
+    snapshot_free(&a);
+    snapshot_free(&b);
+    // a piece that fails: no file, a message, and every piece still asked for
+    char failed[64];
+    snprintf(failed, sizeof failed, "%s/failed.bin", dir);
+    f = (Feed){ m, v, 0, 2 };
+    sm.failed = 0;
+    assert_int_not_equal(snapshot_save(failed, &s, err, sizeof err), 0);
+    assert_non_null(strstr(err, "the AdamW moments could not be collected"));
+    assert_int_equal(f.calls, 2 * 3);
+    assert_int_not_equal(access(failed, F_OK), 0);
+    unlink(whole);
+    unlink(pieces);
+    rmdir(dir);
+    free(sm.buf); free(p); free(m); free(v);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shard_plan_sizes),
         cmocka_unit_test(test_shard_plan_properties),
         cmocka_unit_test(test_adamw_sharded_equals_whole),
         cmocka_unit_test(test_unscale_clip_by_shards),
+        cmocka_unit_test(test_snapshot_moments_in_pieces),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,6 +94,21 @@ for np in 2 3; do
        train s1tn2 2 trainer_config.batch_size=4 trainer_config.max_iters=50 trainer_config.zero_stage=1; then
     same_losses "2 ranks, zero_stage 1 with non-blocking reduce-scatters (MINGPT_MPI_PROGRESS=test) vs 0" s0n2 s1tn2
   fi
+  # the snapshot's ADAM/ADAV records: gathered shard by shard at stage 1, written whole at stage 0
+  if [ $np -eq 2 ] && out=$(python3 - "$WORK/s0n2.bin" "$WORK/s1n2.bin" <<'PY'
+import struct, sys
+def records(p):
+    b = open(p, "rb").read(); o = 12; r = {}
+    while o + 12 <= len(b) - 4:
+        tag, n = struct.unpack_from("<4sQ", b, o); r[tag] = b[o + 12:o + 12 + n]; o += 12 + n
+    return r
+a, b = records(sys.argv[1]), records(sys.argv[2])
+for t in (b"ADAM", b"ADAV"):
+    if t not in a or a[t] != b[t]: sys.exit("%s differs (%d / %d bytes)" % (t.decode(), len(a.get(t, b"")), len(b.get(t, b""))))
+print("%d bytes each" % len(a[b"ADAM"]))
+PY
+  ); then ok "2 ranks: the snapshot's AdamW moments at stage 1 (gathered by shard) = stage 0's, bitwise ($out)"
+  elif [ $np -eq 2 ]; then bad "2 ranks: the snapshot's AdamW moments, stage 1 vs 0" "$out"; fi
   # the memory line: AdamW state of one shard per rank (shards padded to 16 floats)
   m=$(sed -n 's/.*Memory per rank (zero_stage 1, '$np' ranks): parameters \([0-9]*\) bytes, gradients \([0-9]*\) bytes, optimizer state \([0-9]*\) bytes (zero_stage 0: \([0-9]*\), \([0-9]*\), \([0-9]*\)).*/\3 \6 \1/p' "$WORK/s1n$np.log" | head -1)
   if [ -n "$m" ] && awk -v np=$np -v m="$m" 'BEGIN { split(m, a, " "); s = a[1] / 8; P = a[3] / 4

@@ -265,34 +265,46 @@ static int replicas_identical(Trainer *t, const float *params) {
     return lo == hi;
 }
 
-// ZeRO: the shards' AdamW moments into whole buffers at rank 0 (*m, *v: caller frees; NULL on the
-// other ranks), so that the snapshot holds the ADAM/ADAV records of an unsharded run. A collective.
-// Non-zero (every rank alike) with the message in err when rank 0 is out of memory.
-static int gather_moments(Trainer *t, float **m, float **v, char *err, size_t errlen) {
-    const size_t P = t->model.num_params;
+// ZeRO: the shards' AdamW moments reach rank 0's snapshot writer one shard at a time, so that
+// the file holds the ADAM/ADAV records of an unsharded run and rank 0 never holds more than one
+// shard beside its own. Every rank takes part in the same sequence of 2 x (ranks with a non-empty
+// shard) gathers: moment m then v, shards in rank order; in each only the shard's owner sends.
+typedef struct {
+    Trainer *t;
+    int done;                // gathers taken part in so far
+} MomentsFeed;
+
+// The next gather of the sequence: shard q of moment `which` into buf (used at rank 0 only).
+static void gather_piece(Trainer *t, int which, int q, float *buf) {
     const int W = t->world;
-    *m = *v = NULL;
-    size_t *counts = malloc(2 * sizeof(size_t) * (size_t)W);
-    int rc = !counts;
-    if (!rc && t->rank == 0) {
-        *m = malloc(P * sizeof(float));
-        *v = malloc(P * sizeof(float));
-        rc = !*m || !*v;
-    }
-    if (agree(t, rc)) {
-        snprintf(err, errlen, "out of memory while gathering the AdamW moments of the %d shards for a snapshot", W);
-        free(counts);
-        return 1;
-    }
-    size_t *displs = counts + W;
-    for (int q = 0; q < W; q++) {
-        counts[q] = shard_count(&t->shards, q);
-        displs[q] = shard_lo(&t->shards, q);
-    }
-    if (t->comm->gather(t->comm, t->opt.m, *m, counts, displs, 0) ||
-        t->comm->gather(t->comm, t->opt.v, *v, counts, displs, 0))
-        comm_failed(t, t->comm);
+    size_t *counts = calloc(2 * (size_t)W, sizeof(size_t));
+    if (!counts) t->comm->abort(t->comm, EXIT_RUNTIME, "out of memory while saving a snapshot");
+    counts[q] = shard_count(&t->shards, q);   // displacements (counts + W): all 0
+    if (t->comm->gather(t->comm, which ? t->opt.v : t->opt.m, buf, counts, counts + W, 0)) comm_failed(t, t->comm);
     free(counts);
+}
+
+static int pieces_of(const Trainer *t) {
+    int n = 0;
+    for (int q = 0; q < t->world; q++) n += shard_count(&t->shards, q) > 0;
+    return 2 * n;
+}
+
+// Takes part in the gathers of the sequence from feed->done on (rank 0: into buf, discarded).
+static void feed_rest(MomentsFeed *feed, float *buf) {
+    Trainer *t = feed->t;
+    const int per = pieces_of(t) / 2;
+    for (; feed->done < 2 * per; feed->done++) gather_piece(t, feed->done / per, feed->done % per, buf);
+}
+
+// SnapMoments.read at rank 0: the writer asks for shard q = first / shard of moment `which`.
+static int read_piece(SnapMoments *sm, int which, size_t first, size_t n, float *buf) {
+    MomentsFeed *feed = sm->ctx;
+    Trainer *t = feed->t;
+    const int per = pieces_of(t) / 2, q = (int)(first / t->shards.shard);
+    if (feed->done != which * per + q || n != shard_count(&t->shards, q)) return 1;   // out of sequence
+    gather_piece(t, which, q, buf);
+    feed->done++;
     return 0;
 }
 
@@ -332,23 +344,27 @@ static int save_snapshot(Trainer *t, SaveKind kind) {
         rc = SAVE_FAILED;
         goto out;
     }
-    if (t->zero && gather_moments(t, &tm, &tv, err, sizeof err)) {
+    MomentsFeed feed = { .t = t };
+    SnapMoments sm = { .read = read_piece, .ctx = &feed, .piece = t->shards.shard };
+    if (t->zero && t->rank == 0 && !(sm.buf = malloc(sm.piece * sizeof(float)))) {
+        snprintf(err, sizeof err, "out of memory while saving a snapshot");
         rc = SAVE_FAILED;
-        goto out;
     }
+    if (t->zero && agree(t, rc)) goto out;
+    if (t->zero && t->rank != 0) feed_rest(&feed, NULL);   // this rank's shards to rank 0's writer
     if (t->rank == 0) {
         char *yaml = config_to_yaml(cfg);
-        const float *adam_m = t->zero ? tm : host_view(t->be, t->opt.m, t->model.num_params, &tm);
-        const float *adam_v = t->zero ? tv : host_view(t->be, t->opt.v, t->model.num_params, &tv);
+        const float *adam_m = t->zero ? NULL : host_view(t->be, t->opt.m, t->model.num_params, &tm);
+        const float *adam_v = t->zero ? NULL : host_view(t->be, t->opt.v, t->model.num_params, &tv);
         const long per_iter = (long)t->B * t->A * t->world;
-        if (!yaml || !adam_m || !adam_v) {
+        if (!yaml || (!t->zero && (!adam_m || !adam_v))) {
             snprintf(err, sizeof err, "out of memory while saving a snapshot");
             rc = SAVE_FAILED;
         } else {
             Snapshot s = {
                 .config_yaml = yaml, .vocab = t->ds.itos, .vocab_size = t->ds.vocab_size, .shape = t->model.shape,
                 .num_params = t->model.num_params, .params = (float *)params, .adam_m = (float *)adam_m,
-                .adam_v = (float *)adam_v, .adam_step = t->opt.step, .epochs_run = t->pr.epochs_run,
+                .adam_v = (float *)adam_v, .moments = t->zero ? &sm : NULL, .adam_step = t->opt.step, .epochs_run = t->pr.epochs_run,
                 .iter_in_epoch = (t->pr.samples_in_epoch + per_iter - 1) / per_iter, .iter_num = t->pr.iter_num,
                 .seed = t->pr.seed, .loss_scale = t->pr.scaler.scale, .scaler_good_steps = t->pr.scaler.good_steps,
                 .world_size = t->world, .samples_in_epoch = t->pr.samples_in_epoch,
@@ -365,8 +381,10 @@ static int save_snapshot(Trainer *t, SaveKind kind) {
                 log_error("mingpt: warning: %s (the snapshot itself is saved)\n", why);
         }
         free(yaml);
+        if (t->zero) feed_rest(&feed, sm.buf);   // the gathers the writer did not ask for (it failed early)
     }
 out:
+    free(sm.buf);
     free(tp); free(tm); free(tv);
     if (rc == SAVE_FAILED && err[0]) {
         // One message: what failed, that the file on disk is unchanged, and whether the run goes on.
