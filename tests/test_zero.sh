@@ -14,6 +14,8 @@
 #     `mingpt info` shows the stage and world size that wrote a file
 #   * fp16 loss scaling: a loss scale of 2^24 overflows; stage 1 skips the same steps as stage 0
 #     and ends with the same parameters
+#   * a rank that stops (SIGSTOP) mid-training under stage 1: the others' watchdog ends the job
+#     within collective_timeout_s, naming the collective
 #   * the CUDA backend (emulated, when built) refuses zero_stage 1 for now
 # tests/test_zero.c checks the shard arithmetic and sharded AdamW without MPI.
 cd "$(dirname "$0")/.."
@@ -147,6 +149,25 @@ if train f 2 "${fp16[@]}" trainer_config.max_iters=6; then
     same_snap "fp16 with skipped steps: stage 1 = stage 0 parameters" f0 f1
   fi
 fi
+
+echo "-- a rank that stops under zero_stage 1 ends the job within collective_timeout_s (3 s)"
+$MPIRUN -np 2 "$MINGPT" "${common[@]}" trainer_config.batch_size=4 trainer_config.max_iters=100000 trainer_config.zero_stage=1 \
+  trainer_config.collective_timeout_s=3 hydra.run.dir=$WORK/hang trainer_config.snapshot_path=$WORK/hang.bin >"$WORK/hang.log" 2>&1 &
+mpid=$!
+for _ in $(seq 150); do grep -q "iter 5/" "$WORK/hang.log" 2>/dev/null && break; sleep 0.2; done
+r1=""
+for p in $(pgrep -f "hang.bin"); do
+  tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && [ "$(cat /proc/$p/comm)" = mingpt ] && { r1=$p; break; }
+done
+t0=$(date +%s)
+[ -n "$r1" ] && kill -STOP "$r1"
+( sleep 60; kill -KILL $mpid 2>/dev/null ) & guard=$!
+wait $mpid; rc=$?; dt=$(( $(date +%s) - t0 ))
+kill $guard 2>/dev/null; [ -n "$r1" ] && kill -KILL "$r1" 2>/dev/null
+what=$(sed -n 's/.*mingpt: error: \(.*\) has not completed after.*/\1/p' "$WORK/hang.log" | head -1)
+if [ -n "$r1" ] && [ "$rc" -ne 0 ] && [ "$dt" -lt 30 ] && [ -n "$what" ]; then
+  ok "rank 1 stopped: the job exits $rc after ${dt} s, rank 0's watchdog naming $what"
+else bad "rank 1 stopped under zero_stage 1 (pid '$r1', exit $rc after ${dt} s)" "$(tail -8 "$WORK/hang.log")"; fi
 
 echo "-- the CUDA backend's communicator has no reduce-scatter yet"
 EMU_SO=$ROOT/$B/emu/libmingpt_cuda.so
