@@ -32,6 +32,7 @@ typedef struct {
     // NULL: all-reduced in place.
     const ShardPlan *shards;
     size_t *counts;    // (world) scratch: a bucket's floats per shard
+    struct Zero2 *z2;  // ZeRO stage 2 (buckets_stage2), else NULL
 } Buckets;
 
 // Cuts the tensors of `tensors` (the flat layout, ascending offsets) into buckets: the first
@@ -45,6 +46,31 @@ void buckets_free(Buckets *bk);
 // q, the gradients summed over the ranks; the rest of the bucket is undefined. p must outlive bk.
 // Non-zero when out of memory.
 int buckets_shard(Buckets *bk, const ShardPlan *p);
+
+// ZeRO stage 2, after buckets_shard, for a model built with no_grad_buffer: no rank holds the
+// whole gradient. Each bucket's gradients live in a ring buffer of ring_floats (at least the
+// largest bucket) while the backward writes them; gpt_bind_grad points each tensor into it just
+// before the backward reaches the tensor (the hook's points, gpt_grads_ready_points). A bucket is
+// reduce-scattered in place as soon as the backward has finished it, and its part of this rank's
+// shard is added into grad_acc (shard_count floats of this rank, host memory) once reduced; its
+// place in the ring is then reused (a full ring waits for the reductions in flight). Every
+// micro-step communicates: buckets_micro_begin before each backward, buckets_micro_end after.
+// Non-zero when out of memory or ring_floats is too small for the model's plan (the message then
+// says the smallest that works).
+int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, char *err, size_t errlen);
+
+// Stage 2: grad_acc, this rank's reduced gradients.
+float *buckets_stage2_grads(const Buckets *bk);
+
+// The smallest ring (floats) buckets_stage2 accepts for this model and bucket plan.
+size_t buckets_stage2_min_ring(const Buckets *bk, const GPT *m);
+
+// Stage 2: before micro-step's backward (first: the step's first micro-step, whose gradients
+// replace grad_acc rather than add to it): places the first layer's gradients.
+void buckets_micro_begin(Buckets *bk, int first);
+// Stage 2: after the backward: every bucket reduced and added into grad_acc. Non-zero on a
+// communicator error (message in comm->err).
+int buckets_micro_end(Buckets *bk);
 
 // Before a backward pass whose gradients will be all-reduced: nothing started yet.
 void buckets_reset(Buckets *bk);

@@ -31,12 +31,17 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     const float scale = loss_scaler_scale(ts->scaler);
 
     // ---- forward + backward of every micro-batch; communication on the last only
-    gpt_zero_grad(m);
+    // ZeRO stage 2: every micro-step's buckets are reduce-scattered into the rank's shard
+    Buckets *z2 = ts->buckets && ts->buckets->z2 ? ts->buckets : NULL;
+    gpt_zero_grad(m);   // (stage 2: no gradient buffer; each bucket's ring space is zeroed when placed)
     double loss_sum = 0.0;
     for (int k = 0; k < n_micro; k++) {
         // on the last micro-step each bucket's all-reduce starts when the backward finishes it
         GPTGradsReady ready = NULL;
-        if (k == n_micro - 1 && ts->buckets) {
+        if (z2) {
+            buckets_micro_begin(z2, k == 0);
+            ready = buckets_on_grads_ready;
+        } else if (k == n_micro - 1 && ts->buckets) {
             buckets_reset(ts->buckets);
             ready = buckets_on_grads_ready;
         }
@@ -46,9 +51,10 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
         args.loss_scale = (float)(scale * ((double)mb[k].rows * T / tokens_rank) / W);
         const float loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
         gpt_backward(m, ready, ts->buckets);
+        if (z2 && buckets_micro_end(z2)) return 1;
         loss_sum += (double)loss * m->n_valid;
     }
-    if (ts->buckets) {
+    if (ts->buckets && !z2) {
         Comm *gc = ts->buckets->comm;   // the gradient communicator (NCCL on CUDA)
         gc->backward_done(gc);
         if (buckets_start_rest(ts->buckets) || gc->allreduce_wait(gc)) return 1;
@@ -59,7 +65,7 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     // (ZeRO: and the sum of squares of every shard's reduced gradients, the global norm's square)
     const ShardPlan *sp = ts->buckets ? ts->shards : NULL;
     const size_t lo = sp ? shard_lo(sp, r) : 0, n_mine = sp ? shard_count(sp, r) : m->num_params;
-    float *grads = m->grads_memory + lo;
+    float *grads = z2 ? buckets_stage2_grads(z2) : m->grads_memory + lo;
     double v[5] = { loss_sum, tokens_rank, requests & STEP_STOP ? 1.0 : 0.0, requests & STEP_SAVE ? 1.0 : 0.0,
                     sp ? m->be->sum_squares(m->be, grads, n_mine) : 0.0 };
     if (comm->allreduce_host(comm, v, sp ? 5 : 4, COMM_SUM)) return 1;

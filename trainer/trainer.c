@@ -110,6 +110,7 @@ typedef struct {
     Buckets buckets;
     int zero;                // the ZeRO stage in effect: trainer_config.zero_stage, 0 on one rank
     ShardPlan shards;        // ZeRO: the shards of the flat parameter buffer (dist/shard.h)
+    float *grad_acc;         // ZeRO stage 2: (shards.shard) this rank's reduced gradients
     Progress pr;
     int B, T, A;             // batch_size (per rank, per micro-step), block_size, grad_accum_steps
     DistributedSampler train_sampler;
@@ -600,6 +601,28 @@ static int setup_local(Trainer *t) {
     return 0;
 }
 
+// Stage 2's ring of bucket gradients before the model exists: two of the largest bucket of the
+// plan setup_buckets will make (at most the whole buffer).
+static size_t stage2_ring_estimate(const Trainer *t, const GPTShape *shape, size_t num_params) {
+    const TrainerConfig *tc = &t->cfg->trainer;
+    const int nt = gpt_param_table(shape, NULL);
+    ParamTensor *pt = calloc((size_t)nt, sizeof *pt);
+    Buckets bk;
+    const size_t cap = (size_t)(tc->bucket_cap_mb * 1024 * 1024);
+    const size_t first_cap = cap < ((size_t)1 << 20) ? cap : ((size_t)1 << 20);
+    size_t largest = num_params;
+    if (pt) {
+        gpt_param_table(shape, pt);
+        if (!buckets_plan(&bk, pt, nt, first_cap, cap, t->comm, NULL)) {
+            largest = 0;
+            for (int b = 0; b < bk.n; b++) if (bk.b[b].n > largest) largest = bk.b[b].n;
+            buckets_free(&bk);
+        }
+    }
+    free(pt);
+    return 2 * largest < num_params ? 2 * largest : num_params;
+}
+
 // What the run costs, said before anything large is allocated: parameters, tokens per iteration,
 // the memory estimate (model/gpt_cost.h); and an error when that exceeds the memory available.
 // Returns 0 or EXIT_USAGE / EXIT_RUNTIME after reporting.
@@ -614,7 +637,10 @@ static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *
     if (t->zero) {   // per rank: the moments of one shard (gradients: the whole buffer, reduce-scattered in place)
         const ShardPlan sp = shard_plan(mem.num_params, t->world);
         mem.adamw = 2 * sp.shard * sizeof(float);
-        mem.total = mem.total - unsharded.adamw + mem.adamw;
+        // stage 2: the reduced shard and the ring of bucket gradients (estimated at two of the
+        // largest bucket; setup_buckets sizes it and says how large it is)
+        if (t->zero == 2) mem.grads = (sp.shard + stage2_ring_estimate(t, shape, mem.num_params)) * sizeof(float);
+        mem.total = mem.total - unsharded.adamw - unsharded.grads + mem.adamw + mem.grads;
     }
     gpt_memory_describe(&mem, t->be, desc, sizeof desc);
     log_info("Cost: %.2fM parameters, %ld tokens per iteration (batch_size %d x block_size %d x grad_accum_steps %d x "
@@ -650,10 +676,6 @@ static int zero_decide(Trainer *t) {
                   "trainer_config.zero_stage=0\n", stage, t->be->name);
         return EXIT_USAGE;
     }
-    if (stage == 2)
-        log_info("note: trainer_config.zero_stage=2 shards the AdamW moments and reduce-scatters each gradient bucket "
-                 "as stage 1 does; the full-size gradient buffer is still allocated on every rank (the model writes its "
-                 "gradients into one flat buffer), so gradient memory is that of stage 1\n");
     t->zero = stage;
     return 0;
 }
@@ -709,8 +731,9 @@ static int setup_model(Trainer *t) {
         .n_head = cfg->gpt.n_head, .n_embd = cfg->gpt.n_embd, .embd_pdrop = (float)cfg->gpt.embd_pdrop,
         .resid_pdrop = (float)cfg->gpt.resid_pdrop, .attn_pdrop = (float)cfg->gpt.attn_pdrop,
     };
-    const GPTBuildOptions build = { .activation_checkpointing = tc->activation_checkpointing };
-    if ((rc = zero_decide(t)) || (rc = check_cost(t, &shape, &build))) { snapshot_free(&snap); return rc; }
+    GPTBuildOptions build = { .activation_checkpointing = tc->activation_checkpointing };
+    if (!(rc = zero_decide(t))) build.no_grad_buffer = t->zero == 2;
+    if (rc || (rc = check_cost(t, &shape, &build))) { snapshot_free(&snap); return rc; }
     if (gpt_build_with(&t->model, &shape, t->B, t->T, t->be, &build, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         snapshot_free(&snap);
@@ -814,6 +837,20 @@ static int setup_buckets(Trainer *t) {
         if (buckets_shard(&t->buckets, &t->shards)) {
             log_error("mingpt: error: out of memory\n");
             return EXIT_RUNTIME;
+        }
+        if (t->zero == 2) {   // no gradient buffer: the reduced shard, and a ring for the buckets in flight
+            const size_t est = stage2_ring_estimate(t, &t->model.shape, t->model.num_params);
+            const size_t min = buckets_stage2_min_ring(&t->buckets, &t->model);
+            const size_t ring = min > est ? min : est;
+            t->grad_acc = t->be->alloc(t->be, t->shards.shard * sizeof(float));
+            if (!t->grad_acc || buckets_stage2(&t->buckets, &t->model, t->grad_acc, ring, err, sizeof err)) {
+                log_error("mingpt: error: %s\n", t->grad_acc ? err : "out of memory");
+                return EXIT_RUNTIME;
+            }
+            log_info("ZeRO stage 2: no rank holds the whole gradient: %zu bytes of reduced shard and a %zu-byte ring of "
+                     "bucket gradients (the smallest that works: %zu; the whole gradient: %zu)\n",
+                     t->shards.shard * sizeof(float), ring * sizeof(float), min * sizeof(float),
+                     t->model.num_params * sizeof(float));
         }
         log_info("ZeRO stage %d: %d shards of %zu parameters (%zu on this rank); each rank keeps the AdamW moments of "
                  "its shard, gradients are reduce-scattered and the updated parameters all-gathered\n", t->zero,
@@ -1028,6 +1065,7 @@ static void teardown(Trainer *t) {
     free(t->order); free(t->scratch);
     evaluator_free(&t->eval);
     buckets_free(&t->buckets);
+    if (t->grad_acc) t->be->free(t->be, t->grad_acc);
     if (t->grad_comm && t->grad_comm != t->comm) t->grad_comm->destroy(t->grad_comm);
     adamw_free(&t->opt);
     gpt_free(&t->model);
