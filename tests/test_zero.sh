@@ -4,15 +4,16 @@
 #
 #   * bad values (3, -1, true) refused when the config is bound, naming 0|1|2
 #   * one process: zero_stage 1 says it behaves as 0, and gives stage 0's parameters bit for bit
-#   * 2 and 3 ranks: zero_stage 1 (and 2, and 1 with MINGPT_MPI_PROGRESS=test, at 2 ranks) give
-#     stage 0's loss at every one of 50 iterations within 1e-6 relative (said when bitwise), and
-#     its parameters; the start-up
+#   * 2 and 3 ranks: zero_stage 1 and 2 (and, at 2 ranks, 1 with MINGPT_MPI_PROGRESS=test, and 2
+#     with gradient accumulation, activation checkpointing and other bucket plans) give stage 0's
+#     loss at every one of 50 iterations within 1e-6 relative (said when bitwise), and its
+#     parameters; stage 2's gradient memory is below the whole gradient; the start-up
 #     memory line gives per-rank AdamW state of one shard (1/N of stage 0 plus padding)
-#   * snapshots are independent of the sharding: 1 rank stage 0 -> 2 ranks stage 1, 2 ranks
-#     stage 1 -> 1 rank stage 0, and 2 ranks stage 1 -> 3 ranks stage 1, mid-epoch, each equal
+#   * snapshots are independent of the sharding: 1 rank stage 0 -> 2 ranks stage 1 and 2, 2 ranks
+#     stage 1 and 2 -> 1 rank stage 0, and 2 ranks stage 1 -> 3 ranks stage 1, mid-epoch, each equal
 #     to an uninterrupted run (the AdamW moments gathered on save, sliced on resume);
 #     `mingpt info` shows the stage and world size that wrote a file
-#   * fp16 loss scaling: a loss scale of 2^24 overflows; stage 1 skips the same steps as stage 0
+#   * fp16 loss scaling: a loss scale of 2^24 overflows; stages 1 and 2 skip the steps stage 0 skips
 #     and ends with the same parameters
 #   * a rank that stops (SIGSTOP) mid-training under stage 1: the others' watchdog ends the job
 #     within collective_timeout_s, naming the collective
@@ -86,8 +87,7 @@ fi
 echo "-- stage 1 and 2 against stage 0, 50 iterations, dropout 0.1"
 for np in 2 3; do
   train s0n$np $np trainer_config.batch_size=4 trainer_config.max_iters=50 || continue
-  stages="1"; [ $np -eq 2 ] && stages="1 2"
-  for z in $stages; do
+  for z in 1 2; do
     train s${z}n$np $np trainer_config.batch_size=4 trainer_config.max_iters=50 trainer_config.zero_stage=$z || continue
     same_losses "$np ranks, zero_stage $z vs 0" s0n$np s${z}n$np
     same_snap "$np ranks, zero_stage $z vs 0: parameters after 50 steps" s0n$np s${z}n$np
@@ -111,6 +111,23 @@ print("%d bytes each" % len(a[b"ADAM"]))
 PY
   ); then ok "2 ranks: the snapshot's AdamW moments at stage 1 (gathered by shard) = stage 0's, bitwise ($out)"
   elif [ $np -eq 2 ]; then bad "2 ranks: the snapshot's AdamW moments, stage 1 vs 0" "$out"; fi
+  # stage 2: no whole gradient on any rank; gradient accumulation and other bucket plans
+  if [ $np -eq 2 ]; then
+    m2=$(sed -n 's/.*Memory per rank (zero_stage 2, 2 ranks): parameters [0-9]* bytes, gradients \([0-9]*\) bytes, .*(zero_stage 0: [0-9]*, \([0-9]*\), .*/\1 \2/p' "$WORK/s2n2.log")
+    if [ -n "$m2" ] && awk -v m="$m2" 'BEGIN { split(m, a, " "); exit !(a[1] < a[2]) }' &&
+       grep -q "ZeRO stage 2: no rank holds the whole gradient" "$WORK/s2n2.log"; then
+      ok "2 ranks, zero_stage 2: gradient bytes per rank below the whole gradient ($m2)"
+    else bad "2 ranks, zero_stage 2: the memory line" "$(grep -E 'Memory|ZeRO' "$WORK/s2n2.log")"; fi
+    train a0n2 2 trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=20 &&
+    train a2n2 2 trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=20 trainer_config.zero_stage=2 &&
+      same_losses "2 ranks, grad_accum_steps 2, zero_stage 2 vs 0" a0n2 a2n2
+    for cap in 0.05 100; do
+      train c0n2$cap 2 trainer_config.batch_size=4 trainer_config.max_iters=10 trainer_config.bucket_cap_mb=$cap &&
+      train c2n2$cap 2 trainer_config.batch_size=4 trainer_config.max_iters=10 trainer_config.bucket_cap_mb=$cap \
+        trainer_config.zero_stage=2 trainer_config.activation_checkpointing=true &&
+        same_losses "2 ranks, bucket_cap_mb $cap, zero_stage 2 with activation checkpointing vs 0" c0n2$cap c2n2$cap
+    done
+  fi
   # the memory line: AdamW state of one shard per rank (shards padded to 16 floats)
   m=$(sed -n 's/.*Memory per rank (zero_stage 1, '$np' ranks): parameters \([0-9]*\) bytes, gradients \([0-9]*\) bytes, optimizer state \([0-9]*\) bytes (zero_stage 0: \([0-9]*\), \([0-9]*\), \([0-9]*\)).*/\3 \6 \1/p' "$WORK/s1n$np.log" | head -1)
   if [ -n "$m" ] && awk -v np=$np -v m="$m" 'BEGIN { split(m, a, " "); s = a[1] / 8; P = a[3] / 4
@@ -121,9 +138,14 @@ done
 
 echo "-- snapshots across stages and world sizes (global batch 12, mid-epoch)"
 if train full 1 trainer_config.batch_size=12 trainer_config.max_iters=12; then
-  train a 1 trainer_config.batch_size=12 trainer_config.max_iters=6 &&
+  train a 1 trainer_config.batch_size=12 trainer_config.max_iters=6 && cp "$WORK/a.bin" "$WORK/d.bin" &&
   train a 2 trainer_config.batch_size=6 trainer_config.max_iters=12 trainer_config.zero_stage=1 &&
     same_snap "1 rank stage 0 -> 2 ranks stage 1 = uninterrupted" full a
+  train d 2 trainer_config.batch_size=6 trainer_config.max_iters=12 trainer_config.zero_stage=2 &&
+    same_snap "1 rank stage 0 -> 2 ranks stage 2 = uninterrupted" full d
+  train e 2 trainer_config.batch_size=6 trainer_config.max_iters=6 trainer_config.zero_stage=2 &&
+  train e 1 trainer_config.batch_size=12 trainer_config.max_iters=12 &&
+    same_snap "2 ranks stage 2 -> 1 rank stage 0 = uninterrupted" full e
   if train b 2 trainer_config.batch_size=6 trainer_config.max_iters=6 trainer_config.zero_stage=1; then
     cp "$WORK/b.bin" "$WORK/c.bin"
     out=$($MINGPT info "$WORK/b.bin"); js=$($MINGPT info --json "$WORK/b.bin")
@@ -140,13 +162,17 @@ echo "-- fp16 loss scaling: overflow skips under stage 1"
 fp16=(trainer_config.use_amp=true trainer_config.amp_dtype=float16 trainer_config.batch_size=4)
 if train f 2 "${fp16[@]}" trainer_config.max_iters=6; then
   # a loss scale of 2^24 (the largest a snapshot holds): the next steps' fp16 gradients overflow
-  "$ROOT/$B/tests/tools/snapedit" "$WORK/f.bin" "$WORK/f0.bin" setf SCAL 0 16777216 && cp "$WORK/f0.bin" "$WORK/f1.bin"
-  if train f0 2 "${fp16[@]}" trainer_config.max_iters=12 && train f1 2 "${fp16[@]}" trainer_config.max_iters=12 trainer_config.zero_stage=1; then
-    n=$(grep -c "gradient overflow, step skipped" "$WORK/f1.log")
-    if [ "$n" -ge 1 ] && [ "$(grep overflow "$WORK/f0.log")" = "$(grep overflow "$WORK/f1.log")" ]; then
-      ok "stage 1 skips the $n overflowing steps stage 0 skips, with the same loss scales"
-    else bad "fp16 overflow skips (stage 1: $n)" "$(grep overflow "$WORK/f0.log" "$WORK/f1.log")"; fi
-    same_snap "fp16 with skipped steps: stage 1 = stage 0 parameters" f0 f1
+  "$ROOT/$B/tests/tools/snapedit" "$WORK/f.bin" "$WORK/f0.bin" setf SCAL 0 16777216 &&
+    cp "$WORK/f0.bin" "$WORK/f1.bin" && cp "$WORK/f0.bin" "$WORK/f2.bin"
+  if train f0 2 "${fp16[@]}" trainer_config.max_iters=12; then
+    for z in 1 2; do
+      train f$z 2 "${fp16[@]}" trainer_config.max_iters=12 trainer_config.zero_stage=$z || continue
+      n=$(grep -c "gradient overflow, step skipped" "$WORK/f$z.log")
+      if [ "$n" -ge 1 ] && [ "$(grep overflow "$WORK/f0.log")" = "$(grep overflow "$WORK/f$z.log")" ]; then
+        ok "stage $z skips the $n overflowing steps stage 0 skips, with the same loss scales"
+      else bad "fp16 overflow skips (stage $z: $n)" "$(grep overflow "$WORK/f0.log" "$WORK/f$z.log")"; fi
+      same_snap "fp16 with skipped steps: stage $z = stage 0 parameters" f0 f$z
+    done
   fi
 fi
 
