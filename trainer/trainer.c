@@ -838,6 +838,9 @@ static int setup_buckets(Trainer *t) {
             log_error("mingpt: error: out of memory\n");
             return EXIT_RUNTIME;
         }
+        log_info("ZeRO stage %d: %d shards of %zu parameters (%zu on this rank); each rank keeps the AdamW moments of "
+                 "its shard, gradients are reduce-scattered and the updated parameters all-gathered\n", t->zero,
+                 t->world, t->shards.shard, shard_count(&t->shards, t->rank));
         if (t->zero == 2) {   // no gradient buffer: the reduced shard, and a ring for the buckets in flight
             const size_t est = stage2_ring_estimate(t, &t->model.shape, t->model.num_params);
             const size_t min = buckets_stage2_min_ring(&t->buckets, &t->model);
@@ -852,9 +855,6 @@ static int setup_buckets(Trainer *t) {
                      t->shards.shard * sizeof(float), ring * sizeof(float), min * sizeof(float),
                      t->model.num_params * sizeof(float));
         }
-        log_info("ZeRO stage %d: %d shards of %zu parameters (%zu on this rank); each rank keeps the AdamW moments of "
-                 "its shard, gradients are reduce-scattered and the updated parameters all-gathered\n", t->zero,
-                 t->world, t->shards.shard, shard_count(&t->shards, t->rank));
     }
     return 0;
 }
