@@ -4,15 +4,17 @@
 // one shard at a time equal bit for bit to AdamW over the whole buffer with the padding of the
 // shard-length moments never touched, the loss scaler's unscale/clip fed the sum of squares of
 // the shards giving the norm and the gradients of the whole-buffer call, and the snapshot
-// writer taking the AdamW moments piece by piece.
+// writer taking the AdamW moments piece by piece, and stage 2's ring of bucket gradients.
 // tests/test_zero.sh runs the real thing under mpirun.
 #include "tests/test_util.h"
 
 #include <unistd.h>
 
 #include "checkpoint/snapshot.h"
+#include "dist/comm.h"
 #include "dist/shard.h"
 #include "trainer/adamw.h"
+#include "trainer/buckets.h"
 #include "trainer/loss_scaler.h"
 
 static Backend *cpu(void) {
@@ -251,6 +253,82 @@ static void test_snapshot_moments_in_pieces(void **state) {
     free(sm.buf); free(p); free(m); free(v);
 }
 
+// Stage 2's ring on one process (the single communicator: each reduce-scatter is the identity):
+// a model built without a gradient buffer, its buckets' gradients placed in a ring of several
+// sizes (the smallest that works, a little more, the whole gradient) and added into the shard,
+// gets the gradients of the same model with its flat buffer, bit for bit for one micro-step and
+// within rounding for two; a ring below the smallest is refused, naming the smallest.
+static void stage2_backward(GPT *m, Buckets *bk, const int32_t *x, const int32_t *y, int first, uint64_t step) {
+    if (bk) buckets_micro_begin(bk, first);
+    GPTStepArgs args = GPT_STEP_ARGS_DEFAULT;
+    gpt_forward(m, x, y, 4, 8, true, 5, step, &args);
+    gpt_backward(m, bk ? buckets_on_grads_ready : NULL, bk);
+    if (bk) assert_int_equal(buckets_micro_end(bk), 0);
+}
+
+static void test_stage2_ring(void **state) {
+    const GPTShape s = { .vocab_size = 8, .block_size = 8, .n_layer = 3, .n_head = 2, .n_embd = 8,
+                         .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+    char err[512];
+    int32_t x[2][32], y[2][32];
+    for (int i = 0; i < 32; i++) { x[0][i] = i % 8; y[0][i] = (i * 3 + 1) % 8; x[1][i] = (i * 5) % 8; y[1][i] = i % 7; }
+    GPT a, b;
+    const GPTBuildOptions nog = { .no_grad_buffer = true };
+    assert_int_equal(gpt_build_with(&a, &s, 4, 8, cpu(), NULL, err, sizeof err), 0);
+    assert_int_equal(gpt_build_with(&b, &s, 4, 8, cpu(), &nog, err, sizeof err), 0);
+    assert_null(b.grads_memory);
+    assert_int_equal(gpt_init_weights(&a, 7), 0);
+    assert_int_equal(gpt_init_weights(&b, 7), 0);
+    const size_t P = a.num_params;
+    Comm *comm = comm_single_create();
+    const ShardPlan sp = shard_plan(P, 1);
+    float *acc = malloc(P * sizeof(float));
+    const size_t caps[][2] = {{64, 256}, {1024, 2048}, {1 << 20, 1 << 20}};   // bytes: first bucket, others
+    for (int c = 0; c < 3; c++) {
+        Buckets probe;
+        assert_int_equal(buckets_plan(&probe, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL), 0);
+        const size_t min = buckets_stage2_min_ring(&probe, &b);
+        size_t largest = 0;
+        for (int k = 0; k < probe.n; k++) if (probe.b[k].n > largest) largest = probe.b[k].n;
+        assert_true(min >= largest && min <= P);
+        buckets_free(&probe);
+        const size_t rings[] = {min, min + 17, P};
+        for (int r = 0; r < 3; r++) {
+            Buckets bk;
+            assert_int_equal(buckets_plan(&bk, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL), 0);
+            assert_int_equal(buckets_shard(&bk, &sp), 0);
+            if (r == 0 && min > largest) {   // one float short of the smallest: refused
+                assert_int_not_equal(buckets_stage2(&bk, &b, acc, min - 1, err, sizeof err), 0);
+                assert_non_null(strstr(err, "smaller than the"));
+                buckets_free(&bk);
+                assert_int_equal(buckets_plan(&bk, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL), 0);
+                assert_int_equal(buckets_shard(&bk, &sp), 0);
+            }
+            assert_int_equal(buckets_stage2(&bk, &b, acc, rings[r], err, sizeof err), 0);
+            // one micro-step: bitwise
+            gpt_zero_grad(&a);
+            stage2_backward(&a, NULL, x[0], y[0], 1, 3);
+            stage2_backward(&b, &bk, x[0], y[0], 1, 3);
+            assert_memory_equal(acc, a.grads_memory, P * sizeof(float));
+            // two micro-steps: the second is added to the first
+            stage2_backward(&a, NULL, x[1], y[1], 0, 4);
+            stage2_backward(&b, &bk, x[0], y[0], 1, 3);
+            stage2_backward(&b, &bk, x[1], y[1], 0, 4);
+            // (summed in another order: micro-step 2's contributions before they meet micro-step 1's)
+            float big = 0;
+            for (size_t i = 0; i < P; i++) big = fmaxf(big, fabsf(a.grads_memory[i]));
+            for (size_t i = 0; i < P; i++)
+                if (fabsf(acc[i] - a.grads_memory[i]) > 1e-6f * big)
+                    fail_msg("caps %d ring %zu: gradient %zu: %.9g vs %.9g", c, rings[r], i, acc[i], a.grads_memory[i]);
+            buckets_free(&bk);
+        }
+    }
+    free(acc);
+    comm->destroy(comm);
+    gpt_free(&a);
+    gpt_free(&b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shard_plan_sizes),
@@ -258,6 +336,7 @@ int main(void) {
         cmocka_unit_test(test_adamw_sharded_equals_whole),
         cmocka_unit_test(test_unscale_clip_by_shards),
         cmocka_unit_test(test_snapshot_moments_in_pieces),
+        cmocka_unit_test(test_stage2_ring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
