@@ -638,7 +638,8 @@ static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *
         const ShardPlan sp = shard_plan(mem.num_params, t->world);
         mem.adamw = 2 * sp.shard * sizeof(float);
         // stage 2: the reduced shard and the ring of bucket gradients (estimated at two of the
-        // largest bucket; setup_buckets sizes it and says how large it is)
+        // largest bucket, at most the whole gradient; setup_buckets sizes it, the smallest ring
+        // that works, and says how large it is)
         if (t->zero == 2) mem.grads = (sp.shard + stage2_ring_estimate(t, shape, mem.num_params)) * sizeof(float);
         mem.total = mem.total - unsharded.adamw - unsharded.grads + mem.adamw + mem.grads;
     }
@@ -842,18 +843,15 @@ static int setup_buckets(Trainer *t) {
                  "its shard, gradients are reduce-scattered and the updated parameters all-gathered\n", t->zero,
                  t->world, t->shards.shard, shard_count(&t->shards, t->rank));
         if (t->zero == 2) {   // no gradient buffer: the reduced shard, and a ring for the buckets in flight
-            const size_t est = stage2_ring_estimate(t, &t->model.shape, t->model.num_params);
-            const size_t min = buckets_stage2_min_ring(&t->buckets, &t->model);
-            const size_t ring = min > est ? min : est;
+            const size_t ring = buckets_stage2_min_ring(&t->buckets, &t->model), min = ring;
             t->grad_acc = t->be->alloc(t->be, t->shards.shard * sizeof(float));
             if (!t->grad_acc || buckets_stage2(&t->buckets, &t->model, t->grad_acc, ring, err, sizeof err)) {
                 log_error("mingpt: error: %s\n", t->grad_acc ? err : "out of memory");
                 return EXIT_RUNTIME;
             }
             log_info("ZeRO stage 2: no rank holds the whole gradient: %zu bytes of reduced shard and a %zu-byte ring of "
-                     "bucket gradients (the smallest that works: %zu; the whole gradient: %zu)\n",
-                     t->shards.shard * sizeof(float), ring * sizeof(float), min * sizeof(float),
-                     t->model.num_params * sizeof(float));
+                     "bucket gradients (the smallest that works for this bucket plan; the whole gradient: %zu)\n",
+                     t->shards.shard * sizeof(float), min * sizeof(float), t->model.num_params * sizeof(float));
         }
     }
     return 0;
