@@ -397,11 +397,18 @@ static float **tensor_view(const GPT *m, GPTParams *p, int k) {
 
 void gpt_bind_grad(GPT *m, int k, float *p) { *tensor_view(m, &m->grads, k) = p; }
 
-int gpt_grads_ready_points(const GPT *m, size_t *out) {
+int gpt_grads_ready_points(const GPTShape *s, size_t *out) {
+    const int nt = gpt_param_table(s, NULL);
+    ParamTensor *pt = calloc((size_t)nt, sizeof *pt);
     int n = 0;
-    out[n++] = (size_t)(m->params.ln_f_w - m->params_memory);
-    for (int l = m->shape.n_layer - 1; l >= 0; l--) out[n++] = (size_t)(m->params.h[l].ln_1_w - m->params_memory);
+    if (!pt) return 0;
+    gpt_param_table(s, pt);
+    // the table: head tensors, each block's (ln_1.weight first), the tail's (ln_f.weight first):
+    // the pointers gpt_backward's hook calls take their offsets from
+    out[n++] = pt[N_HEAD_TENSORS + s->n_layer * N_BLOCK_TENSORS].offset;
+    for (int l = s->n_layer - 1; l >= 0; l--) out[n++] = pt[N_HEAD_TENSORS + l * N_BLOCK_TENSORS].offset;
     out[n++] = 0;
+    free(pt);
     return n;
 }
 

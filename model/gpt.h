@@ -312,9 +312,10 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx);
 // gpt_backward accumulates it from then on (for a model built with no_grad_buffer).
 void gpt_bind_grad(GPT *m, int k, float *p);
 
-// The `first` values gpt_backward passes to its GPTGradsReady hook, in order (lm_head and ln_f,
-// each block from the last, the encoder: 0), into out (room for n_layer + 2); returns the count.
-// Between two calls the backward writes the gradients of [next first, this first) only.
-int gpt_grads_ready_points(const GPT *m, size_t *out);
+// The `first` values gpt_backward passes to its GPTGradsReady hook for a model of shape s, in
+// order (ln_f and lm_head, each block from the last, the encoder: 0), into out (room for n_layer
+// + 2); returns the count. Between two calls the backward writes the gradients of [next first,
+// this first) only.
+int gpt_grads_ready_points(const GPTShape *s, size_t *out);
 
 #endif

@@ -287,7 +287,7 @@ static void test_stage2_ring(void **state) {
     for (int c = 0; c < 3; c++) {
         Buckets probe;
         assert_int_equal(buckets_plan(&probe, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL), 0);
-        const size_t min = buckets_stage2_min_ring(&probe, &b);
+        const size_t min = buckets_stage2_min_ring(&probe, &b.shape);
         size_t largest = 0;
         for (int k = 0; k < probe.n; k++) if (probe.b[k].n > largest) largest = probe.b[k].n;
         assert_true(min >= largest && min <= P);

@@ -1,6 +1,7 @@
 // trainer/buckets.c — see buckets.h.
 #include "trainer/buckets.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,25 +112,29 @@ static int ring_simulate(const Buckets *bk, const size_t *pts, int npts, const i
 
 float *buckets_stage2_grads(const Buckets *bk) { return bk->z2 ? bk->z2->acc : NULL; }
 
-size_t buckets_stage2_min_ring(const Buckets *bk, const GPT *m) {
+size_t buckets_stage2_min_ring(const Buckets *bk, const GPTShape *shape) {
     size_t largest = 0;
     for (int b = 0; b < bk->n; b++) if (bk->b[b].n > largest) largest = bk->b[b].n;
-    size_t *pts = malloc(sizeof(size_t) * ((size_t)m->shape.n_layer + 2));
-    int *tb = malloc(sizeof(int) * (size_t)m->n_tensors);
-    if (!pts || !tb) { free(pts); free(tb); return m->num_params; }
-    const int npts = gpt_grads_ready_points(m, pts);
-    for (int k = 0; k < m->n_tensors; k++)
+    const int nt = gpt_param_table(shape, NULL);
+    size_t *pts = malloc(sizeof(size_t) * ((size_t)shape->n_layer + 2));
+    int *tb = malloc(sizeof(int) * (size_t)nt);
+    ParamTensor *pt = calloc((size_t)nt, sizeof *pt);
+    const int npts = pts ? gpt_grads_ready_points(shape, pts) : 0;
+    if (!pts || !tb || !pt || !npts) { free(pts); free(tb); free(pt); return SIZE_MAX; }
+    gpt_param_table(shape, pt);
+    const size_t P = pt[nt - 1].offset + pt[nt - 1].numel;
+    for (int k = 0; k < nt; k++)
         for (int b = 0; b < bk->n; b++)
-            if (m->tensors[k].offset >= bk->b[b].first && m->tensors[k].offset < bk->b[b].first + bk->b[b].n) tb[k] = b;
+            if (pt[k].offset >= bk->b[b].first && pt[k].offset < bk->b[b].first + bk->b[b].n) tb[k] = b;
     size_t R = largest;
     const size_t step = largest / 8 > 16 ? largest / 8 : 16;
-    while (R < m->num_params && ring_simulate(bk, pts, npts, tb, m->n_tensors, m->tensors, R)) R += step;
-    free(pts); free(tb);
-    return R < m->num_params ? R : m->num_params;
+    while (R < P && ring_simulate(bk, pts, npts, tb, nt, pt, R)) R += step;
+    free(pts); free(tb); free(pt);
+    return R < P ? R : P;
 }
 
 int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, char *err, size_t errlen) {
-    const size_t min = buckets_stage2_min_ring(bk, m);
+    const size_t min = buckets_stage2_min_ring(bk, &m->shape);
     if (ring_floats < min) {
         snprintf(err, errlen, "the stage-2 gradient ring of %zu floats is smaller than the %zu this bucket plan needs",
                  ring_floats, min);
@@ -150,7 +155,7 @@ int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, cha
         snprintf(err, errlen, "out of memory for the stage-2 gradient ring (%zu floats)", ring_floats);
         return 1;
     }
-    z->npts = gpt_grads_ready_points(m, z->pts);
+    z->npts = gpt_grads_ready_points(&m->shape, z->pts);
     for (int k = 0; k < m->n_tensors; k++)
         for (int b = 0; b < bk->n; b++)
             if (m->tensors[k].offset >= bk->b[b].first && m->tensors[k].offset < bk->b[b].first + bk->b[b].n)

@@ -62,8 +62,9 @@ int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, cha
 // Stage 2: grad_acc, this rank's reduced gradients.
 float *buckets_stage2_grads(const Buckets *bk);
 
-// The smallest ring (floats) buckets_stage2 accepts for this model and bucket plan.
-size_t buckets_stage2_min_ring(const Buckets *bk, const GPT *m);
+// The smallest ring (floats) buckets_stage2 accepts for a model of this shape and this bucket
+// plan (the whole gradient when memory runs out).
+size_t buckets_stage2_min_ring(const Buckets *bk, const GPTShape *shape);
 
 // Stage 2: before micro-step's backward (first: the step's first micro-step, whose gradients
 // replace grad_acc rather than add to it): places the first layer's gradients.

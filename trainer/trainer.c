@@ -601,26 +601,25 @@ static int setup_local(Trainer *t) {
     return 0;
 }
 
-// Stage 2's ring of bucket gradients before the model exists: two of the largest bucket of the
-// plan setup_buckets will make (at most the whole buffer).
-static size_t stage2_ring_estimate(const Trainer *t, const GPTShape *shape, size_t num_params) {
+// Stage 2's ring of bucket gradients (floats) before the model exists: the smallest that works
+// for the plan setup_buckets will make (buckets_stage2_min_ring).
+static size_t stage2_ring(const Trainer *t, const GPTShape *shape, size_t num_params) {
     const TrainerConfig *tc = &t->cfg->trainer;
     const int nt = gpt_param_table(shape, NULL);
     ParamTensor *pt = calloc((size_t)nt, sizeof *pt);
     Buckets bk;
     const size_t cap = (size_t)(tc->bucket_cap_mb * 1024 * 1024);
     const size_t first_cap = cap < ((size_t)1 << 20) ? cap : ((size_t)1 << 20);
-    size_t largest = num_params;
+    size_t ring = num_params;
     if (pt) {
         gpt_param_table(shape, pt);
         if (!buckets_plan(&bk, pt, nt, first_cap, cap, t->comm, NULL)) {
-            largest = 0;
-            for (int b = 0; b < bk.n; b++) if (bk.b[b].n > largest) largest = bk.b[b].n;
+            ring = buckets_stage2_min_ring(&bk, shape);
             buckets_free(&bk);
         }
     }
     free(pt);
-    return 2 * largest < num_params ? 2 * largest : num_params;
+    return ring < num_params ? ring : num_params;
 }
 
 // What the run costs, said before anything large is allocated: parameters, tokens per iteration,
@@ -637,10 +636,8 @@ static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *
     if (t->zero) {   // per rank: the moments of one shard (gradients: the whole buffer, reduce-scattered in place)
         const ShardPlan sp = shard_plan(mem.num_params, t->world);
         mem.adamw = 2 * sp.shard * sizeof(float);
-        // stage 2: the reduced shard and the ring of bucket gradients (estimated at two of the
-        // largest bucket, at most the whole gradient; setup_buckets sizes it, the smallest ring
-        // that works, and says how large it is)
-        if (t->zero == 2) mem.grads = (sp.shard + stage2_ring_estimate(t, shape, mem.num_params)) * sizeof(float);
+        // stage 2: the reduced shard and the ring of bucket gradients
+        if (t->zero == 2) mem.grads = (sp.shard + stage2_ring(t, shape, mem.num_params)) * sizeof(float);
         mem.total = mem.total - unsharded.adamw - unsharded.grads + mem.adamw + mem.grads;
     }
     gpt_memory_describe(&mem, t->be, desc, sizeof desc);
@@ -843,7 +840,7 @@ static int setup_buckets(Trainer *t) {
                  "its shard, gradients are reduce-scattered and the updated parameters all-gathered\n", t->zero,
                  t->world, t->shards.shard, shard_count(&t->shards, t->rank));
         if (t->zero == 2) {   // no gradient buffer: the reduced shard, and a ring for the buckets in flight
-            const size_t ring = buckets_stage2_min_ring(&t->buckets, &t->model), min = ring;
+            const size_t ring = buckets_stage2_min_ring(&t->buckets, &t->model.shape), min = ring;
             t->grad_acc = t->be->alloc(t->be, t->shards.shard * sizeof(float));
             if (!t->grad_acc || buckets_stage2(&t->buckets, &t->model, t->grad_acc, ring, err, sizeof err)) {
                 log_error("mingpt: error: %s\n", t->grad_acc ? err : "out of memory");
