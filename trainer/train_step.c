@@ -30,7 +30,7 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     const double tokens_rank = (double)rows * T;
     const float scale = loss_scaler_scale(ts->scaler);
 
-    // ---- forward + backward of every micro-batch; communication on the last only
+    // ---- forward + backward of every micro-batch; communication on the last only (stage 2: on each)
     // ZeRO stage 2: every micro-step's buckets are reduce-scattered into the rank's shard
     Buckets *z2 = ts->buckets && ts->buckets->z2 ? ts->buckets : NULL;
     gpt_zero_grad(m);   // (stage 2: no gradient buffer; each bucket's ring space is zeroed when placed)

@@ -10,6 +10,10 @@
 //   no AdamW step when the loss or the norm is not finite, or the norm is an outlier
 //   (SpikeDetector, trainer/spike_detector.h); else AdamW
 //
+// ZeRO (TrainStep.shards): the buckets are reduce-scattered instead of all-reduced (stage 2: on
+// every micro-step, into the rank's shard), the norm comes from the shards' sums of squares in
+// the same host all-reduce, AdamW updates the rank's shard, and the shards are all-gathered.
+//
 // Averaging happens once, in the loss gradient: micro-batch m's d(loss) is scaled by
 // tokens_m / tokens_rank / W, so the summed all-reduce leaves the mean over every token of
 // every micro-batch of every rank (ranks have equal token counts: the DistributedSampler pads).
