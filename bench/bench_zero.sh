@@ -48,9 +48,11 @@ run() {
     echo "bench/bench_zero.sh: zero_stage $z failed; its output:" >&2; tail -n 30 "$WORK/z$z.$rep.log" >&2; exit 1
   fi
   python3 - "$dir/metrics.jsonl" "$WARMUP" "$WORK/z$z.$rep.log" <<'PY'
-import json, statistics, sys
+import json, re, statistics, sys
 ms = [d["ms_per_iter"] for d in map(json.loads, open(sys.argv[1])) if "ms_per_iter" in d and d["iter"] > int(sys.argv[2])]
-rss = [l.split()[1] for l in open(sys.argv[3]) if l.startswith("peak-rss-kb")]
+# (anywhere in a line: the other rank's output may share it)
+rss = re.findall(r"peak-rss-kb (\d+)", open(sys.argv[3], errors="replace").read())
+if len(rss) != 2: sys.exit("bench/bench_zero.sh: %d peak RSS lines in %s, want 2" % (len(rss), sys.argv[3]))
 print("%.1f %s" % (statistics.median(ms), " ".join(rss)))
 PY
 }
