@@ -17,7 +17,8 @@
 #     and ends with the same parameters
 #   * a rank that stops (SIGSTOP) mid-training under stage 1: the others' watchdog ends the job
 #     within collective_timeout_s, naming the collective
-#   * the CUDA backend (emulated, when built) refuses zero_stage 1 for now
+#   * the emulated CUDA backend and NCCL (when built): stage 1 gives stage 0's losses, parameters
+#     and snapshot moments; stage 2 is refused (CPU backend only for now)
 # tests/test_zero.c checks the shard arithmetic and sharded AdamW without MPI.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -196,11 +197,29 @@ if [ -n "$r1" ] && [ "$rc" -ne 0 ] && [ "$dt" -lt 30 ] && [ -n "$what" ]; then
   ok "rank 1 stopped: the job exits $rc after ${dt} s, rank 0's watchdog naming $what"
 else bad "rank 1 stopped under zero_stage 1 (pid '$r1', exit $rc after ${dt} s)" "$(tail -8 "$WORK/hang.log")"; fi
 
-echo "-- the CUDA backend's communicator has no reduce-scatter yet"
+echo "-- the emulated CUDA backend and NCCL: stage 1 = stage 0; stage 2 refused"
 EMU_SO=$ROOT/$B/emu/libmingpt_cuda.so
 if [ -f "$EMU_SO" ]; then
   export MINGPT_CUDA_LIB=$EMU_SO
-  bad_input zero-needs-mpi 2 'trainer_config.zero_stage=1 needs the MPI communicator for now' -- $MPIRUN -np 2 $MINGPT "${common[@]}" trainer_config.device=cuda trainer_config.zero_stage=1 trainer_config.max_iters=2 hydra.run.dir=$WORK/cu trainer_config.snapshot_path=$WORK/cu.bin
+  cuda=(trainer_config.device=cuda trainer_config.batch_size=4 trainer_config.max_iters=12)
+  if train cu0 2 "${cuda[@]}" && train cu1 2 "${cuda[@]}" trainer_config.zero_stage=1; then
+    same_losses "emulated NCCL, 2 ranks, zero_stage 1 vs 0" cu0 cu1
+    same_snap "emulated NCCL, 2 ranks, zero_stage 1 vs 0: parameters" cu0 cu1
+    if out=$(python3 - "$WORK/cu0.bin" "$WORK/cu1.bin" <<'PY'
+import struct, sys
+def records(p):
+    b = open(p, "rb").read(); o = 12; r = {}
+    while o + 12 <= len(b) - 4:
+        tag, n = struct.unpack_from("<4sQ", b, o); r[tag] = b[o + 12:o + 12 + n]; o += 12 + n
+    return r
+a, b = records(sys.argv[1]), records(sys.argv[2])
+for t in (b"ADAM", b"ADAV"):
+    if t not in a or a[t] != b[t]: sys.exit("%s differs" % t.decode())
+PY
+    ); then ok "emulated NCCL: the snapshot's AdamW moments (device shards gathered through the host) = stage 0's, bitwise"
+    else bad "emulated NCCL: the snapshot's AdamW moments" "$out"; fi
+  fi
+  bad_input zero-stage2-needs-cpu 2 'trainer_config.zero_stage=2 needs the CPU backend for now' -- $MPIRUN -np 2 $MINGPT "${common[@]}" trainer_config.device=cuda trainer_config.zero_stage=2 trainer_config.max_iters=2 hydra.run.dir=$WORK/cu trainer_config.snapshot_path=$WORK/cu.bin
   unset MINGPT_CUDA_LIB
 else
   skip no-nvcc "zero_stage with the CUDA backend: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"

@@ -276,12 +276,21 @@ typedef struct {
 } MomentsFeed;
 
 // The next gather of the sequence: shard q of moment `which` into buf (used at rank 0 only).
+// Through the host communicator: the owner of a shard in device memory downloads it first.
 static void gather_piece(Trainer *t, int which, int q, float *buf) {
     const int W = t->world;
     size_t *counts = calloc(2 * (size_t)W, sizeof(size_t));
     if (!counts) t->comm->abort(t->comm, EXIT_RUNTIME, "out of memory while saving a snapshot");
     counts[q] = shard_count(&t->shards, q);   // displacements (counts + W): all 0
-    if (t->comm->gather(t->comm, which ? t->opt.v : t->opt.m, buf, counts, counts + W, 0)) comm_failed(t, t->comm);
+    const float *mine = which ? t->opt.v : t->opt.m;
+    float *tmp = NULL;
+    if (q == t->rank && counts[q] && !t->be->host_memory) {
+        mine = tmp = malloc(counts[q] * sizeof(float));
+        if (!tmp) t->comm->abort(t->comm, EXIT_RUNTIME, "out of memory while saving a snapshot");
+        t->be->download(t->be, tmp, which ? t->opt.v : t->opt.m, counts[q] * sizeof(float));
+    }
+    if (t->comm->gather(t->comm, mine, buf, counts, counts + W, 0)) comm_failed(t, t->comm);
+    free(tmp);
     free(counts);
 }
 
@@ -667,11 +676,17 @@ static int zero_decide(Trainer *t) {
         log_info("note: trainer_config.zero_stage=%d on one rank behaves as 0 (there is nothing to shard over)\n", stage);
         return 0;
     }
-    if (!t->be->host_memory || t->be->grad_comm_create || !t->comm->reduce_scatter_start || !t->comm->allgather ||
-        !t->comm->gather) {
-        log_error("mingpt: error: trainer_config.zero_stage=%d needs the MPI communicator for now (the %s backend's "
-                  "gradient communicator has no reduce-scatter and all-gather yet): use trainer_config.device=cpu or "
-                  "trainer_config.zero_stage=0\n", stage, t->be->name);
+    if (stage == 2 && !t->be->host_memory) {   // the ring's reduced parts are added on the host
+        log_error("mingpt: error: trainer_config.zero_stage=2 needs the CPU backend for now (the %s backend has "
+                  "stage 1 only): use trainer_config.device=cpu or trainer_config.zero_stage=1\n", t->be->name);
+        return EXIT_USAGE;
+    }
+    // the snapshot's moments are gathered through the host communicator; the gradients and
+    // parameters through the gradient communicator (checked in setup_buckets when it is the backend's)
+    if (!t->comm->gather || (!t->be->grad_comm_create && (!t->comm->reduce_scatter_start || !t->comm->allgather))) {
+        log_error("mingpt: error: trainer_config.zero_stage=%d needs the MPI communicator for now (the %s "
+                  "communicator has no reduce-scatter, all-gather or gather): use trainer_config.zero_stage=0\n", stage,
+                  t->comm->name);
         return EXIT_USAGE;
     }
     t->zero = stage;
@@ -820,6 +835,11 @@ static int setup_buckets(Trainer *t) {
         t->grad_comm = t->be->grad_comm_create(t->be, t->comm, err, sizeof err);
         if (!t->grad_comm) t->comm->abort(t->comm, EXIT_RUNTIME, err);
         t->grad_comm->timeout_s = tc->collective_timeout_s;
+        if (t->zero && (!t->grad_comm->reduce_scatter_start || !t->grad_comm->allgather)) {
+            log_error("mingpt: error: trainer_config.zero_stage=%d: the %s communicator has no reduce-scatter or "
+                      "all-gather: use trainer_config.zero_stage=0\n", t->zero, t->grad_comm->name);
+            return EXIT_USAGE;
+        }
     }
     const size_t cap = (size_t)(tc->bucket_cap_mb * 1024 * 1024);
     const size_t first_cap = cap < ((size_t)1 << 20) ? cap : ((size_t)1 << 20);   // DDP: 1 MiB first
