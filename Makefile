@@ -45,7 +45,7 @@ DEB_PKGS := build-essential pkg-config \
             curl ca-certificates \
             libcmocka-dev clang libclang-rt-14-dev libomp-14-dev valgrind python3 python3-venv bc procps man-db tmux
 
-LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c checkpoint/*.c trainer/*.c report/*.c app/*.c) dist/comm.c)
+LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c checkpoint/*.c trainer/*.c report/*.c app/*.c) dist/comm.c dist/shard.c)
 LIB_SRC  := $(filter-out report/plot_cairo.c,$(LIB_SRC))
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "config/config.h"
 #include "data/char_dataset.h"
 #include "checkpoint/snapshot.h"
 
@@ -36,6 +37,18 @@ static json_t *json_loss(double x) { return isnan(x) ? json_null() : json_real(x
 static json_t *text_or_null(const char *s) {
     json_t *j = json_string(s);
     return j ? j : json_null();
+}
+
+// The ZeRO stage of the run that wrote s: trainer_config.zero_stage of its stored config (0 in
+// files from before the key); -1 when the config cannot be read. The moments are stored whole
+// whatever the stage, so any stage on any world size resumes from the file.
+static int zero_stage_of(const Snapshot *s) {
+    Config c;
+    char err[1024];
+    if (!s->config_yaml ||
+        config_load_text(&c, s->config_yaml, strlen(s->config_yaml), "the snapshot's config", 0, NULL, err, sizeof err))
+        return -1;
+    return c.trainer.zero_stage;
 }
 
 static int print_json(FILE *out, const char *path, const Snapshot *s, const CharDataset *ds) {
@@ -75,6 +88,8 @@ static int print_json(FILE *out, const char *path, const Snapshot *s, const Char
     json_object_set_new(o, "loss_scale", json_real(s->loss_scale));
     json_object_set_new(o, "scaler_good_steps", json_integer(s->scaler_good_steps));
     json_object_set_new(o, "world_size", s->world_size ? json_integer(s->world_size) : json_null());
+    const int zero = zero_stage_of(s);
+    json_object_set_new(o, "zero_stage", zero >= 0 ? json_integer(zero) : json_null());
     json_object_set_new(o, "last_test_loss", json_loss(s->last_test_loss));
     json_object_set_new(o, "best_test_loss", json_loss(s->best_test_loss));
     json_object_set_new(o, "best_iter", s->best_iter >= 0 ? json_integer(s->best_iter) : json_null());
@@ -106,6 +121,9 @@ static void print_text(FILE *out, const char *path, const Snapshot *s, const Cha
             s->scaler_good_steps);
     if (s->world_size) fprintf(out, "world size:   %d\n", s->world_size);
     else fprintf(out, "world size:   not recorded (a file from before data parallelism: 1)\n");
+    const int zero = zero_stage_of(s);
+    if (zero >= 0) fprintf(out, "zero stage:   %d%s\n", zero, zero && s->world_size > 1 ? " (AdamW moments gathered from the shards)" : "");
+    else fprintf(out, "zero stage:   unknown (the stored config cannot be read)\n");
     if (isnan(s->last_test_loss)) fprintf(out, "test loss:    not recorded\n");
     else fprintf(out, "test loss:    last %.4f, best %.4f at iteration %ld\n", s->last_test_loss, s->best_test_loss,
                  s->best_iter);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,10 +99,28 @@ int snapshot_save_cancellable(const char *path, const Snapshot *s, const volatil
     if (s->adam_m && s->adam_v) {
         put_record(&a, TAG_ADAM, s->adam_m, (uint64_t)s->num_params * 4);
         put_record(&a, TAG_ADAV, s->adam_v, (uint64_t)s->num_params * 4);
+    } else if (s->moments) {   // in pieces: every piece is read even after a failed write
+        SnapMoments *sm = s->moments;
+        for (int which = 0; which < 2; which++) {
+            const uint32_t tag = which ? TAG_ADAV : TAG_ADAM;
+            const uint64_t n = (uint64_t)s->num_params * 4;
+            atomic_write(&a, &tag, 4);
+            atomic_write(&a, &n, 8);
+            for (size_t first = 0; first < s->num_params; first += sm->piece) {
+                const size_t k = s->num_params - first < sm->piece ? s->num_params - first : sm->piece;
+                if (sm->read(sm, which, first, k, sm->buf)) sm->failed = 1;
+                if (!sm->failed) atomic_write(&a, sm->buf, k * sizeof(float));
+            }
+        }
+        if (sm->failed && !a.failed) a.failed = EIO;   // the commit removes the temporary file
     }
     const uint32_t crc = a.crc;
     atomic_write(&a, &crc, 4);
     rc = atomic_commit(&a, err, errlen);
+    if (rc == 1 && s->moments && s->moments->failed) {
+        snprintf(err, errlen, "cannot write snapshot '%s': the AdamW moments could not be collected", path);
+        return 1;
+    }
 out:
     if (rc == 1) {   // atomic_file's message names the temporary file; say which snapshot it was
         char why[1024];

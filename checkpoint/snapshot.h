@@ -25,6 +25,20 @@
 #define SNAP_FORMAT_MAJOR 1
 #define SNAP_FORMAT_MINOR 2
 
+// The AdamW moments handed to the writer one piece at a time, for a caller that does not hold
+// them whole (ZeRO: rank 0 receives one shard at a time). read fills buf with the n floats
+// [first, first + n) of moment `which` (0: m, 1: v); it is called for which 0 then 1, each in
+// ascending pieces of `piece` floats (the last may be shorter), whether or not the file takes
+// the writes (so that a caller receiving from other processes never leaves them waiting: a
+// writer that stops early says so through SnapMoments.calls). Non-zero: the write fails.
+typedef struct SnapMoments {
+    int (*read)(struct SnapMoments *sm, int which, size_t first, size_t n, float *buf);
+    void *ctx;
+    size_t piece;             // floats per call (> 0)
+    float *buf;               // (piece) the buffer the writer passes to read
+    int failed;               // set by read on failure
+} SnapMoments;
+
 typedef struct {
     char *config_yaml;        // NUL-terminated YAML of the run's config
     uint32_t *vocab;          // (vocab_size) code points, ascending
@@ -33,6 +47,7 @@ typedef struct {
     size_t num_params;
     float *params;            // (num_params)
     float *adam_m, *adam_v;   // (num_params) each
+    SnapMoments *moments;     // writing only, when adam_m and adam_v are NULL: the moments in pieces
     long adam_step;           // AdamW steps taken
     long epochs_run;          // completed epochs
     long iter_in_epoch;       // batches done in epoch epochs_run+1 (0 at an epoch boundary)

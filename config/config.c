@@ -57,6 +57,7 @@ static const ConfigField SCHEMA[] = {
     {FIELD("trainer_config", "save_best", trainer.save_best, CONFIG_BOOL), .def_int = 0},
     {FIELD("trainer_config", "init_from", trainer.init_from, CONFIG_STR), .def_str = ""},
     {FIELD("trainer_config", "grad_accum_steps", trainer.grad_accum_steps, CONFIG_INT), .def_int = 1},
+    {FIELD("trainer_config", "zero_stage", trainer.zero_stage, CONFIG_INT), .def_int = 0, .choices = "0|1|2"},
     {FIELD("trainer_config", "bucket_cap_mb", trainer.bucket_cap_mb, CONFIG_FLOAT), .def_float = {25.0}},
     {FIELD("trainer_config", "collective_timeout_s", trainer.collective_timeout_s, CONFIG_FLOAT), .def_float = {300.0}},
     {FIELD("trainer_config", "skip_spike_zscore", trainer.skip_spike_zscore, CONFIG_FLOAT), .def_float = {0.0}},
@@ -377,7 +378,12 @@ static int bind_field(Config *cfg, const ConfigField *f, const CfgNode *n, bool 
         if (c == CONV_RANGE) return located(&n->loc, err, errlen, "%s: %s is out of range (%lld..%lld)", fk, repr, lo, hi);
         if (c != CONV_OK) {
             snprintf(msg, sizeof msg, "Value '%s' of type '%s' could not be converted to Integer", repr, cfg_type_name(n->type));
-            return type_error(n, fk, "an integer", msg, err, errlen);
+            if (!f->choices) return type_error(n, fk, "an integer", msg, err, errlen);
+            // an enumerated integer (zero_stage): the message names the values allowed
+            char what[160];
+            snprintf(what, sizeof what, "one of %s", f->choices);
+            snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (%s must be one of %s)", fk, f->choices);
+            return type_error(n, fk, what, msg, err, errlen);
         }
         if (f->type == CONFIG_INT) *(int *)p = (int)v;
         else *(long *)p = (long)v;
@@ -580,7 +586,13 @@ static int validate(const Config *cfg, const CfgNode *t, char *err, size_t errle
     const double inf = INFINITY;
     for (size_t i = 0; i < N_SCHEMA; i++) {
         const ConfigField *f = &SCHEMA[i];
-        if (f->choices && !in_choices((const char *)field_cptr(cfg, f), f->choices))
+        if (f->choices && f->type == CONFIG_INT) {   // an enumerated integer
+            char v[24];
+            snprintf(v, sizeof v, "%d", *(const int *)field_cptr(cfg, f));
+            if (!in_choices(v, f->choices))
+                return invalid(t, f->section, f->key, err, errlen, "%s.%s must be one of %s, got %s", f->section,
+                               f->key, f->choices, v);
+        } else if (f->choices && !in_choices((const char *)field_cptr(cfg, f), f->choices))
             return invalid(t, f->section, f->key, err, errlen, "%s.%s must be one of %s, got '%s'", f->section, f->key,
                            f->choices, (const char *)field_cptr(cfg, f));
     }

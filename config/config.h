@@ -66,6 +66,11 @@ typedef struct {
     bool save_best;           // also keep <stem>.best.bin, the lowest test loss so far (default false)
     char init_from[CFG_STR_MAX]; // a new run's weights: a .safetensors file or a snapshot; "" = random init (default)
     int grad_accum_steps;     // micro-steps per optimizer step, communication on the last (default 1)
+    // Sharded data parallelism (DeepSpeed's and llm.c's ZeRO numbering): 0 = every rank holds the
+    // whole AdamW state (default); 1 = each rank holds AdamW m and v of its shard of the flat
+    // parameter buffer only (gradients reduce-scattered, parameters all-gathered; trainer/zero.h);
+    // 2 = as 1 (the gradient buffer is not yet sharded). 1 and 2 on one rank behave as 0.
+    int zero_stage;
     double bucket_cap_mb;     // gradient all-reduce bucket cap in MiB (default 25, as DDP)
     double collective_timeout_s; // abort the job when a collective takes longer (default 300; 0 = never)
     // llm.c's outlier detector: skip the optimizer update (parameters and AdamW moments
@@ -141,7 +146,7 @@ typedef struct {
     long long def_int;     // default of CONFIG_INT/LONG/U64, and of CONFIG_BOOL (0/1)
     double def_float[2];   // default of CONFIG_FLOAT ([0]) and CONFIG_FLOAT_PAIR
     const char *def_str;   // default of CONFIG_STR
-    const char *choices;   // allowed values "a|b|c" of an enumerated string, else NULL
+    const char *choices;   // allowed values "a|b|c" of an enumerated string or CONFIG_INT, else NULL
     bool optional;         // CONFIG_FLOAT only: null is allowed and stored as NaN (OmegaConf's Optional[float])
 } ConfigField;
 

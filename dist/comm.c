@@ -29,6 +29,16 @@ static int single_allreduce_start(Comm *c, float *buf, size_t n) {
     return 0;
 }
 static int single_allreduce_wait(Comm *c) { return 0; }
+static int single_reduce_scatter_start(Comm *c, float *buf, const size_t *counts) {
+    c->stats.n_buckets++;
+    return 0;
+}
+static int single_allgather(Comm *c, float *buf, const size_t *counts, const size_t *displs) { return 0; }
+static int single_gather(Comm *c, const float *send, float *recv, const size_t *counts, const size_t *displs,
+                         int root) {
+    if (recv + displs[0] != send) memmove(recv + displs[0], send, counts[0] * sizeof(float));
+    return 0;
+}
 static void single_backward_done(Comm *c) {}
 static void single_abort(Comm *c, int code, const char *msg) {
     if (msg) fprintf(stderr, "%s\n", msg);
@@ -44,7 +54,8 @@ Comm *comm_single_create(void) {
         .name = "single", .rank = 0, .world_size = 1, .local_rank = 0, .local_size = 1,
         .allreduce_host = single_allreduce_host, .bcast_host = single_bcast_host,
         .allreduce_start = single_allreduce_start, .allreduce_wait = single_allreduce_wait,
-        .backward_done = single_backward_done, .abort = single_abort, .destroy = single_destroy,
+        .reduce_scatter_start = single_reduce_scatter_start, .allgather = single_allgather,
+        .gather = single_gather, .backward_done = single_backward_done, .abort = single_abort, .destroy = single_destroy,
     };
     return c;
 }
@@ -57,6 +68,7 @@ void comm_stats_add(CommStats *sum, const CommStats *s) {
     sum->t_busy += s->t_busy;
     sum->t_exposed += s->t_exposed;
     sum->bytes += s->bytes;
+    sum->t_gather += s->t_gather;
 }
 
 // ============================================================================

@@ -33,7 +33,8 @@ typedef struct {
     int n_started_early;      // of those, started before the backward pass finished
     double t_busy;            // time some bucket was being reduced
     double t_exposed;         // time allreduce_wait blocked (the part not hidden by the backward)
-    double bytes;             // bytes all-reduced
+    double bytes;             // bytes all-reduced (or reduce-scattered)
+    double t_gather;          // time in the parameter all-gather (ZeRO; blocking, never hidden)
 } CommStats;
 
 typedef struct Comm Comm;
@@ -70,6 +71,21 @@ struct Comm {
     int (*allreduce_start)(Comm *c, float *buf, size_t n);
     // Waits for every started all-reduce (on "nccl": orders the compute stream after them).
     int (*allreduce_wait)(Comm *c);
+    // Sharded data parallelism (ZeRO, trainer_config.zero_stage; dist/shard.h cuts the buffer).
+    // NULL where the communicator has none yet ("nccl").
+    // Starts the in-place SUM over ranks of the sum(counts) fp32 at buf (the same range of the
+    // flat gradient buffer on every rank, backend memory), scattered in rank order: when it is
+    // done, rank q's buf + (counts[0] + ... + counts[q-1]) holds the sums of its counts[q]
+    // floats there, and the rest of buf is undefined (MPI_Reduce_scatter with MPI_IN_PLACE,
+    // the part moved to its place). Queued with the all-reduces (same order, same thread),
+    // finished by allreduce_wait. counts has world_size entries, each below 2^31; it is copied.
+    int (*reduce_scatter_start)(Comm *c, float *buf, const size_t *counts);
+    // Blocking, in place (MPI_Allgatherv): rank q's counts[q] floats at buf + displs[q] reach every
+    // rank. Not while buckets are in flight.
+    int (*allgather)(Comm *c, float *buf, const size_t *counts, const size_t *displs);
+    // Blocking (MPI_Gatherv): rank q's counts[q] floats at send land at root's recv + displs[q]
+    // (recv is used at root only). Not while buckets are in flight.
+    int (*gather)(Comm *c, const float *send, float *recv, const size_t *counts, const size_t *displs, int root);
     // Marks the end of the backward pass (for CommStats.n_started_early).
     void (*backward_done)(Comm *c);
     // Optional (NULL: nothing to do): lets started all-reduces advance; called between the

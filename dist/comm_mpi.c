@@ -35,7 +35,9 @@
 
 #define QCAP 4096   // buckets in flight at once (a step has at most one per tensor)
 
-typedef struct { float *buf; size_t n; } Bucket;
+// A queued gradient collective, in place on the n floats at buf: an all-reduce, or (counts !=
+// NULL) a reduce-scatter, counts[q] floats for rank q.
+typedef struct { float *buf; size_t n; const int *counts; } Bucket;
 
 enum { MODE_THREAD = 0, MODE_TEST = 1 };
 
@@ -62,6 +64,8 @@ typedef struct {
     long *answer;                    // [world][NSTATE]: the last answer sent to each rank
     MPI_Request *answer_req;         // [world]
     int noticed;                     // another rank's watchdog said it aborts the job (watchdog thread only)
+    int *rs_counts;                  // (QCAP x world) reduce-scatter counts of the queued buckets, or NULL
+    float *rs_buf[QCAP];             // MODE_TEST: the request's reduce-scatter buffer (NULL: an all-reduce)
 } MpiCtx;
 
 static void set_err(Comm *c, const char *fmt, ...) {
@@ -90,6 +94,20 @@ static int allreduce_floats(MPI_Comm comm, float *buf, size_t n) {
     return MPI_SUCCESS;
 }
 
+// MPI_Reduce_scatter with MPI_IN_PLACE leaves this rank's part at the start of buf: move it to
+// where it lies in buf (after the parts of the lower ranks), as reduce_scatter_start promises.
+static void place_part(const Comm *c, float *buf, const int *counts) {
+    size_t off = 0;
+    for (int q = 0; q < c->rank; q++) off += (size_t)counts[q];
+    if (off && counts[c->rank]) memmove(buf + off, buf, (size_t)counts[c->rank] * sizeof(float));
+}
+
+static int reduce_scatter_in_place(const Comm *c, MPI_Comm comm, float *buf, const int *counts) {
+    const int rc = MPI_Reduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, comm);
+    if (rc == MPI_SUCCESS) place_part(c, buf, counts);
+    return rc;
+}
+
 static void *comm_thread(void *arg) {
     Comm *c = arg;
     MpiCtx *x = c->ctx;
@@ -101,15 +119,16 @@ static void *comm_thread(void *arg) {
         const double t0 = now_s();
         x->bucket_since = t0;
         pthread_mutex_unlock(&x->mu);
-        int rc = allreduce_floats(x->grad, b.buf, b.n);
+        int rc = b.counts ? reduce_scatter_in_place(c, x->grad, b.buf, b.counts)
+                          : allreduce_floats(x->grad, b.buf, b.n);
         const double t1 = now_s();
         pthread_mutex_lock(&x->mu);
         x->bucket_since = 0;
         c->stats.t_busy += t1 - t0;
         if (rc != MPI_SUCCESS && !x->failed) {
             char s[MPI_MAX_ERROR_STRING];
-            set_err(c, "MPI_Allreduce of gradient bucket %ld (%zu floats) failed: %s", x->finished, b.n,
-                    mpi_errstr(rc, s));
+            set_err(c, "%s of gradient bucket %ld (%zu floats) failed: %s",
+                    b.counts ? "MPI_Reduce_scatter" : "MPI_Allreduce", x->finished, b.n, mpi_errstr(rc, s));
             x->failed = 1;
         }
         x->finished++;
@@ -270,7 +289,7 @@ static void abort_from_watchdog(Comm *c, const char *msg, int rank0_answers) {
 static int in_flight(MpiCtx *x, const char **what, double *since, int *host, long *bucket) {
     if (x->host_since > 0) { *what = x->host_what; *since = x->host_since; *host = 1; *bucket = -1; return 1; }
     if (x->bucket_since > 0) {
-        *what = "the gradient all-reduce";
+        *what = x->rs_counts ? "the gradient all-reduce or reduce-scatter" : "the gradient all-reduce";
         *since = x->bucket_since;
         *host = 0;
         *bucket = x->mode == MODE_TEST ? x->n_req_done : x->finished;
@@ -404,6 +423,8 @@ static int mpi_bcast_host(Comm *c, void *buf, size_t bytes, int root) {
 
 // ---- MODE_TEST: non-blocking all-reduces driven from the main thread
 static void test_completed(Comm *c, MpiCtx *x, double t) {
+    const long i = x->n_req_done % QCAP;
+    if (x->rs_buf[i]) place_part(c, x->rs_buf[i], x->rs_counts + i * c->world_size);
     c->stats.t_busy += t - x->req_t0[x->n_req_done % QCAP];
     x->n_req_done++;
     pthread_mutex_lock(&x->mu);
@@ -421,6 +442,7 @@ static int test_start(Comm *c, float *buf, size_t n) {
         const size_t k = n - off < ((size_t)1 << 30) ? n - off : ((size_t)1 << 30);
         const long i = x->n_req % QCAP;
         x->req_t0[i] = now_s();
+        x->rs_buf[i] = NULL;
         int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, x->grad, &x->req[i]);
         if (rc != MPI_SUCCESS) {
             char s[MPI_MAX_ERROR_STRING];
@@ -432,6 +454,28 @@ static int test_start(Comm *c, float *buf, size_t n) {
         x->n_req++;
         pthread_mutex_unlock(&x->mu);
     }
+    return 0;
+}
+
+static int test_reduce_scatter_start(Comm *c, float *buf, const int *counts, size_t n) {
+    MpiCtx *x = c->ctx;
+    if (x->n_req - x->n_req_done >= QCAP) {   // full: finish the oldest
+        MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
+        test_completed(c, x, now_s());
+    }
+    const long i = x->n_req % QCAP;
+    x->req_t0[i] = now_s();
+    x->rs_buf[i] = buf;
+    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, x->grad, &x->req[i]);
+    if (rc != MPI_SUCCESS) {
+        char s[MPI_MAX_ERROR_STRING];
+        set_err(c, "MPI_Ireduce_scatter of gradient bucket %ld (%zu floats) failed: %s", x->n_req, n, mpi_errstr(rc, s));
+        return 1;
+    }
+    pthread_mutex_lock(&x->mu);
+    if (x->n_req == x->n_req_done) x->bucket_since = x->req_t0[i];
+    x->n_req++;
+    pthread_mutex_unlock(&x->mu);
     return 0;
 }
 
@@ -472,7 +516,7 @@ static int mpi_allreduce_start(Comm *c, float *buf, size_t n) {
     }
     pthread_mutex_lock(&x->mu);
     while (x->started - x->finished >= QCAP) pthread_cond_wait(&x->cv_done, &x->mu);
-    x->q[x->started % QCAP] = (Bucket){ buf, n };
+    x->q[x->started % QCAP] = (Bucket){ buf, n, NULL };
     x->started++;
     c->stats.n_buckets++;
     c->stats.n_started_early += !x->backward_done;
@@ -480,6 +524,105 @@ static int mpi_allreduce_start(Comm *c, float *buf, size_t n) {
     pthread_cond_signal(&x->cv_work);
     pthread_mutex_unlock(&x->mu);
     return 0;
+}
+
+// The queue slot the next bucket takes (both modes: at most QCAP in flight).
+static long next_slot(MpiCtx *x) { return (x->mode == MODE_TEST ? x->n_req : x->started) % QCAP; }
+
+static int mpi_reduce_scatter_start(Comm *c, float *buf, const size_t *counts) {
+    MpiCtx *x = c->ctx;
+    const int W = c->world_size;
+    if (!x->rs_counts && !(x->rs_counts = calloc((size_t)QCAP * (size_t)W, sizeof(int)))) {
+        set_err(c, "out of memory for the reduce-scatter counts");
+        return 1;
+    }
+    size_t n = 0;
+    for (int q = 0; q < W; q++) {
+        if (counts[q] > INT_MAX) {
+            set_err(c, "a reduce-scatter of %zu floats to rank %d is larger than MPI's int counts", counts[q], q);
+            return 1;
+        }
+        n += counts[q];
+    }
+    if (x->mode == MODE_TEST) {
+        int *k = x->rs_counts + next_slot(x) * W;
+        if (x->n_req - x->n_req_done >= QCAP) {   // the slot is the oldest request's: finish it first
+            MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
+            test_completed(c, x, now_s());
+        }
+        for (int q = 0; q < W; q++) k[q] = (int)counts[q];
+        c->stats.n_buckets++;
+        c->stats.n_started_early += !x->backward_done;
+        c->stats.bytes += (double)n * sizeof(float);
+        return test_reduce_scatter_start(c, buf, k, n);
+    }
+    pthread_mutex_lock(&x->mu);
+    while (x->started - x->finished >= QCAP) pthread_cond_wait(&x->cv_done, &x->mu);
+    int *k = x->rs_counts + next_slot(x) * W;
+    for (int q = 0; q < W; q++) k[q] = (int)counts[q];
+    x->q[x->started % QCAP] = (Bucket){ buf, n, k };
+    x->started++;
+    c->stats.n_buckets++;
+    c->stats.n_started_early += !x->backward_done;
+    c->stats.bytes += (double)n * sizeof(float);
+    pthread_cond_signal(&x->cv_work);
+    pthread_mutex_unlock(&x->mu);
+    return 0;
+}
+
+// counts and displacements as MPI's ints, or non-zero after naming what does not fit.
+static int int_layout(Comm *c, const char *what, const size_t *counts, const size_t *displs, int **ic, int **id) {
+    const int W = c->world_size;
+    *ic = malloc(sizeof(int) * (size_t)W);
+    *id = malloc(sizeof(int) * (size_t)W);
+    if (!*ic || !*id) { set_err(c, "out of memory for the %s counts", what); return 1; }
+    for (int q = 0; q < W; q++) {
+        if (counts[q] > INT_MAX || displs[q] > INT_MAX) {
+            set_err(c, "%s: %zu floats at offset %zu for rank %d exceed MPI's int counts", what, counts[q], displs[q], q);
+            return 1;
+        }
+        (*ic)[q] = (int)counts[q];
+        (*id)[q] = (int)displs[q];
+    }
+    return 0;
+}
+
+static int mpi_allgather(Comm *c, float *buf, const size_t *counts, const size_t *displs) {
+    MpiCtx *x = c->ctx;
+    int *ic = NULL, *id = NULL, rc = 1;
+    if (!int_layout(c, "MPI_Allgatherv", counts, displs, &ic, &id)) {
+        host_begin(x, "MPI_Allgatherv (the updated parameter shards)");
+        const double t0 = now_s();
+        rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, ic, id, MPI_FLOAT, x->world);
+        c->stats.t_gather += now_s() - t0;
+        host_end(x);
+        if (rc != MPI_SUCCESS) {
+            char s[MPI_MAX_ERROR_STRING];
+            set_err(c, "MPI_Allgatherv of the parameter shards failed: %s", mpi_errstr(rc, s));
+            rc = 1;
+        }
+    }
+    free(ic);
+    free(id);
+    return rc;
+}
+
+static int mpi_gather(Comm *c, const float *send, float *recv, const size_t *counts, const size_t *displs, int root) {
+    MpiCtx *x = c->ctx;
+    int *ic = NULL, *id = NULL, rc = 1;
+    if (!int_layout(c, "MPI_Gatherv", counts, displs, &ic, &id)) {
+        host_begin(x, "MPI_Gatherv (optimizer state shards)");
+        rc = MPI_Gatherv(send, ic[c->rank], MPI_FLOAT, recv, ic, id, MPI_FLOAT, root, x->world);
+        host_end(x);
+        if (rc != MPI_SUCCESS) {
+            char s[MPI_MAX_ERROR_STRING];
+            set_err(c, "MPI_Gatherv of %zu floats to rank %d failed: %s", counts[c->rank], root, mpi_errstr(rc, s));
+            rc = 1;
+        }
+    }
+    free(ic);
+    free(id);
+    return rc;
 }
 
 static void mpi_backward_done(Comm *c) {
@@ -533,6 +676,7 @@ static void mpi_destroy(Comm *c) {
     free(x->answer);
     free(x->answer_req);
     MPI_Finalize();
+    free(x->rs_counts);
     free(x);
     free(c);
 }
@@ -607,6 +751,7 @@ Comm *comm_mpi_create(int *argc, char ***argv, char *err, size_t errlen) {
         .timeout_s = 300, .ctx = x,
         .allreduce_host = mpi_allreduce_host, .bcast_host = mpi_bcast_host,
         .allreduce_start = mpi_allreduce_start, .allreduce_wait = mpi_allreduce_wait,
+        .reduce_scatter_start = mpi_reduce_scatter_start, .allgather = mpi_allgather, .gather = mpi_gather,
         .backward_done = mpi_backward_done, .abort = mpi_abort, .destroy = mpi_destroy,
     };
     const char *mode = getenv("MINGPT_MPI_PROGRESS");

@@ -1,5 +1,6 @@
 # mk/bench.mk — `make bench` (speed and memory against PyTorch), `make bench-quality`
-# (2000-iteration test loss against PyTorch), `make bench-ddp` (data-parallel training) and
+# (2000-iteration test loss against PyTorch), `make bench-ddp` (data-parallel training),
+# `make bench-zero` (its sharded stages) and
 # `make bench-eval` (the cost of a full evaluation by eval_stride).
 # Benchmarks are never part of `make test`.
 #
@@ -18,6 +19,10 @@
 #                         and as 2 ranks x 1 thread (mpirun, --bind-to core and none), interleaved:
 #                         tokens/s, all-reduce ms per step, % hidden behind the backward, ratio.
 #                         DDP_REPS (3), DDP_ITERS (10), DDP_WARMUP (2), DDP_BINDS ("core none").
+#   make bench-zero       the M model on 2 ranks x 1 thread at trainer_config.zero_stage 0, 1 and 2,
+#                         interleaved: tokens/s against stage 0, peak RSS per rank, the start-up line's
+#                         gradient and AdamW bytes per rank. ZERO_REPS (2), ZERO_ITERS (10),
+#                         ZERO_WARMUP (2), ZERO_CAP_MB (25), ZERO_BIND (core).
 #   make bench-eval       a full evaluation of char_cpu.yaml's test split after 2000 iterations
 #                         (trained once into build/bench-eval, or EVAL_SNAPSHOT=path): the default
 #                         eval_stride against eval_stride=1, times, losses, speed-up.
@@ -35,7 +40,7 @@ BENCH_PY    ?= /usr/bin/python3
 BENCH_ARGS  ?=
 BENCH_BIN   := $(B)/bench/bench_train
 
-.PHONY: bench-speed bench-quality bench-ddp bench-eval bench-build
+.PHONY: bench-speed bench-quality bench-ddp bench-zero bench-eval bench-build
 
 $(BENCH_BIN): bench/bench_train.c $(B)/libmingpt.a
 	@mkdir -p $(dir $@)
@@ -54,6 +59,9 @@ bench-quality: mingpt data $(BENCH_BIN)
 
 bench-ddp: mingpt data
 	bash bench/bench_ddp.sh ./mingpt
+
+bench-zero: mingpt data
+	bash bench/bench_zero.sh ./mingpt
 
 EVAL_SNAPSHOT ?=
 bench-eval: mingpt data

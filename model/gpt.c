@@ -288,13 +288,14 @@ int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const G
     const ParamTensor *last = &m->tensors[m->n_tensors - 1];
     m->num_params = last->offset + last->numel;
     m->params_memory = be->alloc(be, m->num_params * sizeof(float));
-    m->grads_memory = be->alloc(be, m->num_params * sizeof(float));
+    const bool own_grads = !(opt && opt->no_grad_buffer);
+    if (own_grads) m->grads_memory = be->alloc(be, m->num_params * sizeof(float));
     m->acts_memory = be->alloc(be, m->num_acts * sizeof(float));
     m->inputs = be->alloc(be, io_tokens * sizeof(int32_t));
     m->targets = be->alloc(be, io_tokens * sizeof(int32_t));
-    if (!m->params_memory || !m->grads_memory || !m->acts_memory || !m->inputs || !m->targets) goto oom;
+    if (!m->params_memory || (own_grads && !m->grads_memory) || !m->acts_memory || !m->inputs || !m->targets) goto oom;
     bind_params(m, m->params_memory, &m->params);
-    bind_params(m, m->grads_memory, &m->grads);
+    if (own_grads) bind_params(m, m->grads_memory, &m->grads);
     layout_acts(s, (size_t)B, (size_t)T, gelu_rec, train_mode(opt), m->acts_memory, &m->acts, &m->scratch);
     layout_acts(s, (size_t)m->B_infer, (size_t)T, gelu_rec, ACTS_INFER, m->acts_memory, &m->infer, NULL);
     return 0;
@@ -381,7 +382,35 @@ int gpt_init_weights(GPT *m, uint64_t seed) {
     return 0;
 }
 
-void gpt_zero_grad(GPT *m) { m->be->zero(m->be, m->grads_memory, m->num_params * sizeof(float)); }
+void gpt_zero_grad(GPT *m) {
+    if (m->grads_memory) m->be->zero(m->be, m->grads_memory, m->num_params * sizeof(float));
+}
+
+// The view of tensor k in p (the table order of bind_params).
+static float **tensor_view(const GPT *m, GPTParams *p, int k) {
+    if (k < N_HEAD_TENSORS) return &MEMBER(p, HEAD_TENSORS[k].member);
+    k -= N_HEAD_TENSORS;
+    const int nb = m->shape.n_layer * N_BLOCK_TENSORS;
+    if (k < nb) return &MEMBER(&p->h[k / N_BLOCK_TENSORS], BLOCK_TENSORS[k % N_BLOCK_TENSORS].member);
+    return &MEMBER(p, TAIL_TENSORS[k - nb].member);
+}
+
+void gpt_bind_grad(GPT *m, int k, float *p) { *tensor_view(m, &m->grads, k) = p; }
+
+int gpt_grads_ready_points(const GPTShape *s, size_t *out) {
+    const int nt = gpt_param_table(s, NULL);
+    ParamTensor *pt = calloc((size_t)nt, sizeof *pt);
+    int n = 0;
+    if (!pt) return 0;
+    gpt_param_table(s, pt);
+    // the table: head tensors, each block's (ln_1.weight first), the tail's (ln_f.weight first):
+    // the pointers gpt_backward's hook calls take their offsets from
+    out[n++] = pt[N_HEAD_TENSORS + s->n_layer * N_BLOCK_TENSORS].offset;
+    for (int l = s->n_layer - 1; l >= 0; l--) out[n++] = pt[N_HEAD_TENSORS + l * N_BLOCK_TENSORS].offset;
+    out[n++] = 0;
+    free(pt);
+    return n;
+}
 
 // ============================================================================
 // Forward
@@ -638,7 +667,7 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
     zero(be, d->dres, BTC);
     be->layernorm_backward(be, d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(a, s->n_layer),
                        p->ln_f_w, a->ln_f_mean, a->ln_f_rstd, BT, C);
-    if (ready) ready(ready_ctx, (size_t)(g->ln_f_w - m->grads_memory));   // ln_f and lm_head
+    if (ready) ready(ready_ctx, (size_t)(p->ln_f_w - m->params_memory));   // ln_f and lm_head
 
     // d->dres holds the gradient of the block's output; each LayerNorm backward adds the
     // branch's contribution to it, which turns it into the gradient of the block's input.
@@ -673,7 +702,7 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         be->matmul_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, w->c_attn_w, BT, C, 3 * C);
         be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(a, l), w->ln_1_w,
                            h->ln_1_mean, h->ln_1_rstd, BT, C);
-        if (ready) ready(ready_ctx, (size_t)(gw->ln_1_w - m->grads_memory));   // block l and everything after it
+        if (ready) ready(ready_ctx, (size_t)(w->ln_1_w - m->params_memory));   // block l and everything after it
     }
 
     be->encoder_backward(be, g->wte, g->wpe, branch_grad(m, 0, SITE_EMBD, embd_p, BTC), m->inputs, B, T, C);

@@ -194,6 +194,10 @@ int gpt_param_table(const GPTShape *s, ParamTensor *out);
 // How gpt_build_with lays out the activations.
 typedef struct {
     bool activation_checkpointing;   // see GPT.checkpointing; false: every activation kept
+    // No gradient buffer (ZeRO stage 2: the trainer places each tensor's gradient itself, with
+    // gpt_bind_grad, before the backward writes it): grads_memory is NULL and gpt_zero_grad does
+    // nothing.
+    bool no_grad_buffer;
 } GPTBuildOptions;
 
 // Checks the shape (gpt_shape_check, dropouts in [0,1)), allocates
@@ -303,5 +307,15 @@ void gpt_zero_grad(GPT *m);
 // ready_ctx as each suffix of the gradients becomes final (GPTGradsReady). A call after
 // gpt_forward_inference is a programming error (fatal_error).
 void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx);
+
+// Points the gradient of tensor k (m->tensors[k]) at p (backend memory of numel floats), where
+// gpt_backward accumulates it from then on (for a model built with no_grad_buffer).
+void gpt_bind_grad(GPT *m, int k, float *p);
+
+// The `first` values gpt_backward passes to its GPTGradsReady hook for a model of shape s, in
+// order (ln_f and lm_head, each block from the last, the encoder: 0), into out (room for n_layer
+// + 2); returns the count. Between two calls the backward writes the gradients of [next first,
+// this first) only.
+int gpt_grads_ready_points(const GPTShape *s, size_t *out);
 
 #endif

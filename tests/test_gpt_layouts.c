@@ -200,7 +200,7 @@ static void test_checkpointing_inference(void **state) {
 static void test_checkpointing_memory(void **state) {
     Backend *be = backend_cpu_create(DTYPE_FP32);
     const GPTShape tut = { .vocab_size = 65, .block_size = 128, .n_layer = 8, .n_head = 8, .n_embd = 512 };
-    const GPTBuildOptions plain = { false }, ckpt = { true };
+    const GPTBuildOptions plain = { .activation_checkpointing = false }, ckpt = { .activation_checkpointing = true };
     const size_t full = gpt_count_acts(&tut, 216, 128, be, &plain), less = gpt_count_acts(&tut, 216, 128, be, &ckpt);
     print_message("tutorial shape: %zu activation floats (%.2f GiB), %zu with checkpointing (%.2f GiB): -%.1f%%\n",
                   full, full * 4.0 / (1 << 30), less, less * 4.0 / (1 << 30), 100.0 * (1.0 - (double)less / full));

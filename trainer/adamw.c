@@ -25,6 +25,11 @@ void adamw_free(AdamW *opt) {
 
 void adamw_step(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors,
                 int n_tensors, float lr, float beta1, float beta2, float eps, float weight_decay) {
+    adamw_step_range(opt, params, grads, tensors, n_tensors, 0, opt->n, lr, beta1, beta2, eps, weight_decay);
+}
+
+void adamw_step_range(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors, int n_tensors,
+                      size_t lo, size_t hi, float lr, float beta1, float beta2, float eps, float weight_decay) {
     Backend *be = opt->be;
     opt->step++;
     const float bc1 = 1.0f - powf(beta1, (float)opt->step);
@@ -32,9 +37,11 @@ void adamw_step(AdamW *opt, float *params, const float *grads, const ParamTensor
     const float step_size = lr / bc1;
     for (int k = 0; k < n_tensors; k++) {
         const ParamTensor *t = &tensors[k];
+        const size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+        if (a >= b) continue;
         const float decay = t->decay ? 1.0f - lr * weight_decay : 1.0f;
-        be->adamw_update(be, params + t->offset, grads + t->offset, opt->m + t->offset,
-                         opt->v + t->offset, t->numel, beta1, beta2, eps, decay, step_size, bc2_sqrt);
+        be->adamw_update(be, params + a, grads + (a - lo), opt->m + (a - lo), opt->v + (a - lo), b - a, beta1,
+                         beta2, eps, decay, step_size, bc2_sqrt);
     }
 }
 

@@ -27,6 +27,13 @@ void adamw_free(AdamW *opt);
 void adamw_step(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors,
                 int n_tensors, float lr, float beta1, float beta2, float eps, float weight_decay);
 
+// adamw_step over the part [lo, hi) of the flat buffer only (ZeRO: this rank's shard,
+// dist/shard.h): params is the whole flat buffer; grads, opt->m and opt->v hold that part only
+// (element i of the flat buffer at index i - lo). Each tensor's elements inside [lo, hi) get its
+// decay rule. adamw_step is adamw_step_range over [0, opt->n).
+void adamw_step_range(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors, int n_tensors,
+                      size_t lo, size_t hi, float lr, float beta1, float beta2, float eps, float weight_decay);
+
 // ||g||_2 over the flat backend buffer, accumulated in double in a fixed order, so the
 // result does not depend on the thread or block count.
 double grad_global_norm(Backend *be, const float *grads, size_t n);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "dist/comm.h"
+#include "dist/shard.h"
 #include "model/gpt.h"
 
 typedef struct {
@@ -27,6 +28,11 @@ typedef struct {
     int next;          // the next bucket to start
     Comm *comm;        // the gradient communicator
     float *grads;      // the flat gradient buffer (backend memory of comm)
+    // ZeRO (buckets_shard): each bucket is reduce-scattered in place instead of all-reduced;
+    // NULL: all-reduced in place.
+    const ShardPlan *shards;
+    size_t *counts;    // (world) scratch: a bucket's floats per shard
+    struct Zero2 *z2;  // ZeRO stage 2 (buckets_stage2), else NULL
 } Buckets;
 
 // Cuts the tensors of `tensors` (the flat layout, ascending offsets) into buckets: the first
@@ -34,6 +40,38 @@ typedef struct {
 int buckets_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, size_t first_cap_bytes,
                  size_t cap_bytes, Comm *comm, float *grads);
 void buckets_free(Buckets *bk);
+
+// ZeRO: from now on each bucket is reduce-scattered in place over the shards of p
+// (dist/shard.h): afterwards the part of the gradient buffer inside rank q's shard holds, on rank
+// q, the gradients summed over the ranks; the rest of the bucket is undefined. p must outlive bk.
+// Non-zero when out of memory.
+int buckets_shard(Buckets *bk, const ShardPlan *p);
+
+// ZeRO stage 2, after buckets_shard, for a model built with no_grad_buffer: no rank holds the
+// whole gradient. Each bucket's gradients live in a ring buffer of ring_floats (at least the
+// largest bucket) while the backward writes them; gpt_bind_grad points each tensor into it just
+// before the backward reaches the tensor (the hook's points, gpt_grads_ready_points). A bucket is
+// reduce-scattered in place as soon as the backward has finished it, and its part of this rank's
+// shard is added into grad_acc (shard_count floats of this rank, host memory) once reduced; its
+// place in the ring is then reused (a full ring waits for the reductions in flight). Every
+// micro-step communicates: buckets_micro_begin before each backward, buckets_micro_end after.
+// Non-zero when out of memory or ring_floats is too small for the model's plan (the message then
+// says the smallest that works).
+int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, char *err, size_t errlen);
+
+// Stage 2: grad_acc, this rank's reduced gradients.
+float *buckets_stage2_grads(const Buckets *bk);
+
+// The smallest ring (floats) buckets_stage2 accepts for a model of this shape and this bucket
+// plan (the whole gradient when memory runs out).
+size_t buckets_stage2_min_ring(const Buckets *bk, const GPTShape *shape);
+
+// Stage 2: before micro-step's backward (first: the step's first micro-step, whose gradients
+// replace grad_acc rather than add to it): places the first layer's gradients.
+void buckets_micro_begin(Buckets *bk, int first);
+// Stage 2: after the backward: every bucket reduced and added into grad_acc. Non-zero on a
+// communicator error (message in comm->err).
+int buckets_micro_end(Buckets *bk);
 
 // Before a backward pass whose gradients will be all-reduced: nothing started yet.
 void buckets_reset(Buckets *bk);

@@ -39,8 +39,12 @@ int loss_scaler_update(LossScaler *ls, int finite) {
 
 int loss_scaler_unscale_clip(LossScaler *ls, Backend *be, float *grads, size_t n,
                              double max_norm, double *norm) {
+    return loss_scaler_unscale_clip_ssq(ls, be, grads, n, be->sum_squares(be, grads, n), max_norm, norm);
+}
+
+int loss_scaler_unscale_clip_ssq(LossScaler *ls, Backend *be, float *grads, size_t n, double ssq,
+                                 double max_norm, double *norm) {
     const double S = loss_scaler_scale(ls);
-    const double ssq = be->sum_squares(be, grads, n);
     const int finite = isfinite(ssq);
     *norm = finite ? sqrt(ssq) / S : NAN;
     if (ls->enabled) {

@@ -68,4 +68,11 @@ int loss_scaler_update(LossScaler *ls, int finite);
 int loss_scaler_unscale_clip(LossScaler *ls, Backend *be, float *grads, size_t n,
                              double max_norm, double *norm);
 
+// loss_scaler_unscale_clip with the sum of squares given: ssq is that of the gradients of the
+// whole model, grads[0..n) the part this caller unscales and clips (ZeRO: the rank's shard of the
+// reduced gradients, ssq the all-reduce of every shard's sum of squares). Every rank that passes
+// the same ssq takes the same decision.
+int loss_scaler_unscale_clip_ssq(LossScaler *ls, Backend *be, float *grads, size_t n, double ssq,
+                                 double max_norm, double *norm);
+
 #endif

@@ -2,6 +2,23 @@
 #include "trainer/train_step.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+// ZeRO: every rank's updated shard of the parameters to every rank (the same decision was taken
+// everywhere, so all ranks call it or none).
+static int all_gather_params(TrainStep *ts, const ShardPlan *sp) {
+    Comm *gc = ts->buckets->comm;
+    size_t *counts = malloc(2 * sizeof(size_t) * (size_t)sp->world), *displs = counts + sp->world;
+    if (!counts) { snprintf(gc->err, sizeof gc->err, "[rank %d] out of memory for the all-gather", gc->rank); return 1; }
+    for (int q = 0; q < sp->world; q++) {
+        counts[q] = shard_count(sp, q);
+        displs[q] = shard_lo(sp, q);
+    }
+    const int rc = gc->allgather(gc, ts->model->params_memory, counts, displs);
+    free(counts);
+    return rc;
+}
 
 int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, uint64_t seed, uint64_t step,
                int requests, StepResult *out) {
@@ -13,13 +30,18 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     const double tokens_rank = (double)rows * T;
     const float scale = loss_scaler_scale(ts->scaler);
 
-    // ---- forward + backward of every micro-batch; communication on the last only
-    gpt_zero_grad(m);
+    // ---- forward + backward of every micro-batch; communication on the last only (stage 2: on each)
+    // ZeRO stage 2: every micro-step's buckets are reduce-scattered into the rank's shard
+    Buckets *z2 = ts->buckets && ts->buckets->z2 ? ts->buckets : NULL;
+    gpt_zero_grad(m);   // (stage 2: no gradient buffer; each bucket's ring space is zeroed when placed)
     double loss_sum = 0.0;
     for (int k = 0; k < n_micro; k++) {
         // on the last micro-step each bucket's all-reduce starts when the backward finishes it
         GPTGradsReady ready = NULL;
-        if (k == n_micro - 1 && ts->buckets) {
+        if (z2) {
+            buckets_micro_begin(z2, k == 0);
+            ready = buckets_on_grads_ready;
+        } else if (k == n_micro - 1 && ts->buckets) {
             buckets_reset(ts->buckets);
             ready = buckets_on_grads_ready;
         }
@@ -29,9 +51,10 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
         args.loss_scale = (float)(scale * ((double)mb[k].rows * T / tokens_rank) / W);
         const float loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
         gpt_backward(m, ready, ts->buckets);
+        if (z2 && buckets_micro_end(z2)) return 1;
         loss_sum += (double)loss * m->n_valid;
     }
-    if (ts->buckets) {
+    if (ts->buckets && !z2) {
         Comm *gc = ts->buckets->comm;   // the gradient communicator (NCCL on CUDA)
         gc->backward_done(gc);
         if (buckets_start_rest(ts->buckets) || gc->allreduce_wait(gc)) return 1;
@@ -39,8 +62,13 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
 
     // ---- the job's loss and its stop / save decisions in one collective (identity in one
     // process): a summed flag is > 0 when any rank asked
-    double v[4] = { loss_sum, tokens_rank, requests & STEP_STOP ? 1.0 : 0.0, requests & STEP_SAVE ? 1.0 : 0.0 };
-    if (comm->allreduce_host(comm, v, 4, COMM_SUM)) return 1;
+    // (ZeRO: and the sum of squares of every shard's reduced gradients, the global norm's square)
+    const ShardPlan *sp = ts->buckets ? ts->shards : NULL;
+    const size_t lo = sp ? shard_lo(sp, r) : 0, n_mine = sp ? shard_count(sp, r) : m->num_params;
+    float *grads = z2 ? buckets_stage2_grads(z2) : m->grads_memory + lo;
+    double v[5] = { loss_sum, tokens_rank, requests & STEP_STOP ? 1.0 : 0.0, requests & STEP_SAVE ? 1.0 : 0.0,
+                    sp ? m->be->sum_squares(m->be, grads, n_mine) : 0.0 };
+    if (comm->allreduce_host(comm, v, sp ? 5 : 4, COMM_SUM)) return 1;
     out->loss = v[1] > 0 ? v[0] / v[1] : NAN;
     out->tokens = (long)v[1];
     out->stop = v[2] > 0;
@@ -48,8 +76,8 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
 
     // ---- unscale, overflow check, clip, AdamW (identical on every rank: same gradients)
     out->norm = 0.0;
-    out->applied = loss_scaler_unscale_clip(ts->scaler, m->be, m->grads_memory, m->num_params, ts->grad_clip,
-                                            &out->norm);
+    out->applied = sp ? loss_scaler_unscale_clip_ssq(ts->scaler, m->be, grads, n_mine, v[4], ts->grad_clip, &out->norm)
+                      : loss_scaler_unscale_clip(ts->scaler, m->be, grads, n_mine, ts->grad_clip, &out->norm);
     // A NaN or inf that reaches AdamW poisons the parameters and the moments for good: without
     // a loss scaler (fp32, bf16) nothing else catches it.
     out->nonfinite = !isfinite(out->loss) || (out->applied > 0 && !isfinite(out->norm));
@@ -64,8 +92,9 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
         }
     }
     if (out->applied > 0) {
-        adamw_step(ts->opt, m->params_memory, m->grads_memory, m->tensors, m->n_tensors, ts->lr, ts->beta1,
-                   ts->beta2, ts->eps, ts->weight_decay);
+        adamw_step_range(ts->opt, m->params_memory, grads, m->tensors, m->n_tensors, lo, lo + n_mine, ts->lr,
+                         ts->beta1, ts->beta2, ts->eps, ts->weight_decay);
+        if (sp && all_gather_params(ts, sp)) return 1;
         gpt_params_changed(m);   // the next forward casts the new weights (Backend.cast_weights)
     }
     return 0;

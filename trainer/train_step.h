@@ -10,6 +10,10 @@
 //   no AdamW step when the loss or the norm is not finite, or the norm is an outlier
 //   (SpikeDetector, trainer/spike_detector.h); else AdamW
 //
+// ZeRO (TrainStep.shards): the buckets are reduce-scattered instead of all-reduced (stage 2: on
+// every micro-step, into the rank's shard), the norm comes from the shards' sums of squares in
+// the same host all-reduce, AdamW updates the rank's shard, and the shards are all-gathered.
+//
 // Averaging happens once, in the loss gradient: micro-batch m's d(loss) is scaled by
 // tokens_m / tokens_rank / W, so the summed all-reduce leaves the mean over every token of
 // every micro-batch of every rank (ranks have equal token counts: the DistributedSampler pads).
@@ -19,6 +23,7 @@
 #include <stdint.h>
 
 #include "dist/comm.h"
+#include "dist/shard.h"
 #include "trainer/loss_scaler.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
@@ -35,6 +40,12 @@ typedef struct {
     float lr, beta1, beta2, eps, weight_decay;   // this step's AdamW hyper-parameters
     SpikeDetector *spike;   // NULL: no outlier detection; else scores every applicable norm
     double skip_zscore;     // > 0: skip the update when the norm's z-score exceeds this
+    // ZeRO stage 1 (NULL: stage 0): the buckets are reduce-scattered (buckets_shard), so this
+    // rank's shard of the gradient buffer holds the summed gradients; the norm is the all-reduce
+    // of the shards' sums of squares (in the step's one host all-reduce); unscale / clip / AdamW
+    // touch this rank's shard only (opt holds its moments); the updated shards are all-gathered
+    // into every rank's parameters.
+    const ShardPlan *shards;
 } TrainStep;
 
 // One micro-batch: rows windows of T tokens, host memory.

@@ -40,6 +40,7 @@
 
 #include "data/char_dataset.h"
 #include "data/sampler.h"
+#include "dist/shard.h"
 #include "kernels/backend.h"
 #include "config/clock.h"
 #include "kernels/fatal.h"
@@ -106,8 +107,11 @@ typedef struct {
     CharDataset ds;
     DataSplit split;
     GPT model;
-    AdamW opt;
+    AdamW opt;               // ZeRO: the moments of this rank's shard only
     Buckets buckets;
+    int zero;                // the ZeRO stage in effect: trainer_config.zero_stage, 0 on one rank
+    ShardPlan shards;        // ZeRO: the shards of the flat parameter buffer (dist/shard.h)
+    float *grad_acc;         // ZeRO stage 2: (shards.shard) this rank's reduced gradients
     Progress pr;
     int B, T, A;             // batch_size (per rank, per micro-step), block_size, grad_accum_steps
     DistributedSampler train_sampler;
@@ -269,6 +273,58 @@ static int replicas_identical(Trainer *t, const float *params) {
     return lo == hi;
 }
 
+// ZeRO: the shards' AdamW moments reach rank 0's snapshot writer one shard at a time, so that
+// the file holds the ADAM/ADAV records of an unsharded run and rank 0 never holds more than one
+// shard beside its own. Every rank takes part in the same sequence of 2 x (ranks with a non-empty
+// shard) gathers: moment m then v, shards in rank order; in each only the shard's owner sends.
+typedef struct {
+    Trainer *t;
+    int done;                // gathers taken part in so far
+} MomentsFeed;
+
+// The next gather of the sequence: shard q of moment `which` into buf (used at rank 0 only).
+// Through the host communicator: the owner of a shard in device memory downloads it first.
+static void gather_piece(Trainer *t, int which, int q, float *buf) {
+    const int W = t->world;
+    size_t *counts = calloc(2 * (size_t)W, sizeof(size_t));
+    if (!counts) t->comm->abort(t->comm, EXIT_RUNTIME, "out of memory while saving a snapshot");
+    counts[q] = shard_count(&t->shards, q);   // displacements (counts + W): all 0
+    const float *mine = which ? t->opt.v : t->opt.m;
+    float *tmp = NULL;
+    if (q == t->rank && counts[q] && !t->be->host_memory) {
+        mine = tmp = malloc(counts[q] * sizeof(float));
+        if (!tmp) t->comm->abort(t->comm, EXIT_RUNTIME, "out of memory while saving a snapshot");
+        t->be->download(t->be, tmp, which ? t->opt.v : t->opt.m, counts[q] * sizeof(float));
+    }
+    if (t->comm->gather(t->comm, mine, buf, counts, counts + W, 0)) comm_failed(t, t->comm);
+    free(tmp);
+    free(counts);
+}
+
+static int pieces_of(const Trainer *t) {
+    int n = 0;
+    for (int q = 0; q < t->world; q++) n += shard_count(&t->shards, q) > 0;
+    return 2 * n;
+}
+
+// Takes part in the gathers of the sequence from feed->done on (rank 0: into buf, discarded).
+static void feed_rest(MomentsFeed *feed, float *buf) {
+    Trainer *t = feed->t;
+    const int per = pieces_of(t) / 2;
+    for (; feed->done < 2 * per; feed->done++) gather_piece(t, feed->done / per, feed->done % per, buf);
+}
+
+// SnapMoments.read at rank 0: the writer asks for shard q = first / shard of moment `which`.
+static int read_piece(SnapMoments *sm, int which, size_t first, size_t n, float *buf) {
+    MomentsFeed *feed = sm->ctx;
+    Trainer *t = feed->t;
+    const int per = pieces_of(t) / 2, q = (int)(first / t->shards.shard);
+    if (feed->done != which * per + q || n != shard_count(&t->shards, q)) return 1;   // out of sequence
+    gather_piece(t, which, q, buf);
+    feed->done++;
+    return 0;
+}
+
 // What a save is for: it decides the file and what a failed write does (docs/snapshots.md).
 typedef enum {
     SAVE_PERIODIC,    // save_every, save_every_iters: a failed write warns and the run goes on
@@ -305,19 +361,27 @@ static int save_snapshot(Trainer *t, SaveKind kind) {
         rc = SAVE_FAILED;
         goto out;
     }
+    MomentsFeed feed = { .t = t };
+    SnapMoments sm = { .read = read_piece, .ctx = &feed, .piece = t->shards.shard };
+    if (t->zero && t->rank == 0 && !(sm.buf = malloc(sm.piece * sizeof(float)))) {
+        snprintf(err, sizeof err, "out of memory while saving a snapshot");
+        rc = SAVE_FAILED;
+    }
+    if (t->zero && agree(t, rc)) goto out;
+    if (t->zero && t->rank != 0) feed_rest(&feed, NULL);   // this rank's shards to rank 0's writer
     if (t->rank == 0) {
         char *yaml = config_to_yaml(cfg);
-        const float *adam_m = host_view(t->be, t->opt.m, t->model.num_params, &tm);
-        const float *adam_v = host_view(t->be, t->opt.v, t->model.num_params, &tv);
+        const float *adam_m = t->zero ? NULL : host_view(t->be, t->opt.m, t->model.num_params, &tm);
+        const float *adam_v = t->zero ? NULL : host_view(t->be, t->opt.v, t->model.num_params, &tv);
         const long per_iter = (long)t->B * t->A * t->world;
-        if (!yaml || !adam_m || !adam_v) {
+        if (!yaml || (!t->zero && (!adam_m || !adam_v))) {
             snprintf(err, sizeof err, "out of memory while saving a snapshot");
             rc = SAVE_FAILED;
         } else {
             Snapshot s = {
                 .config_yaml = yaml, .vocab = t->ds.itos, .vocab_size = t->ds.vocab_size, .shape = t->model.shape,
                 .num_params = t->model.num_params, .params = (float *)params, .adam_m = (float *)adam_m,
-                .adam_v = (float *)adam_v, .adam_step = t->opt.step, .epochs_run = t->pr.epochs_run,
+                .adam_v = (float *)adam_v, .moments = t->zero ? &sm : NULL, .adam_step = t->opt.step, .epochs_run = t->pr.epochs_run,
                 .iter_in_epoch = (t->pr.samples_in_epoch + per_iter - 1) / per_iter, .iter_num = t->pr.iter_num,
                 .seed = t->pr.seed, .loss_scale = t->pr.scaler.scale, .scaler_good_steps = t->pr.scaler.good_steps,
                 .world_size = t->world, .samples_in_epoch = t->pr.samples_in_epoch,
@@ -336,8 +400,10 @@ static int save_snapshot(Trainer *t, SaveKind kind) {
                 log_error("mingpt: warning: %s (the snapshot itself is saved)\n", why);
         }
         free(yaml);
+        if (t->zero) feed_rest(&feed, sm.buf);   // the gathers the writer did not ask for (it failed early)
     }
 out:
+    free(sm.buf);
     free(tp); free(tm); free(tv);
     if (rc == SAVE_FAILED && err[0]) {
         // One message: what failed, that the file on disk is unchanged, and whether the run goes on.
@@ -553,6 +619,27 @@ static int setup_local(Trainer *t) {
     return 0;
 }
 
+// Stage 2's ring of bucket gradients (floats) before the model exists: the smallest that works
+// for the plan setup_buckets will make (buckets_stage2_min_ring).
+static size_t stage2_ring(const Trainer *t, const GPTShape *shape, size_t num_params) {
+    const TrainerConfig *tc = &t->cfg->trainer;
+    const int nt = gpt_param_table(shape, NULL);
+    ParamTensor *pt = calloc((size_t)nt, sizeof *pt);
+    Buckets bk;
+    const size_t cap = (size_t)(tc->bucket_cap_mb * 1024 * 1024);
+    const size_t first_cap = cap < ((size_t)1 << 20) ? cap : ((size_t)1 << 20);
+    size_t ring = num_params;
+    if (pt) {
+        gpt_param_table(shape, pt);
+        if (!buckets_plan(&bk, pt, nt, first_cap, cap, t->comm, NULL)) {
+            ring = buckets_stage2_min_ring(&bk, shape);
+            buckets_free(&bk);
+        }
+    }
+    free(pt);
+    return ring < num_params ? ring : num_params;
+}
+
 // What the run costs, said before anything large is allocated: parameters, tokens per iteration,
 // the memory estimate (model/gpt_cost.h); and an error when that exceeds the memory available.
 // Returns 0 or EXIT_USAGE / EXIT_RUNTIME after reporting.
@@ -563,15 +650,55 @@ static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *
         log_error("mingpt: error: %s\n", err);
         return EXIT_USAGE;
     }
+    GPTMemory unsharded = mem;
+    if (t->zero) {   // per rank: the moments of one shard (gradients: the whole buffer, reduce-scattered in place)
+        const ShardPlan sp = shard_plan(mem.num_params, t->world);
+        mem.adamw = 2 * sp.shard * sizeof(float);
+        // stage 2: the reduced shard and the ring of bucket gradients
+        if (t->zero == 2) mem.grads = (sp.shard + stage2_ring(t, shape, mem.num_params)) * sizeof(float);
+        mem.total = mem.total - unsharded.adamw - unsharded.grads + mem.adamw + mem.grads;
+    }
     gpt_memory_describe(&mem, t->be, desc, sizeof desc);
     log_info("Cost: %.2fM parameters, %ld tokens per iteration (batch_size %d x block_size %d x grad_accum_steps %d x "
              "world_size %d), %s\n", mem.num_params / 1e6, (long)t->B * t->T * t->A * t->world, t->B, t->T, t->A,
              t->world, desc);
+    if (t->world > 1)
+        log_info("Memory per rank (zero_stage %d, %d ranks): parameters %zu bytes, gradients %zu bytes, optimizer "
+                 "state %zu bytes (zero_stage 0: %zu, %zu, %zu)\n", t->zero, t->world, mem.params, mem.grads, mem.adamw,
+                 unsharded.params, unsharded.grads, unsharded.adamw);
     log_flush_stdout();
     if (gpt_memory_check(&mem, t->be, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         return EXIT_RUNTIME;
     }
+    return 0;
+}
+
+// The ZeRO stage in effect (t->zero): trainer_config.zero_stage on several ranks, 0 on one (with a
+// note). Sharding needs the communicator's reduce-scatter and all-gather on host memory: the MPI
+// one with the CPU backend. Returns 0, or EXIT_USAGE after saying why.
+static int zero_decide(Trainer *t) {
+    const int stage = t->cfg->trainer.zero_stage;
+    t->zero = 0;
+    if (stage == 0) return 0;
+    if (t->world == 1) {
+        log_info("note: trainer_config.zero_stage=%d on one rank behaves as 0 (there is nothing to shard over)\n", stage);
+        return 0;
+    }
+    if (stage == 2 && !t->be->host_memory) {   // the ring's reduced parts are added on the host
+        log_error("mingpt: error: trainer_config.zero_stage=2 needs the CPU backend for now (the %s backend has "
+                  "stage 1 only): use trainer_config.device=cpu or trainer_config.zero_stage=1\n", t->be->name);
+        return EXIT_USAGE;
+    }
+    // the snapshot's moments are gathered through the host communicator; the gradients and
+    // parameters through the gradient communicator (checked in setup_buckets when it is the backend's)
+    if (!t->comm->gather || (!t->be->grad_comm_create && (!t->comm->reduce_scatter_start || !t->comm->allgather))) {
+        log_error("mingpt: error: trainer_config.zero_stage=%d needs the MPI communicator for now (the %s "
+                  "communicator has no reduce-scatter, all-gather or gather): use trainer_config.zero_stage=0\n", stage,
+                  t->comm->name);
+        return EXIT_USAGE;
+    }
+    t->zero = stage;
     return 0;
 }
 
@@ -626,8 +753,9 @@ static int setup_model(Trainer *t) {
         .n_head = cfg->gpt.n_head, .n_embd = cfg->gpt.n_embd, .embd_pdrop = (float)cfg->gpt.embd_pdrop,
         .resid_pdrop = (float)cfg->gpt.resid_pdrop, .attn_pdrop = (float)cfg->gpt.attn_pdrop,
     };
-    const GPTBuildOptions build = { .activation_checkpointing = tc->activation_checkpointing };
-    if ((rc = check_cost(t, &shape, &build))) { snapshot_free(&snap); return rc; }
+    GPTBuildOptions build = { .activation_checkpointing = tc->activation_checkpointing };
+    if (!(rc = zero_decide(t))) build.no_grad_buffer = t->zero == 2;
+    if (rc || (rc = check_cost(t, &shape, &build))) { snapshot_free(&snap); return rc; }
     if (gpt_build_with(&t->model, &shape, t->B, t->T, t->be, &build, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
         snapshot_free(&snap);
@@ -637,7 +765,8 @@ static int setup_model(Trainer *t) {
     if (t->model.checkpointing)
         log_info("Activation checkpointing: %.1f MiB of activations (%.1f MiB without)\n",
                  t->model.num_acts * 4.0 / 1048576.0, gpt_count_acts(&shape, t->B, t->T, t->be, NULL) * 4.0 / 1048576.0);
-    if (adamw_init(&t->opt, t->be, t->model.num_params)) {
+    t->shards = shard_plan(t->model.num_params, t->world);
+    if (adamw_init(&t->opt, t->be, t->zero ? t->shards.shard : t->model.num_params)) {
         log_error("mingpt: error: out of memory\n");
         snapshot_free(&snap);
         return EXIT_RUNTIME;
@@ -650,9 +779,11 @@ static int setup_model(Trainer *t) {
             log_info("note: trainer_config.init_from is not used: the run resumes from its snapshot\n");
         if (!rc) {
             gpt_set_params(&t->model, snap.params);
-            if (snap.adam_m && snap.adam_v) {
-                t->be->upload(t->be, t->opt.m, snap.adam_m, t->model.num_params * sizeof(float));
-                t->be->upload(t->be, t->opt.v, snap.adam_v, t->model.num_params * sizeof(float));
+            if (snap.adam_m && snap.adam_v) {   // ZeRO: this rank's slice of the whole moments
+                const size_t lo = t->zero ? shard_lo(&t->shards, t->rank) : 0;
+                const size_t n = t->zero ? shard_count(&t->shards, t->rank) : t->model.num_params;
+                t->be->upload(t->be, t->opt.m, snap.adam_m + lo, n * sizeof(float));
+                t->be->upload(t->be, t->opt.v, snap.adam_v + lo, n * sizeof(float));
                 t->opt.step = snap.adam_step;
             }
             log_info("Resuming training from snapshot at Epoch %ld, iteration %ld\n", epoch_now(&t->pr),
@@ -713,6 +844,11 @@ static int setup_buckets(Trainer *t) {
         t->grad_comm = t->be->grad_comm_create(t->be, t->comm, err, sizeof err);
         if (!t->grad_comm) t->comm->abort(t->comm, EXIT_RUNTIME, err);
         t->grad_comm->timeout_s = tc->collective_timeout_s;
+        if (t->zero && (!t->grad_comm->reduce_scatter_start || !t->grad_comm->allgather)) {
+            log_error("mingpt: error: trainer_config.zero_stage=%d: the %s communicator has no reduce-scatter or "
+                      "all-gather: use trainer_config.zero_stage=0\n", t->zero, t->grad_comm->name);
+            return EXIT_USAGE;
+        }
     }
     const size_t cap = (size_t)(tc->bucket_cap_mb * 1024 * 1024);
     const size_t first_cap = cap < ((size_t)1 << 20) ? cap : ((size_t)1 << 20);   // DDP: 1 MiB first
@@ -724,6 +860,26 @@ static int setup_buckets(Trainer *t) {
     log_info("Data parallel: %d ranks (%s), %d gradient bucket%s (cap %g MiB, first %g MiB) over %zu parameters\n",
              t->world, t->grad_comm->name, t->buckets.n, t->buckets.n == 1 ? "" : "s", tc->bucket_cap_mb,
              first_cap / 1048576.0, t->model.num_params);
+    if (t->zero) {
+        if (buckets_shard(&t->buckets, &t->shards)) {
+            log_error("mingpt: error: out of memory\n");
+            return EXIT_RUNTIME;
+        }
+        log_info("ZeRO stage %d: %d shards of %zu parameters (%zu on this rank); each rank keeps the AdamW moments of "
+                 "its shard, gradients are reduce-scattered and the updated parameters all-gathered\n", t->zero,
+                 t->world, t->shards.shard, shard_count(&t->shards, t->rank));
+        if (t->zero == 2) {   // no gradient buffer: the reduced shard, and a ring for the buckets in flight
+            const size_t ring = buckets_stage2_min_ring(&t->buckets, &t->model.shape), min = ring;
+            t->grad_acc = t->be->alloc(t->be, t->shards.shard * sizeof(float));
+            if (!t->grad_acc || buckets_stage2(&t->buckets, &t->model, t->grad_acc, ring, err, sizeof err)) {
+                log_error("mingpt: error: %s\n", t->grad_acc ? err : "out of memory");
+                return EXIT_RUNTIME;
+            }
+            log_info("ZeRO stage 2: no rank holds the whole gradient: %zu bytes of reduced shard and a %zu-byte ring of "
+                     "bucket gradients (the smallest that works for this bucket plan; the whole gradient: %zu)\n",
+                     t->shards.shard * sizeof(float), min * sizeof(float), t->model.num_params * sizeof(float));
+        }
+    }
     return 0;
 }
 
@@ -760,6 +916,7 @@ static int run_batch(Trainer *t, long first, int n, StepResult *res) {
         .lr = (float)lr_at(oc, t->pr.iter_num), .beta1 = (float)oc->betas[0], .beta2 = (float)oc->betas[1],
         .eps = (float)oc->eps, .weight_decay = (float)oc->weight_decay,
         .spike = tc->skip_spike_zscore > 0 ? &t->spike : NULL, .skip_zscore = tc->skip_spike_zscore,
+        .shards = t->zero ? &t->shards : NULL,
     };
     if (t->grad_comm) comm_stats_reset(t->grad_comm);
     // SIGUSR1s not yet served become one save request (the count only grows in the handler)
@@ -950,6 +1107,7 @@ static void teardown(Trainer *t) {
     free(t->order); free(t->scratch);
     evaluator_free(&t->eval);
     buckets_free(&t->buckets);
+    if (t->grad_acc) t->be->free(t->be, t->grad_acc);
     if (t->grad_comm && t->grad_comm != t->comm) t->grad_comm->destroy(t->grad_comm);
     adamw_free(&t->opt);
     gpt_free(&t->model);

@@ -212,6 +212,38 @@ int nccl_allreduce_start(Comm *c, float *buf, size_t n) {
 
 void nccl_backward_done(Comm *c) { X(c)->backward_done = true; }
 
+// ---------------------------------------------------------------- ZeRO stage 1
+// For now by all-reduces, which NCCL and the emulator both have: twice the traffic of
+// ncclReduceScatter / ncclAllGather, whose equal per-rank counts do not fit the shards' last,
+// shorter parts. The reduce-scatter of a bucket is its all-reduce (every rank's part is then in
+// place, and so is the rest); the all-gather zeroes what is not this rank's and sums, which
+// leaves every rank's values exactly (x + 0 = x).
+int nccl_allreduce_wait(Comm *c);
+
+int nccl_reduce_scatter_start(Comm *c, float *buf, const size_t *counts) {
+    size_t n = 0;
+    for (int q = 0; q < c->world_size; q++) n += counts[q];
+    return nccl_allreduce_start(c, buf, n);
+}
+
+int nccl_allgather(Comm *c, float *buf, const size_t *counts, const size_t *displs) {
+    NcclCtx *x = X(c);
+    size_t n = 0;
+    for (int q = 0; q < c->world_size; q++) n = displs[q] + counts[q] > n ? displs[q] + counts[q] : n;
+    const size_t lo = displs[c->rank], hi = lo + counts[c->rank];
+    cudaError_t e = cudaSuccess;
+    if (lo > 0) e = cudaMemsetAsync(buf, 0, lo * sizeof(float), x->cx->stream);
+    if (e == cudaSuccess && hi < n) e = cudaMemsetAsync(buf + hi, 0, (n - hi) * sizeof(float), x->cx->stream);
+    if (e != cudaSuccess) {
+        set_err(c, "NCCL all-gather of the parameter shards: cudaMemsetAsync failed: %s", cudaGetErrorString(e));
+        return 1;
+    }
+    const double t0 = now_s();
+    const int rc = nccl_allreduce_start(c, buf, n) || nccl_allreduce_wait(c);
+    c->stats.t_gather += now_s() - t0;
+    return rc;
+}
+
 int nccl_allreduce_wait(Comm *c) {
     NcclCtx *x = X(c);
     const int nb = x->nb;
@@ -346,6 +378,8 @@ Comm *cuda_grad_comm_create(Backend *be, Comm *host, char *err, size_t errlen) {
     c->allreduce_start = nccl_allreduce_start;
     c->allreduce_wait = nccl_allreduce_wait;
     c->backward_done = nccl_backward_done;
+    c->reduce_scatter_start = nccl_reduce_scatter_start;
+    c->allgather = nccl_allgather;   // (gather: none; the trainer gathers through the host communicator)
     c->abort = nccl_abort;
     c->destroy = nccl_destroy;
 

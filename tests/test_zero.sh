@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# tests/test_zero.sh — sharded data parallelism (trainer_config.zero_stage) with OpenMPI's mpirun
+# on this machine (-np 2 and -np 3 with --oversubscribe), a tiny model with dropout on:
+#
+#   * bad values (3, -1, true) refused when the config is bound, naming 0|1|2
+#   * one process: zero_stage 1 says it behaves as 0, and gives stage 0's parameters bit for bit
+#   * 2 and 3 ranks: zero_stage 1 and 2 (and, at 2 ranks, 1 with MINGPT_MPI_PROGRESS=test, and 2
+#     with gradient accumulation, activation checkpointing and other bucket plans) give stage 0's
+#     loss at every one of 50 iterations within 1e-6 relative (said when bitwise), and its
+#     parameters; stage 2's gradient memory is its shard plus a ring below the whole gradient; the start-up
+#     memory line gives per-rank AdamW state of one shard (1/N of stage 0 plus padding)
+#   * snapshots are independent of the sharding: 1 rank stage 0 -> 2 ranks stage 1 and 2, 2 ranks
+#     stage 1 and 2 -> 1 rank stage 0, and 2 ranks stage 1 -> 3 ranks stage 1, mid-epoch, each equal
+#     to an uninterrupted run (the AdamW moments gathered on save, sliced on resume);
+#     `mingpt info` shows the stage and world size that wrote a file
+#   * fp16 loss scaling: a loss scale of 2^24 overflows; stages 1 and 2 skip the steps stage 0 skips
+#     and ends with the same parameters
+#   * a rank that stops (SIGSTOP) mid-training under stage 1: the others' watchdog ends the job
+#     within collective_timeout_s, naming the collective
+#   * the emulated CUDA backend and NCCL (when built): stage 1 gives stage 0's losses, parameters
+#     and snapshot moments; stage 2 is refused (CPU backend only for now)
+# tests/test_zero.c checks the shard arithmetic and sharded AdamW without MPI.
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+ROOT=$PWD
+B=${B:-build}
+CHECK=$ROOT/$B/tests/ddp_check
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS=$MPI_ASAN_OPTIONS
+export MINGPT_MPI_LIB=$ROOT/$B/libmingpt_mpi.so
+export OMPI_MCA_btl_vader_single_copy_mechanism=none OMP_NUM_THREADS=1
+MPIRUN="mpirun --oversubscribe --bind-to none"
+if ! command -v mpirun >/dev/null; then bad "mpirun is installed (make deps installs openmpi-bin)"; finish; exit; fi
+
+common=(data_config.path=$ROOT/data/input.txt data_config.truncate=0.02 data_config.block_size=16 gpt_config.n_layer=2
+        gpt_config.n_head=2 gpt_config.n_embd=32 trainer_config.device=cpu trainer_config.use_amp=false
+        trainer_config.log_every=1 trainer_config.eval_iters=1 trainer_config.collective_timeout_s=60
+        trainer_config.bucket_cap_mb=0.01 optimizer_config.learning_rate=1e-3)
+
+# run NAME CMD...: CMD must succeed; output in $WORK/NAME.log
+run() {
+  local name=$1; shift
+  if "$@" >"$WORK/$name.log" 2>&1; then return 0; fi
+  bad "$name: exit $?" "$(tail -20 "$WORK/$name.log")"
+  return 1
+}
+# train NAME NP ARGS...: mingpt on NP ranks (1: no mpirun), run dir $WORK/NAME, snapshot $WORK/NAME.bin
+train() {
+  local name=$1 np=$2; shift 2
+  local launch=(); [ "$np" -gt 1 ] && launch=($MPIRUN -np "$np")
+  run "$name" "${launch[@]}" "$MINGPT" "${common[@]}" hydra.run.dir=$WORK/$name trainer_config.snapshot_path=$WORK/$name.bin "$@"
+}
+# same_losses WHAT A B: every logged training loss of run A and run B within 1e-6 relative
+same_losses() {
+  local out
+  if out=$(python3 - "$WORK/$2/metrics.jsonl" "$WORK/$3/metrics.jsonl" <<'PY'
+import json, sys
+def losses(p): return [(d["iter"], d["loss"]) for d in map(json.loads, open(p)) if "grad_norm" in d]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+if len(a) != len(b) or len(a) < 2 or [i for i, _ in a] != [i for i, _ in b]:
+    sys.exit("different iterations logged: %d vs %d" % (len(a), len(b)))
+worst = max(abs(x - y) / abs(x) for (_, x), (_, y) in zip(a, b))
+if worst > 1e-6: sys.exit("worst relative difference %.3g > 1e-6" % worst)
+print("%d iterations, %s" % (len(a), "bitwise equal" if worst == 0 else "worst relative difference %.3g" % worst))
+PY
+  ); then ok "$1: losses ($out)"; else bad "$1: losses" "$out"; fi
+}
+# same_snap WHAT A B [TOL]: ddp_check on two snapshots' parameters (default 1e-5 criterion)
+same_snap() {
+  local out
+  if out=$("$CHECK" snapshots "$WORK/$2.bin" "$WORK/$3.bin" --tol "${4:-1e-5}" 2>&1); then ok "$1 ($(echo "$out" | tail -1))"
+  else bad "$1" "$out"; fi
+}
+
+echo "-- bad values, refused when the config is bound"
+bad_input cfg-zero-stage-3 2 'trainer_config.zero_stage must be one of 0|1|2, got 3' -- $MINGPT "${common[@]}" trainer_config.zero_stage=3
+bad_input cfg-zero-stage-negative 2 'trainer_config.zero_stage must be one of 0|1|2, got -1' -- $MINGPT "${common[@]}" trainer_config.zero_stage=-1
+bad_input cfg-zero-stage-bool 2 '(trainer_config.zero_stage must be one of 0|1|2)' -- $MINGPT "${common[@]}" trainer_config.zero_stage=true
+
+echo "-- one process: stage 1 behaves as 0"
+if train one0 1 trainer_config.batch_size=8 trainer_config.max_iters=8 &&
+   train one1 1 trainer_config.batch_size=8 trainer_config.max_iters=8 trainer_config.zero_stage=1; then
+  grep -q "note: trainer_config.zero_stage=1 on one rank behaves as 0" "$WORK/one1.log" && ok "one rank: the note says stage 1 behaves as 0" ||
+    bad "one rank: the note" "$(head -20 "$WORK/one1.log")"
+  same_snap "one rank: stage 1 = stage 0, bitwise" one0 one1 0
+fi
+
+echo "-- stage 1 and 2 against stage 0, 50 iterations, dropout 0.1"
+for np in 2 3; do
+  train s0n$np $np trainer_config.batch_size=4 trainer_config.max_iters=50 || continue
+  for z in 1 2; do
+    train s${z}n$np $np trainer_config.batch_size=4 trainer_config.max_iters=50 trainer_config.zero_stage=$z || continue
+    same_losses "$np ranks, zero_stage $z vs 0" s0n$np s${z}n$np
+    same_snap "$np ranks, zero_stage $z vs 0: parameters after 50 steps" s0n$np s${z}n$np
+  done
+  if [ $np -eq 2 ] && MINGPT_MPI_PROGRESS=test MPIRUN="$MPIRUN -x MINGPT_MPI_PROGRESS" \
+       train s1tn2 2 trainer_config.batch_size=4 trainer_config.max_iters=50 trainer_config.zero_stage=1; then
+    same_losses "2 ranks, zero_stage 1 with non-blocking reduce-scatters (MINGPT_MPI_PROGRESS=test) vs 0" s0n2 s1tn2
+  fi
+  # the snapshot's ADAM/ADAV records: gathered shard by shard at stage 1, written whole at stage 0
+  if [ $np -eq 2 ] && out=$(python3 - "$WORK/s0n2.bin" "$WORK/s1n2.bin" <<'PY'
+import struct, sys
+def records(p):
+    b = open(p, "rb").read(); o = 12; r = {}
+    while o + 12 <= len(b) - 4:
+        tag, n = struct.unpack_from("<4sQ", b, o); r[tag] = b[o + 12:o + 12 + n]; o += 12 + n
+    return r
+a, b = records(sys.argv[1]), records(sys.argv[2])
+for t in (b"ADAM", b"ADAV"):
+    if t not in a or a[t] != b[t]: sys.exit("%s differs (%d / %d bytes)" % (t.decode(), len(a.get(t, b"")), len(b.get(t, b""))))
+print("%d bytes each" % len(a[b"ADAM"]))
+PY
+  ); then ok "2 ranks: the snapshot's AdamW moments at stage 1 (gathered by shard) = stage 0's, bitwise ($out)"
+  elif [ $np -eq 2 ]; then bad "2 ranks: the snapshot's AdamW moments, stage 1 vs 0" "$out"; fi
+  # stage 2: no whole gradient on any rank; gradient accumulation and other bucket plans
+  if [ $np -eq 2 ]; then
+    # gradients per rank = the reduced shard + the ring, and the ring is less than the whole gradient
+    g2=$(sed -n 's/.*Memory per rank (zero_stage 2, 2 ranks): parameters [0-9]* bytes, gradients \([0-9]*\) bytes.*/\1/p' "$WORK/s2n2.log")
+    r2=$(sed -n 's/.*ZeRO stage 2: no rank holds the whole gradient: \([0-9]*\) bytes of reduced shard and a \([0-9]*\)-byte ring .*the whole gradient: \([0-9]*\)).*/\1 \2 \3/p' "$WORK/s2n2.log")
+    if [ -n "$g2" ] && [ -n "$r2" ] && awk -v g="$g2" -v r="$r2" 'BEGIN { split(r, a, " "); exit !(g == a[1] + a[2] && a[2] < a[3]) }'; then
+      ok "2 ranks, zero_stage 2: gradient bytes per rank = reduced shard + ring, the ring below the whole gradient ($g2 bytes; shard, ring, whole gradient: $r2)"
+    else bad "2 ranks, zero_stage 2: the memory lines" "$(grep -E 'Memory|ZeRO' "$WORK/s2n2.log")"; fi
+    train a0n2 2 trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=20 &&
+    train a2n2 2 trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=20 trainer_config.zero_stage=2 &&
+      same_losses "2 ranks, grad_accum_steps 2, zero_stage 2 vs 0" a0n2 a2n2
+    for cap in 0.05 100; do
+      train c0n2$cap 2 trainer_config.batch_size=4 trainer_config.max_iters=10 trainer_config.bucket_cap_mb=$cap &&
+      train c2n2$cap 2 trainer_config.batch_size=4 trainer_config.max_iters=10 trainer_config.bucket_cap_mb=$cap \
+        trainer_config.zero_stage=2 trainer_config.activation_checkpointing=true &&
+        same_losses "2 ranks, bucket_cap_mb $cap, zero_stage 2 with activation checkpointing vs 0" c0n2$cap c2n2$cap
+    done
+  fi
+  # the memory line: AdamW state of one shard per rank (shards padded to 16 floats)
+  m=$(sed -n 's/.*Memory per rank (zero_stage 1, '$np' ranks): parameters \([0-9]*\) bytes, gradients \([0-9]*\) bytes, optimizer state \([0-9]*\) bytes (zero_stage 0: \([0-9]*\), \([0-9]*\), \([0-9]*\)).*/\3 \6 \1/p' "$WORK/s1n$np.log" | head -1)
+  if [ -n "$m" ] && awk -v np=$np -v m="$m" 'BEGIN { split(m, a, " "); s = a[1] / 8; P = a[3] / 4
+        exit !(a[2] == 8 * P && s % 16 == 0 && s * np >= P && s * np < P + 16 * np) }'; then
+    ok "$np ranks: optimizer state per rank at stage 1 is one padded shard ($m: sharded, unsharded, parameter bytes)"
+  else bad "$np ranks: the memory line" "$(grep -E 'Memory|Cost' "$WORK/s1n$np.log" | head -4)"; fi
+done
+
+echo "-- snapshots across stages and world sizes (global batch 12, mid-epoch)"
+if train full 1 trainer_config.batch_size=12 trainer_config.max_iters=12; then
+  train a 1 trainer_config.batch_size=12 trainer_config.max_iters=6 && cp "$WORK/a.bin" "$WORK/d.bin" &&
+  train a 2 trainer_config.batch_size=6 trainer_config.max_iters=12 trainer_config.zero_stage=1 &&
+    same_snap "1 rank stage 0 -> 2 ranks stage 1 = uninterrupted" full a
+  train d 2 trainer_config.batch_size=6 trainer_config.max_iters=12 trainer_config.zero_stage=2 &&
+    same_snap "1 rank stage 0 -> 2 ranks stage 2 = uninterrupted" full d
+  train e 2 trainer_config.batch_size=6 trainer_config.max_iters=6 trainer_config.zero_stage=2 &&
+  train e 1 trainer_config.batch_size=12 trainer_config.max_iters=12 &&
+    same_snap "2 ranks stage 2 -> 1 rank stage 0 = uninterrupted" full e
+  if train b 2 trainer_config.batch_size=6 trainer_config.max_iters=6 trainer_config.zero_stage=1; then
+    cp "$WORK/b.bin" "$WORK/c.bin"
+    out=$($MINGPT info "$WORK/b.bin"); js=$($MINGPT info --json "$WORK/b.bin")
+    grep -q "^world size:   2" <<<"$out" && grep -q "^zero stage:   1" <<<"$out" && grep -q '"zero_stage": 1' <<<"$js" &&
+      ok "mingpt info: zero stage 1, world size 2" || bad "mingpt info: zero stage and world size" "$out"
+    train b 1 trainer_config.batch_size=12 trainer_config.max_iters=12 &&
+      same_snap "2 ranks stage 1 -> 1 rank stage 0 = uninterrupted" full b
+    train c 3 trainer_config.batch_size=4 trainer_config.max_iters=12 trainer_config.zero_stage=1 &&
+      same_snap "2 ranks stage 1 -> 3 ranks stage 1 = uninterrupted" full c
+  fi
+fi
+
+echo "-- fp16 loss scaling: overflow skips under stage 1"
+fp16=(trainer_config.use_amp=true trainer_config.amp_dtype=float16 trainer_config.batch_size=4)
+if train f 2 "${fp16[@]}" trainer_config.max_iters=6; then
+  # a loss scale of 2^24 (the largest a snapshot holds): the next steps' fp16 gradients overflow
+  "$ROOT/$B/tests/tools/snapedit" "$WORK/f.bin" "$WORK/f0.bin" setf SCAL 0 16777216 &&
+    cp "$WORK/f0.bin" "$WORK/f1.bin" && cp "$WORK/f0.bin" "$WORK/f2.bin"
+  if train f0 2 "${fp16[@]}" trainer_config.max_iters=12; then
+    for z in 1 2; do
+      train f$z 2 "${fp16[@]}" trainer_config.max_iters=12 trainer_config.zero_stage=$z || continue
+      n=$(grep -c "gradient overflow, step skipped" "$WORK/f$z.log")
+      if [ "$n" -ge 1 ] && [ "$(grep overflow "$WORK/f0.log")" = "$(grep overflow "$WORK/f$z.log")" ]; then
+        ok "stage $z skips the $n overflowing steps stage 0 skips, with the same loss scales"
+      else bad "fp16 overflow skips (stage $z: $n)" "$(grep overflow "$WORK/f0.log" "$WORK/f$z.log")"; fi
+      same_snap "fp16 with skipped steps: stage $z = stage 0 parameters" f0 f$z
+    done
+  fi
+fi
+
+echo "-- a rank that stops under zero_stage 1 ends the job within collective_timeout_s (3 s)"
+$MPIRUN -np 2 "$MINGPT" "${common[@]}" trainer_config.batch_size=4 trainer_config.max_iters=100000 trainer_config.zero_stage=1 \
+  trainer_config.collective_timeout_s=3 hydra.run.dir=$WORK/hang trainer_config.snapshot_path=$WORK/hang.bin >"$WORK/hang.log" 2>&1 &
+mpid=$!
+for _ in $(seq 150); do grep -q "iter 5/" "$WORK/hang.log" 2>/dev/null && break; sleep 0.2; done
+r1=""
+for p in $(pgrep -f "hang.bin"); do
+  tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && [ "$(cat /proc/$p/comm)" = mingpt ] && { r1=$p; break; }
+done
+t0=$(date +%s)
+[ -n "$r1" ] && kill -STOP "$r1"
+( sleep 60; kill -KILL $mpid 2>/dev/null ) & guard=$!
+wait $mpid; rc=$?; dt=$(( $(date +%s) - t0 ))
+kill $guard 2>/dev/null; [ -n "$r1" ] && kill -KILL "$r1" 2>/dev/null
+what=$(sed -n 's/.*mingpt: error: \(.*\) has not completed after.*/\1/p' "$WORK/hang.log" | head -1)
+if [ -n "$r1" ] && [ "$rc" -ne 0 ] && [ "$dt" -lt 30 ] && [ -n "$what" ]; then
+  ok "rank 1 stopped: the job exits $rc after ${dt} s, rank 0's watchdog naming $what"
+else bad "rank 1 stopped under zero_stage 1 (pid '$r1', exit $rc after ${dt} s)" "$(tail -8 "$WORK/hang.log")"; fi
+
+echo "-- the emulated CUDA backend and NCCL: stage 1 = stage 0; stage 2 refused"
+EMU_SO=$ROOT/$B/emu/libmingpt_cuda.so
+if [ -f "$EMU_SO" ]; then
+  export MINGPT_CUDA_LIB=$EMU_SO
+  cuda=(trainer_config.device=cuda trainer_config.batch_size=4 trainer_config.max_iters=12)
+  if train cu0 2 "${cuda[@]}" && train cu1 2 "${cuda[@]}" trainer_config.zero_stage=1; then
+    same_losses "emulated NCCL, 2 ranks, zero_stage 1 vs 0" cu0 cu1
+    same_snap "emulated NCCL, 2 ranks, zero_stage 1 vs 0: parameters" cu0 cu1
+    if out=$(python3 - "$WORK/cu0.bin" "$WORK/cu1.bin" <<'PY'
+import struct, sys
+def records(p):
+    b = open(p, "rb").read(); o = 12; r = {}
+    while o + 12 <= len(b) - 4:
+        tag, n = struct.unpack_from("<4sQ", b, o); r[tag] = b[o + 12:o + 12 + n]; o += 12 + n
+    return r
+a, b = records(sys.argv[1]), records(sys.argv[2])
+for t in (b"ADAM", b"ADAV"):
+    if t not in a or a[t] != b[t]: sys.exit("%s differs" % t.decode())
+PY
+    ); then ok "emulated NCCL: the snapshot's AdamW moments (device shards gathered through the host) = stage 0's, bitwise"
+    else bad "emulated NCCL: the snapshot's AdamW moments" "$out"; fi
+  fi
+  bad_input zero-stage2-needs-cpu 2 'trainer_config.zero_stage=2 needs the CPU backend for now' -- $MPIRUN -np 2 $MINGPT "${common[@]}" trainer_config.device=cuda trainer_config.zero_stage=2 trainer_config.max_iters=2 hydra.run.dir=$WORK/cu trainer_config.snapshot_path=$WORK/cu.bin
+  unset MINGPT_CUDA_LIB
+else
+  skip no-nvcc "zero_stage with the CUDA backend: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"
+fi
+finish
