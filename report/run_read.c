@@ -441,7 +441,7 @@ static int add_jobs(const char *sweep, char ***dirs, int *n, char *err, size_t e
                  sweep);
         return 2;
     }
-    qsort(*dirs + first, (size_t)(*n - first), sizeof **dirs, job_order);
+    if (*n > first) qsort(*dirs + first, (size_t)(*n - first), sizeof **dirs, job_order);   // *dirs may be NULL
     return 0;
 }
 
