@@ -68,7 +68,9 @@ void comm_stats_add(CommStats *sum, const CommStats *s) {
     sum->t_busy += s->t_busy;
     sum->t_exposed += s->t_exposed;
     sum->bytes += s->bytes;
+    sum->n_gathers += s->n_gathers;
     sum->t_gather += s->t_gather;
+    sum->t_gather_exposed += s->t_gather_exposed;
 }
 
 // ============================================================================

@@ -34,7 +34,14 @@ typedef struct {
     double t_busy;            // time some bucket was being reduced
     double t_exposed;         // time allreduce_wait blocked (the part not hidden by the backward)
     double bytes;             // bytes all-reduced (or reduce-scattered)
-    double t_gather;          // time in the parameter all-gather (ZeRO; blocking, never hidden)
+    // ZeRO's parameter all-gathers. Blocking (Comm.allgather): it adds its time to t_gather (the
+    // trainer counts it in n_gathers and t_gather_exposed too: nothing hides it). Started (Comm.allgather_start, one per bucket): n_gathers counts them,
+    // t_gather is the time some all-gather was moving data, t_gather_exposed the time
+    // allgather_wait blocked (the part the next forward did not hide). A started all-gather's
+    // times land in the stats of the allgather_wait that finds it complete.
+    int n_gathers;            // all-gathers started (or blocking ones done) since comm_stats_reset
+    double t_gather;          // time in the parameter all-gathers (busy)
+    double t_gather_exposed;  // time the caller blocked on them
 } CommStats;
 
 typedef struct Comm Comm;
@@ -83,6 +90,20 @@ struct Comm {
     // Blocking, in place (MPI_Allgatherv): rank q's counts[q] floats at buf + displs[q] reach every
     // rank. Not while buckets are in flight.
     int (*allgather)(Comm *c, float *buf, const size_t *counts, const size_t *displs);
+    // Optional (NULL: none, use allgather; "nccl" has none yet): the all-gather above, started and
+    // not waited for: queued after everything started before it (all-reduces, reduce-scatters,
+    // all-gathers: one queue, one order on every rank) and done in the order started (on the
+    // "mpi" communicator's communication thread with MPI_Allgatherv in place, or with
+    // MPI_Iallgatherv under MINGPT_MPI_PROGRESS=test). buf must not be read or written until it is
+    // waited for; counts and displs are copied. Returns non-zero on an error (message in c->err).
+    // Host collectives and allreduce_start / reduce_scatter_start may be called while all-gathers
+    // are in flight; allreduce_wait waits for them too.
+    int (*allgather_start)(Comm *c, float *buf, const size_t *counts, const size_t *displs);
+    // With allgather_start: waits until the first k all-gathers started on c (counted from 1 since
+    // its creation) are complete, k at most the number started; returns at once when they are.
+    // Adds the time it blocked to stats.t_gather_exposed and the busy time of the all-gathers
+    // completed since the last call to stats.t_gather. Non-zero on an error (message in c->err).
+    int (*allgather_wait)(Comm *c, long k);
     // Blocking (MPI_Gatherv): rank q's counts[q] floats at send land at root's recv + displs[q]
     // (recv is used at root only). Not while buckets are in flight.
     int (*gather)(Comm *c, const float *send, float *recv, const size_t *counts, const size_t *displs, int root);

@@ -35,9 +35,10 @@
 
 #define QCAP 4096   // buckets in flight at once (a step has at most one per tensor)
 
-// A queued gradient collective, in place on the n floats at buf: an all-reduce, or (counts !=
-// NULL) a reduce-scatter, counts[q] floats for rank q.
-typedef struct { float *buf; size_t n; const int *counts; } Bucket;
+// A queued collective, in place on the n floats at buf: a gradient all-reduce, a gradient
+// reduce-scatter, or a parameter all-gather (the last two with their slot's layout: MpiCtx.layout).
+enum { K_ALLREDUCE = 0, K_REDUCE_SCATTER = 1, K_ALLGATHER = 2 };
+typedef struct { float *buf; size_t n; int kind; } Bucket;
 
 enum { MODE_THREAD = 0, MODE_TEST = 1 };
 
@@ -64,8 +65,12 @@ typedef struct {
     long *answer;                    // [world][NSTATE]: the last answer sent to each rank
     MPI_Request *answer_req;         // [world]
     int noticed;                     // another rank's watchdog said it aborts the job (watchdog thread only)
-    int *rs_counts;                  // (QCAP x world) reduce-scatter counts of the queued buckets, or NULL
-    float *rs_buf[QCAP];             // MODE_TEST: the request's reduce-scatter buffer (NULL: an all-reduce)
+    int *layout;                     // (QCAP x 2 world) each slot's counts then displacements, or NULL
+    float *req_buf[QCAP];            // MODE_TEST: the request's buffer
+    int req_kind[QCAP];              // MODE_TEST: the request's K_*
+    int cur_kind;                    // the K_* of the collective in flight (for the watchdog)
+    long ag_started, ag_finished;    // all-gathers queued / done since the start
+    double ag_busy;                  // busy time of all-gathers done, not yet in c->stats (allgather_wait)
 } MpiCtx;
 
 static void set_err(Comm *c, const char *fmt, ...) {
@@ -82,8 +87,13 @@ static const char *mpi_errstr(int rc, char *buf) {
     return buf;
 }
 
+static const char *kind_name(int kind) {
+    return kind == K_ALLGATHER ? "the parameter all-gather"
+         : kind == K_REDUCE_SCATTER ? "the gradient reduce-scatter" : "the gradient all-reduce";
+}
+
 // ============================================================================
-// The communication thread: one blocking all-reduce per bucket, in order
+// The communication thread: one blocking collective per queued bucket, in order
 // ============================================================================
 static int allreduce_floats(MPI_Comm comm, float *buf, size_t n) {
     for (size_t off = 0; off < n; off += (size_t)1 << 30) {   // MPI counts are int
@@ -116,19 +126,32 @@ static void *comm_thread(void *arg) {
         while (!x->quit && x->finished == x->started) pthread_cond_wait(&x->cv_work, &x->mu);
         if (x->quit) break;
         Bucket b = x->q[x->finished % QCAP];
+        // the slot's layout stays put until finished moves past it (queue_request waits for that)
+        const int *lay = b.kind == K_ALLREDUCE ? NULL : x->layout + (x->finished % QCAP) * 2 * c->world_size;
         const double t0 = now_s();
         x->bucket_since = t0;
+        x->cur_kind = b.kind;
         pthread_mutex_unlock(&x->mu);
-        int rc = b.counts ? reduce_scatter_in_place(c, x->grad, b.buf, b.counts)
-                          : allreduce_floats(x->grad, b.buf, b.n);
+        int rc = b.kind == K_REDUCE_SCATTER ? reduce_scatter_in_place(c, x->grad, b.buf, lay)
+               : b.kind == K_ALLGATHER ? MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b.buf, lay,
+                                                        lay + c->world_size, MPI_FLOAT, x->grad)
+               : allreduce_floats(x->grad, b.buf, b.n);
         const double t1 = now_s();
         pthread_mutex_lock(&x->mu);
         x->bucket_since = 0;
-        c->stats.t_busy += t1 - t0;
+        if (b.kind == K_ALLGATHER) {
+            x->ag_busy += t1 - t0;
+            x->ag_finished++;
+        } else {
+            c->stats.t_busy += t1 - t0;
+        }
         if (rc != MPI_SUCCESS && !x->failed) {
             char s[MPI_MAX_ERROR_STRING];
-            set_err(c, "%s of gradient bucket %ld (%zu floats) failed: %s",
-                    b.counts ? "MPI_Reduce_scatter" : "MPI_Allreduce", x->finished, b.n, mpi_errstr(rc, s));
+            set_err(c, "%s of %s %ld (%zu floats) failed: %s",
+                    b.kind == K_REDUCE_SCATTER ? "MPI_Reduce_scatter" : b.kind == K_ALLGATHER ? "MPI_Allgatherv"
+                                                                                          : "MPI_Allreduce",
+                    b.kind == K_ALLGATHER ? "parameter bucket" : "gradient bucket", x->finished, b.n,
+                    mpi_errstr(rc, s));
             x->failed = 1;
         }
         x->finished++;
@@ -289,7 +312,7 @@ static void abort_from_watchdog(Comm *c, const char *msg, int rank0_answers) {
 static int in_flight(MpiCtx *x, const char **what, double *since, int *host, long *bucket) {
     if (x->host_since > 0) { *what = x->host_what; *since = x->host_since; *host = 1; *bucket = -1; return 1; }
     if (x->bucket_since > 0) {
-        *what = x->rs_counts ? "the gradient all-reduce or reduce-scatter" : "the gradient all-reduce";
+        *what = kind_name(x->mode == MODE_TEST ? x->req_kind[x->n_req_done % QCAP] : x->cur_kind);
         *since = x->bucket_since;
         *host = 0;
         *bucket = x->mode == MODE_TEST ? x->n_req_done : x->finished;
@@ -421,60 +444,89 @@ static int mpi_bcast_host(Comm *c, void *buf, size_t bytes, int root) {
     return 0;
 }
 
-// ---- MODE_TEST: non-blocking all-reduces driven from the main thread
+// ---- MODE_TEST: non-blocking collectives driven from the main thread
 static void test_completed(Comm *c, MpiCtx *x, double t) {
     const long i = x->n_req_done % QCAP;
-    if (x->rs_buf[i]) place_part(c, x->rs_buf[i], x->rs_counts + i * c->world_size);
-    c->stats.t_busy += t - x->req_t0[x->n_req_done % QCAP];
-    x->n_req_done++;
+    if (x->req_kind[i] == K_REDUCE_SCATTER) place_part(c, x->req_buf[i], x->layout + i * 2 * c->world_size);
     pthread_mutex_lock(&x->mu);
+    if (x->req_kind[i] == K_ALLGATHER) {
+        x->ag_busy += t - x->req_t0[i];
+        x->ag_finished++;
+    } else {
+        c->stats.t_busy += t - x->req_t0[i];
+    }
+    x->n_req_done++;
     x->bucket_since = x->n_req_done < x->n_req ? x->req_t0[x->n_req_done % QCAP] : 0;
     pthread_mutex_unlock(&x->mu);
 }
 
-static int test_start(Comm *c, float *buf, size_t n) {
-    MpiCtx *x = c->ctx;
-    for (size_t off = 0; off < n; off += (size_t)1 << 30) {
-        if (x->n_req - x->n_req_done >= QCAP) {   // full: finish the oldest
-            MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
-            test_completed(c, x, now_s());
-        }
-        const size_t k = n - off < ((size_t)1 << 30) ? n - off : ((size_t)1 << 30);
-        const long i = x->n_req % QCAP;
-        x->req_t0[i] = now_s();
-        x->rs_buf[i] = NULL;
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)k, MPI_FLOAT, MPI_SUM, x->grad, &x->req[i]);
-        if (rc != MPI_SUCCESS) {
-            char s[MPI_MAX_ERROR_STRING];
-            set_err(c, "MPI_Iallreduce of gradient bucket %ld (%zu floats) failed: %s", x->n_req, k, mpi_errstr(rc, s));
-            return 1;
-        }
-        pthread_mutex_lock(&x->mu);
-        if (x->n_req == x->n_req_done) x->bucket_since = x->req_t0[i];
-        x->n_req++;
-        pthread_mutex_unlock(&x->mu);
+// MODE_TEST: waits for the oldest request and completes it. Non-zero on an error (in c->err).
+static int test_finish_oldest(Comm *c, MpiCtx *x) {
+    const long i = x->n_req_done % QCAP;
+    const int rc = MPI_Wait(&x->req[i], MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+        char s[MPI_MAX_ERROR_STRING];
+        set_err(c, "%s (request %ld) failed: %s", kind_name(x->req_kind[i]), x->n_req_done, mpi_errstr(rc, s));
+        return 1;
     }
+    test_completed(c, x, now_s());
     return 0;
 }
 
-static int test_reduce_scatter_start(Comm *c, float *buf, const int *counts, size_t n) {
-    MpiCtx *x = c->ctx;
-    if (x->n_req - x->n_req_done >= QCAP) {   // full: finish the oldest
-        MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
-        test_completed(c, x, now_s());
+// counts (and displs, when not NULL) as MPI's ints in lay (counts, then displacements).
+static void fill_layout(int *lay, int W, const size_t *counts, const size_t *displs) {
+    for (int q = 0; q < W; q++) {
+        lay[q] = (int)counts[q];
+        lay[W + q] = displs ? (int)displs[q] : 0;
     }
+}
+
+// Queues one collective of `kind` on the n floats at buf (counts and displs: its layout, copied
+// into its slot; NULL for an all-reduce; each below 2^31, n too in MODE_TEST), in order after
+// every one queued before: for the communication thread (MODE_THREAD), or started at once with
+// MPI_I* (MODE_TEST; when QCAP are in flight, the oldest is finished first). Non-zero on an
+// error (message in c->err).
+static int queue_request(Comm *c, int kind, float *buf, size_t n, const size_t *counts, const size_t *displs) {
+    MpiCtx *x = c->ctx;
+    const int W = c->world_size;
+    if (counts && !x->layout && !(x->layout = calloc((size_t)QCAP * 2 * (size_t)W, sizeof(int)))) {
+        set_err(c, "out of memory for the collectives' counts");
+        return 1;
+    }
+    if (x->mode == MODE_THREAD) {
+        pthread_mutex_lock(&x->mu);
+        while (x->started - x->finished >= QCAP) pthread_cond_wait(&x->cv_done, &x->mu);
+        const long i = x->started % QCAP;
+        if (counts) fill_layout(x->layout + i * 2 * W, W, counts, displs);
+        x->q[i] = (Bucket){ buf, n, kind };
+        x->started++;
+        x->ag_started += kind == K_ALLGATHER;
+        pthread_cond_signal(&x->cv_work);
+        pthread_mutex_unlock(&x->mu);
+        return 0;
+    }
+    if (x->n_req - x->n_req_done >= QCAP && test_finish_oldest(c, x)) return 1;   // full: finish the oldest
     const long i = x->n_req % QCAP;
+    int *lay = counts ? x->layout + i * 2 * W : NULL;
+    if (lay) fill_layout(lay, W, counts, displs);
     x->req_t0[i] = now_s();
-    x->rs_buf[i] = buf;
-    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, counts, MPI_FLOAT, MPI_SUM, x->grad, &x->req[i]);
+    x->req_buf[i] = buf;
+    x->req_kind[i] = kind;
+    const int rc = kind == K_REDUCE_SCATTER ? MPI_Ireduce_scatter(MPI_IN_PLACE, buf, lay, MPI_FLOAT, MPI_SUM, x->grad, &x->req[i])
+                 : kind == K_ALLGATHER ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, lay, lay + W, MPI_FLOAT,
+                                                         x->grad, &x->req[i])
+                 : MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, x->grad, &x->req[i]);
     if (rc != MPI_SUCCESS) {
         char s[MPI_MAX_ERROR_STRING];
-        set_err(c, "MPI_Ireduce_scatter of gradient bucket %ld (%zu floats) failed: %s", x->n_req, n, mpi_errstr(rc, s));
+        set_err(c, "%s of %s %ld (%zu floats) failed: %s",
+                kind == K_REDUCE_SCATTER ? "MPI_Ireduce_scatter" : kind == K_ALLGATHER ? "MPI_Iallgatherv" : "MPI_Iallreduce",
+                kind == K_ALLGATHER ? "parameter bucket" : "gradient bucket", x->n_req, n, mpi_errstr(rc, s));
         return 1;
     }
     pthread_mutex_lock(&x->mu);
     if (x->n_req == x->n_req_done) x->bucket_since = x->req_t0[i];
     x->n_req++;
+    x->ag_started += kind == K_ALLGATHER;
     pthread_mutex_unlock(&x->mu);
     return 0;
 }
@@ -492,82 +544,83 @@ static void mpi_progress(Comm *c) {
 static int test_wait(Comm *c) {
     MpiCtx *x = c->ctx;
     const double t0 = now_s();
-    while (x->n_req_done < x->n_req) {
-        int rc = MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) {
-            char s[MPI_MAX_ERROR_STRING];
-            set_err(c, "MPI_Iallreduce of gradient bucket %ld failed: %s", x->n_req_done, mpi_errstr(rc, s));
-            return 1;
-        }
-        test_completed(c, x, now_s());
-    }
+    while (x->n_req_done < x->n_req)
+        if (test_finish_oldest(c, x)) return 1;
     c->stats.t_exposed += now_s() - t0;
     x->backward_done = false;
     return 0;
 }
 
-static int mpi_allreduce_start(Comm *c, float *buf, size_t n) {
-    MpiCtx *x = c->ctx;
-    if (x->mode == MODE_TEST) {
-        c->stats.n_buckets++;
-        c->stats.n_started_early += !x->backward_done;
-        c->stats.bytes += (double)n * sizeof(float);
-        return test_start(c, buf, n);
-    }
+// The statistics of a gradient bucket being started.
+static void count_bucket(Comm *c, MpiCtx *x, size_t n) {
     pthread_mutex_lock(&x->mu);
-    while (x->started - x->finished >= QCAP) pthread_cond_wait(&x->cv_done, &x->mu);
-    x->q[x->started % QCAP] = (Bucket){ buf, n, NULL };
-    x->started++;
     c->stats.n_buckets++;
     c->stats.n_started_early += !x->backward_done;
     c->stats.bytes += (double)n * sizeof(float);
-    pthread_cond_signal(&x->cv_work);
     pthread_mutex_unlock(&x->mu);
+}
+
+static int mpi_allreduce_start(Comm *c, float *buf, size_t n) {
+    MpiCtx *x = c->ctx;
+    count_bucket(c, x, n);
+    if (x->mode == MODE_THREAD) return queue_request(c, K_ALLREDUCE, buf, n, NULL, NULL);   // chunked by the thread
+    for (size_t off = 0; off < n; off += (size_t)1 << 30) {   // MPI counts are int
+        const size_t k = n - off < ((size_t)1 << 30) ? n - off : ((size_t)1 << 30);
+        if (queue_request(c, K_ALLREDUCE, buf + off, k, NULL, NULL)) return 1;
+    }
     return 0;
 }
 
-// The queue slot the next bucket takes (both modes: at most QCAP in flight).
-static long next_slot(MpiCtx *x) { return (x->mode == MODE_TEST ? x->n_req : x->started) % QCAP; }
-
 static int mpi_reduce_scatter_start(Comm *c, float *buf, const size_t *counts) {
     MpiCtx *x = c->ctx;
-    const int W = c->world_size;
-    if (!x->rs_counts && !(x->rs_counts = calloc((size_t)QCAP * (size_t)W, sizeof(int)))) {
-        set_err(c, "out of memory for the reduce-scatter counts");
-        return 1;
-    }
     size_t n = 0;
-    for (int q = 0; q < W; q++) {
+    for (int q = 0; q < c->world_size; q++) {
         if (counts[q] > INT_MAX) {
             set_err(c, "a reduce-scatter of %zu floats to rank %d is larger than MPI's int counts", counts[q], q);
             return 1;
         }
         n += counts[q];
     }
-    if (x->mode == MODE_TEST) {
-        int *k = x->rs_counts + next_slot(x) * W;
-        if (x->n_req - x->n_req_done >= QCAP) {   // the slot is the oldest request's: finish it first
-            MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
-            test_completed(c, x, now_s());
+    count_bucket(c, x, n);
+    return queue_request(c, K_REDUCE_SCATTER, buf, n, counts, NULL);
+}
+
+static int mpi_allgather_start(Comm *c, float *buf, const size_t *counts, const size_t *displs) {
+    size_t n = 0;
+    for (int q = 0; q < c->world_size; q++) {
+        if (counts[q] > INT_MAX || displs[q] > INT_MAX) {
+            set_err(c, "MPI_Allgatherv: %zu floats at offset %zu for rank %d exceed MPI's int counts", counts[q],
+                    displs[q], q);
+            return 1;
         }
-        for (int q = 0; q < W; q++) k[q] = (int)counts[q];
-        c->stats.n_buckets++;
-        c->stats.n_started_early += !x->backward_done;
-        c->stats.bytes += (double)n * sizeof(float);
-        return test_reduce_scatter_start(c, buf, k, n);
+        n += counts[q];
     }
-    pthread_mutex_lock(&x->mu);
-    while (x->started - x->finished >= QCAP) pthread_cond_wait(&x->cv_done, &x->mu);
-    int *k = x->rs_counts + next_slot(x) * W;
-    for (int q = 0; q < W; q++) k[q] = (int)counts[q];
-    x->q[x->started % QCAP] = (Bucket){ buf, n, k };
-    x->started++;
-    c->stats.n_buckets++;
-    c->stats.n_started_early += !x->backward_done;
-    c->stats.bytes += (double)n * sizeof(float);
-    pthread_cond_signal(&x->cv_work);
+    c->stats.n_gathers++;
+    return queue_request(c, K_ALLGATHER, buf, n, counts, displs);
+}
+
+static int mpi_allgather_wait(Comm *c, long k) {
+    MpiCtx *x = c->ctx;
+    const double t0 = now_s();
+    int failed = 0;
+    if (k > x->ag_started) {
+        set_err(c, "internal error: waiting for all-gather %ld of %ld started", k, x->ag_started);
+        return 1;
+    }
+    if (x->mode == MODE_TEST) {
+        while (x->ag_finished < k && !failed) failed = test_finish_oldest(c, x);
+        pthread_mutex_lock(&x->mu);
+    } else {
+        pthread_mutex_lock(&x->mu);
+        while (x->ag_finished < k) pthread_cond_wait(&x->cv_done, &x->mu);
+        failed = x->failed;
+    }
+    const double busy = x->ag_busy;
+    x->ag_busy = 0;
     pthread_mutex_unlock(&x->mu);
-    return 0;
+    c->stats.t_gather += busy;
+    c->stats.t_gather_exposed += now_s() - t0;
+    return failed;
 }
 
 // counts and displacements as MPI's ints, or non-zero after naming what does not fit.
@@ -676,7 +729,7 @@ static void mpi_destroy(Comm *c) {
     free(x->answer);
     free(x->answer_req);
     MPI_Finalize();
-    free(x->rs_counts);
+    free(x->layout);
     free(x);
     free(c);
 }
@@ -751,7 +804,8 @@ Comm *comm_mpi_create(int *argc, char ***argv, char *err, size_t errlen) {
         .timeout_s = 300, .ctx = x,
         .allreduce_host = mpi_allreduce_host, .bcast_host = mpi_bcast_host,
         .allreduce_start = mpi_allreduce_start, .allreduce_wait = mpi_allreduce_wait,
-        .reduce_scatter_start = mpi_reduce_scatter_start, .allgather = mpi_allgather, .gather = mpi_gather,
+        .reduce_scatter_start = mpi_reduce_scatter_start, .allgather = mpi_allgather,
+        .allgather_start = mpi_allgather_start, .allgather_wait = mpi_allgather_wait, .gather = mpi_gather,
         .backward_done = mpi_backward_done, .abort = mpi_abort, .destroy = mpi_destroy,
     };
     const char *mode = getenv("MINGPT_MPI_PROGRESS");
