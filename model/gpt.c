@@ -491,9 +491,18 @@ static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recomput
                                    last ? p->ln_f_b : p->h[l + 1].ln_1_b, N, C);
 }
 
-// The forward pass of gpt_forward and gpt_forward_inference into the activations `a`.
+// GPTStepArgs.params_needed of hk (NULL: none) for the parameters from p to q (views into
+// m->params_memory: [p, q) as flat offsets).
+static void need(const GPT *m, const GPTStepArgs *hk, const float *p, const float *q) {
+    if (hk && hk->params_needed) hk->params_needed(hk->params_ctx, (size_t)(p - m->params_memory),
+                                                   (size_t)(q - m->params_memory));
+}
+
+// The forward pass of gpt_forward and gpt_forward_inference into the activations `a`; hk:
+// gpt_forward's step arguments, whose params_needed hook (if any) is called before each layer
+// reads its weights (NULL: none).
 static float forward(GPT *m, GPTActs *a, const int32_t *idx, const int32_t *targets, int B, int T,
-                     bool train, uint64_t dropout_seed, uint64_t step) {
+                     bool train, uint64_t dropout_seed, uint64_t step, const GPTStepArgs *hk) {
     const GPTShape *s = &m->shape;
     const int C = s->n_embd, V = s->vocab_size, BT = B * T, L = s->n_layer;
     const long BTC = (long)BT * C;
@@ -502,13 +511,25 @@ static float forward(GPT *m, GPTActs *a, const int32_t *idx, const int32_t *targ
     m->cur_B = B; m->cur_T = T;
     m->train = train; m->dropout_seed = dropout_seed; m->step = step;
     const float embd_p = train ? s->embd_pdrop : 0.0f;
-    if (be->cast_weights && be->matmul_dtype != DTYPE_FP32)   // once per parameter version
+    float *const all_end = m->params_memory + m->num_params;
+    if (be->cast_weights && be->matmul_dtype != DTYPE_FP32) {   // once per parameter version
+        // the cast reads every weight: wait for them all (a cast per range would need a
+        // cast_weights per range, and the low-precision cast is the GPU's, where no hook waits)
+        need(m, hk, m->params_memory, all_end);
         be->cast_weights(be, m->params_memory, m->num_params, m->params_version);
+    }
     be->upload(be, m->inputs, idx, (size_t)BT * sizeof(int32_t));
 
+    // the flat layout: wte, wpe, each block (ln_1 first), ln_f, lm_head (gpt_param_table)
+    need(m, hk, m->params_memory, L > 0 ? p->h[0].ln_1_w : p->ln_f_w);
     be->encoder_forward(be, a->encoded, m->inputs, p->wte, p->wpe, B, T, C);
     be->dropout_forward(be, a->encoded, a->encoded, BTC, (long)T * C, embd_p, site_key(m, 0, SITE_EMBD));
-    for (int l = 0; l < L; l++) block_forward(m, a, l, B, T, false, NULL);
+    for (int l = 0; l < L; l++) {
+        // block l, and the LayerNorm its last op applies (the next block's ln_1, or ln_f)
+        need(m, hk, p->h[l].ln_1_w, l + 1 < L ? p->h[l + 1].ln_1_b + C : p->ln_f_b + C);
+        block_forward(m, a, l, B, T, false, NULL);
+    }
+    need(m, hk, p->ln_f_w, all_end);
     be->matmul_forward(be, a->logits, a->ln_f, p->lm_head_w, NULL, BT, C, V);
 
     if (!targets) { m->n_valid = 0; m->mean_loss = -1.0f; return -1.0f; }
@@ -536,14 +557,14 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
                   bool train, uint64_t dropout_seed, uint64_t step, const GPTStepArgs *args) {
     m->acts_overwritten = false;
     m->args = args ? *args : GPT_STEP_ARGS_DEFAULT;
-    return forward(m, &m->acts, idx, targets, B, T, train, dropout_seed, step);
+    return forward(m, &m->acts, idx, targets, B, T, train, dropout_seed, step, &m->args);
 }
 
 float gpt_forward_inference(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T) {
     if (B < 1 || B > m->B_infer || T < 1 || T > m->T)
         fatal_error("gpt_forward_inference: batch (%d, %d) outside (%d, %d)", B, T, m->B_infer, m->T);
     m->acts_overwritten = true;
-    return forward(m, &m->infer, idx, targets, B, T, false, 0, 0);
+    return forward(m, &m->infer, idx, targets, B, T, false, 0, 0, NULL);
 }
 
 // ============================================================================

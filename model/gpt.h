@@ -110,6 +110,16 @@ typedef struct {
     // loss): 1, or S under fp16 dynamic loss scaling; the trainer also folds 1/world_size and the
     // micro-batch's share of the step's tokens in (trainer/train_step.c).
     float loss_scale;
+    // Optional (NULL: none): gpt_forward calls params_needed(params_ctx, lo, hi) just before it
+    // first reads the parameters [lo, hi) of the flat buffer (offsets in floats): the embeddings,
+    // then each block (with the next block's ln_1, or ln_f, which its last op applies), then ln_f
+    // and lm_head; the ranges grow in order and together cover [0, num_params). With low-precision
+    // matmuls and Backend.cast_weights, which reads every weight first, one call covers them all.
+    // The data-parallel trainer waits there for the all-gather of the updated parameters (ZeRO,
+    // trainer/buckets.h). gpt_backward (activation checkpointing's recomputation included) reads
+    // only what this forward already asked for; gpt_forward_inference never calls it.
+    void (*params_needed)(void *ctx, size_t lo, size_t hi);
+    void *params_ctx;
 } GPTStepArgs;
 #define GPT_STEP_ARGS_DEFAULT ((GPTStepArgs){ .batch_row0 = 0, .batch_row_stride = 1, .loss_scale = 1.0f })
 

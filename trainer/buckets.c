@@ -59,6 +59,7 @@ static void zero2_free(struct Zero2 *z, Backend *be) {
 void buckets_free(Buckets *bk) {
     free(bk->b);
     free(bk->counts);
+    free(bk->gather_no);
     if (bk->z2) zero2_free(bk->z2, bk->z2->m->be);
     *bk = (Buckets){0};
 }
@@ -276,3 +277,48 @@ int buckets_start_rest(Buckets *bk) {
     while (bk->next < bk->n) start_next(bk);
     return 0;
 }
+
+// ---- ZeRO: the parameter all-gather, one per bucket, waited for by the next forward
+
+int buckets_gather_start(Buckets *bk, float *params) {
+    Comm *c = bk->comm;
+    const int W = c->world_size;
+    if (!bk->gather_no && !(bk->gather_no = calloc((size_t)bk->n, sizeof(long)))) {
+        snprintf(c->err, sizeof c->err, "[rank %d] out of memory for the all-gather's bucket numbers", c->rank);
+        return 1;
+    }
+    size_t *displs = malloc(sizeof(size_t) * (size_t)W);
+    if (!displs) {
+        snprintf(c->err, sizeof c->err, "[rank %d] out of memory for the all-gather", c->rank);
+        return 1;
+    }
+    int rc = 0;
+    for (int b = bk->n - 1; b >= 0 && !rc; b--) {   // the forward's order: the start of the buffer first
+        shard_split_range(bk->shards, bk->b[b].first, bk->b[b].n, bk->counts, c->rank, NULL);
+        size_t off = 0;
+        for (int q = 0; q < W; q++) { displs[q] = off; off += bk->counts[q]; }
+        rc = c->allgather_start(c, params + bk->b[b].first, bk->counts, displs);
+        if (!rc) bk->gather_no[b] = ++bk->gathers_started;
+    }
+    free(displs);
+    return rc;
+}
+
+// Waits for the first k all-gathers. Non-zero on a communicator error.
+static int gather_wait(Buckets *bk, long k) {
+    if (k <= bk->gathers_done) return 0;
+    if (bk->comm->allgather_wait(bk->comm, k)) return 1;
+    bk->gathers_done = k;
+    return 0;
+}
+
+void buckets_params_needed(void *ctx, size_t lo, size_t hi) {
+    Buckets *bk = ctx;
+    if (bk->gathers_done == bk->gathers_started) return;
+    long k = 0;
+    for (int b = 0; b < bk->n; b++)
+        if (bk->b[b].first < hi && bk->b[b].first + bk->b[b].n > lo && bk->gather_no[b] > k) k = bk->gather_no[b];
+    if (gather_wait(bk, k)) bk->comm->abort(bk->comm, 1, bk->comm->err);
+}
+
+int buckets_gather_wait_all(Buckets *bk) { return gather_wait(bk, bk->gathers_started); }

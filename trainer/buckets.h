@@ -33,6 +33,11 @@ typedef struct {
     const ShardPlan *shards;
     size_t *counts;    // (world) scratch: a bucket's floats per shard
     struct Zero2 *z2;  // ZeRO stage 2 (buckets_stage2), else NULL
+    // ZeRO's overlapped parameter all-gather (buckets_gather_start): the number of the all-gather
+    // of each bucket on comm (Comm.allgather_wait's k; 0: none started), how many were started and
+    // how many are known complete.
+    long *gather_no;
+    long gathers_started, gathers_done;
 } Buckets;
 
 // Cuts the tensors of `tensors` (the flat layout, ascending offsets) into buckets: the first
@@ -72,6 +77,24 @@ void buckets_micro_begin(Buckets *bk, int first);
 // Stage 2: after the backward: every bucket reduced and added into grad_acc. Non-zero on a
 // communicator error (message in comm->err).
 int buckets_micro_end(Buckets *bk);
+
+// ZeRO, after AdamW updated this rank's shard of params (the flat parameter buffer, backend
+// memory of comm), on a communicator with allgather_start: starts one all-gather per bucket (the
+// bucket's range of the parameters, split over the shards as its reduce-scatter), in the order
+// the forward reads them: from the last bucket (wte, wpe, block 0) to bucket 0 (ln_f, lm_head).
+// Nothing waits for them here: buckets_params_needed (the next forward) and
+// buckets_gather_wait_all do. Non-zero on a communicator error (message in comm->err).
+int buckets_gather_start(Buckets *bk, float *params);
+
+// model/gpt.h's GPTStepArgs.params_needed (ctx = Buckets*): waits for the all-gathers of the
+// buckets that overlap the parameters [lo, hi) (and, the queue being in order, of every one
+// started before them). A communicator error aborts the job (the hook cannot return it).
+void buckets_params_needed(void *ctx, size_t lo, size_t hi);
+
+// Waits for every all-gather buckets_gather_start started (nothing to do when none is in
+// flight). Whatever reads the parameters outside the next training forward (evaluation,
+// snapshots, the replicas' check, sampling) calls it first. Non-zero on a communicator error.
+int buckets_gather_wait_all(Buckets *bk);
 
 // Before a backward pass whose gradients will be all-reduced: nothing started yet.
 void buckets_reset(Buckets *bk);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "config/clock.h"
+
 // ZeRO: every rank's updated shard of the parameters to every rank (the same decision was taken
 // everywhere, so all ranks call it or none).
 static int all_gather_params(TrainStep *ts, const ShardPlan *sp) {
@@ -15,7 +17,10 @@ static int all_gather_params(TrainStep *ts, const ShardPlan *sp) {
         counts[q] = shard_count(sp, q);
         displs[q] = shard_lo(sp, q);
     }
+    const double t0 = now_s();
     const int rc = gc->allgather(gc, ts->model->params_memory, counts, displs);
+    gc->stats.t_gather_exposed += now_s() - t0;   // (the communicator counts its busy time)
+    gc->stats.n_gathers++;
     free(counts);
     return rc;
 }
@@ -33,6 +38,9 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     // ---- forward + backward of every micro-batch; communication on the last only (stage 2: on each)
     // ZeRO stage 2: every micro-step's buckets are reduce-scattered into the rank's shard
     Buckets *z2 = ts->buckets && ts->buckets->z2 ? ts->buckets : NULL;
+    // ZeRO with the all-gather overlapped: the last step's all-gathers may be in flight; the
+    // forward waits for each layer's parameters before it reads them
+    const int overlap = ts->buckets && ts->shards && ts->overlap_gather && ts->buckets->comm->allgather_start;
     gpt_zero_grad(m);   // (stage 2: no gradient buffer; each bucket's ring space is zeroed when placed)
     double loss_sum = 0.0;
     for (int k = 0; k < n_micro; k++) {
@@ -49,7 +57,13 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
         args.batch_row0 = r + (int64_t)W * k * B;
         args.batch_row_stride = W;
         args.loss_scale = (float)(scale * ((double)mb[k].rows * T / tokens_rank) / W);
+        if (overlap) {
+            args.params_needed = buckets_params_needed;
+            args.params_ctx = ts->buckets;
+        }
         const float loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
+        // (the forward has waited for every parameter; this only makes sure of it)
+        if (overlap && buckets_gather_wait_all(ts->buckets)) return 1;
         gpt_backward(m, ready, ts->buckets);
         if (z2 && buckets_micro_end(z2)) return 1;
         loss_sum += (double)loss * m->n_valid;
@@ -94,7 +108,7 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     if (out->applied > 0) {
         adamw_step_range(ts->opt, m->params_memory, grads, m->tensors, m->n_tensors, lo, lo + n_mine, ts->lr,
                          ts->beta1, ts->beta2, ts->eps, ts->weight_decay);
-        if (sp && all_gather_params(ts, sp)) return 1;
+        if (sp && (overlap ? buckets_gather_start(ts->buckets, m->params_memory) : all_gather_params(ts, sp))) return 1;
         gpt_params_changed(m);   // the next forward casts the new weights (Backend.cast_weights)
     }
     return 0;

@@ -12,7 +12,8 @@
 //
 // ZeRO (TrainStep.shards): the buckets are reduce-scattered instead of all-reduced (stage 2: on
 // every micro-step, into the rank's shard), the norm comes from the shards' sums of squares in
-// the same host all-reduce, AdamW updates the rank's shard, and the shards are all-gathered.
+// the same host all-reduce, AdamW updates the rank's shard, and the shards are all-gathered
+// (TrainStep.overlap_gather: bucket by bucket, overlapped with the next step's forward).
 //
 // Averaging happens once, in the loss gradient: micro-batch m's d(loss) is scaled by
 // tokens_m / tokens_rank / W, so the summed all-reduce leaves the mean over every token of
@@ -46,6 +47,12 @@ typedef struct {
     // touch this rank's shard only (opt holds its moments); the updated shards are all-gathered
     // into every rank's parameters.
     const ShardPlan *shards;
+    // ZeRO, on a gradient communicator with allgather_start: 1 starts the all-gather of the
+    // updated parameters per bucket and returns without waiting (buckets_gather_start); the next
+    // train_step's forward waits for each layer's bucket before reading it, and whatever else
+    // reads the parameters first calls buckets_gather_wait_all. 0 (or no allgather_start): one
+    // blocking all-gather at the end of the step. The parameters are the same bit for bit.
+    int overlap_gather;
 } TrainStep;
 
 // One micro-batch: rows windows of T tokens, host memory.

@@ -111,6 +111,7 @@ typedef struct {
     Buckets buckets;
     int zero;                // the ZeRO stage in effect: trainer_config.zero_stage, 0 on one rank
     ShardPlan shards;        // ZeRO: the shards of the flat parameter buffer (dist/shard.h)
+    int gather_overlap;      // ZeRO: the all-gather overlapped with the next forward (MINGPT_ZERO_GATHER)
     float *grad_acc;         // ZeRO stage 2: (shards.shard) this rank's reduced gradients
     Progress pr;
     int B, T, A;             // batch_size (per rank, per micro-step), block_size, grad_accum_steps
@@ -156,6 +157,20 @@ static int agree(Trainer *t, int rc) {
 
 // A communicator error in the middle of training: no rank can go on; take the job down.
 static void comm_failed(Trainer *t, Comm *c) { t->comm->abort(t->comm, EXIT_RUNTIME, c->err); }
+
+// ZeRO with the overlapped all-gather: waits for the all-gathers the last step started (the
+// next step's forward waits for them layer by layer; anything else that reads the parameters
+// calls this first: evaluation, snapshots, the end of training). Their times go to the run's
+// statistics. Nothing to do when none is in flight.
+static void gathers_wait(Trainer *t) {
+    if (!t->zero || t->buckets.gathers_done == t->buckets.gathers_started) return;
+    Comm *gc = t->grad_comm;
+    comm_stats_reset(gc);   // (nothing else is in flight: an all-gather's times are added by the wait)
+    if (buckets_gather_wait_all(&t->buckets)) comm_failed(t, gc);
+    comm_stats_add(&t->comm_total, &gc->stats);
+    comm_stats_add(&t->since_log.comm, &gc->stats);
+    comm_stats_reset(gc);
+}
 
 // kernels/fatal.h's handler while a job trains: an op that cannot go on takes every rank down.
 static void on_fatal(const char *msg, void *ctx) {
@@ -251,7 +266,10 @@ static const float *host_view(Backend *be, const float *p, size_t n, float **tmp
 // ============================================================================
 // Evaluation (trainer/evaluate.h): the test loss, or a stop on a signal (every rank alike)
 // ============================================================================
+static void gathers_wait(Trainer *t);
+
 static int evaluate(Trainer *t) {
+    gathers_wait(t);   // the parameters, all of them
     double loss;
     const int rc = evaluator_run(&t->eval, &t->model, &t->ds, t->comm, &g_stop_signal, t->x, t->y, &loss);
     if (rc == EVAL_COMM_ERROR) comm_failed(t, t->comm);
@@ -340,6 +358,7 @@ enum { SAVE_OK = 0, SAVE_FAILED = 1, SAVE_CANCELLED = ATOMIC_CANCELLED };
 // Rank 0 writes the snapshot (the stable file, then its numbered copy; or the best file); every
 // rank returns the job's result. A failed write leaves the file on disk as it was.
 static int save_snapshot(Trainer *t, SaveKind kind) {
+    gathers_wait(t);   // the parameters, all of them
     const Config *cfg = t->cfg;
     const TrainerConfig *tc = &cfg->trainer;
     char err[ERRLEN] = "", path[CFG_STR_MAX + 64];
@@ -681,6 +700,12 @@ static int zero_decide(Trainer *t) {
     const int stage = t->cfg->trainer.zero_stage;
     t->zero = 0;
     if (stage == 0) return 0;
+    const char *g = getenv("MINGPT_ZERO_GATHER");
+    if (g && *g && strcmp(g, "overlap") && strcmp(g, "blocking")) {
+        log_error("mingpt: error: MINGPT_ZERO_GATHER must be overlap or blocking (got '%s')\n", g);
+        return EXIT_USAGE;
+    }
+    t->gather_overlap = !(g && !strcmp(g, "blocking"));
     if (t->world == 1) {
         log_info("note: trainer_config.zero_stage=%d on one rank behaves as 0 (there is nothing to shard over)\n", stage);
         return 0;
@@ -916,7 +941,7 @@ static int run_batch(Trainer *t, long first, int n, StepResult *res) {
         .lr = (float)lr_at(oc, t->pr.iter_num), .beta1 = (float)oc->betas[0], .beta2 = (float)oc->betas[1],
         .eps = (float)oc->eps, .weight_decay = (float)oc->weight_decay,
         .spike = tc->skip_spike_zscore > 0 ? &t->spike : NULL, .skip_zscore = tc->skip_spike_zscore,
-        .shards = t->zero ? &t->shards : NULL,
+        .shards = t->zero ? &t->shards : NULL, .overlap_gather = t->gather_overlap,
     };
     if (t->grad_comm) comm_stats_reset(t->grad_comm);
     // SIGUSR1s not yet served become one save request (the count only grows in the handler)
@@ -1172,6 +1197,7 @@ int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const Tra
         g_stop_signal = 0;
         comm->stop_flag = &g_stop_signal;   // the watchdog: a stop while waiting for a killed rank
         rc = train(&t);
+        gathers_wait(&t);   // (a step that ends training: its all-gathers, before the statistics and teardown)
         comm->stop_flag = NULL;
         comm_publish_iter(comm, 0);
         status_end(&t.status);
@@ -1194,6 +1220,14 @@ int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const Tra
                  "%.2f MB per iteration, %.1f ms busy and %.1f ms exposed per iteration (%.0f%% hidden)\n",
                  (double)s->n_buckets / t.comm_iters, t.r.buckets_early, s->bytes / t.comm_iters / 1e6,
                  t.r.allreduce_ms, 1e3 * s->t_exposed / t.comm_iters, 100 * t.r.allreduce_hidden);
+        if (t.zero) {   // the parameter all-gathers: overlapped with the next forward, or blocking
+            const bool overlapped = t.gather_overlap && t.grad_comm->allgather_start;
+            log_info("all-gather: %s, %.1f per iteration%s, %.1f ms busy and %.1f ms exposed per iteration "
+                     "(%.0f%% hidden)\n", overlapped ? "overlapped" : "blocking", (double)s->n_gathers / t.comm_iters,
+                     overlapped ? " started before the next forward" : "", 1e3 * s->t_gather / t.comm_iters,
+                     1e3 * s->t_gather_exposed / t.comm_iters,
+                     100 * (s->t_gather > 0 ? 1.0 - fmin(1.0, s->t_gather_exposed / s->t_gather) : 0.0));
+        }
     }
     if (rc == EXIT_OK && t.r.iters_this_run == 0) {   // a rerun of a finished run: no train loss to give
         char why[160], loss[48] = "";
