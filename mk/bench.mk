@@ -21,8 +21,10 @@
 #                         DDP_REPS (3), DDP_ITERS (10), DDP_WARMUP (2), DDP_BINDS ("core none").
 #   make bench-zero       the M model on 2 ranks x 1 thread at trainer_config.zero_stage 0, 1 and 2,
 #                         interleaved: tokens/s against stage 0, peak RSS per rank, the start-up line's
-#                         gradient and AdamW bytes per rank. ZERO_REPS (2), ZERO_ITERS (10),
-#                         ZERO_WARMUP (2), ZERO_CAP_MB (25), ZERO_BIND (core).
+#                         gradient and AdamW bytes per rank, the parameter all-gather's busy and exposed
+#                         ms per iteration, overlapped with the next forward (1, 2) and blocking (1b, 2b).
+#                         ZERO_REPS (2), ZERO_ITERS (10), ZERO_WARMUP (2), ZERO_CAP_MB (25), ZERO_BIND (core),
+#                         ZERO_CONFIGS ("0 1 1b 2 2b").
 #   make bench-eval       a full evaluation of char_cpu.yaml's test split after 2000 iterations
 #                         (trained once into build/bench-eval, or EVAL_SNAPSHOT=path): the default
 #                         eval_stride against eval_stride=1, times, losses, speed-up.

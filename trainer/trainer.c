@@ -1222,7 +1222,7 @@ int trainer_run_in(const Config *cfg, Comm *comm, const char *run_dir, const Tra
                  t.r.allreduce_ms, 1e3 * s->t_exposed / t.comm_iters, 100 * t.r.allreduce_hidden);
         if (t.zero) {   // the parameter all-gathers: overlapped with the next forward, or blocking
             const bool overlapped = t.gather_overlap && t.grad_comm->allgather_start;
-            log_info("all-gather: %s, %.1f per iteration%s, %.1f ms busy and %.1f ms exposed per iteration "
+            log_info("all-gather: %s, %.1f per iteration%s, %.2f ms busy and %.2f ms exposed per iteration "
                      "(%.0f%% hidden)\n", overlapped ? "overlapped" : "blocking", (double)s->n_gathers / t.comm_iters,
                      overlapped ? " started before the next forward" : "", 1e3 * s->t_gather / t.comm_iters,
                      1e3 * s->t_gather_exposed / t.comm_iters,
