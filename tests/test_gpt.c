@@ -324,6 +324,70 @@ static void test_step_args(void **state) {
     gpt_free(&m);
 }
 
+// GPTStepArgs.params_needed: the parameters start as NaN and the hook fills each range it is
+// called with from the real ones (as the ZeRO all-gather does): the forward still gives the loss
+// of the model with every parameter in place, bit for bit, and (with activation checkpointing,
+// whose backward recomputes each block) the same gradients, so no layer reads a weight before
+// asking for it; the ranges come in order (each starts at or before the previous end: a
+// LayerNorm's weights may be asked for twice), cover [0, num_params), and
+// gpt_forward_inference never calls the hook.
+typedef struct { const float *real; float *params; size_t last_hi; int calls, out_of_order; } NeedCtx;
+static void on_needed(void *ctx, size_t lo, size_t hi) {
+    NeedCtx *n = ctx;
+    if (lo > n->last_hi || hi <= lo) n->out_of_order++;
+    if (hi > n->last_hi) n->last_hi = hi;
+    memcpy(n->params + lo, n->real + lo, (hi - lo) * sizeof(float));
+    n->calls++;
+}
+
+static void test_params_needed(void **state) {
+    GPTShape s = { .vocab_size = 11, .block_size = 8, .n_layer = 3, .n_head = 2, .n_embd = 16,
+                   .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+    const int T = 8;
+    int32_t x[16], y[16];
+    for (int i = 0; i < 16; i++) { x[i] = i % 11; y[i] = (i * 5) % 11; }
+    for (int ckpt = 0; ckpt <= 1; ckpt++) {
+        Backend *be = backend_cpu_create(DTYPE_FP32);
+        GPTBuildOptions opt = { .activation_checkpointing = ckpt };
+        GPT m;
+        char err[256];
+        if (gpt_build_with(&m, &s, 2, T, be, &opt, err, sizeof err)) fail_msg("gpt_build_with: %s", err);
+        gpt_init_weights(&m, 5);
+        const size_t P = m.num_params;
+        float *real = malloc(P * 4), *g_ref = malloc(P * 4);
+        memcpy(real, m.params_memory, P * 4);
+        const float loss_ref = gpt_forward(&m, x, y, 2, T, true, 3, 7, NULL);
+        gpt_zero_grad(&m);
+        gpt_backward(&m, NULL, NULL);
+        memcpy(g_ref, m.grads_memory, P * 4);
+
+        for (size_t i = 0; i < P; i++) m.params_memory[i] = NAN;
+        NeedCtx n = { .real = real, .params = m.params_memory };
+        GPTStepArgs args = GPT_STEP_ARGS_DEFAULT;
+        args.params_needed = on_needed;
+        args.params_ctx = &n;
+        const float loss = gpt_forward(&m, x, y, 2, T, true, 3, 7, &args);
+        assert_true(loss == loss_ref);
+        gpt_zero_grad(&m);
+        gpt_backward(&m, NULL, NULL);
+        for (size_t i = 0; i < P; i++)
+            if (m.grads_memory[i] != g_ref[i]) fail_msg("checkpointing %d: gradient %zu: %g, want %g", ckpt, i,
+                                                        m.grads_memory[i], g_ref[i]);
+        assert_int_equal(n.calls, s.n_layer + 2);   // the embeddings, each block, ln_f + lm_head
+        assert_int_equal(n.out_of_order, 0);
+        assert_true(n.last_hi == P);
+        for (size_t i = 0; i < P; i++) assert_true(m.params_memory[i] == real[i]);
+
+        n.calls = 0;
+        gpt_forward_inference(&m, x, y, 2, T);
+        assert_int_equal(n.calls, 0);
+        free(real);
+        free(g_ref);
+        gpt_free(&m);
+        be->destroy(be);
+    }
+}
+
 // A batch smaller than the buffers (the last batch of an epoch) computes the same as a
 // model built for exactly that batch.
 static void test_partial_batch(void **state) {
@@ -355,6 +419,7 @@ int main(void) {
         cmocka_unit_test(test_dropout_determinism),
         cmocka_unit_test(test_dropout_keys_distinct),
         cmocka_unit_test(test_step_args),
+        cmocka_unit_test(test_params_needed),
         cmocka_unit_test(test_partial_batch),
     };
     return cmocka_run_group_tests_name("gpt", tests, NULL, NULL);
