@@ -18,7 +18,8 @@
 #   * a rank that stops (SIGSTOP) mid-training under stage 1: the others' watchdog ends the job
 #     within collective_timeout_s, naming the collective
 #   * the emulated CUDA backend and NCCL (when built): stage 1 gives stage 0's losses, parameters
-#     and snapshot moments; stage 2 is refused (CPU backend only for now)
+#     and snapshot moments, with one blocking all-gather per step; stage 2 is refused (CPU backend
+#     only for now)
 #   * the parameter all-gather per bucket, overlapped with the next forward (the default): stages
 #     1 and 2 give stage 0's training and test losses and parameters bit for bit, as the blocking
 #     all-gather (MINGPT_ZERO_GATHER=blocking) does, with activation checkpointing, evaluations and
@@ -185,7 +186,7 @@ if train f 2 "${fp16[@]}" trainer_config.max_iters=6; then
 fi
 
 echo "-- the all-gather overlapped with the next forward: bit for bit stage 0's and the blocking one's"
-bad_input zero-gather-env 2 "MINGPT_ZERO_GATHER must be overlap or blocking (got 'sometimes')" -- env MINGPT_ZERO_GATHER=sometimes $MINGPT "${common[@]}" trainer_config.zero_stage=1 trainer_config.max_iters=1 hydra.run.dir=$WORK/genv trainer_config.snapshot_path=$WORK/genv.bin
+bad_input zero-gather-env 2 'MINGPT_ZERO_GATHER must be overlap or blocking (got' -- env MINGPT_ZERO_GATHER=sometimes $MINGPT "${common[@]}" trainer_config.zero_stage=1 trainer_config.max_iters=1 hydra.run.dir=$WORK/genv trainer_config.snapshot_path=$WORK/genv.bin
 # same_bitwise WHAT A B: every training and test loss of runs A and B bitwise equal, and their parameters
 same_bitwise() {
   local out snap=""
@@ -273,6 +274,10 @@ if [ -f "$EMU_SO" ]; then
   if train cu0 2 "${cuda[@]}" && train cu1 2 "${cuda[@]}" trainer_config.zero_stage=1; then
     same_losses "emulated NCCL, 2 ranks, zero_stage 1 vs 0" cu0 cu1
     same_snap "emulated NCCL, 2 ranks, zero_stage 1 vs 0: parameters" cu0 cu1
+    # the NCCL communicator has no started all-gather: the step's one blocking all-gather
+    grep -Eq "^all-gather: blocking, 1\.0 per iteration, " "$WORK/cu1.log" &&
+      ok "emulated NCCL: the all-gather blocks (no allgather_start), one per iteration" ||
+      bad "emulated NCCL: the all-gather summary line" "$(grep all- "$WORK/cu1.log")"
     if out=$(python3 - "$WORK/cu0.bin" "$WORK/cu1.bin" <<'PY'
 import struct, sys
 def records(p):
