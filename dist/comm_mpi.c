@@ -6,13 +6,15 @@
 // milliseconds at a time. So gradient buckets go to a communication thread that runs one
 // blocking MPI_Allreduce per bucket, in the order they were started, on its own duplicate of
 // MPI_COMM_WORLD; the main thread keeps computing the earlier layers' gradients meanwhile.
+// ZeRO's reduce-scatters (reduce_scatter_start) and parameter all-gathers (allgather_start,
+// after AdamW, waited for by the next forward) join the same queue: one order on every rank.
 // Host collectives (loss, stop flags, broadcasts) run on the main thread on the world
 // communicator, never while buckets are in flight. MPI_THREAD_MULTIPLE is required.
 //
 // The alternative, MINGPT_MPI_PROGRESS=test: the main thread starts each bucket with
-// MPI_Iallreduce and drives the progress engine with MPI_Test after every layer of the
-// backward (Comm.progress), then MPI_Waitall. No extra thread, but the data moves only at
-// those calls. `make bench-ddp` measures both; the thread is the default.
+// MPI_Iallreduce (MPI_Ireduce_scatter, MPI_Iallgatherv) and drives the progress engine with
+// MPI_Test after every layer of the backward (Comm.progress), then waits for each request in
+// order. No extra thread, but the data moves only at those calls. `make bench-ddp` measures both; the thread is the default.
 //
 // Hangs: a watchdog thread aborts the whole job (MPI_Abort) when a collective has been in
 // flight for longer than Comm.timeout_s, naming the rank, the collective and the ranks that did
