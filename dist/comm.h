@@ -71,6 +71,11 @@ struct Comm {
     int (*allreduce_start)(Comm *c, float *buf, size_t n);
     // Waits for every started all-reduce (on "nccl": orders the compute stream after them).
     int (*allreduce_wait)(Comm *c);
+    // Optional (NULL: use allreduce_wait): waits until at most `left` of the started buckets
+    // (reduce-scatters: one each) are still in flight, the oldest finishing first; the backward
+    // may still be running (ZeRO stage 2 frees the ring space of the oldest buckets so). Host
+    // memory only ("mpi").
+    int (*allreduce_wait_some)(Comm *c, size_t left);
     // Sharded data parallelism (ZeRO, trainer_config.zero_stage; dist/shard.h cuts the buffer).
     // NULL where the communicator has none yet ("nccl").
     // Starts the in-place SUM over ranks of the sum(counts) fp32 at buf (the same range of the

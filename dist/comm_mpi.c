@@ -645,6 +645,29 @@ static int mpi_allreduce_wait(Comm *c) {
     return failed;
 }
 
+static int mpi_allreduce_wait_some(Comm *c, size_t left) {
+    MpiCtx *x = c->ctx;
+    const double t0 = now_s();
+    int failed = 0;
+    if (x->mode == MODE_TEST) {
+        while (!failed && x->n_req - x->n_req_done > (long)left) {
+            int rc = MPI_Wait(&x->req[x->n_req_done % QCAP], MPI_STATUS_IGNORE);
+            if (rc != MPI_SUCCESS) {
+                char s[MPI_MAX_ERROR_STRING];
+                set_err(c, "MPI_Ireduce_scatter of gradient bucket %ld failed: %s", x->n_req_done, mpi_errstr(rc, s));
+                failed = 1;
+            } else test_completed(c, x, now_s());
+        }
+    } else {
+        pthread_mutex_lock(&x->mu);
+        while (x->started - x->finished > (long)left) pthread_cond_wait(&x->cv_done, &x->mu);
+        failed = x->failed;
+        pthread_mutex_unlock(&x->mu);
+    }
+    c->stats.t_exposed += now_s() - t0;
+    return failed;
+}
+
 static void mpi_abort(Comm *c, int code, const char *msg) {
     if (msg && strncmp(msg, "[rank", 5) == 0) fprintf(stderr, "%s\n", msg);
     else if (msg) fprintf(stderr, "[rank %d] %s\n", c->rank, msg);
@@ -751,6 +774,7 @@ Comm *comm_mpi_create(int *argc, char ***argv, char *err, size_t errlen) {
         .timeout_s = 300, .ctx = x,
         .allreduce_host = mpi_allreduce_host, .bcast_host = mpi_bcast_host,
         .allreduce_start = mpi_allreduce_start, .allreduce_wait = mpi_allreduce_wait,
+        .allreduce_wait_some = mpi_allreduce_wait_some,
         .reduce_scatter_start = mpi_reduce_scatter_start, .allgather = mpi_allgather, .gather = mpi_gather,
         .backward_done = mpi_backward_done, .abort = mpi_abort, .destroy = mpi_destroy,
     };
