@@ -257,7 +257,10 @@ static void test_snapshot_moments_in_pieces(void **state) {
 // a model built without a gradient buffer, its buckets' gradients placed in a ring of several
 // sizes (the smallest that works, a little more, the whole gradient) and added into the shard,
 // gets the gradients of the same model with its flat buffer, bit for bit for one micro-step and
-// within rounding for two; a ring below the smallest is refused, naming the smallest.
+// within rounding for two; a ring below the smallest is refused, naming the smallest. Bucket
+// plans: buckets_plan's (an op's weight and bias may fall in two buckets) and
+// buckets_stage2_plan's, cut at the backward's hook points, whose smallest ring is exactly the
+// largest bucket; and the ring that leaves room to overlap (buckets_stage2_min_ring overlap 1).
 static void stage2_backward(GPT *m, Buckets *bk, const int32_t *x, const int32_t *y, int first, uint64_t step) {
     if (bk) buckets_micro_begin(bk, first);
     GPTStepArgs args = GPT_STEP_ARGS_DEFAULT;
@@ -284,26 +287,46 @@ static void test_stage2_ring(void **state) {
     const ShardPlan sp = shard_plan(P, 1);
     float *acc = malloc(P * sizeof(float));
     const size_t caps[][2] = {{64, 256}, {1024, 2048}, {1 << 20, 1 << 20}};   // bytes: first bucket, others
-    for (int c = 0; c < 3; c++) {
+    const int npts = gpt_grads_ready_points(&b.shape, NULL);
+    size_t *pts = malloc(sizeof(size_t) * (size_t)npts);
+    assert_int_equal(gpt_grads_ready_points(&b.shape, pts), npts);
+    for (int c = 0; c < 3; c++)
+    for (int plan = 0; plan < 3; plan++) {   // buckets_plan; buckets_stage2_plan, smallest ring; overlap
+#define PLAN(bk) (plan ? buckets_stage2_plan(bk, b.tensors, b.n_tensors, &b.shape, caps[c][0], caps[c][1], comm) \
+                       : buckets_plan(bk, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL))
         Buckets probe;
-        assert_int_equal(buckets_plan(&probe, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL), 0);
-        const size_t min = buckets_stage2_min_ring(&probe, &b.shape);
-        size_t largest = 0;
-        for (int k = 0; k < probe.n; k++) if (probe.b[k].n > largest) largest = probe.b[k].n;
+        assert_int_equal(PLAN(&probe), 0);
+        const size_t min = buckets_stage2_min_ring(&probe, &b.shape, plan == 2);
+        const size_t largest = buckets_largest(&probe);
         assert_true(min >= largest && min <= P);
+        if (plan) {   // every bucket starts at a hook point: the smallest ring is the largest bucket
+            for (int k = 0; k < probe.n; k++) {
+                int at_point = 0;
+                for (int i = 0; i < npts; i++) at_point |= pts[i] == probe.b[k].first;
+                if (!at_point) fail_msg("caps %d: bucket %d starts at %zu, not at a hook point", c, k, probe.b[k].first);
+            }
+            if (plan == 1) assert_int_equal(min, largest);
+            // overlap: room for any two consecutive buckets (where that is less than everything)
+            size_t pair = 0;
+            for (int k = 1; k < probe.n; k++)
+                if (probe.b[k - 1].n + probe.b[k].n > pair) pair = probe.b[k - 1].n + probe.b[k].n;
+            if (plan == 2) assert_true(min >= (pair < P ? pair : P));
+        }
+        if (c == 0 && plan == 0) assert_true(min > largest);   // these caps split ops: more than one bucket
         buckets_free(&probe);
         const size_t rings[] = {min, min + 17, P};
         for (int r = 0; r < 3; r++) {
             Buckets bk;
-            assert_int_equal(buckets_plan(&bk, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL), 0);
+            assert_int_equal(PLAN(&bk), 0);
             assert_int_equal(buckets_shard(&bk, &sp), 0);
-            if (r == 0 && min > largest) {   // one float short of the smallest: refused
+            if (r == 0 && min > largest && plan != 2) {   // one float short of the smallest: refused
                 assert_int_not_equal(buckets_stage2(&bk, &b, acc, min - 1, err, sizeof err), 0);
                 assert_non_null(strstr(err, "smaller than the"));
                 buckets_free(&bk);
-                assert_int_equal(buckets_plan(&bk, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL), 0);
+                assert_int_equal(PLAN(&bk), 0);
                 assert_int_equal(buckets_shard(&bk, &sp), 0);
             }
+#undef PLAN
             assert_int_equal(buckets_stage2(&bk, &b, acc, rings[r], err, sizeof err), 0);
             // one micro-step: bitwise
             gpt_zero_grad(&a);
@@ -323,6 +346,7 @@ static void test_stage2_ring(void **state) {
             buckets_free(&bk);
         }
     }
+    free(pts);
     free(acc);
     comm->destroy(comm);
     gpt_free(&a);

@@ -7,8 +7,12 @@
 #   * 2 and 3 ranks: zero_stage 1 and 2 (and, at 2 ranks, 1 with MINGPT_MPI_PROGRESS=test, and 2
 #     with gradient accumulation, activation checkpointing and other bucket plans) give stage 0's
 #     loss at every one of 50 iterations within 1e-6 relative (said when bitwise), and its
-#     parameters; stage 2's gradient memory is its shard plus a ring below the whole gradient; the start-up
-#     memory line gives per-rank AdamW state of one shard (1/N of stage 0 plus padding)
+#     parameters; the start-up memory line gives per-rank AdamW state of one shard (1/N of stage 0
+#     plus padding)
+#   * stage 2's gradient memory per rank (start-up lines) is its shard (P/N, padded) plus a ring of at
+#     most the largest bucket (MINGPT_ZERO2_RING=min, the default), at a small bucket cap and at the
+#     default one on a model whose blocks straddle buckets; MINGPT_ZERO2_RING=overlap: a ring of at
+#     least the largest bucket, the same losses; a bad MINGPT_ZERO2_RING is refused
 #   * snapshots are independent of the sharding: 1 rank stage 0 -> 2 ranks stage 1 and 2, 2 ranks
 #     stage 1 and 2 -> 1 rank stage 0, and 2 ranks stage 1 -> 3 ranks stage 1, mid-epoch, each equal
 #     to an uninterrupted run (the AdamW moments gathered on save, sliced on resume);
@@ -65,6 +69,20 @@ print("%d iterations, %s" % (len(a), "bitwise equal" if worst == 0 else "worst r
 PY
   ); then ok "$1: losses ($out)"; else bad "$1: losses" "$out"; fi
 }
+# zero2_memory WHAT NAME NP MODE: run NAME's start-up lines at stage 2 on NP ranks: gradient bytes per
+# rank = reduced shard + ring, the shard P/N padded to 16 floats, and the ring at most the largest
+# bucket (MODE min, and below the whole gradient) or at least it (MODE overlap)
+zero2_memory() {
+  local g r
+  g=$(sed -n 's/.*Memory per rank (zero_stage 2, '$3' ranks): parameters [0-9]* bytes, gradients \([0-9]*\) bytes.*/\1/p' "$WORK/$2.log")
+  r=$(sed -n 's/.*ZeRO stage 2: no rank holds the whole gradient: \([0-9]*\) bytes of reduced shard and a \([0-9]*\)-byte ring .*MINGPT_ZERO2_RING='$4': .*the largest bucket: \([0-9]*\); the whole gradient: \([0-9]*\)).*/\1 \2 \3 \4/p' "$WORK/$2.log")
+  if [ -n "$g" ] && [ -n "$r" ] && awk -v g="$g" -v r="$r" -v np="$3" -v mode="$4" 'BEGIN { split(r, a, " ")
+        S = a[1]; R = a[2]; L = a[3]; W = a[4]
+        if (g != S + R || S % 64 || S * np < W || S * np >= W + 64 * np) exit 1
+        exit !(mode == "min" ? R <= L && g <= S + L && R < W : R >= L && R <= W) }'; then
+    ok "$1: gradient bytes per rank $g = reduced shard + ring ($4: shard, ring, largest bucket, whole gradient: $r)"
+  else bad "$1: the memory lines" "$(grep -E 'Memory|ZeRO|Data parallel' "$WORK/$2.log")"; fi
+}
 # same_snap WHAT A B [TOL]: ddp_check on two snapshots' parameters (default 1e-5 criterion)
 same_snap() {
   local out
@@ -114,12 +132,22 @@ PY
   elif [ $np -eq 2 ]; then bad "2 ranks: the snapshot's AdamW moments, stage 1 vs 0" "$out"; fi
   # stage 2: no whole gradient on any rank; gradient accumulation and other bucket plans
   if [ $np -eq 2 ]; then
-    # gradients per rank = the reduced shard + the ring, and the ring is less than the whole gradient
-    g2=$(sed -n 's/.*Memory per rank (zero_stage 2, 2 ranks): parameters [0-9]* bytes, gradients \([0-9]*\) bytes.*/\1/p' "$WORK/s2n2.log")
-    r2=$(sed -n 's/.*ZeRO stage 2: no rank holds the whole gradient: \([0-9]*\) bytes of reduced shard and a \([0-9]*\)-byte ring .*the whole gradient: \([0-9]*\)).*/\1 \2 \3/p' "$WORK/s2n2.log")
-    if [ -n "$g2" ] && [ -n "$r2" ] && awk -v g="$g2" -v r="$r2" 'BEGIN { split(r, a, " "); exit !(g == a[1] + a[2] && a[2] < a[3]) }'; then
-      ok "2 ranks, zero_stage 2: gradient bytes per rank = reduced shard + ring, the ring below the whole gradient ($g2 bytes; shard, ring, whole gradient: $r2)"
-    else bad "2 ranks, zero_stage 2: the memory lines" "$(grep -E 'Memory|ZeRO' "$WORK/s2n2.log")"; fi
+    zero2_memory "2 ranks, zero_stage 2, bucket_cap_mb 0.01" s2n2 2 min
+    # the default bucket cap (25 MiB; the first bucket 1 MiB) on a model of 4 blocks of 0.8 MB: the
+    # first bucket ends inside a block; and the ring that leaves room to overlap
+    big=(trainer_config.bucket_cap_mb=25 gpt_config.n_layer=4 gpt_config.n_embd=128 gpt_config.n_head=4
+         trainer_config.batch_size=2 trainer_config.max_iters=4)
+    if train d0n2 2 "${big[@]}" && train d2n2 2 "${big[@]}" trainer_config.zero_stage=2; then
+      zero2_memory "2 ranks, zero_stage 2, the default bucket cap" d2n2 2 min
+      grep -q "Data parallel: 2 ranks (mpi), 2 gradient buckets" "$WORK/d2n2.log" && ok "the default bucket cap: 2 buckets" ||
+        bad "the default bucket cap: 2 buckets" "$(grep 'Data parallel' "$WORK/d2n2.log")"
+      same_losses "2 ranks, the default bucket cap, zero_stage 2 vs 0" d0n2 d2n2
+      if MINGPT_ZERO2_RING=overlap MPIRUN="$MPIRUN -x MINGPT_ZERO2_RING" train o2n2 2 "${big[@]}" trainer_config.zero_stage=2; then
+        zero2_memory "2 ranks, zero_stage 2, MINGPT_ZERO2_RING=overlap" o2n2 2 overlap
+        same_losses "2 ranks, zero_stage 2 with MINGPT_ZERO2_RING=overlap vs 0" d0n2 o2n2
+      fi
+    fi
+    bad_input zero2-ring-mode 2 'MINGPT_ZERO2_RING must be min or overlap, got '\''big'\''' -- env MINGPT_ZERO2_RING=big $MINGPT "${common[@]}" trainer_config.zero_stage=2 trainer_config.max_iters=1 hydra.run.dir=$WORK/rb trainer_config.snapshot_path=$WORK/rb.bin
     train a0n2 2 trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=20 &&
     train a2n2 2 trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=20 trainer_config.zero_stage=2 &&
       same_losses "2 ranks, grad_accum_steps 2, zero_stage 2 vs 0" a0n2 a2n2
