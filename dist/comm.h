@@ -94,7 +94,7 @@ struct Comm {
     // Marks the end of the backward pass (for CommStats.n_started_early).
     void (*backward_done)(Comm *c);
     // Optional (NULL: nothing to do): lets started all-reduces advance; called between the
-    // backward's layers by trainer/buckets.c (MPI's non-blocking mode, MINGPT_MPI_PROGRESS=test).
+    // backward's ops by trainer/buckets.c (MPI's non-blocking mode, MINGPT_MPI_PROGRESS=test).
     void (*progress)(Comm *c);
     // Prints msg (when not NULL) prefixed "[rank r] " (unless it already starts with "[rank"),
     // then takes every rank down with code.

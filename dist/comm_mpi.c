@@ -10,7 +10,7 @@
 // communicator, never while buckets are in flight. MPI_THREAD_MULTIPLE is required.
 //
 // The alternative, MINGPT_MPI_PROGRESS=test: the main thread starts each bucket with
-// MPI_Iallreduce and drives the progress engine with MPI_Test after every layer of the
+// MPI_Iallreduce and drives the progress engine with MPI_Test after every op of the
 // backward (Comm.progress), then MPI_Waitall. No extra thread, but the data moves only at
 // those calls. `make bench-ddp` measures both; the thread is the default.
 //

@@ -269,6 +269,16 @@ static void stage2_backward(GPT *m, Buckets *bk, const int32_t *x, const int32_t
     if (bk) assert_int_equal(buckets_micro_end(bk), 0);
 }
 
+// Comm.allreduce_wait_some on the single communicator (nothing is ever in flight): records the
+// fewest buckets a wait left in flight (0: it waited for the bucket the backward had just finished).
+static int g_waits;
+static size_t g_min_left;
+static int rec_wait_some(Comm *c, size_t left) {
+    g_waits++;
+    if (left < g_min_left) g_min_left = left;
+    return 0;
+}
+
 static void test_stage2_ring(void **state) {
     const GPTShape s = { .vocab_size = 8, .block_size = 8, .n_layer = 3, .n_head = 2, .n_embd = 8,
                          .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
@@ -284,6 +294,7 @@ static void test_stage2_ring(void **state) {
     assert_int_equal(gpt_init_weights(&b, 7), 0);
     const size_t P = a.num_params;
     Comm *comm = comm_single_create();
+    comm->allreduce_wait_some = rec_wait_some;
     const ShardPlan sp = shard_plan(P, 1);
     float *acc = malloc(P * sizeof(float));
     const size_t caps[][2] = {{64, 256}, {1024, 2048}, {1 << 20, 1 << 20}};   // bytes: first bucket, others
@@ -331,8 +342,16 @@ static void test_stage2_ring(void **state) {
             // one micro-step: bitwise
             gpt_zero_grad(&a);
             stage2_backward(&a, NULL, x[0], y[0], 1, 3);
+            g_waits = 0;
+            g_min_left = SIZE_MAX;
             stage2_backward(&b, &bk, x[0], y[0], 1, 3);
             assert_memory_equal(acc, a.grads_memory, P * sizeof(float));
+            // the smallest ring waits for the bucket just finished; the overlapping one only for older
+            // ones (nothing left in flight: the wait was for the bucket just finished)
+            if (r == 0 && plan == 1 && min < P) assert_true(g_waits > 0 && g_min_left == 0);
+            if (r == 0 && plan == 2 && ((min < P && g_waits == 0) || (g_waits && g_min_left < 1)))
+                fail_msg("caps %d, the overlapping ring (%zu of %zu, %d buckets): %d waits, fewest left in flight %zu", c,
+                         rings[r], P, bk.n, g_waits, g_min_left);
             // two micro-steps: the second is added to the first
             stage2_backward(&a, NULL, x[1], y[1], 0, 4);
             stage2_backward(&b, &bk, x[0], y[0], 1, 3);

@@ -12,7 +12,8 @@
 #   * stage 2's gradient memory per rank (start-up lines) is its shard (P/N, padded) plus a ring of at
 #     most the largest bucket (MINGPT_ZERO2_RING=min, the default), at a small bucket cap and at the
 #     default one on a model whose blocks straddle buckets; MINGPT_ZERO2_RING=overlap: a ring of at
-#     least the largest bucket, the same losses; a bad MINGPT_ZERO2_RING is refused
+#     least the largest bucket, the same losses (also with MINGPT_MPI_PROGRESS=test); a bad
+#     MINGPT_ZERO2_RING is refused
 #   * snapshots are independent of the sharding: 1 rank stage 0 -> 2 ranks stage 1 and 2, 2 ranks
 #     stage 1 and 2 -> 1 rank stage 0, and 2 ranks stage 1 -> 3 ranks stage 1, mid-epoch, each equal
 #     to an uninterrupted run (the AdamW moments gathered on save, sliced on resume);
@@ -146,6 +147,12 @@ PY
         zero2_memory "2 ranks, zero_stage 2, MINGPT_ZERO2_RING=overlap" o2n2 2 overlap
         same_losses "2 ranks, zero_stage 2 with MINGPT_ZERO2_RING=overlap vs 0" d0n2 o2n2
       fi
+      # non-blocking reduce-scatters: the ring's space freed by waiting for the oldest requests
+      for ring in min overlap; do
+        MINGPT_ZERO2_RING=$ring MINGPT_MPI_PROGRESS=test MPIRUN="$MPIRUN -x MINGPT_ZERO2_RING -x MINGPT_MPI_PROGRESS" \
+          train t2n2$ring 2 "${big[@]}" trainer_config.bucket_cap_mb=0.2 trainer_config.zero_stage=2 &&
+          same_losses "2 ranks, zero_stage 2, MINGPT_ZERO2_RING=$ring, bucket_cap_mb 0.2, MINGPT_MPI_PROGRESS=test vs 0" d0n2 t2n2$ring
+      done
     fi
     bad_input zero2-ring-mode 2 'MINGPT_ZERO2_RING must be min or overlap, got '\''big'\''' -- env MINGPT_ZERO2_RING=big $MINGPT "${common[@]}" trainer_config.zero_stage=2 trainer_config.max_iters=1 hydra.run.dir=$WORK/rb trainer_config.snapshot_path=$WORK/rb.bin
     train a0n2 2 trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=20 &&

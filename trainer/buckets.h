@@ -69,7 +69,9 @@ int buckets_stage2_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, 
 // shard is added into grad_acc (shard_count floats of this rank, host memory) once reduced; its
 // place in the ring is then reused: a bucket that finds no room waits for the oldest reductions
 // in flight, one at a time (Comm.allreduce_wait_some; all of them where the communicator has
-// none). Every micro-step communicates: buckets_micro_begin before each backward,
+// none). Where a bucket goes in the ring (after the newest, or flush against an end) is chosen
+// here by simulating one backward: a placement in which no bucket waits for the reduction of
+// the bucket finished just before it where this ring has one. Every micro-step communicates: buckets_micro_begin before each backward,
 // buckets_micro_end after. Non-zero when out of memory or ring_floats is too small for the
 // model's plan (the message then says the smallest that works).
 int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, char *err, size_t errlen);
