@@ -83,13 +83,14 @@ def parse_profile(out):
 
 
 def side_by_side(title, columns):
-    """columns: [(label, cats, rest, step)]; prints one row per category."""
+    """columns: [(label, cats, rest, step)], mingpt's first; prints one row per category, the
+    ratio of each other column to mingpt's ("-" where either side has no such time)."""
     seen = {c for _, cats, _, _ in columns for c in cats}
     order = [c for c in ORDER if c in seen] + sorted(seen - set(ORDER))
     print(f"\n== {title}")
     head = f"{'category':<22}" + "".join(f" | {label:>24}" for label, *_ in columns)
     if len(columns) > 1:
-        head += "".join(f" | {columns[k][0][:14] + '/mingpt':>21}" for k in range(1, len(columns)))
+        head += "".join(f" | {columns[k][0].split(' (')[0] + '/mingpt':>21}" for k in range(1, len(columns)))
     print(head)
     print(f"{'':<22}" + "".join(f" | {'ms/step':>10} {'share%':>7} {'calls':>5}" for _ in columns)
           + "".join(f" | {'':>21}" for _ in columns[1:]))
@@ -98,7 +99,7 @@ def side_by_side(title, columns):
         return f" | {ms:>10.3f} {share:>7.2f} " + (f"{calls:>5.0f}" if calls is not None else f"{'-':>5}")
 
     def ratio(a, b):
-        return f" | {(a / b if b > 0 else float('inf')):>21.2f}" if a > 0 or b > 0 else f" | {'-':>21}"
+        return f" | {a / b:>21.2f}" if a > 0 and b > 0 else f" | {'-':>21}"
 
     for c in order:
         line = f"{c:<22}"
