@@ -21,6 +21,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
 from run_bench import CONFIGS, VOCAB, model_args, parse_kv  # noqa: E402
 

@@ -36,6 +36,7 @@ import torch
 import torch.nn as nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_gpt import GPT, Block, CausalSelfAttention  # noqa: E402
 from profile_compare import ORDER  # noqa: E402
