@@ -94,6 +94,6 @@ for mbr in $members; do
   grep -q "WRAP($mbr)" kernels/backend_profile.c || unwrapped="$unwrapped $mbr"
 done
 [ -n "$members" ] && [ -z "$unwrapped" ] && ok "all $(wc -w <<<"$members") members read; every op has a shim" \
-  || bad "ops of struct Backend without a shim:$unwrapped"
+  || bad "ops of struct Backend without a shim in kernels/backend_profile.c (WRAP):$unwrapped"
 
 finish
