@@ -9,7 +9,7 @@
 cd "$(dirname "$0")/.." && source tests/lib.sh
 export OMP_NUM_THREADS=1
 export MINGPT_CACHE_DIR=${MINGPT_CACHE_DIR:-$WORK/gemm-cache}
-BENCH=build/bench/bench_train
+BENCH=${B:-build}/bench/bench_train
 [ -x $BENCH ] || { echo "$BENCH missing: run make bench-build"; exit 1; }
 
 L=2
