@@ -65,7 +65,7 @@ struct Pending {
     int k;                 // bucket index in this step (events ev[k])
     size_t n;              // floats
     BucketKind kind;
-    bool enqueued;         // ncclAllReduce returned and t1 is recorded
+    bool enqueued;         // its NCCL call(s) returned and t1 is recorded
     double t_ready;        // when the watchdog saw its gradients ready; < 0: not yet
 };
 
@@ -319,15 +319,16 @@ int wait_all(Comm *c, bool timed) {
     if (e == cudaSuccess) e = cudaStreamWaitEvent(x->cx->stream, last.t1, 0);
     if (e == cudaSuccess) e = cudaEventRecord(x->wait_end, x->cx->stream);
     if (e == cudaSuccess) e = cudaEventSynchronize(x->wait_end);   // the watchdog covers a hang here
+    char what[96];
+    if (timed) snprintf(what, sizeof what, "all-reduce or reduce-scatter of %d gradient buckets", nb);
+    else snprintf(what, sizeof what, "all-gather of the parameter shards");
     if (e != cudaSuccess) {
-        set_err(c, "waiting for the NCCL %s of %d gradient buckets failed: %s", timed ? "communication" : "all-gather",
-                nb, cudaGetErrorString(e));
+        set_err(c, "waiting for the NCCL %s failed: %s", what, cudaGetErrorString(e));
         return 1;
     }
     ncclResult_t ae = ncclSuccess;
     if (ncclCommGetAsyncError(x->nccl, &ae) != ncclSuccess || ae != ncclSuccess) {
-        set_err(c, "NCCL %s of %d gradient buckets failed: %s (%s)", timed ? "communication" : "all-gather", nb,
-                ncclGetErrorString(ae), ncclGetLastError(x->nccl));
+        set_err(c, "NCCL %s failed: %s (%s)", what, ncclGetErrorString(ae), ncclGetLastError(x->nccl));
         return 1;
     }
     float ms = 0.0f;

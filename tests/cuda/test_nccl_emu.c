@@ -6,6 +6,8 @@
 //   mpirun -np N test_nccl_emu --skip R   the watchdog: rank R skips a gradient all-reduce
 //                                         (and then sleeps); with timeout_s = 3 the others
 //                                         must abort the job, naming rank and bucket
+//   ... --skip R --kind rs|ag             the same for a ZeRO reduce-scatter (uneven counts:
+//                                         the group of ncclReduce) or parameter all-gather
 //
 // The host communicator comes from comm_mpi_open (MINGPT_MPI_LIB names build/libmingpt_mpi.so)
 // and the backend from backend_select("cuda") (MINGPT_CUDA_LIB names the emulated
@@ -262,25 +264,40 @@ static void test_reduce_scatter_error(Comm *g) {
 
 // Rank `skip` never starts the all-reduce the others start: their watchdog must take the job
 // down within timeout_s (the shell script measures it and checks the message).
-static void run_skip(Backend *be, Comm *g, int skip) {
+// kind: "ar" all-reduce, "rs" reduce-scatter, "ag" all-gather (1000 floats, uneven parts).
+static void run_skip(Backend *be, Comm *g, int skip, const char *kind) {
     float *d = be->alloc(be, 1000 * sizeof(float));
+    size_t counts[8], displs[8], off = 0;
+    CHECK(g->world_size <= 8, "at most 8 ranks");
+    for (int q = 0; q < g->world_size; q++) {
+        counts[q] = q == g->world_size - 1 ? 1000 - off : 1000 / (size_t)g->world_size + 1;
+        displs[q] = off;
+        off += counts[q];
+    }
     g->timeout_s = 3;
     if (g->rank == skip) {
-        fprintf(stderr, "[rank %d] test_nccl_emu: skipping the all-reduce\n", g->rank);
+        fprintf(stderr, "[rank %d] test_nccl_emu: skipping the %s\n", g->rank, kind);
         sleep(100);   // stands for a rank that hangs; MPI_Abort from a peer ends it
         CHECK(0, "rank %d was not taken down", g->rank);
     }
-    CHECK(g->allreduce_start(g, d, 1000) == 0, "%s", g->err);
+    if (!strcmp(kind, "ag")) {
+        g->allgather(g, d, counts, displs);   // blocks: the peer never joins
+        CHECK(0, "allgather returned although rank %d skipped it", skip);
+    }
+    CHECK((!strcmp(kind, "rs") ? g->reduce_scatter_start(g, d, counts) : g->allreduce_start(g, d, 1000)) == 0, "%s", g->err);
     g->backward_done(g);
     g->allreduce_wait(g);   // blocks: the peer never joins
-    CHECK(0, "allreduce_wait returned although rank %d skipped the all-reduce", skip);
+    CHECK(0, "allreduce_wait returned although rank %d skipped the %s", skip, kind);
 }
 
 int main(int argc, char **argv) {
     int skip = -1;
+    const char *kind = "ar";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: mpirun -np N %s [--skip RANK]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--kind") && i + 1 < argc && (!strcmp(argv[i + 1], "ar") || !strcmp(argv[i + 1], "rs") ||
+                                                                !strcmp(argv[i + 1], "ag"))) kind = argv[++i];
+        else { fprintf(stderr, "usage: mpirun -np N %s [--skip RANK [--kind ar|rs|ag]]\n", argv[0]); return 2; }
     }
     char err[1024] = "";
     if (comm_launched(err, sizeof err) != 1) {
@@ -300,7 +317,7 @@ int main(int argc, char **argv) {
           g->local_rank == host->local_rank && g->local_size == host->local_size,
           "nccl comm %s rank %d/%d local %d/%d vs host rank %d/%d local %d/%d", g->name, g->rank, g->world_size,
           g->local_rank, g->local_size, host->rank, host->world_size, host->local_rank, host->local_size);
-    if (skip >= 0) run_skip(be, g, skip);
+    if (skip >= 0) run_skip(be, g, skip, kind);
 
     g->timeout_s = 60;   // the watchdog polls throughout, and must not fire
     test_buckets(be, g);
