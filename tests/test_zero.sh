@@ -20,7 +20,8 @@
 #   * the emulated CUDA backend and NCCL (when built), 2 ranks: stages 1 and 2 give stage 0's
 #     losses, parameters and snapshot moments bit for bit, with the same buckets and bytes per
 #     iteration through NCCL (reduce-scatters, not all-reduces of gradients and parameters);
-#     stage 2 with gradient accumulation gives stage 0's losses
+#     at 3 ranks stage 2 gives stage 0's losses (1e-6) and parameters; stage 2 with gradient
+#     accumulation gives stage 0's losses
 # tests/test_zero.c checks the shard arithmetic and sharded AdamW without MPI.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -235,6 +236,10 @@ PY
       else bad "emulated NCCL, zero_stage $z: buckets and MB per iteration '$cz', stage 0 '$c0'" "$(grep 'all-reduce:' "$WORK/cu0.log" "$WORK/cu$z.log")"; fi
     done
   fi
+  # 3 ranks: groups of 3 ncclReduce / ncclBroadcast (MPI may sum in another order than its all-reduce)
+  train cu0n3 3 "${cuda[@]}" && train cu2n3 3 "${cuda[@]}" trainer_config.zero_stage=2 &&
+    same_losses "emulated NCCL, 3 ranks, zero_stage 2 vs 0" cu0n3 cu2n3 &&
+    same_snap "emulated NCCL, 3 ranks, zero_stage 2 vs 0: parameters" cu0n3 cu2n3
   # stage 2 adds the reduced parts of every micro-step into the device shard (Backend.accumulate)
   acc=(trainer_config.device=cuda trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=8)
   train cua0 2 "${acc[@]}" && train cua2 2 "${acc[@]}" trainer_config.zero_stage=2 &&
