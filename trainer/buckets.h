@@ -52,7 +52,8 @@ int buckets_shard(Buckets *bk, const ShardPlan *p);
 // largest bucket) while the backward writes them; gpt_bind_grad points each tensor into it just
 // before the backward reaches the tensor (the hook's points, gpt_grads_ready_points). A bucket is
 // reduce-scattered in place as soon as the backward has finished it, and its part of this rank's
-// shard is added into grad_acc (shard_count floats of this rank, host memory) once reduced; its
+// shard is added into grad_acc (shard_count floats of this rank, backend memory, as the ring)
+// by Backend.accumulate once reduced; its
 // place in the ring is then reused (a full ring waits for the reductions in flight). Every
 // micro-step communicates: buckets_micro_begin before each backward, buckets_micro_end after.
 // Non-zero when out of memory or ring_floats is too small for the model's plan (the message then
