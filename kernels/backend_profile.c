@@ -16,7 +16,7 @@ enum {
     P_MM_FWD, P_MMGELU_FWD = P_MM_FWD + N_ROLES,
     P_ATT_FWD = P_MMGELU_FWD + N_ROLES, P_ATT_FWD_CACHED, P_GELU_FWD, P_DROP_FWD, P_CE_FWD, P_CE_FWDBWD,
     P_CE_BWD, P_MM_BWD, P_ATT_BWD = P_MM_BWD + N_ROLES, P_GELU_BWD, P_LN_BWD, P_DROP_BWD, P_ENCODER_BWD,
-    P_SUMSQ, P_SCALE, P_ADAMW, P_ZERO, P_UPLOAD, P_DOWNLOAD, N_ROWS
+    P_SUMSQ, P_SCALE, P_ACCUMULATE, P_ADAMW, P_ZERO, P_UPLOAD, P_DOWNLOAD, N_ROWS
 };
 
 static const char *const ROLE_NAME[N_ROLES] = {"c_attn", "attn_proj", "c_fc", "mlp_proj", "lm_head", "other"};
@@ -64,6 +64,7 @@ static void name_rows(void) {
     name_row(P_ENCODER_BWD, "encoder_backward", "embedding.bwd");
     name_row(P_SUMSQ, "sum_squares", "clip");
     name_row(P_SCALE, "scale", "clip");
+    name_row(P_ACCUMULATE, "accumulate", "other");   // ZeRO stage 2 only
     name_row(P_ADAMW, "adamw_update", "optimizer");
     name_row(P_ZERO, "zero", "zero");
     name_row(P_UPLOAD, "upload", "copy");
@@ -185,6 +186,9 @@ static double s_sum_squares(Backend *be, const float *x, size_t n) {
     return r;
 }
 static void s_scale(Backend *be, float *x, size_t n, float s) { TIMED(P_SCALE, g_orig.scale(be, x, n, s)); }
+static void s_accumulate(Backend *be, float *acc, const float *x, size_t n, int copy) {
+    TIMED(P_ACCUMULATE, g_orig.accumulate(be, acc, x, n, copy));
+}
 static void s_cast_weights(Backend *be, const float *params, size_t n, uint64_t version) {
     TIMED(P_CAST, g_orig.cast_weights(be, params, n, version));
 }
@@ -212,7 +216,7 @@ int backend_profile_install(Backend *be, char *err, size_t errlen) {
     WRAP(attention_forward); WRAP(attention_forward_cached); WRAP(attention_backward);
     WRAP(gelu_forward); WRAP(gelu_backward); WRAP(dropout_forward); WRAP(dropout_backward);
     WRAP(crossentropy_forward); WRAP(crossentropy_softmax_backward); WRAP(crossentropy_forward_backward);
-    WRAP(adamw_update); WRAP(sum_squares); WRAP(scale); WRAP(cast_weights);
+    WRAP(adamw_update); WRAP(sum_squares); WRAP(scale); WRAP(accumulate); WRAP(cast_weights);
 #undef WRAP
     return 0;
 }

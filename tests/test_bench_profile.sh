@@ -39,7 +39,8 @@ echo "-- every op the model and the trainer call appears"
 #   attention_forward_cached: incremental inference only
 #   crossentropy_forward crossentropy_softmax_backward: the fused crossentropy_forward_backward instead
 #   cast_weights: bf16 only (checked there); upload download: called outside the `be->` spelling too
-skip_ops=" alloc free destroy describe mem_info grad_comm_create set_matmul_precision attention_forward_cached crossentropy_forward crossentropy_softmax_backward cast_weights "
+#   accumulate: ZeRO stage 2 only (several ranks; bench_train is one process)
+skip_ops=" alloc free destroy describe mem_info grad_comm_create set_matmul_precision attention_forward_cached crossentropy_forward crossentropy_softmax_backward cast_weights accumulate "
 called=$(grep -ho 'be->[a-z_]*(' model/gpt.c trainer/*.c | sed 's/be->//; s/($//' | sort -u)
 missing="" checked=0
 for op in $called; do
@@ -53,6 +54,7 @@ grep -q '^PROF cast_weights ' $bf16 && ! grep -q '^PROF cast_weights ' $fp32 \
   && ok "cast_weights appears in bf16 only" || bad "cast_weights row" "$(grep cast $bf16 $fp32)"
 ! grep -q '^PROF gelu_forward ' $keep && grep -q '^PROF gelu_forward ' $fp32 \
   && ok "--keep_gelu 1: gelu_forward stays absent (the shim keeps an optional op NULL)" || bad "gelu_forward with --keep_gelu" "$(grep gelu $keep)"
+missing=""
 for role in c_attn attn_proj mlp_proj lm_head; do
   grep -q "^PROF matmul_forward\[$role\] " $fp32 && grep -q "^PROF matmul_backward\[$role\] " $fp32 || missing="$missing $role"
 done
