@@ -22,8 +22,11 @@
 #     and ends with the same parameters
 #   * a rank that stops (SIGSTOP) mid-training under stage 1: the others' watchdog ends the job
 #     within collective_timeout_s, naming the collective
-#   * the emulated CUDA backend and NCCL (when built): stage 1 gives stage 0's losses, parameters
-#     and snapshot moments; stage 2 is refused (CPU backend only for now)
+#   * the emulated CUDA backend and NCCL (when built), 2 ranks: stages 1 and 2 give stage 0's
+#     losses, parameters and snapshot moments bit for bit, with the same buckets and bytes per
+#     iteration through NCCL (reduce-scatters, not all-reduces of gradients and parameters);
+#     at 3 ranks stage 2 gives stage 0's losses (1e-6) and parameters; stage 2 with gradient
+#     accumulation gives stage 0's losses
 # tests/test_zero.c checks the shard arithmetic and sharded AdamW without MPI.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
@@ -232,15 +235,21 @@ if [ -n "$r1" ] && [ "$rc" -ne 0 ] && [ "$dt" -lt 30 ] && [ -n "$what" ]; then
   ok "rank 1 stopped: the job exits $rc after ${dt} s, rank 0's watchdog naming $what"
 else bad "rank 1 stopped under zero_stage 1 (pid '$r1', exit $rc after ${dt} s)" "$(tail -8 "$WORK/hang.log")"; fi
 
-echo "-- the emulated CUDA backend and NCCL: stage 1 = stage 0; stage 2 refused"
+echo "-- the emulated CUDA backend and NCCL: stages 1 and 2 = stage 0"
 EMU_SO=$ROOT/$B/emu/libmingpt_cuda.so
 if [ -f "$EMU_SO" ]; then
   export MINGPT_CUDA_LIB=$EMU_SO
   cuda=(trainer_config.device=cuda trainer_config.batch_size=4 trainer_config.max_iters=12)
-  if train cu0 2 "${cuda[@]}" && train cu1 2 "${cuda[@]}" trainer_config.zero_stage=1; then
-    same_losses "emulated NCCL, 2 ranks, zero_stage 1 vs 0" cu0 cu1
-    same_snap "emulated NCCL, 2 ranks, zero_stage 1 vs 0: parameters" cu0 cu1
-    if out=$(python3 - "$WORK/cu0.bin" "$WORK/cu1.bin" <<'PY'
+  # the "all-reduce: B buckets per iteration, ..., M MB per iteration" line of a run: "B M"
+  comm_line() { sed -n 's/.*all-reduce: \([0-9.]*\) buckets per iteration, .*, \([0-9.]*\) MB per iteration.*/\1 \2/p' "$WORK/$1.log" | tail -1; }
+  if train cu0 2 "${cuda[@]}"; then
+    for z in 1 2; do
+      train cu$z 2 "${cuda[@]}" trainer_config.zero_stage=$z || continue
+      grep -q "ZeRO stage $z: 2 shards" "$WORK/cu$z.log" && grep -q "Data parallel: 2 ranks (nccl)" "$WORK/cu$z.log" ||
+        bad "emulated NCCL, zero_stage $z: the start-up lines" "$(grep -E 'Data parallel|ZeRO' "$WORK/cu$z.log")"
+      same_losses "emulated NCCL, 2 ranks, zero_stage $z vs 0" cu0 cu$z
+      same_snap "emulated NCCL, 2 ranks, zero_stage $z vs 0: parameters, bitwise" cu0 cu$z 0
+      if out=$(python3 - "$WORK/cu0.bin" "$WORK/cu$z.bin" <<'PY'
 import struct, sys
 def records(p):
     b = open(p, "rb").read(); o = 12; r = {}
@@ -251,10 +260,26 @@ a, b = records(sys.argv[1]), records(sys.argv[2])
 for t in (b"ADAM", b"ADAV"):
     if t not in a or a[t] != b[t]: sys.exit("%s differs" % t.decode())
 PY
-    ); then ok "emulated NCCL: the snapshot's AdamW moments (device shards gathered through the host) = stage 0's, bitwise"
-    else bad "emulated NCCL: the snapshot's AdamW moments" "$out"; fi
+      ); then ok "emulated NCCL, zero_stage $z: the snapshot's AdamW moments (device shards gathered through the host) = stage 0's, bitwise"
+      else bad "emulated NCCL, zero_stage $z: the snapshot's AdamW moments" "$out"; fi
+      # the gradients cross the NCCL communicator once, as reduce-scatters of stage 0's buckets:
+      # the same buckets and bytes per iteration as stage 0's all-reduces (the parameter
+      # all-gather is no bucket: by all-reduces it counted the whole parameter buffer again)
+      c0=$(comm_line cu0); cz=$(comm_line cu$z)
+      if [ -n "$c0" ] && [ "$c0" = "$cz" ]; then
+        ok "emulated NCCL, zero_stage $z: $cz (buckets, MB) per iteration through NCCL, as stage 0"
+      else bad "emulated NCCL, zero_stage $z: buckets and MB per iteration '$cz', stage 0 '$c0'" "$(grep 'all-reduce:' "$WORK/cu0.log" "$WORK/cu$z.log")"; fi
+    done
   fi
-  bad_input zero-stage2-needs-cpu 2 'trainer_config.zero_stage=2 needs the CPU backend for now' -- $MPIRUN -np 2 $MINGPT "${common[@]}" trainer_config.device=cuda trainer_config.zero_stage=2 trainer_config.max_iters=2 hydra.run.dir=$WORK/cu trainer_config.snapshot_path=$WORK/cu.bin
+  # 3 ranks: groups of 3 ncclReduce / ncclBroadcast (MPI may sum in another order than its all-reduce)
+  train cu0n3 3 "${cuda[@]}" && train cu2n3 3 "${cuda[@]}" trainer_config.zero_stage=2 &&
+    same_losses "emulated NCCL, 3 ranks, zero_stage 2 vs 0" cu0n3 cu2n3 &&
+    same_snap "emulated NCCL, 3 ranks, zero_stage 2 vs 0: parameters" cu0n3 cu2n3
+  # stage 2 adds the reduced parts of every micro-step into the device shard (Backend.accumulate)
+  acc=(trainer_config.device=cuda trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=8)
+  train cua0 2 "${acc[@]}" && train cua2 2 "${acc[@]}" trainer_config.zero_stage=2 &&
+    same_losses "emulated NCCL, 2 ranks, grad_accum_steps 2, zero_stage 2 vs 0" cua0 cua2 &&
+    same_snap "emulated NCCL, grad_accum_steps 2, zero_stage 2 vs 0: parameters" cua0 cua2
   unset MINGPT_CUDA_LIB
 else
   skip no-nvcc "zero_stage with the CUDA backend: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"

@@ -245,7 +245,9 @@ int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, cha
     return 0;
 }
 
-// Adds (first micro-step: copies) this rank's part of the reduced bucket b into acc.
+// Adds (first micro-step: copies) this rank's part of the reduced bucket b into acc: a backend
+// op on backend memory, queued behind the reduction (allreduce_wait ordered the backend's work
+// after it: on NCCL the compute stream waits for the comm stream).
 static void harvest(Buckets *bk, int b) {
     struct Zero2 *z = bk->z2;
     const ShardPlan *sp = bk->shards;
@@ -256,13 +258,13 @@ static void harvest(Buckets *bk, int b) {
     const size_t n = bk->counts[me];
     if (!n) return;
     const size_t lo = shard_lo(sp, me), start = bk->b[b].first > lo ? bk->b[b].first : lo;
-    const float *src = z->ring + z->at[b] + off;
-    float *dst = z->acc + (start - lo);
-    if (z->first_micro) memcpy(dst, src, n * sizeof(float));
-    else for (size_t i = 0; i < n; i++) dst[i] += src[i];
+    Backend *be = z->m->be;
+    be->accumulate(be, z->acc + (start - lo), z->ring + z->at[b] + off, n, z->first_micro);
 }
 
-// Waits for every reduction in flight and releases their ring space. Aborts on an error.
+// Waits for every reduction in flight and releases their ring space (the backend's later work,
+// the harvest and the zeroing of a new bucket's space there, is ordered after the reductions).
+// Aborts on an error.
 static void wait_release(Buckets *bk) {
     struct Zero2 *z = bk->z2;
     if (bk->comm->allreduce_wait(bk->comm)) bk->comm->abort(bk->comm, 1, bk->comm->err);

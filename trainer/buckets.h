@@ -66,12 +66,13 @@ int buckets_stage2_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, 
 // largest bucket) while the backward writes them; gpt_bind_grad points each tensor into it just
 // before the backward reaches the tensor (the hook's points, gpt_grads_ready_points). A bucket is
 // reduce-scattered in place as soon as the backward has finished it, and its part of this rank's
-// shard is added into grad_acc (shard_count floats of this rank, host memory) once reduced; its
-// place in the ring is then reused: a bucket that finds no room waits for the oldest reductions
-// in flight, one at a time (Comm.allreduce_wait_some; all of them where the communicator has
-// none). Where a bucket goes in the ring (after the newest, or flush against an end) is chosen
-// here by simulating one backward: a placement in which no bucket waits for the reduction of
-// the bucket finished just before it where this ring has one. Every micro-step communicates: buckets_micro_begin before each backward,
+// shard is added into grad_acc (shard_count floats of this rank, backend memory, as the ring)
+// by Backend.accumulate once reduced; its place in the ring is then reused: a bucket that finds
+// no room waits for the oldest reductions in flight, one at a time (Comm.allreduce_wait_some; all
+// of them where the communicator has none, as NCCL). Where a bucket goes in the ring (after the
+// newest, or flush against an end) is chosen here by simulating one backward: a placement in
+// which no bucket waits for the reduction of the bucket finished just before it where this ring
+// has one. Every micro-step communicates: buckets_micro_begin before each backward,
 // buckets_micro_end after. Non-zero when out of memory or ring_floats is too small for the
 // model's plan (the message then says the smallest that works).
 int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, char *err, size_t errlen);

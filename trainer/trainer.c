@@ -680,8 +680,8 @@ static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *
 }
 
 // The ZeRO stage in effect (t->zero): trainer_config.zero_stage on several ranks, 0 on one (with a
-// note). Sharding needs the communicator's reduce-scatter and all-gather on host memory: the MPI
-// one with the CPU backend. Returns 0, or EXIT_USAGE after saying why.
+// note). Sharding needs the gradient communicator's reduce-scatter and all-gather: the MPI one
+// with the CPU backend, NCCL's with the CUDA backend. Returns 0, or EXIT_USAGE after saying why.
 static int zero_decide(Trainer *t) {
     const int stage = t->cfg->trainer.zero_stage;
     t->zero = 0;
@@ -695,11 +695,6 @@ static int zero_decide(Trainer *t) {
     if (t->world == 1) {
         log_info("note: trainer_config.zero_stage=%d on one rank behaves as 0 (there is nothing to shard over)\n", stage);
         return 0;
-    }
-    if (stage == 2 && !t->be->host_memory) {   // the ring's reduced parts are added on the host
-        log_error("mingpt: error: trainer_config.zero_stage=2 needs the CPU backend for now (the %s backend has "
-                  "stage 1 only): use trainer_config.device=cpu or trainer_config.zero_stage=1\n", t->be->name);
-        return EXIT_USAGE;
     }
     // the snapshot's moments are gathered through the host communicator; the gradients and
     // parameters through the gradient communicator (checked in setup_buckets when it is the backend's)
