@@ -14,6 +14,11 @@
 //       GELU output instead of recomputing it in the backward (the trade-off, measured).
 //       --checkpointing 1 builds the model with activation checkpointing (model/gpt.h:
 //       trainer_config.activation_checkpointing), so time and peak RSS compare with a run without.
+//       --profile 1 times every Backend op of the timed iterations (kernels/backend_profile.h) and
+//       prints, after the RESULT line, one "PROF" line per op (matmuls split by role): calls per
+//       step, ms per step, share of the step, GEMM ms; then the step's time outside every op
+//       ("(rest)") and the step ("(step)"). docs/performance.md has how to read it.
+//       --losses 1 prints "LOSS it=I loss=X" (X exact, C's %a) for every iteration, warm-up included.
 //   bench_train sgemm  [--n N] [--reps R]
 //       GFLOP/s of every GEMM implementation (kernels/cpu/gemm.h: OpenBLAS threaded and split,
 //       dnnl_sgemm, oneDNN's matmul) on N x N x N with all OpenMP threads; the best is the MFU peak.
@@ -37,6 +42,7 @@
 #include <string.h>
 
 #include "config/clock.h"
+#include "kernels/backend_profile.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "model/gpt.h"
@@ -69,10 +75,12 @@ typedef struct {
     int keep_gelu;   // 1: the backend without gelu_forward, so the model keeps GELU outputs
     int checkpointing;   // 1: activation checkpointing (recompute each block in the backward)
     const char *amp; // "fp32" (default), "bf16" or "fp16": the backend's matmul dtype
+    int profile;     // 1: time every Backend op (kernels/backend_profile.h)
+    int losses;      // 1: print every iteration's loss exactly
 } Args;
 
 static int parse(int argc, char **argv, Args *a) {
-    *a = (Args){ 4, 4, 128, 64, 12, 65, 3, 20, 4096, 3, 2000, 0.0, 1337, NULL, 0, 0, "fp32" };
+    *a = (Args){ 4, 4, 128, 64, 12, 65, 3, 20, 4096, 3, 2000, 0.0, 1337, NULL, 0, 0, "fp32", 0, 0 };
     for (int i = 2; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--n_layer")) a->n_layer = atoi(v);
@@ -92,6 +100,8 @@ static int parse(int argc, char **argv, Args *a) {
         else if (!strcmp(k, "--keep_gelu")) a->keep_gelu = atoi(v);
         else if (!strcmp(k, "--checkpointing")) a->checkpointing = atoi(v);
         else if (!strcmp(k, "--amp")) a->amp = v;
+        else if (!strcmp(k, "--profile")) a->profile = atoi(v);
+        else if (!strcmp(k, "--losses")) a->losses = atoi(v);
         else { fprintf(stderr, "bench_train: unknown option %s\n", k); return 2; }
     }
     return 0;
@@ -125,6 +135,7 @@ static int bench_train(const Args *a) {
     Backend *be = backend_cpu_create(dt);
     if (!be) { fprintf(stderr, "bench_train: out of memory\n"); return 1; }
     if (a->keep_gelu) be->gelu_forward = NULL;
+    if (a->profile && backend_profile_install(be, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
     const GPTBuildOptions build = { .activation_checkpointing = a->checkpointing != 0 };
     if (gpt_build_with(&m, &s, B, T, be, &build, err, sizeof err)) { fprintf(stderr, "bench_train: %s\n", err); return 1; }
     gpt_init_weights(&m, 1337);
@@ -152,6 +163,7 @@ static int bench_train(const Args *a) {
     double gemm_s0 = 0, gemm_f0 = 0, gemm_s1 = 0, gemm_f1 = 0;
     for (int it = 0; it < a->warmup + a->iters; it++) {
         if (it == a->warmup) cpu_gemm_totals(&gemm_s0, &gemm_f0);
+        if (it == a->warmup && a->profile) backend_profile_reset();
         // With MALLOC_TRACE=file and LD_PRELOAD=libc_malloc_debug.so, every malloc/free of the
         // timed iterations is logged (the check that the loop allocates nothing).
         if (it == a->warmup) mtrace();
@@ -162,6 +174,7 @@ static int bench_train(const Args *a) {
         StepResult res;
         if (train_step(&ts, &mb, 1, B, T, 1337, (uint64_t)it, 0, &res)) return 1;
         loss = (float)res.loss;
+        if (a->losses) printf("LOSS it=%d loss=%a\n", it, res.loss);
         const double t1 = now_s();
         if (it >= a->warmup) ms[it - a->warmup] = 1e3 * (t1 - t0);
     }
@@ -188,6 +201,10 @@ static int bench_train(const Args *a) {
            total_ms > 0 ? 1e3 * (gemm_s1 - gemm_s0) / total_ms : 0.0,
            gemm_s1 > gemm_s0 ? (gemm_f1 - gemm_f0) / (gemm_s1 - gemm_s0) / 1e9 : 0.0);
     print_gemm_classes();
+    if (a->profile) {
+        backend_profile_print(stdout, a->iters, 1e-3 * total_ms);
+        backend_profile_uninstall();
+    }
     free(ms); free(x); free(y);
     comm->destroy(comm);
     adamw_free(&opt);

@@ -78,8 +78,14 @@ struct Comm {
     int (*allreduce_start)(Comm *c, float *buf, size_t n);
     // Waits for every started all-reduce (on "nccl": orders the compute stream after them).
     int (*allreduce_wait)(Comm *c);
+    // Optional (NULL: use allreduce_wait): waits until at most `left` of the started buckets
+    // (reduce-scatters: one each) are still in flight, the oldest finishing first; the backward
+    // may still be running (ZeRO stage 2 frees the ring space of the oldest buckets so). Started
+    // all-gathers count as in flight too (none are during a backward: the forward waited for
+    // them all). Host memory only ("mpi").
+    int (*allreduce_wait_some)(Comm *c, size_t left);
     // Sharded data parallelism (ZeRO, trainer_config.zero_stage; dist/shard.h cuts the buffer).
-    // NULL where the communicator has none yet ("nccl").
+    // NULL on "single" (one rank has nothing to shard over).
     // Starts the in-place SUM over ranks of the sum(counts) fp32 at buf (the same range of the
     // flat gradient buffer on every rank, backend memory), scattered in rank order: when it is
     // done, rank q's buf + (counts[0] + ... + counts[q-1]) holds the sums of its counts[q]
@@ -110,7 +116,7 @@ struct Comm {
     // Marks the end of the backward pass (for CommStats.n_started_early).
     void (*backward_done)(Comm *c);
     // Optional (NULL: nothing to do): lets started all-reduces advance; called between the
-    // backward's layers by trainer/buckets.c (MPI's non-blocking mode, MINGPT_MPI_PROGRESS=test).
+    // backward's ops by trainer/buckets.c (MPI's non-blocking mode, MINGPT_MPI_PROGRESS=test).
     void (*progress)(Comm *c);
     // Prints msg (when not NULL) prefixed "[rank r] " (unless it already starts with "[rank"),
     // then takes every rank down with code.

@@ -13,7 +13,7 @@
 //
 // The alternative, MINGPT_MPI_PROGRESS=test: the main thread starts each bucket with
 // MPI_Iallreduce (MPI_Ireduce_scatter, MPI_Iallgatherv) and drives the progress engine with
-// MPI_Test after every layer of the backward (Comm.progress), then waits for each request in
+// MPI_Test after every op of the backward (Comm.progress), then waits for each request in
 // order. No extra thread, but the data moves only at those calls. `make bench-ddp` measures both; the thread is the default.
 //
 // Hangs: a watchdog thread aborts the whole job (MPI_Abort) when a collective has been in
@@ -700,6 +700,22 @@ static int mpi_allreduce_wait(Comm *c) {
     return failed;
 }
 
+static int mpi_allreduce_wait_some(Comm *c, size_t left) {
+    MpiCtx *x = c->ctx;
+    const double t0 = now_s();
+    int failed = 0;
+    if (x->mode == MODE_TEST) {
+        while (!failed && x->n_req - x->n_req_done > (long)left) failed = test_finish_oldest(c, x);
+    } else {
+        pthread_mutex_lock(&x->mu);
+        while (x->started - x->finished > (long)left) pthread_cond_wait(&x->cv_done, &x->mu);
+        failed = x->failed;
+        pthread_mutex_unlock(&x->mu);
+    }
+    c->stats.t_exposed += now_s() - t0;
+    return failed;
+}
+
 static void mpi_abort(Comm *c, int code, const char *msg) {
     if (msg && strncmp(msg, "[rank", 5) == 0) fprintf(stderr, "%s\n", msg);
     else if (msg) fprintf(stderr, "[rank %d] %s\n", c->rank, msg);
@@ -806,6 +822,7 @@ Comm *comm_mpi_create(int *argc, char ***argv, char *err, size_t errlen) {
         .timeout_s = 300, .ctx = x,
         .allreduce_host = mpi_allreduce_host, .bcast_host = mpi_bcast_host,
         .allreduce_start = mpi_allreduce_start, .allreduce_wait = mpi_allreduce_wait,
+        .allreduce_wait_some = mpi_allreduce_wait_some,
         .reduce_scatter_start = mpi_reduce_scatter_start, .allgather = mpi_allgather,
         .allgather_start = mpi_allgather_start, .allgather_wait = mpi_allgather_wait, .gather = mpi_gather,
         .backward_done = mpi_backward_done, .abort = mpi_abort, .destroy = mpi_destroy,

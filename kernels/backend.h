@@ -123,6 +123,11 @@ struct Backend {
     double (*sum_squares)(Backend *be, const float *x, size_t n);
     // x *= s
     void (*scale)(Backend *be, float *x, size_t n, float s);
+    // acc[i] = x[i] (copy != 0) or acc[i] += x[i] (copy == 0), each element rounded on its own
+    // (the same bits on every backend), after the backend's earlier work on them (ZeRO stage
+    // 2: a reduced part of a bucket into the rank's shard of the gradient). acc and x do not
+    // overlap.
+    void (*accumulate)(Backend *be, float *acc, const float *x, size_t n, int copy);
 
     // ---- mixed precision: the weight-cast cache (torch.autocast's). Both backends have one.
     // Optional: NULL means every matmul rounds its weight itself, on every call (the tests

@@ -1,7 +1,8 @@
 # mk/bench.mk — `make bench` (speed and memory against PyTorch), `make bench-quality`
 # (2000-iteration test loss against PyTorch), `make bench-ddp` (data-parallel training),
 # `make bench-zero` (its sharded stages) and
-# `make bench-eval` (the cost of a full evaluation by eval_stride).
+# `make bench-eval` (the cost of a full evaluation by eval_stride), `make bench-profile` (a training
+# step's time op by op, mingpt's next to PyTorch's).
 # Benchmarks are never part of `make test`.
 #
 #   make bench            all of the below
@@ -14,6 +15,12 @@
 #                         or =Prescott (when it is not). BENCH_ARGS narrows it, e.g.
 #                         BENCH_ARGS="--configs S --quick --no-recompute" (python3 bench/run_bench.py
 #                         --help lists the options).
+#   make bench-profile    S and M, fp32 and bf16: `bench_train train --profile 1` (every Backend op's
+#                         time in the step, matmuls by role) next to the same step under
+#                         torch.profiler (bench/torch_profile.py, eager and SDPA where the torch has
+#                         it), per category, side by side (bench/profile_compare.py). PROFILE_ARGS
+#                         narrows it, e.g. PROFILE_ARGS="--configs S --quick" (a minute or two);
+#                         docs/performance.md explains the table.
 #   make bench-quality    char_cpu.yaml for 2000 iterations in mingpt and in PyTorch
 #   make bench-ddp        the M model (6/6/384, block 256, global batch 16) as 1 rank x 2 threads
 #                         and as 2 ranks x 1 thread (mpirun, --bind-to core and none), interleaved:
@@ -40,9 +47,10 @@
 TORCH_PY    ?= /usr/bin/python3
 BENCH_PY    ?= /usr/bin/python3
 BENCH_ARGS  ?=
+PROFILE_ARGS ?=
 BENCH_BIN   := $(B)/bench/bench_train
 
-.PHONY: bench-speed bench-quality bench-ddp bench-zero bench-eval bench-build
+.PHONY: bench-speed bench-profile bench-quality bench-ddp bench-zero bench-eval bench-build
 
 $(BENCH_BIN): bench/bench_train.c $(B)/libmingpt.a
 	@mkdir -p $(dir $@)
@@ -51,10 +59,16 @@ $(BENCH_BIN): bench/bench_train.c $(B)/libmingpt.a
 -include $(BENCH_BIN:=.d)
 
 bench-build: $(BENCH_BIN)
+# tests/test_bench_profile.sh runs it (the profiler's checks)
+EXTRA_BUILD += $(BENCH_BIN)
 
 bench-speed: $(BENCH_BIN)
 	$(BENCH_PY) bench/run_bench.py --bin $(BENCH_BIN) --cache-dir $(B)/bench-cache \
 	    --torch-py "$(TORCH_PY)" $(BENCH_ARGS)
+
+bench-profile: $(BENCH_BIN)
+	$(BENCH_PY) bench/profile_compare.py --bin $(BENCH_BIN) --cache-dir $(B)/bench-cache \
+	    --torch-py "$(firstword $(TORCH_PY))" $(PROFILE_ARGS)
 
 bench-quality: mingpt data $(BENCH_BIN)
 	$(firstword $(TORCH_PY)) bench/bench_quality.py --mingpt ./mingpt --bench $(BENCH_BIN) --config char_cpu.yaml
@@ -69,4 +83,4 @@ EVAL_SNAPSHOT ?=
 bench-eval: mingpt data
 	bash bench/bench_eval.sh ./mingpt $(EVAL_SNAPSHOT)
 
-BENCH_TARGETS += bench-speed bench-quality bench-ddp bench-eval
+BENCH_TARGETS += bench-speed bench-profile bench-quality bench-ddp bench-eval

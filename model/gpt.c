@@ -397,7 +397,15 @@ static float **tensor_view(const GPT *m, GPTParams *p, int k) {
 
 void gpt_bind_grad(GPT *m, int k, float *p) { *tensor_view(m, &m->grads, k) = p; }
 
+// The block's tensors (BLOCK_TENSORS indices) whose offset gpt_backward's hook passes after each op
+// of a block, in the backward's order: mlp.c_proj, mlp.c_fc, ln_2, attn.c_proj, attn.c_attn, ln_1
+// (each the op's weight: the lowest offset of its tensors).
+static const int BLOCK_READY[] = { 10, 8, 6, 4, 2, 0 };
+#define N_BLOCK_READY ((int)(sizeof BLOCK_READY / sizeof BLOCK_READY[0]))
+
 int gpt_grads_ready_points(const GPTShape *s, size_t *out) {
+    const int count = 2 + N_BLOCK_READY * s->n_layer;
+    if (!out) return count;
     const int nt = gpt_param_table(s, NULL);
     ParamTensor *pt = calloc((size_t)nt, sizeof *pt);
     int n = 0;
@@ -406,7 +414,8 @@ int gpt_grads_ready_points(const GPTShape *s, size_t *out) {
     // the table: head tensors, each block's (ln_1.weight first), the tail's (ln_f.weight first):
     // the pointers gpt_backward's hook calls take their offsets from
     out[n++] = pt[N_HEAD_TENSORS + s->n_layer * N_BLOCK_TENSORS].offset;
-    for (int l = s->n_layer - 1; l >= 0; l--) out[n++] = pt[N_HEAD_TENSORS + l * N_BLOCK_TENSORS].offset;
+    for (int l = s->n_layer - 1; l >= 0; l--)
+        for (int i = 0; i < N_BLOCK_READY; i++) out[n++] = pt[N_HEAD_TENSORS + l * N_BLOCK_TENSORS + BLOCK_READY[i]].offset;
     out[n++] = 0;
     free(pt);
     return n;
@@ -705,22 +714,27 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         zero(be, d->dfch_gelu, 4 * BTC);
         be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, h->fch_gelu,
                         w->mlp_proj_w, BT, 4 * C, C);
+        if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
         zero(be, d->dfch, 4 * BTC);
         be->gelu_backward(be, d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
         zero(be, d->dln, BTC);
         be->matmul_backward(be, d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, h->ln_2, w->c_fc_w, BT, C, 4 * C);
+        if (ready) ready(ready_ctx, (size_t)(w->c_fc_w - m->params_memory));
         be->layernorm_backward(be, d->dres, gw->ln_2_w, gw->ln_2_b, d->dln, h->res_2, w->ln_2_w,
                            h->ln_2_mean, h->ln_2_rstd, BT, C);
+        if (ready) ready(ready_ctx, (size_t)(w->ln_2_w - m->params_memory));
         // attention branch
         dbr = branch_grad(m, l, SITE_ATTN_RESID, resid_p, BTC);
         zero(be, d->datty, BTC);
         be->matmul_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr, h->atty,
                         w->attn_proj_w, BT, C, C);
+        if (ready) ready(ready_ctx, (size_t)(w->attn_proj_w - m->params_memory));
         zero(be, d->dqkv, 3 * BTC);
         be->attention_backward(be, d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
                            site_key(m, l, SITE_ATTN));
         zero(be, d->dln, BTC);
         be->matmul_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, w->c_attn_w, BT, C, 3 * C);
+        if (ready) ready(ready_ctx, (size_t)(w->c_attn_w - m->params_memory));
         be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(a, l), w->ln_1_w,
                            h->ln_1_mean, h->ln_1_rstd, BT, C);
         if (ready) ready(ready_ctx, (size_t)(w->ln_1_w - m->params_memory));   // block l and everything after it

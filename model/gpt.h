@@ -124,10 +124,13 @@ typedef struct {
 #define GPT_STEP_ARGS_DEFAULT ((GPTStepArgs){ .batch_row0 = 0, .batch_row_stride = 1, .loss_scale = 1.0f })
 
 // gpt_backward's hook: called, when given, each time gradients [first, num_params) have become
-// final: after ln_f + lm_head, after each block (from the last to the first), after wte/wpe
-// (first = 0). The flat layout puts later layers at higher offsets, so the finished part is
-// always a suffix of the buffer: the data-parallel trainer starts a bucket's all-reduce here
-// (trainer/buckets.h, buckets_on_grads_ready).
+// final: after ln_f + lm_head, then in each block (from the last to the first) after every op
+// whose parameter gradients are then final (mlp.c_proj, mlp.c_fc, ln_2, attn.c_proj, attn.c_attn,
+// ln_1: first is the op's weight), and after wte/wpe (first = 0). The flat layout puts later ops
+// at higher offsets (within a block too: ln_1, c_attn, attn.c_proj, ln_2, c_fc, mlp.c_proj), so the
+// finished part is always a suffix of the buffer and an op's weight and bias never sit on both
+// sides of a hook point: the data-parallel trainer starts a bucket's all-reduce here, and ZeRO
+// stage 2 places the next op's bucket (trainer/buckets.h, buckets_on_grads_ready).
 typedef void (*GPTGradsReady)(void *ctx, size_t first);
 
 // Every buffer below (parameters, gradients, activations) is backend memory: host memory
@@ -323,9 +326,10 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx);
 void gpt_bind_grad(GPT *m, int k, float *p);
 
 // The `first` values gpt_backward passes to its GPTGradsReady hook for a model of shape s, in
-// order (ln_f and lm_head, each block from the last, the encoder: 0), into out (room for n_layer
-// + 2); returns the count. Between two calls the backward writes the gradients of [next first,
-// this first) only.
+// order (ln_f and lm_head; six per block, from the last block, each block's ops from mlp.c_proj to
+// ln_1; the encoder: 0), into out; returns the count (6 * n_layer + 2), out NULL: only the count
+// (the room out needs; 0 when out of memory). Descending; between two calls the backward writes
+// the gradients of [next first, this first) only.
 int gpt_grads_ready_points(const GPTShape *s, size_t *out);
 
 #endif

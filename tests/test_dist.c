@@ -72,11 +72,19 @@ static void test_bucket_start_order(void **state) {
     assert_int_equal(buckets_plan(&bk, t, nt, 4 * 1000, 4 * 30000, &c, NULL), 0);
     assert_true(bk.n > 3);
     buckets_reset(&bk);
-    // the backward's reports: ln_f + lm_head, each block from the last, then everything
-    buckets_on_grads_ready(&bk, t[nt - 3].offset);
-    const int after_head = rec.n;
-    assert_true(after_head >= 1);
-    for (int l = SHAPE.n_layer - 1; l >= 0; l--) buckets_on_grads_ready(&bk, t[2 + 12 * l].offset);
+    // the backward's reports (gpt_grads_ready_points): ln_f + lm_head, each block's ops from the
+    // last, then everything; each starts the buckets then final, in order
+    const int np = gpt_grads_ready_points(&SHAPE, NULL);
+    size_t pts[64];
+    assert_true(np <= 64);
+    assert_int_equal(gpt_grads_ready_points(&SHAPE, pts), np);
+    assert_true(pts[0] == t[nt - 3].offset && pts[np - 1] == 0);
+    for (int i = 0; i < np - 1; i++) {
+        buckets_on_grads_ready(&bk, pts[i]);
+        for (int b = 0; b < bk.n; b++)   // started exactly the buckets inside [pts[i], end)
+            assert_int_equal(b < rec.n, bk.b[b].first >= pts[i]);
+        if (i == 0) assert_true(rec.n >= 1);
+    }
     const int before_end = rec.n;
     buckets_on_grads_ready(&bk, 0);
     assert_int_equal(rec.n, bk.n);

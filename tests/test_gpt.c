@@ -273,12 +273,24 @@ static void test_dropout_keys_distinct(void **state) {
 // row (row 1 of a batch equals a one-row batch placed at row 1, dropout on, up to the rounding
 // of GEMMs of another shape; placed at row 0 it draws other masks); loss_scale 4
 // multiplies every gradient by exactly 4 and leaves the loss; the backward's hook sees the
-// finished suffixes of the gradients, from ln_f's offset down to 0.
-static size_t g_ready[16];
+// finished suffixes of the gradients, from ln_f's offset down to 0, at gpt_grads_ready_points'
+// points (after every op of a block): between two calls the backward writes only the gradients
+// [this first, previous first), and what the hook sees from first on is already final.
+#define MAX_READY 32
+static size_t g_ready[MAX_READY];
 static int g_nready;
+static const GPT *g_ready_model;             // when set: each call's gradients are kept in g_ready_grads
+static float *g_ready_grads[MAX_READY];
 static void on_ready(void *ctx, size_t first) {
     (void)ctx;
-    if (g_nready < 16) g_ready[g_nready] = first;
+    if (g_nready < MAX_READY) {
+        g_ready[g_nready] = first;
+        if (g_ready_model) {
+            const size_t P = g_ready_model->num_params;
+            g_ready_grads[g_nready] = malloc(P * sizeof(float));
+            memcpy(g_ready_grads[g_nready], g_ready_model->grads_memory, P * sizeof(float));
+        }
+    }
     g_nready++;
 }
 
@@ -315,10 +327,32 @@ static void test_step_args(void **state) {
     gpt_backward(&m, on_ready, NULL);
     for (size_t i = 0; i < m.num_params; i++)
         if (m.grads_memory[i] != 4.0f * g1[i]) fail_msg("gradient %zu: %g, want 4 x %g", i, m.grads_memory[i], g1[i]);
-    assert_int_equal(g_nready, s.n_layer + 2);   // ln_f + lm_head, each block, the embeddings
+    assert_int_equal(g_nready, 6 * s.n_layer + 2);   // ln_f + lm_head, each block's 6 ops, the embeddings
     assert_true(g_ready[0] == (size_t)(m.grads.ln_f_w - m.grads_memory));
     for (int i = 1; i < g_nready; i++) assert_true(g_ready[i] < g_ready[i - 1]);
     assert_true(g_ready[g_nready - 1] == 0);
+    size_t pts[MAX_READY];
+    assert_int_equal(gpt_grads_ready_points(&m.shape, NULL), g_nready);
+    assert_int_equal(gpt_grads_ready_points(&m.shape, pts), g_nready);
+    for (int i = 0; i < g_nready; i++) assert_true(pts[i] == g_ready[i]);
+    // between two calls, only [this first, previous first) changes; from first on, final
+    gpt_forward(&m, x, y, 2, T, true, 9, 4, &x4);
+    gpt_zero_grad(&m);
+    g_nready = 0;
+    g_ready_model = &m;
+    gpt_backward(&m, on_ready, NULL);
+    g_ready_model = NULL;
+    for (int i = 0; i < g_nready; i++) {
+        const size_t hi = i ? g_ready[i - 1] : m.num_params;
+        for (size_t j = 0; j < m.num_params; j++) {
+            const float before = i ? g_ready_grads[i - 1][j] : 0.0f;
+            if (g_ready_grads[i][j] != before && (j < g_ready[i] || j >= hi))
+                fail_msg("hook %d (first %zu): gradient %zu written outside [%zu, %zu): %g -> %g", i, g_ready[i], j, g_ready[i], hi, before, g_ready_grads[i][j]);
+            if (j >= g_ready[i] && g_ready_grads[i][j] != m.grads_memory[j])
+                fail_msg("hook %d (first %zu): gradient %zu not final yet", i, g_ready[i], j);
+        }
+    }
+    for (int i = 0; i < g_nready; i++) free(g_ready_grads[i]);
     free(g1);
     free(row1);
     gpt_free(&m);

@@ -257,13 +257,26 @@ static void test_snapshot_moments_in_pieces(void **state) {
 // a model built without a gradient buffer, its buckets' gradients placed in a ring of several
 // sizes (the smallest that works, a little more, the whole gradient) and added into the shard,
 // gets the gradients of the same model with its flat buffer, bit for bit for one micro-step and
-// within rounding for two; a ring below the smallest is refused, naming the smallest.
+// within rounding for two; a ring below the smallest is refused, naming the smallest. Bucket
+// plans: buckets_plan's (an op's weight and bias may fall in two buckets) and
+// buckets_stage2_plan's, cut at the backward's hook points, whose smallest ring is exactly the
+// largest bucket; and the ring that leaves room to overlap (buckets_stage2_min_ring overlap 1).
 static void stage2_backward(GPT *m, Buckets *bk, const int32_t *x, const int32_t *y, int first, uint64_t step) {
     if (bk) buckets_micro_begin(bk, first);
     GPTStepArgs args = GPT_STEP_ARGS_DEFAULT;
     gpt_forward(m, x, y, 4, 8, true, 5, step, &args);
     gpt_backward(m, bk ? buckets_on_grads_ready : NULL, bk);
     if (bk) assert_int_equal(buckets_micro_end(bk), 0);
+}
+
+// Comm.allreduce_wait_some on the single communicator (nothing is ever in flight): records the
+// fewest buckets a wait left in flight (0: it waited for the bucket the backward had just finished).
+static int g_waits;
+static size_t g_min_left;
+static int rec_wait_some(Comm *c, size_t left) {
+    g_waits++;
+    if (left < g_min_left) g_min_left = left;
+    return 0;
 }
 
 static void test_stage2_ring(void **state) {
@@ -281,35 +294,64 @@ static void test_stage2_ring(void **state) {
     assert_int_equal(gpt_init_weights(&b, 7), 0);
     const size_t P = a.num_params;
     Comm *comm = comm_single_create();
+    comm->allreduce_wait_some = rec_wait_some;
     const ShardPlan sp = shard_plan(P, 1);
     float *acc = malloc(P * sizeof(float));
     const size_t caps[][2] = {{64, 256}, {1024, 2048}, {1 << 20, 1 << 20}};   // bytes: first bucket, others
-    for (int c = 0; c < 3; c++) {
+    const int npts = gpt_grads_ready_points(&b.shape, NULL);
+    size_t *pts = malloc(sizeof(size_t) * (size_t)npts);
+    assert_int_equal(gpt_grads_ready_points(&b.shape, pts), npts);
+    for (int c = 0; c < 3; c++)
+    for (int plan = 0; plan < 3; plan++) {   // buckets_plan; buckets_stage2_plan, smallest ring; overlap
+#define PLAN(bk) (plan ? buckets_stage2_plan(bk, b.tensors, b.n_tensors, &b.shape, caps[c][0], caps[c][1], comm) \
+                       : buckets_plan(bk, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL))
         Buckets probe;
-        assert_int_equal(buckets_plan(&probe, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL), 0);
-        const size_t min = buckets_stage2_min_ring(&probe, &b.shape);
-        size_t largest = 0;
-        for (int k = 0; k < probe.n; k++) if (probe.b[k].n > largest) largest = probe.b[k].n;
+        assert_int_equal(PLAN(&probe), 0);
+        const size_t min = buckets_stage2_min_ring(&probe, &b.shape, plan == 2);
+        const size_t largest = buckets_largest(&probe);
         assert_true(min >= largest && min <= P);
+        if (plan) {   // every bucket starts at a hook point: the smallest ring is the largest bucket
+            for (int k = 0; k < probe.n; k++) {
+                int at_point = 0;
+                for (int i = 0; i < npts; i++) at_point |= pts[i] == probe.b[k].first;
+                if (!at_point) fail_msg("caps %d: bucket %d starts at %zu, not at a hook point", c, k, probe.b[k].first);
+            }
+            if (plan == 1) assert_int_equal(min, largest);
+            // overlap: room for any two consecutive buckets (where that is less than everything)
+            size_t pair = 0;
+            for (int k = 1; k < probe.n; k++)
+                if (probe.b[k - 1].n + probe.b[k].n > pair) pair = probe.b[k - 1].n + probe.b[k].n;
+            if (plan == 2) assert_true(min >= (pair < P ? pair : P));
+        }
+        if (c == 0 && plan == 0) assert_true(min > largest);   // these caps split ops: more than one bucket
         buckets_free(&probe);
         const size_t rings[] = {min, min + 17, P};
         for (int r = 0; r < 3; r++) {
             Buckets bk;
-            assert_int_equal(buckets_plan(&bk, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL), 0);
+            assert_int_equal(PLAN(&bk), 0);
             assert_int_equal(buckets_shard(&bk, &sp), 0);
-            if (r == 0 && min > largest) {   // one float short of the smallest: refused
+            if (r == 0 && min > largest && plan != 2) {   // one float short of the smallest: refused
                 assert_int_not_equal(buckets_stage2(&bk, &b, acc, min - 1, err, sizeof err), 0);
                 assert_non_null(strstr(err, "smaller than the"));
                 buckets_free(&bk);
-                assert_int_equal(buckets_plan(&bk, b.tensors, b.n_tensors, caps[c][0], caps[c][1], comm, NULL), 0);
+                assert_int_equal(PLAN(&bk), 0);
                 assert_int_equal(buckets_shard(&bk, &sp), 0);
             }
+#undef PLAN
             assert_int_equal(buckets_stage2(&bk, &b, acc, rings[r], err, sizeof err), 0);
             // one micro-step: bitwise
             gpt_zero_grad(&a);
             stage2_backward(&a, NULL, x[0], y[0], 1, 3);
+            g_waits = 0;
+            g_min_left = SIZE_MAX;
             stage2_backward(&b, &bk, x[0], y[0], 1, 3);
             assert_memory_equal(acc, a.grads_memory, P * sizeof(float));
+            // the smallest ring waits for the bucket just finished; the overlapping one only for older
+            // ones (nothing left in flight: the wait was for the bucket just finished)
+            if (r == 0 && plan == 1 && min < P) assert_true(g_waits > 0 && g_min_left == 0);
+            if (r == 0 && plan == 2 && ((min < P && g_waits == 0) || (g_waits && g_min_left < 1)))
+                fail_msg("caps %d, the overlapping ring (%zu of %zu, %d buckets): %d waits, fewest left in flight %zu", c,
+                         rings[r], P, bk.n, g_waits, g_min_left);
             // two micro-steps: the second is added to the first
             stage2_backward(&a, NULL, x[1], y[1], 0, 4);
             stage2_backward(&b, &bk, x[0], y[0], 1, 3);
@@ -323,6 +365,7 @@ static void test_stage2_ring(void **state) {
             buckets_free(&bk);
         }
     }
+    free(pts);
     free(acc);
     comm->destroy(comm);
     gpt_free(&a);

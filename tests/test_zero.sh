@@ -7,8 +7,13 @@
 #   * 2 and 3 ranks: zero_stage 1 and 2 (and, at 2 ranks, 1 with MINGPT_MPI_PROGRESS=test, and 2
 #     with gradient accumulation, activation checkpointing and other bucket plans) give stage 0's
 #     loss at every one of 50 iterations within 1e-6 relative (said when bitwise), and its
-#     parameters; stage 2's gradient memory is its shard plus a ring below the whole gradient; the start-up
-#     memory line gives per-rank AdamW state of one shard (1/N of stage 0 plus padding)
+#     parameters; the start-up memory line gives per-rank AdamW state of one shard (1/N of stage 0
+#     plus padding)
+#   * stage 2's gradient memory per rank (start-up lines) is its shard (P/N, padded) plus a ring of at
+#     most the largest bucket (MINGPT_ZERO2_RING=min, the default), at a small bucket cap and at the
+#     default one on a model whose blocks straddle buckets; MINGPT_ZERO2_RING=overlap: a ring of at
+#     least the largest bucket, the same losses (also with MINGPT_MPI_PROGRESS=test); a bad
+#     MINGPT_ZERO2_RING is refused
 #   * snapshots are independent of the sharding: 1 rank stage 0 -> 2 ranks stage 1 and 2, 2 ranks
 #     stage 1 and 2 -> 1 rank stage 0, and 2 ranks stage 1 -> 3 ranks stage 1, mid-epoch, each equal
 #     to an uninterrupted run (the AdamW moments gathered on save, sliced on resume);
@@ -17,9 +22,11 @@
 #     and ends with the same parameters
 #   * a rank that stops (SIGSTOP) mid-training under stage 1: the others' watchdog ends the job
 #     within collective_timeout_s, naming the collective
-#   * the emulated CUDA backend and NCCL (when built): stage 1 gives stage 0's losses, parameters
-#     and snapshot moments, with one blocking all-gather per step; stage 2 is refused (CPU backend
-#     only for now)
+#   * the emulated CUDA backend and NCCL (when built), 2 ranks: stages 1 and 2 give stage 0's
+#     losses, parameters and snapshot moments bit for bit, with the same buckets and bytes per
+#     iteration through NCCL (reduce-scatters, not all-reduces of gradients and parameters);
+#     at 3 ranks stage 2 gives stage 0's losses (1e-6) and parameters; stage 2 with gradient
+#     accumulation gives stage 0's losses
 #   * the parameter all-gather per bucket, overlapped with the next forward (the default): stages
 #     1 and 2 give stage 0's training and test losses and parameters bit for bit, as the blocking
 #     all-gather (MINGPT_ZERO_GATHER=blocking) does, with activation checkpointing, evaluations and
@@ -72,6 +79,20 @@ print("%d iterations, %s" % (len(a), "bitwise equal" if worst == 0 else "worst r
 PY
   ); then ok "$1: losses ($out)"; else bad "$1: losses" "$out"; fi
 }
+# zero2_memory WHAT NAME NP MODE: run NAME's start-up lines at stage 2 on NP ranks: gradient bytes per
+# rank = reduced shard + ring, the shard P/N padded to 16 floats, and the ring at most the largest
+# bucket (MODE min, and below the whole gradient) or at least it (MODE overlap)
+zero2_memory() {
+  local g r
+  g=$(sed -n 's/.*Memory per rank (zero_stage 2, '$3' ranks): parameters [0-9]* bytes, gradients \([0-9]*\) bytes.*/\1/p' "$WORK/$2.log")
+  r=$(sed -n 's/.*ZeRO stage 2: no rank holds the whole gradient: \([0-9]*\) bytes of reduced shard and a \([0-9]*\)-byte ring .*MINGPT_ZERO2_RING='$4': .*the largest bucket: \([0-9]*\); the whole gradient: \([0-9]*\)).*/\1 \2 \3 \4/p' "$WORK/$2.log")
+  if [ -n "$g" ] && [ -n "$r" ] && awk -v g="$g" -v r="$r" -v np="$3" -v mode="$4" 'BEGIN { split(r, a, " ")
+        S = a[1]; R = a[2]; L = a[3]; W = a[4]
+        if (g != S + R || S % 64 || S * np < W || S * np >= W + 64 * np) exit 1
+        exit !(mode == "min" ? R <= L && g <= S + L && R < W : R >= L && R <= W) }'; then
+    ok "$1: gradient bytes per rank $g = reduced shard + ring ($4: shard, ring, largest bucket, whole gradient: $r)"
+  else bad "$1: the memory lines" "$(grep -E 'Memory|ZeRO|Data parallel' "$WORK/$2.log")"; fi
+}
 # same_snap WHAT A B [TOL]: ddp_check on two snapshots' parameters (default 1e-5 criterion)
 same_snap() {
   local out
@@ -121,12 +142,28 @@ PY
   elif [ $np -eq 2 ]; then bad "2 ranks: the snapshot's AdamW moments, stage 1 vs 0" "$out"; fi
   # stage 2: no whole gradient on any rank; gradient accumulation and other bucket plans
   if [ $np -eq 2 ]; then
-    # gradients per rank = the reduced shard + the ring, and the ring is less than the whole gradient
-    g2=$(sed -n 's/.*Memory per rank (zero_stage 2, 2 ranks): parameters [0-9]* bytes, gradients \([0-9]*\) bytes.*/\1/p' "$WORK/s2n2.log")
-    r2=$(sed -n 's/.*ZeRO stage 2: no rank holds the whole gradient: \([0-9]*\) bytes of reduced shard and a \([0-9]*\)-byte ring .*the whole gradient: \([0-9]*\)).*/\1 \2 \3/p' "$WORK/s2n2.log")
-    if [ -n "$g2" ] && [ -n "$r2" ] && awk -v g="$g2" -v r="$r2" 'BEGIN { split(r, a, " "); exit !(g == a[1] + a[2] && a[2] < a[3]) }'; then
-      ok "2 ranks, zero_stage 2: gradient bytes per rank = reduced shard + ring, the ring below the whole gradient ($g2 bytes; shard, ring, whole gradient: $r2)"
-    else bad "2 ranks, zero_stage 2: the memory lines" "$(grep -E 'Memory|ZeRO' "$WORK/s2n2.log")"; fi
+    zero2_memory "2 ranks, zero_stage 2, bucket_cap_mb 0.01" s2n2 2 min
+    # the default bucket cap (25 MiB; the first bucket 1 MiB) on a model of 4 blocks of 0.8 MB: the
+    # first bucket ends inside a block; and the ring that leaves room to overlap
+    big=(trainer_config.bucket_cap_mb=25 gpt_config.n_layer=4 gpt_config.n_embd=128 gpt_config.n_head=4
+         trainer_config.batch_size=2 trainer_config.max_iters=4)
+    if train d0n2 2 "${big[@]}" && train d2n2 2 "${big[@]}" trainer_config.zero_stage=2; then
+      zero2_memory "2 ranks, zero_stage 2, the default bucket cap" d2n2 2 min
+      grep -q "Data parallel: 2 ranks (mpi), 2 gradient buckets" "$WORK/d2n2.log" && ok "the default bucket cap: 2 buckets" ||
+        bad "the default bucket cap: 2 buckets" "$(grep 'Data parallel' "$WORK/d2n2.log")"
+      same_losses "2 ranks, the default bucket cap, zero_stage 2 vs 0" d0n2 d2n2
+      if MINGPT_ZERO2_RING=overlap MPIRUN="$MPIRUN -x MINGPT_ZERO2_RING" train o2n2 2 "${big[@]}" trainer_config.zero_stage=2; then
+        zero2_memory "2 ranks, zero_stage 2, MINGPT_ZERO2_RING=overlap" o2n2 2 overlap
+        same_losses "2 ranks, zero_stage 2 with MINGPT_ZERO2_RING=overlap vs 0" d0n2 o2n2
+      fi
+      # non-blocking reduce-scatters: the ring's space freed by waiting for the oldest requests
+      for ring in min overlap; do
+        MINGPT_ZERO2_RING=$ring MINGPT_MPI_PROGRESS=test MPIRUN="$MPIRUN -x MINGPT_ZERO2_RING -x MINGPT_MPI_PROGRESS" \
+          train t2n2$ring 2 "${big[@]}" trainer_config.bucket_cap_mb=0.2 trainer_config.zero_stage=2 &&
+          same_losses "2 ranks, zero_stage 2, MINGPT_ZERO2_RING=$ring, bucket_cap_mb 0.2, MINGPT_MPI_PROGRESS=test vs 0" d0n2 t2n2$ring
+      done
+    fi
+    bad_input zero2-ring-mode 2 'MINGPT_ZERO2_RING must be min or overlap, got '\''big'\''' -- env MINGPT_ZERO2_RING=big $MINGPT "${common[@]}" trainer_config.zero_stage=2 trainer_config.max_iters=1 hydra.run.dir=$WORK/rb trainer_config.snapshot_path=$WORK/rb.bin
     train a0n2 2 trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=20 &&
     train a2n2 2 trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=20 trainer_config.zero_stage=2 &&
       same_losses "2 ranks, grad_accum_steps 2, zero_stage 2 vs 0" a0n2 a2n2
@@ -279,19 +316,25 @@ if [ -n "$r1" ] && [ "$rc" -ne 0 ] && [ "$dt" -lt 30 ] && [ -n "$what" ]; then
   ok "rank 1 stopped: the job exits $rc after ${dt} s, rank 0's watchdog naming $what"
 else bad "rank 1 stopped under zero_stage 1 (pid '$r1', exit $rc after ${dt} s)" "$(tail -8 "$WORK/hang.log")"; fi
 
-echo "-- the emulated CUDA backend and NCCL: stage 1 = stage 0; stage 2 refused"
+echo "-- the emulated CUDA backend and NCCL: stages 1 and 2 = stage 0"
 EMU_SO=$ROOT/$B/emu/libmingpt_cuda.so
 if [ -f "$EMU_SO" ]; then
   export MINGPT_CUDA_LIB=$EMU_SO
   cuda=(trainer_config.device=cuda trainer_config.batch_size=4 trainer_config.max_iters=12)
-  if train cu0 2 "${cuda[@]}" && train cu1 2 "${cuda[@]}" trainer_config.zero_stage=1; then
-    same_losses "emulated NCCL, 2 ranks, zero_stage 1 vs 0" cu0 cu1
-    same_snap "emulated NCCL, 2 ranks, zero_stage 1 vs 0: parameters" cu0 cu1
-    # the NCCL communicator has no started all-gather: the step's one blocking all-gather
-    grep -Eq "^all-gather: blocking, 1\.0 per iteration, " "$WORK/cu1.log" &&
-      ok "emulated NCCL: the all-gather blocks (no allgather_start), one per iteration" ||
-      bad "emulated NCCL: the all-gather summary line" "$(grep all- "$WORK/cu1.log")"
-    if out=$(python3 - "$WORK/cu0.bin" "$WORK/cu1.bin" <<'PY'
+  # the "all-reduce: B buckets per iteration, ..., M MB per iteration" line of a run: "B M"
+  comm_line() { sed -n 's/.*all-reduce: \([0-9.]*\) buckets per iteration, .*, \([0-9.]*\) MB per iteration.*/\1 \2/p' "$WORK/$1.log" | tail -1; }
+  if train cu0 2 "${cuda[@]}"; then
+    for z in 1 2; do
+      train cu$z 2 "${cuda[@]}" trainer_config.zero_stage=$z || continue
+      grep -q "ZeRO stage $z: 2 shards" "$WORK/cu$z.log" && grep -q "Data parallel: 2 ranks (nccl)" "$WORK/cu$z.log" ||
+        bad "emulated NCCL, zero_stage $z: the start-up lines" "$(grep -E 'Data parallel|ZeRO' "$WORK/cu$z.log")"
+      same_losses "emulated NCCL, 2 ranks, zero_stage $z vs 0" cu0 cu$z
+      same_snap "emulated NCCL, 2 ranks, zero_stage $z vs 0: parameters, bitwise" cu0 cu$z 0
+      # the NCCL communicator has no started all-gather: the step's one blocking all-gather
+      grep -Eq "^all-gather: blocking, 1\.0 per iteration, " "$WORK/cu$z.log" &&
+        ok "emulated NCCL, zero_stage $z: the all-gather blocks (no allgather_start), one per iteration" ||
+        bad "emulated NCCL, zero_stage $z: the all-gather summary line" "$(grep all- "$WORK/cu$z.log")"
+      if out=$(python3 - "$WORK/cu0.bin" "$WORK/cu$z.bin" <<'PY'
 import struct, sys
 def records(p):
     b = open(p, "rb").read(); o = 12; r = {}
@@ -302,10 +345,26 @@ a, b = records(sys.argv[1]), records(sys.argv[2])
 for t in (b"ADAM", b"ADAV"):
     if t not in a or a[t] != b[t]: sys.exit("%s differs" % t.decode())
 PY
-    ); then ok "emulated NCCL: the snapshot's AdamW moments (device shards gathered through the host) = stage 0's, bitwise"
-    else bad "emulated NCCL: the snapshot's AdamW moments" "$out"; fi
+      ); then ok "emulated NCCL, zero_stage $z: the snapshot's AdamW moments (device shards gathered through the host) = stage 0's, bitwise"
+      else bad "emulated NCCL, zero_stage $z: the snapshot's AdamW moments" "$out"; fi
+      # the gradients cross the NCCL communicator once, as reduce-scatters of stage 0's buckets:
+      # the same buckets and bytes per iteration as stage 0's all-reduces (the parameter
+      # all-gather is no bucket: by all-reduces it counted the whole parameter buffer again)
+      c0=$(comm_line cu0); cz=$(comm_line cu$z)
+      if [ -n "$c0" ] && [ "$c0" = "$cz" ]; then
+        ok "emulated NCCL, zero_stage $z: $cz (buckets, MB) per iteration through NCCL, as stage 0"
+      else bad "emulated NCCL, zero_stage $z: buckets and MB per iteration '$cz', stage 0 '$c0'" "$(grep 'all-reduce:' "$WORK/cu0.log" "$WORK/cu$z.log")"; fi
+    done
   fi
-  bad_input zero-stage2-needs-cpu 2 'trainer_config.zero_stage=2 needs the CPU backend for now' -- $MPIRUN -np 2 $MINGPT "${common[@]}" trainer_config.device=cuda trainer_config.zero_stage=2 trainer_config.max_iters=2 hydra.run.dir=$WORK/cu trainer_config.snapshot_path=$WORK/cu.bin
+  # 3 ranks: groups of 3 ncclReduce / ncclBroadcast (MPI may sum in another order than its all-reduce)
+  train cu0n3 3 "${cuda[@]}" && train cu2n3 3 "${cuda[@]}" trainer_config.zero_stage=2 &&
+    same_losses "emulated NCCL, 3 ranks, zero_stage 2 vs 0" cu0n3 cu2n3 &&
+    same_snap "emulated NCCL, 3 ranks, zero_stage 2 vs 0: parameters" cu0n3 cu2n3
+  # stage 2 adds the reduced parts of every micro-step into the device shard (Backend.accumulate)
+  acc=(trainer_config.device=cuda trainer_config.batch_size=2 trainer_config.grad_accum_steps=2 trainer_config.max_iters=8)
+  train cua0 2 "${acc[@]}" && train cua2 2 "${acc[@]}" trainer_config.zero_stage=2 &&
+    same_losses "emulated NCCL, 2 ranks, grad_accum_steps 2, zero_stage 2 vs 0" cua0 cua2 &&
+    same_snap "emulated NCCL, grad_accum_steps 2, zero_stage 2 vs 0: parameters" cua0 cua2
   unset MINGPT_CUDA_LIB
 else
   skip no-nvcc "zero_stage with the CUDA backend: no emulated CUDA backend ($EMU_SO; built when nvcc is on PATH)"

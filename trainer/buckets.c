@@ -20,25 +20,34 @@ struct Zero2 {
     int npts, next_pt;       // the hook expected next
     int first_micro;         // the first micro-step of the step: copy into acc, not add
     int *tensor_bucket;      // (n_tensors) the bucket of each tensor
+    int flush;               // ring_fit's placement, chosen by buckets_stage2
 };
 
-int buckets_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, size_t first_cap_bytes,
-                 size_t cap_bytes, Comm *comm, float *grads) {
+int buckets_plan_at(Buckets *bk, const ParamTensor *tensors, int n_tensors, size_t first_cap_bytes,
+                    size_t cap_bytes, const size_t *cuts, int n_cuts, Comm *comm, float *grads) {
     *bk = (Buckets){ .comm = comm, .grads = grads };
     bk->b = calloc((size_t)n_tensors + 1, sizeof *bk->b);
     if (!bk->b) return 1;
     size_t end = 0, bytes = 0;   // the open bucket: [.., end), bytes so far
+    int j = 0;                   // cuts (descending): cuts[j] is the first not above the tensor's offset
     for (int k = n_tensors - 1; k >= 0; k--) {
         const ParamTensor *t = &tensors[k];
         if (bytes == 0) end = t->offset + t->numel;
         bytes += t->numel * sizeof(float);
         const size_t cap = bk->n == 0 ? first_cap_bytes : cap_bytes;
-        if (bytes >= cap || k == 0) {
+        while (cuts && j < n_cuts && cuts[j] > t->offset) j++;
+        const int may_close = !cuts || (j < n_cuts && cuts[j] == t->offset);
+        if ((bytes >= cap && may_close) || k == 0) {
             bk->b[bk->n++] = (Bucket){ t->offset, end - t->offset };
             bytes = 0;
         }
     }
     return 0;
+}
+
+int buckets_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, size_t first_cap_bytes,
+                 size_t cap_bytes, Comm *comm, float *grads) {
+    return buckets_plan_at(bk, tensors, n_tensors, first_cap_bytes, cap_bytes, NULL, 0, comm, grads);
 }
 
 int buckets_shard(Buckets *bk, const ShardPlan *p) {
@@ -68,77 +77,149 @@ void buckets_reset(Buckets *bk) { bk->next = 0; }
 
 // ---- stage 2: the ring
 
-// Ring space for n floats after the live buckets [oldest, ...) (FIFO: buckets are placed, reduced
-// and released in index order), or (size_t)-1 when it does not fit now.
-static size_t ring_fit(const size_t R, size_t head, int any_live, size_t tail, size_t n) {
+// Ring space for n floats beside the live buckets [oldest, ...) (FIFO: buckets are placed, reduced
+// and released in index order), or (size_t)-1 when it does not fit now. With live space [tail,
+// head), a bucket goes at head (flush 0), or flush against an end of the ring (flush 1: at R - n
+// where it fits, else at 0, so that two buckets that fill the ring together alternate between its
+// ends); with live space that wraps ([tail, R) and [0, head)), at head.
+static size_t ring_fit(const size_t R, size_t head, int any_live, size_t tail, size_t n, int flush) {
     if (!any_live) return n <= R ? 0 : (size_t)-1;
     if (head > tail) {   // live space is [tail, head)
-        if (head + n <= R) return head;
+        if (n <= R - head) return flush ? R - n : head;
         return n <= tail ? 0 : (size_t)-1;
     }
     return head + n <= tail ? head : (size_t)-1;   // live space wraps: [tail, R) and [0, head)
 }
 
+// What ring_simulate needs of a model's shape and a bucket plan.
+typedef struct {
+    const Buckets *bk;
+    size_t *pts;        // gpt_grads_ready_points
+    int npts, nt;
+    int *tb;            // (nt) the bucket of each tensor
+    ParamTensor *pt;    // (nt) gpt_param_table
+    size_t P;
+} RingSim;
+
+static void ring_sim_free(RingSim *rs) { free(rs->pts); free(rs->tb); free(rs->pt); }
+
+static int ring_sim_init(RingSim *rs, const Buckets *bk, const GPTShape *shape) {
+    *rs = (RingSim){ .bk = bk, .nt = gpt_param_table(shape, NULL), .npts = gpt_grads_ready_points(shape, NULL) };
+    rs->pts = malloc(sizeof(size_t) * (size_t)rs->npts);
+    rs->tb = malloc(sizeof(int) * (size_t)rs->nt);
+    rs->pt = calloc((size_t)rs->nt, sizeof *rs->pt);
+    if (!rs->pts || !rs->tb || !rs->pt || gpt_grads_ready_points(shape, rs->pts) != rs->npts) {
+        ring_sim_free(rs);
+        return 1;
+    }
+    gpt_param_table(shape, rs->pt);
+    rs->P = rs->pt[rs->nt - 1].offset + rs->pt[rs->nt - 1].numel;
+    for (int k = 0, b = bk->n - 1; k < rs->nt; k++) {   // buckets descend as tensors ascend
+        while (b > 0 && rs->pt[k].offset >= bk->b[b].first + bk->b[b].n) b--;
+        rs->tb[k] = b;
+    }
+    return 0;
+}
+
 // Simulates the placements of one backward with a ring of R floats: 0 when every bucket finds
-// space (after waiting for the reductions in flight where it must), else 1.
-static int ring_simulate(const Buckets *bk, const size_t *pts, int npts, const int *tb, int nt,
-                         const ParamTensor *tensors, size_t R) {
-    int *state = calloc((size_t)bk->n, sizeof(int));
+// space, else 1. A bucket that does not fit waits for the oldest reductions in flight, one by one
+// (they finish in the order started); with overlap, never for one started at the hook just before
+// (the one the backward has just finished: the ring must hold it and the next one together, so
+// that its reduction runs while the backward computes the next).
+static int ring_simulate(const RingSim *rs, size_t R, int overlap, int flush) {
+    const Buckets *bk = rs->bk;
+    const ParamTensor *tensors = rs->pt;
+    int *state = calloc((size_t)bk->n, sizeof(int)), *hook = calloc((size_t)bk->n, sizeof(int));
     size_t *at = calloc((size_t)bk->n, sizeof(size_t));
-    if (!state || !at) { free(state); free(at); return 1; }
-    int oldest = 0, rc = 0;
-    size_t head = 0, hi = tensors[nt - 1].offset + tensors[nt - 1].numel;
-    for (int i = 0; i < npts && !rc; i++) {
-        // the layer [pts[i], hi): place its buckets
-        for (int k = nt - 1; k >= 0 && !rc; k--) {
-            if (tensors[k].offset < pts[i] || tensors[k].offset >= hi) continue;
-            const int b = tb[k];
+    if (!state || !hook || !at) { free(state); free(hook); free(at); return 1; }
+    int oldest = 0, rc = 0, k = rs->nt - 1, next_start = 0;
+    size_t head = 0;
+    for (int i = 0; i < rs->npts && !rc; i++) {
+        // the gradients [pts[i], pts[i - 1]), written after hook i - 1: place their buckets
+        for (; k >= 0 && tensors[k].offset >= rs->pts[i] && !rc; k--) {
+            const int b = rs->tb[k];
             if (state[b] != B_FREE) continue;
-            size_t pos = ring_fit(R, head, oldest < b, oldest < b ? at[oldest] : 0, bk->b[b].n);
-            if (pos == (size_t)-1) {   // wait for the reductions in flight, then retry
-                while (oldest < b && state[oldest] == B_STARTED) oldest++;
-                pos = ring_fit(R, head, oldest < b, oldest < b ? at[oldest] : 0, bk->b[b].n);
+            size_t pos = ring_fit(R, head, oldest < b, oldest < b ? at[oldest] : 0, bk->b[b].n, flush);
+            while (pos == (size_t)-1 && oldest < b && state[oldest] == B_STARTED && (!overlap || hook[oldest] < i - 1)) {
+                oldest++;   // wait for the oldest reduction, release its space, retry
+                pos = ring_fit(R, head, oldest < b, oldest < b ? at[oldest] : 0, bk->b[b].n, flush);
             }
             if (pos == (size_t)-1) { rc = 1; break; }
             at[b] = pos; state[b] = B_PLACED; head = pos + bk->b[b].n;
         }
-        // the hook after it: buckets inside [pts[i], ...) start
-        for (int b = 0; b < bk->n; b++)
-            if (state[b] == B_PLACED && bk->b[b].first >= pts[i]) state[b] = B_STARTED;
-        hi = pts[i];
+        // hook i: buckets inside [pts[i], ...) start, in order
+        for (; next_start < bk->n && state[next_start] == B_PLACED && bk->b[next_start].first >= rs->pts[i]; next_start++) {
+            state[next_start] = B_STARTED;
+            hook[next_start] = i;
+        }
     }
-    free(state); free(at);
+    free(state); free(hook); free(at);
     return rc;
+}
+
+// The smallest ring in [largest bucket, P] that works with this placement: steps of
+// an eighth of the largest bucket, then halving back. P always works without flush (every bucket
+// has its own space).
+static size_t ring_search(const RingSim *rs, int overlap, int flush) {
+    const size_t largest = buckets_largest(rs->bk);
+    const size_t step = largest / 8 > 16 ? largest / 8 : 16;
+    size_t R = largest < rs->P ? largest : rs->P;
+    if (!ring_simulate(rs, R, overlap, flush)) return R;
+    size_t lo = R;   // fails
+    for (;;) {
+        R = lo + step;
+        if (R >= rs->P) {
+            R = rs->P;
+            if (flush && ring_simulate(rs, R, overlap, flush)) return SIZE_MAX;
+            break;
+        }
+        if (!ring_simulate(rs, R, overlap, flush)) break;
+        lo = R;
+    }
+    while (R - lo > 1) {   // lo fails, R works
+        const size_t mid = lo + (R - lo) / 2;
+        if (ring_simulate(rs, mid, overlap, flush)) lo = mid; else R = mid;
+    }
+    return R;
 }
 
 float *buckets_stage2_grads(const Buckets *bk) { return bk->z2 ? bk->z2->acc : NULL; }
 
-size_t buckets_stage2_min_ring(const Buckets *bk, const GPTShape *shape) {
+size_t buckets_largest(const Buckets *bk) {
     size_t largest = 0;
     for (int b = 0; b < bk->n; b++) if (bk->b[b].n > largest) largest = bk->b[b].n;
-    const int nt = gpt_param_table(shape, NULL);
-    size_t *pts = malloc(sizeof(size_t) * ((size_t)shape->n_layer + 2));
-    int *tb = malloc(sizeof(int) * (size_t)nt);
-    ParamTensor *pt = calloc((size_t)nt, sizeof *pt);
-    const int npts = pts ? gpt_grads_ready_points(shape, pts) : 0;
-    if (!pts || !tb || !pt || !npts) { free(pts); free(tb); free(pt); return SIZE_MAX; }
-    gpt_param_table(shape, pt);
-    const size_t P = pt[nt - 1].offset + pt[nt - 1].numel;
-    for (int k = 0; k < nt; k++)
-        for (int b = 0; b < bk->n; b++)
-            if (pt[k].offset >= bk->b[b].first && pt[k].offset < bk->b[b].first + bk->b[b].n) tb[k] = b;
-    size_t R = largest;
-    const size_t step = largest / 8 > 16 ? largest / 8 : 16;
-    while (R < P && ring_simulate(bk, pts, npts, tb, nt, pt, R)) R += step;
-    free(pts); free(tb); free(pt);
-    return R < P ? R : P;
+    return largest;
+}
+
+int buckets_stage2_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, const GPTShape *shape,
+                        size_t first_cap_bytes, size_t cap_bytes, Comm *comm) {
+    const int npts = gpt_grads_ready_points(shape, NULL);
+    size_t *pts = malloc(sizeof(size_t) * (size_t)npts);
+    if (!pts || gpt_grads_ready_points(shape, pts) != npts) { free(pts); *bk = (Buckets){0}; return 1; }
+    const int rc = buckets_plan_at(bk, tensors, n_tensors, first_cap_bytes, cap_bytes, pts, npts, comm, NULL);
+    free(pts);
+    return rc;
+}
+
+size_t buckets_stage2_min_ring(const Buckets *bk, const GPTShape *shape, int overlap) {
+    RingSim rs;
+    if (ring_sim_init(&rs, bk, shape)) return SIZE_MAX;
+    const size_t a = ring_search(&rs, overlap, 0), b = ring_search(&rs, overlap, 1);
+    ring_sim_free(&rs);
+    return a <= b ? a : b;
 }
 
 int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, char *err, size_t errlen) {
-    const size_t min = buckets_stage2_min_ring(bk, &m->shape);
-    if (ring_floats < min) {
+    // the placement: one that lets reductions overlap in this ring if any, else one that works
+    RingSim rs;
+    if (ring_sim_init(&rs, bk, &m->shape)) { snprintf(err, errlen, "out of memory"); return 1; }
+    int flush = -1;
+    for (int t = 0; t < 4 && flush < 0; t++)
+        if (!ring_simulate(&rs, ring_floats, t < 2, t % 2)) flush = t % 2;
+    ring_sim_free(&rs);
+    if (flush < 0) {
         snprintf(err, errlen, "the stage-2 gradient ring of %zu floats is smaller than the %zu this bucket plan needs",
-                 ring_floats, min);
+                 ring_floats, buckets_stage2_min_ring(bk, &m->shape, 0));
         return 1;
     }
     struct Zero2 *z = calloc(1, sizeof *z);
@@ -147,10 +228,11 @@ int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, cha
     z->m = m;
     z->acc = grad_acc;
     z->R = ring_floats;
+    z->flush = flush;
     z->ring = m->be->alloc(m->be, ring_floats * sizeof(float));
     z->at = calloc((size_t)bk->n, sizeof(size_t));
     z->state = calloc((size_t)bk->n, sizeof(int));
-    z->pts = malloc(sizeof(size_t) * ((size_t)m->shape.n_layer + 2));
+    z->pts = malloc(sizeof(size_t) * (size_t)gpt_grads_ready_points(&m->shape, NULL));
     z->tensor_bucket = malloc(sizeof(int) * (size_t)m->n_tensors);
     if (!z->ring || !z->at || !z->state || !z->pts || !z->tensor_bucket) {
         snprintf(err, errlen, "out of memory for the stage-2 gradient ring (%zu floats)", ring_floats);
@@ -164,7 +246,9 @@ int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, cha
     return 0;
 }
 
-// Adds (first micro-step: copies) this rank's part of the reduced bucket b into acc.
+// Adds (first micro-step: copies) this rank's part of the reduced bucket b into acc: a backend
+// op on backend memory, queued behind the reduction (allreduce_wait ordered the backend's work
+// after it: on NCCL the compute stream waits for the comm stream).
 static void harvest(Buckets *bk, int b) {
     struct Zero2 *z = bk->z2;
     const ShardPlan *sp = bk->shards;
@@ -175,13 +259,13 @@ static void harvest(Buckets *bk, int b) {
     const size_t n = bk->counts[me];
     if (!n) return;
     const size_t lo = shard_lo(sp, me), start = bk->b[b].first > lo ? bk->b[b].first : lo;
-    const float *src = z->ring + z->at[b] + off;
-    float *dst = z->acc + (start - lo);
-    if (z->first_micro) memcpy(dst, src, n * sizeof(float));
-    else for (size_t i = 0; i < n; i++) dst[i] += src[i];
+    Backend *be = z->m->be;
+    be->accumulate(be, z->acc + (start - lo), z->ring + z->at[b] + off, n, z->first_micro);
 }
 
-// Waits for every reduction in flight and releases their ring space. Aborts on an error.
+// Waits for every reduction in flight and releases their ring space (the backend's later work,
+// the harvest and the zeroing of a new bucket's space there, is ordered after the reductions).
+// Aborts on an error.
 static void wait_release(Buckets *bk) {
     struct Zero2 *z = bk->z2;
     if (bk->comm->allreduce_wait(bk->comm)) bk->comm->abort(bk->comm, 1, bk->comm->err);
@@ -191,16 +275,26 @@ static void wait_release(Buckets *bk) {
     }
 }
 
+// Waits for the oldest reduction in flight only (all of them where the communicator cannot wait
+// for some) and releases its ring space. Aborts on an error.
+static void wait_release_oldest(Buckets *bk) {
+    struct Zero2 *z = bk->z2;
+    Comm *c = bk->comm;
+    if (!c->allreduce_wait_some) { wait_release(bk); return; }
+    // in flight: the started buckets [oldest, next), all reduce-scatters of this micro-step
+    if (c->allreduce_wait_some(c, (size_t)(bk->next - z->oldest - 1))) c->abort(c, 1, c->err);
+    harvest(bk, z->oldest);
+    z->state[z->oldest++] = B_FREE;
+}
+
 // Ring space for bucket b, zeroed, its tensors' gradients pointed into it.
 static void place(Buckets *bk, int b) {
     struct Zero2 *z = bk->z2;
     const size_t n = bk->b[b].n;
-    const int live = z->oldest < b;
-    size_t pos = ring_fit(z->R, z->head, live, live ? z->at[z->oldest] : 0, n);
-    if (pos == (size_t)-1) {
-        wait_release(bk);
-        const int live2 = z->oldest < b;
-        pos = ring_fit(z->R, z->head, live2, live2 ? z->at[z->oldest] : 0, n);
+    size_t pos = ring_fit(z->R, z->head, z->oldest < b, z->oldest < b ? z->at[z->oldest] : 0, n, z->flush);
+    while (pos == (size_t)-1 && z->oldest < b && z->state[z->oldest] == B_STARTED) {
+        wait_release_oldest(bk);
+        pos = ring_fit(z->R, z->head, z->oldest < b, z->oldest < b ? z->at[z->oldest] : 0, n, z->flush);
     }
     if (pos == (size_t)-1) bk->comm->abort(bk->comm, 1, "the stage-2 gradient ring is too small (a bug: buckets_stage2 checked it)");
     z->at[b] = pos;
@@ -212,7 +306,7 @@ static void place(Buckets *bk, int b) {
         if (z->tensor_bucket[k] == b) gpt_bind_grad(m, k, z->ring + pos + (m->tensors[k].offset - bk->b[b].first));
 }
 
-// Places the buckets of the layer [lo, hi) that have no space yet.
+// Places the buckets of the gradients [lo, hi) (the backward's next op) that have no space yet.
 static void place_layer(Buckets *bk, size_t lo, size_t hi) {
     struct Zero2 *z = bk->z2;
     const GPT *m = z->m;
@@ -265,7 +359,7 @@ void buckets_on_grads_ready(void *ctx, size_t first) {
     // first == 0: the backward pass has finished; what starts now is not overlapped.
     if (first == 0) bk->comm->backward_done(bk->comm);
     while (bk->next < bk->n && bk->b[bk->next].first >= first) start_next(bk);
-    if (bk->z2 && first > 0) {   // the next layer's gradients: [the next hook point, first)
+    if (bk->z2 && first > 0) {   // the next op's gradients: [the next hook point, first)
         struct Zero2 *z = bk->z2;
         while (z->next_pt < z->npts && z->pts[z->next_pt] >= first) z->next_pt++;
         if (z->next_pt < z->npts) place_layer(bk, z->pts[z->next_pt], first);

@@ -44,6 +44,12 @@ typedef struct {
 // closes at first_cap_bytes, the others at cap_bytes. Non-zero when out of memory.
 int buckets_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, size_t first_cap_bytes,
                  size_t cap_bytes, Comm *comm, float *grads);
+// buckets_plan where a bucket may close only at a tensor whose offset is one of cuts (n_cuts of
+// them, descending; NULL: at any tensor); the last bucket still closes at tensor 0.
+int buckets_plan_at(Buckets *bk, const ParamTensor *tensors, int n_tensors, size_t first_cap_bytes,
+                    size_t cap_bytes, const size_t *cuts, int n_cuts, Comm *comm, float *grads);
+// The largest bucket's floats.
+size_t buckets_largest(const Buckets *bk);
 void buckets_free(Buckets *bk);
 
 // ZeRO: from now on each bucket is reduce-scattered in place over the shards of p
@@ -52,24 +58,41 @@ void buckets_free(Buckets *bk);
 // Non-zero when out of memory.
 int buckets_shard(Buckets *bk, const ShardPlan *p);
 
+// ZeRO stage 2's bucket plan (grads NULL): buckets_plan_at cut only at gpt_backward's hook points
+// (gpt_grads_ready_points), so that every bucket holds whole ops and is final, and starts, at a hook:
+// the backward never writes into two buckets between two hooks, and the ring below needs room for
+// one bucket at least (buckets_plan may put an op's weight and bias in two buckets, which must
+// then have ring space together). Non-zero when out of memory.
+int buckets_stage2_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, const GPTShape *shape,
+                        size_t first_cap_bytes, size_t cap_bytes, Comm *comm);
+
 // ZeRO stage 2, after buckets_shard, for a model built with no_grad_buffer: no rank holds the
 // whole gradient. Each bucket's gradients live in a ring buffer of ring_floats (at least the
 // largest bucket) while the backward writes them; gpt_bind_grad points each tensor into it just
 // before the backward reaches the tensor (the hook's points, gpt_grads_ready_points). A bucket is
 // reduce-scattered in place as soon as the backward has finished it, and its part of this rank's
-// shard is added into grad_acc (shard_count floats of this rank, host memory) once reduced; its
-// place in the ring is then reused (a full ring waits for the reductions in flight). Every
-// micro-step communicates: buckets_micro_begin before each backward, buckets_micro_end after.
-// Non-zero when out of memory or ring_floats is too small for the model's plan (the message then
-// says the smallest that works).
+// shard is added into grad_acc (shard_count floats of this rank, backend memory, as the ring)
+// by Backend.accumulate once reduced; its place in the ring is then reused: a bucket that finds
+// no room waits for the oldest reductions in flight, one at a time (Comm.allreduce_wait_some; all
+// of them where the communicator has none, as NCCL). Where a bucket goes in the ring (after the
+// newest, or flush against an end) is chosen here by simulating one backward: a placement in
+// which no bucket waits for the reduction of the bucket finished just before it where this ring
+// has one. Every micro-step communicates: buckets_micro_begin before each backward,
+// buckets_micro_end after. Non-zero when out of memory or ring_floats is too small for the
+// model's plan (the message then says the smallest that works).
 int buckets_stage2(Buckets *bk, GPT *m, float *grad_acc, size_t ring_floats, char *err, size_t errlen);
 
 // Stage 2: grad_acc, this rank's reduced gradients.
 float *buckets_stage2_grads(const Buckets *bk);
 
-// The smallest ring (floats) buckets_stage2 accepts for a model of this shape and this bucket
-// plan (the whole gradient when memory runs out).
-size_t buckets_stage2_min_ring(const Buckets *bk, const GPTShape *shape);
+// The smallest ring (floats) for a model of this shape and this bucket plan (the whole gradient
+// when memory runs out, or when nothing smaller works). overlap 0: the smallest buckets_stage2
+// accepts (for a buckets_stage2_plan, the largest bucket: the next bucket may wait there for the
+// reduction of the one the backward has just finished, communication not hidden); 1: the smallest
+// where a bucket never waits for the reduction of the bucket finished just before it, only for
+// older ones (about the two largest consecutive buckets: each reduction overlaps the backward of
+// the next bucket).
+size_t buckets_stage2_min_ring(const Buckets *bk, const GPTShape *shape, int overlap);
 
 // Stage 2: before micro-step's backward (first: the step's first micro-step, whose gradients
 // replace grad_acc rather than add to it): places the first layer's gradients.

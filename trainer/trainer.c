@@ -110,6 +110,7 @@ typedef struct {
     AdamW opt;               // ZeRO: the moments of this rank's shard only
     Buckets buckets;
     int zero;                // the ZeRO stage in effect: trainer_config.zero_stage, 0 on one rank
+    int ring_overlap;        // ZeRO stage 2: MINGPT_ZERO2_RING=overlap (buckets_stage2_min_ring)
     ShardPlan shards;        // ZeRO: the shards of the flat parameter buffer (dist/shard.h)
     int gather_overlap;      // ZeRO: the all-gather overlapped with the next forward (MINGPT_ZERO_GATHER)
     float *grad_acc;         // ZeRO stage 2: (shards.shard) this rank's reduced gradients
@@ -638,20 +639,24 @@ static int setup_local(Trainer *t) {
     return 0;
 }
 
-// Stage 2's ring of bucket gradients (floats) before the model exists: the smallest that works
-// for the plan setup_buckets will make (buckets_stage2_min_ring).
+// Stage 2's bucket plan (buckets_stage2_plan) for the model's tensors and trainer_config.bucket_cap_mb.
+static int stage2_plan(const Trainer *t, Buckets *bk, const ParamTensor *pt, int nt, const GPTShape *shape, Comm *comm) {
+    const size_t cap = (size_t)(t->cfg->trainer.bucket_cap_mb * 1024 * 1024);
+    const size_t first_cap = cap < ((size_t)1 << 20) ? cap : ((size_t)1 << 20);   // DDP: 1 MiB first
+    return buckets_stage2_plan(bk, pt, nt, shape, first_cap, cap, comm);
+}
+
+// Stage 2's ring of bucket gradients (floats) before the model exists: the one setup_buckets will
+// allocate for its plan (buckets_stage2_min_ring).
 static size_t stage2_ring(const Trainer *t, const GPTShape *shape, size_t num_params) {
-    const TrainerConfig *tc = &t->cfg->trainer;
     const int nt = gpt_param_table(shape, NULL);
     ParamTensor *pt = calloc((size_t)nt, sizeof *pt);
     Buckets bk;
-    const size_t cap = (size_t)(tc->bucket_cap_mb * 1024 * 1024);
-    const size_t first_cap = cap < ((size_t)1 << 20) ? cap : ((size_t)1 << 20);
     size_t ring = num_params;
     if (pt) {
         gpt_param_table(shape, pt);
-        if (!buckets_plan(&bk, pt, nt, first_cap, cap, t->comm, NULL)) {
-            ring = buckets_stage2_min_ring(&bk, shape);
+        if (!stage2_plan(t, &bk, pt, nt, shape, t->comm)) {
+            ring = buckets_stage2_min_ring(&bk, shape, t->ring_overlap);
             buckets_free(&bk);
         }
     }
@@ -694,8 +699,8 @@ static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *
 }
 
 // The ZeRO stage in effect (t->zero): trainer_config.zero_stage on several ranks, 0 on one (with a
-// note). Sharding needs the communicator's reduce-scatter and all-gather on host memory: the MPI
-// one with the CPU backend. Returns 0, or EXIT_USAGE after saying why.
+// note). Sharding needs the gradient communicator's reduce-scatter and all-gather: the MPI one
+// with the CPU backend, NCCL's with the CUDA backend. Returns 0, or EXIT_USAGE after saying why.
 static int zero_decide(Trainer *t) {
     const int stage = t->cfg->trainer.zero_stage;
     t->zero = 0;
@@ -706,14 +711,15 @@ static int zero_decide(Trainer *t) {
         return EXIT_USAGE;
     }
     t->gather_overlap = !(g && !strcmp(g, "blocking"));
+    const char *ring = getenv("MINGPT_ZERO2_RING");   // stage 2's ring: the smallest, or room to overlap
+    if (stage == 2 && ring && strcmp(ring, "min") && strcmp(ring, "overlap")) {
+        log_error("mingpt: error: MINGPT_ZERO2_RING must be min or overlap, got '%s'\n", ring);
+        return EXIT_USAGE;
+    }
+    t->ring_overlap = stage == 2 && ring && !strcmp(ring, "overlap");
     if (t->world == 1) {
         log_info("note: trainer_config.zero_stage=%d on one rank behaves as 0 (there is nothing to shard over)\n", stage);
         return 0;
-    }
-    if (stage == 2 && !t->be->host_memory) {   // the ring's reduced parts are added on the host
-        log_error("mingpt: error: trainer_config.zero_stage=2 needs the CPU backend for now (the %s backend has "
-                  "stage 1 only): use trainer_config.device=cpu or trainer_config.zero_stage=1\n", t->be->name);
-        return EXIT_USAGE;
     }
     // the snapshot's moments are gathered through the host communicator; the gradients and
     // parameters through the gradient communicator (checked in setup_buckets when it is the backend's)
@@ -877,8 +883,10 @@ static int setup_buckets(Trainer *t) {
     }
     const size_t cap = (size_t)(tc->bucket_cap_mb * 1024 * 1024);
     const size_t first_cap = cap < ((size_t)1 << 20) ? cap : ((size_t)1 << 20);   // DDP: 1 MiB first
-    if (buckets_plan(&t->buckets, t->model.tensors, t->model.n_tensors, first_cap, cap, t->grad_comm,
-                     t->model.grads_memory)) {
+    // stage 2: buckets cut only between the backward's ops (the ring then needs one bucket)
+    if (t->zero == 2 ? stage2_plan(t, &t->buckets, t->model.tensors, t->model.n_tensors, &t->model.shape, t->grad_comm)
+                     : buckets_plan(&t->buckets, t->model.tensors, t->model.n_tensors, first_cap, cap, t->grad_comm,
+                                    t->model.grads_memory)) {
         log_error("mingpt: error: out of memory\n");
         return EXIT_RUNTIME;
     }
@@ -894,15 +902,18 @@ static int setup_buckets(Trainer *t) {
                  "its shard, gradients are reduce-scattered and the updated parameters all-gathered\n", t->zero,
                  t->world, t->shards.shard, shard_count(&t->shards, t->rank));
         if (t->zero == 2) {   // no gradient buffer: the reduced shard, and a ring for the buckets in flight
-            const size_t ring = buckets_stage2_min_ring(&t->buckets, &t->model.shape), min = ring;
+            const size_t ring = buckets_stage2_min_ring(&t->buckets, &t->model.shape, t->ring_overlap);
             t->grad_acc = t->be->alloc(t->be, t->shards.shard * sizeof(float));
             if (!t->grad_acc || buckets_stage2(&t->buckets, &t->model, t->grad_acc, ring, err, sizeof err)) {
                 log_error("mingpt: error: %s\n", t->grad_acc ? err : "out of memory");
                 return EXIT_RUNTIME;
             }
             log_info("ZeRO stage 2: no rank holds the whole gradient: %zu bytes of reduced shard and a %zu-byte ring of "
-                     "bucket gradients (the smallest that works for this bucket plan; the whole gradient: %zu)\n",
-                     t->shards.shard * sizeof(float), min * sizeof(float), t->model.num_params * sizeof(float));
+                     "bucket gradients (MINGPT_ZERO2_RING=%s: %s; the largest bucket: %zu; the whole gradient: %zu)\n",
+                     t->shards.shard * sizeof(float), ring * sizeof(float), t->ring_overlap ? "overlap" : "min",
+                     t->ring_overlap ? "room for a bucket's reduction to overlap the next bucket's backward"
+                                     : "the smallest that works, about the largest bucket",
+                     buckets_largest(&t->buckets) * sizeof(float), t->model.num_params * sizeof(float));
         }
     }
     return 0;

@@ -392,6 +392,16 @@ static void cpu_scale(Backend *be, float *x, size_t n, float s) {
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
+static void cpu_accumulate(Backend *be, float *acc, const float *x, size_t n, int copy) {
+    touch(be, acc, n * sizeof(float));
+    if (copy) {
+        if (n) memcpy(acc, x, n * sizeof(float));
+        return;
+    }
+    #pragma omp parallel for schedule(static) if (n > 16384)
+    for (size_t i = 0; i < n; i++) acc[i] += x[i];
+}
+
 // ============================================================================
 // Description
 // ============================================================================
@@ -448,6 +458,7 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
         .crossentropy_softmax_backward = cpu_crossentropy_softmax_backward,
         .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
         .adamw_update = cpu_adamw_update, .sum_squares = cpu_sum_squares, .scale = cpu_scale,
+        .accumulate = cpu_accumulate,
         .cast_weights = cpu_cast_weights,
     };
     return be;

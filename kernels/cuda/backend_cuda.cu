@@ -164,6 +164,10 @@ static void be_scale(Backend *be, float *x, size_t n, float s) {
     cuda_cast_touch(CX(be), x, n * sizeof(float));
     cuda_scale(CX(be), x, n, s);
 }
+static void be_accumulate(Backend *be, float *acc, const float *x, size_t n, int copy) {
+    cuda_cast_touch(CX(be), acc, n * sizeof(float));
+    cuda_accumulate(CX(be), acc, x, n, copy);
+}
 static void be_cast_weights(Backend *be, const float *params, size_t n, uint64_t version) {
     cuda_cast_weights(CX(be), params, n, version);
 }
@@ -257,6 +261,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->adamw_update = be_adamw_update;
     be->sum_squares = be_sum_squares;
     be->scale = be_scale;
+    be->accumulate = be_accumulate;
     be->cast_weights = be_cast_weights;
     be->grad_comm_create = cuda_grad_comm_create;   // comm_nccl.cu
     be->mem_info = be_mem_info;

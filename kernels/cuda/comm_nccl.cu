@@ -8,6 +8,14 @@
 // backward pass of the earlier layers computes. allreduce_wait makes the compute stream wait on
 // an event recorded behind the last bucket (the reverse fence before clipping and AdamW).
 //
+// ZeRO (dist/comm.h's reduce_scatter_start / allgather) with NCCL's own collectives, on the
+// same stream and with the same events, fences and watchdog as the all-reduces: a bucket's
+// reduce-scatter is a group (ncclGroupStart/End) of one in-place ncclReduce per rank q, root q,
+// over q's counts[q] floats (NCCL's way for uneven counts; ncclReduceScatter when they are all
+// equal), so each rank moves about one bucket, not the two of an all-reduce; the parameter
+// all-gather is a group of ncclBroadcast, root q over its shard (ncclAllGather for equal,
+// adjacent shards), ordered after the compute stream's optimizer step and blocking.
+//
 // Instrumentation (CommStats), measured with CUDA timing events, i.e. GPU time:
 //   t_busy     sum over buckets of (all-reduce end - start) on the comm stream
 //   t_exposed  how long the compute stream stood at the reverse fence: the communication the
@@ -46,11 +54,18 @@ struct BucketEvents {
     cudaEvent_t t0, t1;    // comm stream, before / after the all-reduce (timing: t_busy)
 };
 
+// What a started bucket's collective is.
+enum BucketKind { K_ALLREDUCE, K_REDUCE_SCATTER, K_ALLGATHER };
+const char *kind_name(BucketKind kind) {
+    return kind == K_ALLREDUCE ? "all-reduce" : kind == K_REDUCE_SCATTER ? "reduce-scatter" : "all-gather";
+}
+
 // A started bucket the watchdog has not yet seen reduced.
 struct Pending {
     int k;                 // bucket index in this step (events ev[k])
     size_t n;              // floats
-    bool enqueued;         // ncclAllReduce returned and t1 is recorded
+    BucketKind kind;
+    bool enqueued;         // its NCCL call(s) returned and t1 is recorded
     double t_ready;        // when the watchdog saw its gradients ready; < 0: not yet
 };
 
@@ -104,7 +119,8 @@ __attribute__((noreturn)) void nccl_abort(Comm *c, int code, const char *msg) {
 const char *watchdog_check(Comm *c, NcclCtx *x, char *buf, size_t len) {
     ncclResult_t ae = ncclSuccess;
     if (ncclCommGetAsyncError(x->nccl, &ae) == ncclSuccess && ae != ncclSuccess && ae != ncclInProgress) {
-        snprintf(buf, len, "error: NCCL communicator failed during the gradient all-reduce: %s (%.400s); aborting the job",
+        snprintf(buf, len, "error: NCCL communicator failed during the gradient %s: %s (%.400s); aborting the job",
+                 x->pend_head < x->pend.size() ? kind_name(x->pend[x->pend_head].kind) : "communication",
                  ncclGetErrorString(ae), ncclGetLastError(x->nccl));
         return buf;
     }
@@ -119,9 +135,12 @@ const char *watchdog_check(Comm *c, NcclCtx *x, char *buf, size_t len) {
         }
         if (p.enqueued && cudaEventQuery(e.t1) == cudaSuccess) { x->pend_head++; continue; }
         if (timeout > 0 && t - p.t_ready > timeout) {
-            snprintf(buf, len, "error: NCCL all-reduce of bucket %d (%zu floats) did not complete within %g s "
+            char what[96];
+            if (p.kind == K_ALLGATHER) snprintf(what, sizeof what, "all-gather of the parameter shards");
+            else snprintf(what, sizeof what, "%s of bucket %d", kind_name(p.kind), p.k);
+            snprintf(buf, len, "error: NCCL %s (%zu floats) did not complete within %g s "
                      "(trainer_config.collective_timeout_s): another rank died, hangs or skipped the collective; "
-                     "aborting the NCCL communicator and the job", p.k, p.n, timeout);
+                     "aborting the NCCL communicator and the job", what, p.n, timeout);
             return buf;
         }
         return NULL;   // buckets complete in order: the later ones cannot be done either
@@ -151,10 +170,58 @@ void *watchdog_main(void *arg) {
     return NULL;
 }
 
-// ---------------------------------------------------------------- gradient all-reduce
-int nccl_allreduce_start(Comm *c, float *buf, size_t n) {
+// ---------------------------------------------------------------- the collectives
+// Enqueues the collective of one bucket on the comm stream; the NCCL call's name in *call.
+//   K_ALLREDUCE       buf[0, n) summed over ranks (counts, displs unused)
+//   K_REDUCE_SCATTER  buf[0, n) with n = sum(counts): rank q's part, at counts[0] + ... +
+//                     counts[q-1], summed into place on rank q (dist/comm.h)
+//   K_ALLGATHER       rank q's counts[q] floats at buf + displs[q] to every rank, in place
+// Equal counts take NCCL's collective for them, the rest a group of rooted calls (counts of
+// 0 skipped: every rank skips the same ones).
+ncclResult_t enqueue(Comm *c, BucketKind kind, float *buf, size_t n, const size_t *counts, const size_t *displs,
+                     const char **call) {
+    NcclCtx *x = X(c);
+    if (kind == K_ALLREDUCE) {
+        *call = "ncclAllReduce";
+        return ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, x->nccl, x->stream);
+    }
+    const int W = c->world_size, me = c->rank;
+    bool equal = counts[0] > 0;
+    for (int q = 1; q < W; q++) equal = equal && counts[q] == counts[0];
+    if (kind == K_REDUCE_SCATTER) {
+        if (equal) {
+            *call = "ncclReduceScatter";
+            return ncclReduceScatter(buf, buf + (size_t)me * counts[0], counts[0], ncclFloat, ncclSum, x->nccl, x->stream);
+        }
+        *call = "ncclReduce";
+        ncclResult_t r = ncclGroupStart();
+        size_t off = 0;
+        for (int q = 0; q < W && r == ncclSuccess; off += counts[q], q++)
+            if (counts[q]) r = ncclReduce(buf + off, buf + off, counts[q], ncclFloat, ncclSum, q, x->nccl, x->stream);
+        const ncclResult_t r2 = ncclGroupEnd();
+        return r != ncclSuccess ? r : r2;
+    }
+    for (int q = 1; q < W; q++) equal = equal && displs[q] == displs[0] + (size_t)q * counts[0];
+    if (equal) {
+        *call = "ncclAllGather";
+        float *base = buf + displs[0];
+        return ncclAllGather(base + (size_t)me * counts[0], base, counts[0], ncclFloat, x->nccl, x->stream);
+    }
+    *call = "ncclBroadcast";
+    ncclResult_t r = ncclGroupStart();
+    for (int q = 0; q < W && r == ncclSuccess; q++)
+        if (counts[q]) r = ncclBroadcast(buf + displs[q], buf + displs[q], counts[q], ncclFloat, q, x->nccl, x->stream);
+    const ncclResult_t r2 = ncclGroupEnd();
+    return r != ncclSuccess ? r : r2;
+}
+
+// Starts one bucket's collective (enqueue) on the comm stream behind the compute stream's work
+// so far, with its events and its watchdog entry. The all-gather is no gradient bucket: it is
+// not counted in CommStats (as the MPI communicator's), its time is t_gather.
+int start_bucket(Comm *c, BucketKind kind, float *buf, size_t n, const size_t *counts, const size_t *displs) {
     NcclCtx *x = X(c);
     const int k = x->nb;
+    const char *what = kind_name(kind);
     cudaError_t e = cudaSuccess;
     if ((size_t)k == x->ev.size()) {   // first step with this many buckets: one more set of events
         BucketEvents b;
@@ -162,7 +229,7 @@ int nccl_allreduce_start(Comm *c, float *buf, size_t n) {
         if (e == cudaSuccess) e = cudaEventCreate(&b.t0);
         if (e == cudaSuccess) e = cudaEventCreate(&b.t1);
         if (e != cudaSuccess) {
-            set_err(c, "NCCL all-reduce of gradient bucket %d (%zu floats): cudaEventCreate failed: %s", k, n,
+            set_err(c, "NCCL %s of bucket %d (%zu floats): cudaEventCreate failed: %s", what, k, n,
                     cudaGetErrorString(e));
             return 1;
         }
@@ -176,22 +243,27 @@ int nccl_allreduce_start(Comm *c, float *buf, size_t n) {
     if (e == cudaSuccess) e = cudaStreamWaitEvent(x->stream, b.ready, 0);
     if (e == cudaSuccess) e = cudaEventRecord(b.t0, x->stream);
     if (e != cudaSuccess) {
-        set_err(c, "NCCL all-reduce of gradient bucket %d (%zu floats): ordering it after the backward kernels "
-                "failed: %s", k, n, cudaGetErrorString(e));
+        set_err(c, "NCCL %s of bucket %d (%zu floats): ordering it after the compute stream's kernels "
+                "failed: %s", what, k, n, cudaGetErrorString(e));
         return 1;
     }
     pthread_mutex_lock(&x->mu);
-    x->pend.push_back(Pending{k, n, false, -1.0});
+    x->pend.push_back(Pending{k, n, kind, false, -1.0});
     const size_t pi = x->pend.size() - 1;
     pthread_mutex_unlock(&x->mu);
     // may block in NCCL (or in the emulator's MPI): the watchdog covers it from here on
-    const ncclResult_t r = ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, x->nccl, x->stream);
+    const char *call = "";
+    const ncclResult_t r = enqueue(c, kind, buf, n, counts, displs, &call);
     if (r != ncclSuccess) {
         pthread_mutex_lock(&x->mu);
         x->pend.pop_back();
         pthread_mutex_unlock(&x->mu);
-        set_err(c, "ncclAllReduce of gradient bucket %d (%zu floats, %d ranks) failed: %s (%s)", k, n, c->world_size,
-                ncclGetErrorString(r), ncclGetLastError(x->nccl));
+        if (kind == K_ALLGATHER)
+            set_err(c, "%s (all-gather of the parameter shards, %zu floats, %d ranks) failed: %s (%s)", call, n,
+                    c->world_size, ncclGetErrorString(r), ncclGetLastError(x->nccl));
+        else
+            set_err(c, "%s of gradient bucket %d (%s, %zu floats, %d ranks) failed: %s (%s)", call, k, what, n,
+                    c->world_size, ncclGetErrorString(r), ncclGetLastError(x->nccl));
         return 1;
     }
     e = cudaEventRecord(b.t1, x->stream);
@@ -199,52 +271,44 @@ int nccl_allreduce_start(Comm *c, float *buf, size_t n) {
     x->pend[pi].enqueued = e == cudaSuccess;
     pthread_mutex_unlock(&x->mu);
     if (e != cudaSuccess) {
-        set_err(c, "NCCL all-reduce of gradient bucket %d (%zu floats): cudaEventRecord failed: %s", k, n,
+        set_err(c, "NCCL %s of bucket %d (%zu floats): cudaEventRecord failed: %s", what, k, n,
                 cudaGetErrorString(e));
         return 1;
     }
     x->nb++;
+    if (kind == K_ALLGATHER) return 0;
     c->stats.n_buckets++;
     c->stats.n_started_early += !x->backward_done;
     c->stats.bytes += (double)n * sizeof(float);
     return 0;
 }
 
+int nccl_allreduce_start(Comm *c, float *buf, size_t n) { return start_bucket(c, K_ALLREDUCE, buf, n, NULL, NULL); }
+
 void nccl_backward_done(Comm *c) { X(c)->backward_done = true; }
 
-// ---------------------------------------------------------------- ZeRO stage 1
-// For now by all-reduces, which NCCL and the emulator both have: twice the traffic of
-// ncclReduceScatter / ncclAllGather, whose equal per-rank counts do not fit the shards' last,
-// shorter parts. The reduce-scatter of a bucket is its all-reduce (every rank's part is then in
-// place, and so is the rest); the all-gather zeroes what is not this rank's and sums, which
-// leaves every rank's values exactly (x + 0 = x).
-int nccl_allreduce_wait(Comm *c);
+// ---------------------------------------------------------------- ZeRO (stages 1 and 2)
+int wait_all(Comm *c, bool timed);
 
 int nccl_reduce_scatter_start(Comm *c, float *buf, const size_t *counts) {
     size_t n = 0;
     for (int q = 0; q < c->world_size; q++) n += counts[q];
-    return nccl_allreduce_start(c, buf, n);
+    return start_bucket(c, K_REDUCE_SCATTER, buf, n, counts, NULL);
 }
 
+// Blocking, as the MPI communicator's: the comm stream starts behind the optimizer step on the
+// compute stream, whose later kernels (the next forward) wait for the gathered parameters.
 int nccl_allgather(Comm *c, float *buf, const size_t *counts, const size_t *displs) {
-    NcclCtx *x = X(c);
     size_t n = 0;
-    for (int q = 0; q < c->world_size; q++) n = displs[q] + counts[q] > n ? displs[q] + counts[q] : n;
-    const size_t lo = displs[c->rank], hi = lo + counts[c->rank];
-    cudaError_t e = cudaSuccess;
-    if (lo > 0) e = cudaMemsetAsync(buf, 0, lo * sizeof(float), x->cx->stream);
-    if (e == cudaSuccess && hi < n) e = cudaMemsetAsync(buf + hi, 0, (n - hi) * sizeof(float), x->cx->stream);
-    if (e != cudaSuccess) {
-        set_err(c, "NCCL all-gather of the parameter shards: cudaMemsetAsync failed: %s", cudaGetErrorString(e));
-        return 1;
-    }
+    for (int q = 0; q < c->world_size; q++) n += counts[q];
     const double t0 = now_s();
-    const int rc = nccl_allreduce_start(c, buf, n) || nccl_allreduce_wait(c);
+    const int rc = start_bucket(c, K_ALLGATHER, buf, n, counts, displs) || wait_all(c, false);
     c->stats.t_gather += now_s() - t0;
     return rc;
 }
 
-int nccl_allreduce_wait(Comm *c) {
+// allreduce_wait; timed: adds the buckets' times to t_busy and t_exposed (not for the all-gather).
+int wait_all(Comm *c, bool timed) {
     NcclCtx *x = X(c);
     const int nb = x->nb;
     x->nb = 0;
@@ -255,27 +319,34 @@ int nccl_allreduce_wait(Comm *c) {
     if (e == cudaSuccess) e = cudaStreamWaitEvent(x->cx->stream, last.t1, 0);
     if (e == cudaSuccess) e = cudaEventRecord(x->wait_end, x->cx->stream);
     if (e == cudaSuccess) e = cudaEventSynchronize(x->wait_end);   // the watchdog covers a hang here
+    char what[96];
+    if (timed) snprintf(what, sizeof what, "all-reduce or reduce-scatter of %d gradient buckets", nb);
+    else snprintf(what, sizeof what, "all-gather of the parameter shards");
     if (e != cudaSuccess) {
-        set_err(c, "waiting for the NCCL all-reduce of %d gradient buckets failed: %s", nb, cudaGetErrorString(e));
+        set_err(c, "waiting for the NCCL %s failed: %s", what, cudaGetErrorString(e));
         return 1;
     }
     ncclResult_t ae = ncclSuccess;
     if (ncclCommGetAsyncError(x->nccl, &ae) != ncclSuccess || ae != ncclSuccess) {
-        set_err(c, "NCCL all-reduce of %d gradient buckets failed: %s (%s)", nb, ncclGetErrorString(ae),
-                ncclGetLastError(x->nccl));
+        set_err(c, "NCCL %s failed: %s (%s)", what, ncclGetErrorString(ae), ncclGetLastError(x->nccl));
         return 1;
     }
     float ms = 0.0f;
-    if (cudaEventElapsedTime(&ms, x->wait_begin, x->wait_end) == cudaSuccess) c->stats.t_exposed += ms * 1e-3;
-    for (int k = 0; k < nb; k++)
-        if (cudaEventElapsedTime(&ms, x->ev[(size_t)k].t0, x->ev[(size_t)k].t1) == cudaSuccess) c->stats.t_busy += ms * 1e-3;
-    (void)cudaGetLastError();   // a failed elapsed-time query only loses a statistic
+    if (timed) {
+        if (cudaEventElapsedTime(&ms, x->wait_begin, x->wait_end) == cudaSuccess) c->stats.t_exposed += ms * 1e-3;
+        for (int k = 0; k < nb; k++)
+            if (cudaEventElapsedTime(&ms, x->ev[(size_t)k].t0, x->ev[(size_t)k].t1) == cudaSuccess)
+                c->stats.t_busy += ms * 1e-3;
+        (void)cudaGetLastError();   // a failed elapsed-time query only loses a statistic
+    }
     pthread_mutex_lock(&x->mu);
     x->pend.clear();
     x->pend_head = 0;
     pthread_mutex_unlock(&x->mu);
     return 0;
 }
+
+int nccl_allreduce_wait(Comm *c) { return wait_all(c, true); }
 
 // ---------------------------------------------------------------- host collectives: the host comm's
 int nccl_allreduce_host(Comm *c, double *v, int n, CommOp op) {

@@ -97,6 +97,8 @@ double cuda_sum_squares(CudaCtx *c, const float *x, size_t n);
 
 // loss_scale.cu
 void cuda_scale(CudaCtx *c, float *x, size_t n, float s);
+// acc = x (copy) or acc += x, on the compute stream (Backend.accumulate).
+void cuda_accumulate(CudaCtx *c, float *acc, const float *x, size_t n, int copy);
 
 // comm_nccl.cu: Backend.grad_comm_create (kernels/backend.h, dist/comm.h): the "nccl" gradient
 // communicator over the ranks of `host`, its all-reduces on a stream of its own fenced with

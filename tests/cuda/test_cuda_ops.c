@@ -33,7 +33,7 @@
 //     computations (at most C + 8 or V + 8 roundings along any path), so
 //     coef = 2.2 g(C + 8) (resp. V) against the magnitude of the terms, or bitwise equality
 //     where both backends do the very same operations in the same order (encoder forward and
-//     backward, residual, dropout forward, scale).
+//     backward, residual, dropout forward, scale, accumulate).
 //   * sum of squares: both accumulate squares of fp32 values in double (exact products),
 //     with error <= n 2^-53 relative each: rel = 2 n 2^-53.
 #include "tests/test_util.h"
@@ -902,6 +902,31 @@ static void test_scale(void **state) {
     free(x); free(r); free(g);
 }
 
+// ZeRO stage 2's harvest: acc = x, then acc += x twice, bitwise the CPU's (one rounding per
+// element); the floats around the range are untouched.
+static void test_accumulate(void **state) {
+    Fx *f = *state;
+    const size_t n = 70001, pad = 5;
+    float *acc = rnd(n + 2 * pad, -10, 10), *x = rnd(n, -3, 3), *y = rnd(n, -1e-3f, 1e-3f), *r = copyf(acc, n + 2 * pad);
+    float *da = up(f->cu, acc, (n + 2 * pad) * 4), *dx = up(f->cu, x, n * 4), *dy = up(f->cu, y, n * 4);
+    f->cpu->accumulate(f->cpu, r + pad, x, n, 1);
+    f->cu->accumulate(f->cu, da + pad, dx, n, 1);
+    for (int k = 0; k < 2; k++) {
+        f->cpu->accumulate(f->cpu, r + pad, k ? y : x, n, 0);
+        f->cu->accumulate(f->cu, da + pad, k ? dy : dx, n, 0);
+    }
+    f->cu->accumulate(f->cu, da, dx, 0, 0);   // n = 0: nothing
+    float *g = down(f->cu, da, n + 2 * pad);
+    check_equal("accumulate", g, r, n + 2 * pad);
+    for (size_t i = 0; i < pad; i++) assert_true(g[i] == acc[i] && g[n + pad + i] == acc[n + pad + i]);
+    for (size_t i = 0; i < n; i++) {   // the reference itself: copy, then one rounded add each
+        const float want = (x[i] + x[i]) + y[i];
+        assert_memory_equal(&r[pad + i], &want, sizeof want);
+    }
+    f->cu->free(f->cu, da); f->cu->free(f->cu, dx); f->cu->free(f->cu, dy);
+    free(acc); free(x); free(y); free(r); free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory),
@@ -919,6 +944,7 @@ int main(void) {
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_sum_squares),
         cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_accumulate),
     };
     int fails = 0;
     fails += cmocka_run_group_tests_name("cuda ops, fp32 matmuls", tests, setup_fp32, teardown);

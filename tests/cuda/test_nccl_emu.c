@@ -6,6 +6,8 @@
 //   mpirun -np N test_nccl_emu --skip R   the watchdog: rank R skips a gradient all-reduce
 //                                         (and then sleeps); with timeout_s = 3 the others
 //                                         must abort the job, naming rank and bucket
+//   ... --skip R --kind rs|ag             the same for a ZeRO reduce-scatter (uneven counts:
+//                                         the group of ncclReduce) or parameter all-gather
 //
 // The host communicator comes from comm_mpi_open (MINGPT_MPI_LIB names build/libmingpt_mpi.so)
 // and the backend from backend_select("cuda") (MINGPT_CUDA_LIB names the emulated
@@ -23,7 +25,17 @@
 //     finite t_busy, t_exposed >= 0;
 //   * allreduce_host (sum, max, min) and bcast_host (from the last rank) through the nccl comm;
 //   * an all-reduce of host memory is refused with an error naming the rank and ncclAllReduce,
-//     and the communicator keeps working afterwards.
+//     and the communicator keeps working afterwards;
+//   * ZeRO's reduce-scatter (2 steps of 3 buckets started back to back: uneven counts with
+//     zeros, equal counts, one rank with a single float): on rank r its part of each bucket holds
+//     exactly the sum over ranks, and the rest of the bucket still holds r's own values (NCCL's
+//     reduce / reduce-scatter: no all-reduce, which would have summed every part); CommStats
+//     counts 3 buckets of their bytes;
+//   * ZeRO's all-gather (uneven shards with an empty one, and equal adjacent shards): every
+//     rank ends with every owner's values bit for bit (-0.0 included, which the all-reduce it
+//     replaces turned into +0.0), written by a kernel just before the call (the gather waits for
+//     the compute stream); the floats around the shards are untouched; not counted as a bucket;
+//   * a reduce-scatter of host memory is refused with an error naming the rank and ncclReduce.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,27 +156,148 @@ static void test_error_message(Backend *be, Comm *g) {
     be->free(be, d);
 }
 
+// The sum over ranks of value(q, s, i), exact (see above).
+static float value_sum(int W, int s, size_t i) {
+    float want = 0.0f;
+    for (int q = 0; q < W; q++) want += value(q, s, i);
+    return want;
+}
+
+static void test_reduce_scatter(Backend *be, Comm *g) {
+    const int W = g->world_size, r = g->rank;
+    enum { NRS = 3 };
+    size_t counts[NRS][8], first[NRS], n[NRS], total = 0;
+    for (int q = 0; q < W; q++) {
+        counts[0][q] = q % 2 == 0 ? 3 + 5 * (size_t)q : 0;   // uneven, some ranks get nothing
+        counts[1][q] = 4097;                                  // equal: ncclReduceScatter
+        counts[2][q] = q == W - 1 ? 1 : 1000 + (size_t)q;
+    }
+    for (int b = 0; b < NRS; b++) {
+        n[b] = 0;
+        for (int q = 0; q < W; q++) n[b] += counts[b][q];
+        first[b] = total;
+        total += n[b];
+    }
+    float *buf = be->alloc(be, total * sizeof(float));
+    float *h = malloc(total * sizeof(float)), *got = malloc(total * sizeof(float));
+    CHECK(buf && h && got, "out of memory");
+    for (int s = 0; s < 2; s++) {
+        comm_stats_reset(g);
+        for (size_t i = 0; i < total; i++) h[i] = value(r, s, i) * 0.5f;
+        be->upload(be, buf, h, total * sizeof(float));
+        for (int b = NRS - 1; b >= 0; b--) {
+            be->scale(be, buf + first[b], n[b], 2.0f);   // the kernel that "produces" the bucket
+            CHECK(g->reduce_scatter_start(g, buf + first[b], counts[b]) == 0, "step %d bucket %d: %s", s, b, g->err);
+        }
+        CHECK(g->allreduce_wait(g) == 0, "step %d: %s", s, g->err);
+        be->download(be, got, buf, total * sizeof(float));
+        for (int b = 0; b < NRS; b++) {
+            size_t lo = first[b];
+            for (int q = 0; q < r; q++) lo += counts[b][q];
+            const size_t hi = lo + counts[b][r];
+            size_t bad = 0, at = 0;
+            for (size_t i = first[b]; i < first[b] + n[b]; i++) {
+                const float want = i >= lo && i < hi ? value_sum(W, s, i) : value(r, s, i);
+                if (memcmp(&got[i], &want, sizeof want) != 0 && bad++ == 0) at = i;
+            }
+            CHECK(bad == 0, "step %d bucket %d (this rank's part [%zu, %zu)): %zu of %zu floats wrong, first at %zu: got %.9g, "
+                  "sum %.9g, own %.9g", s, b, lo, hi, bad, n[b], at, got[at], value_sum(W, s, at), value(r, s, at));
+        }
+        CHECK(g->stats.n_buckets == NRS, "step %d: n_buckets %d", s, g->stats.n_buckets);
+        CHECK(g->stats.bytes == (double)total * sizeof(float), "step %d: bytes %.0f", s, g->stats.bytes);
+    }
+    be->free(be, buf);
+    free(h); free(got);
+}
+
+static void test_allgather(Backend *be, Comm *g) {
+    const int W = g->world_size, r = g->rank;
+    const size_t PAD = 7;   // floats before and after the shards, never touched
+    for (int layout = 0; layout < 2; layout++) {
+        size_t counts[8], displs[8], n = 0;
+        for (int q = 0; q < W; q++) {
+            counts[q] = layout == 0 ? (q == 1 ? 0 : 16 * (size_t)(q + 1) + (q == W - 1 ? 5 : 0)) : 48;
+            displs[q] = PAD + n;
+            n += counts[q];
+        }
+        const size_t total = n + 2 * PAD;
+        float *buf = be->alloc(be, total * sizeof(float));
+        float *h = malloc(total * sizeof(float)), *got = malloc(total * sizeof(float));
+        CHECK(buf && h && got, "out of memory");
+        // own shard: value / 2 (a kernel doubles it), with a -0.0 in it; the rest: this rank's junk
+        for (size_t i = 0; i < total; i++) h[i] = 1000.0f + 10 * r + (float)i;
+        for (size_t i = displs[r]; i < displs[r] + counts[r]; i++) h[i] = i == displs[r] ? -0.0f : value(r, 5, i) * 0.5f;
+        be->upload(be, buf, h, total * sizeof(float));
+        comm_stats_reset(g);
+        if (counts[r]) be->scale(be, buf + displs[r], counts[r], 2.0f);
+        CHECK(g->allgather(g, buf, counts, displs) == 0, "layout %d: %s", layout, g->err);
+        be->download(be, got, buf, total * sizeof(float));
+        size_t bad = 0, at = 0;
+        float want_at = 0;
+        for (size_t i = 0; i < total; i++) {
+            float want = 1000.0f + 10 * r + (float)i;   // outside the shards
+            for (int q = 0; q < W; q++)
+                if (i >= displs[q] && i < displs[q] + counts[q]) want = i == displs[q] ? -0.0f : value(q, 5, i);
+            if (memcmp(&got[i], &want, sizeof want) != 0 && bad++ == 0) { at = i; want_at = want; }
+        }
+        CHECK(bad == 0, "all-gather layout %d: %zu of %zu floats wrong, first at %zu: got %.9g (sign %d) want %.9g", layout,
+              bad, total, at, got[at], signbit(got[at]) != 0, want_at);
+        CHECK(g->stats.n_buckets == 0 && g->stats.bytes == 0, "all-gather counted as a bucket: %d, %.0f bytes",
+              g->stats.n_buckets, g->stats.bytes);
+        CHECK(isfinite(g->stats.t_gather) && g->stats.t_gather >= 0, "t_gather %g", g->stats.t_gather);
+        be->free(be, buf);
+        free(h); free(got);
+    }
+}
+
+static void test_reduce_scatter_error(Comm *g) {
+    float host_buf[16] = { 0 };
+    size_t counts[8];
+    for (int q = 0; q < g->world_size; q++) counts[q] = q == 0 ? 3 : 1;   // uneven: the group of ncclReduce
+    CHECK(g->reduce_scatter_start(g, host_buf, counts) != 0, "a reduce-scatter of host memory was accepted");
+    char want_rank[32];
+    snprintf(want_rank, sizeof want_rank, "rank %d", g->rank);
+    CHECK(strstr(g->err, want_rank) && strstr(g->err, "ncclReduce") && strstr(g->err, "reduce-scatter"),
+          "error message names no rank/collective: %s", g->err);
+    CHECK(g->allreduce_wait(g) == 0, "after a refused reduce-scatter: %s", g->err);
+}
+
 // Rank `skip` never starts the all-reduce the others start: their watchdog must take the job
 // down within timeout_s (the shell script measures it and checks the message).
-static void run_skip(Backend *be, Comm *g, int skip) {
+// kind: "ar" all-reduce, "rs" reduce-scatter, "ag" all-gather (1000 floats, uneven parts).
+static void run_skip(Backend *be, Comm *g, int skip, const char *kind) {
     float *d = be->alloc(be, 1000 * sizeof(float));
+    size_t counts[8], displs[8], off = 0;
+    CHECK(g->world_size <= 8, "at most 8 ranks");
+    for (int q = 0; q < g->world_size; q++) {
+        counts[q] = q == g->world_size - 1 ? 1000 - off : 1000 / (size_t)g->world_size + 1;
+        displs[q] = off;
+        off += counts[q];
+    }
     g->timeout_s = 3;
     if (g->rank == skip) {
-        fprintf(stderr, "[rank %d] test_nccl_emu: skipping the all-reduce\n", g->rank);
+        fprintf(stderr, "[rank %d] test_nccl_emu: skipping the %s\n", g->rank, kind);
         sleep(100);   // stands for a rank that hangs; MPI_Abort from a peer ends it
         CHECK(0, "rank %d was not taken down", g->rank);
     }
-    CHECK(g->allreduce_start(g, d, 1000) == 0, "%s", g->err);
+    if (!strcmp(kind, "ag")) {
+        g->allgather(g, d, counts, displs);   // blocks: the peer never joins
+        CHECK(0, "allgather returned although rank %d skipped it", skip);
+    }
+    CHECK((!strcmp(kind, "rs") ? g->reduce_scatter_start(g, d, counts) : g->allreduce_start(g, d, 1000)) == 0, "%s", g->err);
     g->backward_done(g);
     g->allreduce_wait(g);   // blocks: the peer never joins
-    CHECK(0, "allreduce_wait returned although rank %d skipped the all-reduce", skip);
+    CHECK(0, "allreduce_wait returned although rank %d skipped the %s", skip, kind);
 }
 
 int main(int argc, char **argv) {
     int skip = -1;
+    const char *kind = "ar";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: mpirun -np N %s [--skip RANK]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--kind") && i + 1 < argc && (!strcmp(argv[i + 1], "ar") || !strcmp(argv[i + 1], "rs") ||
+                                                                !strcmp(argv[i + 1], "ag"))) kind = argv[++i];
+        else { fprintf(stderr, "usage: mpirun -np N %s [--skip RANK [--kind ar|rs|ag]]\n", argv[0]); return 2; }
     }
     char err[1024] = "";
     if (comm_launched(err, sizeof err) != 1) {
@@ -184,12 +317,16 @@ int main(int argc, char **argv) {
           g->local_rank == host->local_rank && g->local_size == host->local_size,
           "nccl comm %s rank %d/%d local %d/%d vs host rank %d/%d local %d/%d", g->name, g->rank, g->world_size,
           g->local_rank, g->local_size, host->rank, host->world_size, host->local_rank, host->local_size);
-    if (skip >= 0) run_skip(be, g, skip);
+    if (skip >= 0) run_skip(be, g, skip, kind);
 
     g->timeout_s = 60;   // the watchdog polls throughout, and must not fire
     test_buckets(be, g);
     test_host_collectives(g);
     test_error_message(be, g);
+    CHECK(g->world_size <= 8, "at most 8 ranks (%d)", g->world_size);
+    test_reduce_scatter(be, g);
+    test_allgather(be, g);
+    test_reduce_scatter_error(g);
 
     printf("[rank %d] test_nccl_emu: %d ranks, %d checks passed\n", g->rank, g->world_size, g_checks);
     fflush(stdout);
