@@ -29,8 +29,16 @@ $(DDP_CHECK): tests/ddp_check.c $(B)/libmingpt.a
 # tests/test_ddp_check.c runs it
 $(B)/tests/test_ddp_check: | $(DDP_CHECK)
 
+# tests/ddp/mpi_fault.c: a fault (a rank killed or stopped inside its N-th parameter all-gather)
+# LD_PRELOADed under mpirun by tests/test_zero.sh; no sanitizer flags (it is preloaded before the
+# sanitizer runtime, which the test tells ASan to accept)
+MPI_FAULT_SO := $(B)/tests/mpi_fault.so
+$(MPI_FAULT_SO): tests/ddp/mpi_fault.c mk/dist.mk
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl
+
 .PHONY: ddp-test
-EXTRA_BUILD += $(DDP_CHECK) $(MPI_SO)
+EXTRA_BUILD += $(DDP_CHECK) $(MPI_SO) $(MPI_FAULT_SO)
 EXTRA_TESTS += ddp-test
 ddp-test: mingpt $(DDP_CHECK) $(MPI_SO) data $(EMU_SO)
 	@bash tests/ddp/test_ddp.sh

@@ -21,7 +21,9 @@
 #   * fp16 loss scaling: a loss scale of 2^24 overflows; stages 1 and 2 skip the steps stage 0 skips
 #     and ends with the same parameters
 #   * a rank that stops (SIGSTOP) mid-training under stage 1: the others' watchdog ends the job
-#     within collective_timeout_s, naming the collective
+#     within collective_timeout_s, naming the collective; a rank killed or frozen inside the
+#     parameter all-gather (tests/ddp/mpi_fault.c), on the communication thread and with
+#     MINGPT_MPI_PROGRESS=test: the job ends within collective_timeout_s, exit_status 1
 #   * the emulated CUDA backend and NCCL (when built), 2 ranks: stages 1 and 2 give stage 0's
 #     losses, parameters and snapshot moments bit for bit, with the same buckets and bytes per
 #     iteration through NCCL (reduce-scatters, not all-reduces of gradients and parameters);
@@ -315,6 +317,36 @@ what=$(sed -n 's/.*mingpt: error: \(.*\) has not completed after.*/\1/p' "$WORK/
 if [ -n "$r1" ] && [ "$rc" -ne 0 ] && [ "$dt" -lt 30 ] && [ -n "$what" ]; then
   ok "rank 1 stopped: the job exits $rc after ${dt} s, rank 0's watchdog naming $what"
 else bad "rank 1 stopped under zero_stage 1 (pid '$r1', exit $rc after ${dt} s)" "$(tail -8 "$WORK/hang.log")"; fi
+
+echo "-- a rank killed or frozen inside the parameter all-gather ends the job within collective_timeout_s (3 s)"
+# tests/ddp/mpi_fault.c, preloaded into the ranks, raises the signal on rank 1 at the start of its
+# 30th all-gather (a few steps in: one per bucket and step); ASan accepts a library preloaded
+# before its runtime (make test SAN=1)
+FAULT_SO=$ROOT/$B/tests/mpi_fault.so
+if [ -f "$FAULT_SO" ]; then
+  for sig in STOP KILL; do
+    for mode in thread test; do
+      name=gather_$sig$mode
+      t0=$(date +%s)
+      timeout -k 5 60 $MPIRUN -np 2 -x LD_PRELOAD="$FAULT_SO" -x MPI_FAULT="1:30:$sig" -x MINGPT_MPI_PROGRESS=$mode \
+        -x ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "$MINGPT" "${common[@]}" \
+        trainer_config.batch_size=4 trainer_config.max_iters=100000 trainer_config.zero_stage=1 \
+        trainer_config.collective_timeout_s=3 hydra.run.dir=$WORK/$name trainer_config.snapshot_path=$WORK/$name.bin \
+        >"$WORK/$name.log" 2>&1
+      rc=$? dt=$(( $(date +%s) - t0 ))
+      pkill -KILL -f "$WORK/$name.bin" 2>/dev/null
+      st=$(sed -n 's/.*"exit_status": \([a-z0-9]*\).*/\1/p' "$WORK/$name/summary.json" 2>/dev/null)
+      said=$(grep -c "mpi_fault: rank 1: $sig at all-gather 30" "$WORK/$name.log")
+      # frozen: rank 0's watchdog names the all-gather; killed: mpirun ends the job, rank 0 aborts at its SIGTERM
+      named=1; [ $sig = STOP ] && ! grep -q "the parameter all-gather has not completed after" "$WORK/$name.log" && named=0
+      if [ "$said" -ge 1 ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $dt -lt 30 ] && [ "$st" = 1 ] && [ $named = 1 ]; then
+        ok "rank 1 $sig inside its all-gather ($mode): the job exits $rc after ${dt} s, summary.json exit_status 1$([ $sig = STOP ] && echo ", rank 0 names the parameter all-gather")"
+      else bad "rank 1 $sig inside its all-gather ($mode): exit $rc after ${dt} s, exit_status '$st'" "$(tail -12 "$WORK/$name.log")"; fi
+    done
+  done
+else
+  bad "$FAULT_SO is built (make test builds it: mk/dist.mk)"
+fi
 
 echo "-- the emulated CUDA backend and NCCL: stages 1 and 2 = stage 0"
 EMU_SO=$ROOT/$B/emu/libmingpt_cuda.so
