@@ -1,7 +1,8 @@
 // tests/test_gemm_cache.c — the GEMM calibration cache file (kernels/cpu/gemm.h): created on
 // first use, reused without calibrating again, its numbers are what decides, a malformed file is
 // ignored and rewritten, an unwritable place is said and still computes, MINGPT_GEMM narrows the
-// choice, XDG_CACHE_HOME is honoured.
+// choice (mkl included: said and ignored without MKL), a run without MKL calibrates as before on
+// its own cache file, XDG_CACHE_HOME is honoured.
 //
 // The GEMM module reads its environment and cache once per process, so every case runs in a
 // child process (fork before this process touches OpenMP or oneDNN) that reports one line.
@@ -124,14 +125,14 @@ static void test_cache_numbers_decide(void **state) {
     char *cls = strstr(text, "\nclass 0 1 1 7 7 7 ");   // beta = 0 in the child's product
     assert_non_null(cls);
     int ta, tb, b0, ml, nl, kl, th, m, n, k, impl;
-    double g[4];
-    assert_int_equal(sscanf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf", &ta, &tb, &b0, &ml, &nl,
-                            &kl, &th, &m, &n, &k, &impl, &g[0], &g[1], &g[2], &g[3]), 15);
+    double g[5];
+    assert_int_equal(sscanf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf %lf", &ta, &tb, &b0, &ml,
+                            &nl, &kl, &th, &m, &n, &k, &impl, &g[0], &g[1], &g[2], &g[3], &g[4]), 16);
     char *end = strchr(cls + 1, '\n');
     char rest[1 << 15];
     snprintf(rest, sizeof rest, "%s", end ? end : "");
-    sprintf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d 0 99999.0 %.1f %.1f %.1f%s", ta, tb, b0, ml, nl, kl, th, m, n, k,
-            g[1], g[2], g[3], rest);
+    sprintf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d 0 99999.0 %.1f %.1f %.1f %.1f%s", ta, tb, b0, ml, nl, kl, th, m,
+            n, k, g[1], g[2], g[3], g[4], rest);
     FILE *f = fopen(a.path, "w");
     assert_non_null(f);
     fputs(text, f);
@@ -147,7 +148,7 @@ static void test_malformed_cache_is_ignored_and_rewritten(void **state) {
     const Report a = run_child(env);
     FILE *f = fopen(a.path, "w");
     assert_non_null(f);
-    fputs("mingpt-gemm-cache 3\nfingerprint somewhere else\nclass 1 2 3\n", f);
+    fputs("mingpt-gemm-cache 4\nfingerprint somewhere else\nclass 1 2 3\n", f);
     fclose(f);
     const Report b = run_child(env);
     assert_true(b.correct);
@@ -186,10 +187,60 @@ static void test_forced_library(void **state) {
     const Report b = run_child(dnnl);
     assert_true(b.correct);
     assert_true(strncmp(b.impl, "onednn", 6) == 0);
-    const char *bogus[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", NULL };
+    const char *bogus[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "blis", NULL };
     const Report c = run_child(bogus);
     assert_true(c.correct);
-    assert_non_null(strstr(c.notes, "MINGPT_GEMM=mkl is not openblas, onednn or auto"));
+    assert_non_null(strstr(c.notes, "MINGPT_GEMM=blis is not openblas, onednn, mkl or auto"));
+    // MKL: used alone where it is (make deps installs it), said and ignored where it is not
+    const char *mkl[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", NULL };
+    const Report d = run_child(mkl);
+    assert_true(d.correct);
+    if (strstr(d.notes, "MINGPT_GEMM=mkl: fp32 GEMMs use MKL only")) assert_string_equal(d.impl, "mkl");
+    else assert_non_null(strstr(d.notes, "MINGPT_GEMM=mkl, but MKL is not available here"));
+    const char *none[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3", NULL };
+    const Report e = run_child(none);
+    assert_true(e.correct);
+    assert_string_not_equal(e.impl, "mkl");
+    assert_non_null(strstr(e.notes, "MINGPT_GEMM=mkl, but MKL is not available here (no MKL at "
+                                    "MINGPT_MKL_LIB=/no/such/libmkl_rt.so.3 (no such file)): ignored."));
+}
+
+// Without MKL (MINGPT_MKL_LIB pointing nowhere) the calibration runs as before: its own cache file
+// (the fingerprint names the MKL version, or none), MKL's column 0, a correct product. With MKL
+// (where make deps installed it) the class has MKL's column measured.
+static void test_without_mkl(void **state) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/nomkl", g_dir);
+    const char *off[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3", NULL };
+    const Report a = run_child(off);
+    assert_true(a.correct);
+    assert_int_equal(a.calibrations, 1);
+    assert_string_not_equal(a.impl, "mkl");
+    const char *text = slurp(a.path);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "; mkl=none; "));
+    const char *cls = strstr(text, "\nclass 0 1 1 7 7 7 ");
+    assert_non_null(cls);
+    double g[5];
+    assert_int_equal(sscanf(cls + 1, "class %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %lf %lf %lf %lf %lf", &g[0], &g[1],
+                            &g[2], &g[3], &g[4]), 5);
+    assert_true(g[0] > 0 && g[4] == 0);
+    const char *on[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", "MINGPT_MKL_LIB", "", NULL };
+    const Report b = run_child(on);
+    assert_true(b.correct);
+    if (strcmp(b.path, a.path) != 0) {   // MKL found: another fingerprint, its column measured
+        text = slurp(b.path);
+        assert_non_null(text);
+        assert_null(strstr(text, "; mkl=none; "));
+        assert_non_null(strstr(text, "; mkl=Intel(R) oneAPI Math Kernel Library Version "));
+        cls = strstr(text, "\nclass 0 1 1 7 7 7 ");
+        assert_non_null(cls);
+        assert_int_equal(sscanf(cls + 1, "class %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %lf %lf %lf %lf %lf", &g[0],
+                                &g[1], &g[2], &g[3], &g[4]), 5);
+        assert_true(g[4] > 0);
+    } else {
+        assert_int_equal(b.calibrations, 0);
+    }
 }
 
 static void test_xdg_cache_home(void **state) {
@@ -211,6 +262,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_cache_is_ignored_and_rewritten),
         cmocka_unit_test(test_unwritable_cache_dir),
         cmocka_unit_test(test_forced_library),
+        cmocka_unit_test(test_without_mkl),
         cmocka_unit_test(test_xdg_cache_home),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

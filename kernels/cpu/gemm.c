@@ -19,11 +19,12 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_dnnl.h"
+#include "kernels/cpu/gemm_mkl.h"
 #include "kernels/fatal.h"
 
 char *openblas_get_config(void);   // OpenBLAS (not in cblas.h)
 
-#define CACHE_FORMAT 3            // bump when the class key, the candidates or the timing change
+#define CACHE_FORMAT 4            // bump when the class key, the candidates or the timing change
 #define MAX_CLASSES 512
 #define CACHE_MAX_BYTES (256 * 1024)
 // Calibration shapes are scaled down to this: a training step's products (up to a few GFLOP) are
@@ -36,11 +37,13 @@ char *openblas_get_config(void);   // OpenBLAS (not in cblas.h)
 #define CALIB_BUDGET_S 0.2
 #define SPLIT_ALIGN 16            // blocks of the split are multiples of 16 rows / columns
 
-static const char *const IMPL_NAMES[GEMM_N_IMPL] = { "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul" };
+static const char *const IMPL_NAMES[GEMM_N_IMPL] = { "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul",
+                                                       "mkl" };
 
 static struct {
     pthread_mutex_t lock;
     int have_onednn;
+    int have_mkl;                      // MKL found and set up (kernels/cpu/gemm_mkl.h)
     int allowed[GEMM_N_IMPL];          // MINGPT_GEMM narrows this
     GemmClass classes[MAX_CLASSES];
     int n;
@@ -59,6 +62,13 @@ static void note(const char *fmt, const char *a, const char *b) {
     if (n + 2 >= sizeof G.notes) return;
     if (n) G.notes[n] = ' ';
     snprintf(G.notes + n + (n ? 1 : 0), sizeof G.notes - n - 1, fmt, a, b);
+}
+
+// Whether an implementation's library is loaded here (OpenBLAS always is).
+static int available(int impl) {
+    if (impl == GEMM_MKL) return G.have_mkl;
+    if (impl == GEMM_ONEDNN_SGEMM || impl == GEMM_ONEDNN_MATMUL) return G.have_onednn;
+    return impl >= 0 && impl < GEMM_N_IMPL;
 }
 
 static int ceil_log2(int x) {
@@ -105,6 +115,9 @@ static void run_impl(int impl, int ta, int tb, int M, int N, int K, const float 
     case GEMM_OPENBLAS_SPLIT: openblas_split(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); return;
     case GEMM_ONEDNN_SGEMM: s = onednn_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); break;
     case GEMM_ONEDNN_MATMUL: s = onednn_matmul(GEMM_F32, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); break;
+    case GEMM_MKL:
+        if (mkl_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc)) fatal_error("MKL is not loaded (%s)", mkl_status());
+        return;
     default: openblas1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); return;
     }
     if (s) fatal_error("oneDNN %s failed (status %d) on a %dx%dx%d product", IMPL_NAMES[impl], s, M, N, K);
@@ -116,11 +129,13 @@ static void run_impl(int impl, int ta, int tb, int M, int N, int K, const float 
 //   mingpt-gemm-cache <CACHE_FORMAT>
 //   fingerprint <text up to the end of the line>
 //   class <ta> <tb> <beta0> <m_log2> <n_log2> <k_log2> <threads> <m> <n> <k> <impl> <gflops x GEMM_N_IMPL>
+//   (GEMM_N_IMPL = 5 columns: openblas, openblas-split, onednn-sgemm, onednn-matmul, mkl)
 static int parse_class(const char *line, GemmClass *c) {
     int used = 0;
-    const int k = sscanf(line, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf%n", &c->ta, &c->tb, &c->beta0,
-                         &c->m_log2, &c->n_log2, &c->k_log2, &c->threads, &c->m, &c->n, &c->k, &c->impl,
-                         &c->gflops[0], &c->gflops[1], &c->gflops[2], &c->gflops[3], &used);
+    const int k = sscanf(line, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf %lf%n", &c->ta, &c->tb,
+                         &c->beta0, &c->m_log2, &c->n_log2, &c->k_log2, &c->threads, &c->m, &c->n, &c->k, &c->impl,
+                         &c->gflops[0], &c->gflops[1], &c->gflops[2], &c->gflops[3], &c->gflops[4], &used);
+    _Static_assert(GEMM_N_IMPL == 5, "the class line's gflops columns");
     if (k != 11 + GEMM_N_IMPL || line[used] != 0) return 1;
     if ((c->ta | c->tb | c->beta0) & ~1 || c->impl < 0 || c->impl >= GEMM_N_IMPL || c->threads < 1 || c->threads > 4096)
         return 1;
@@ -269,15 +284,20 @@ static uint64_t fnv1a(const char *s) {
 static void init_once(void) {
     const CpuFeatures *f = cpu_features();
     G.have_onednn = onednn_init() == 0;
-    for (int i = 0; i < GEMM_N_IMPL; i++) G.allowed[i] = i < GEMM_ONEDNN_SGEMM || G.have_onednn;
+    G.have_mkl = mkl_init() == 0;
+    for (int i = 0; i < GEMM_N_IMPL; i++) G.allowed[i] = available(i);
     const char *force = getenv("MINGPT_GEMM");
     if (force && *force && strcmp(force, "auto") != 0) {
-        const int blas = strcmp(force, "openblas") == 0, dnnl = strcmp(force, "onednn") == 0;
-        if (blas || (dnnl && G.have_onednn)) {
-            for (int i = 0; i < GEMM_N_IMPL; i++) G.allowed[i] = blas ? i < GEMM_ONEDNN_SGEMM : i >= GEMM_ONEDNN_SGEMM;
-            note("MINGPT_GEMM=%s: fp32 GEMMs use %s only.", force, blas ? "OpenBLAS" : "oneDNN");
+        const int blas = strcmp(force, "openblas") == 0, dnnl = strcmp(force, "onednn") == 0,
+                  mkl = strcmp(force, "mkl") == 0;
+        if (blas || (dnnl && G.have_onednn) || (mkl && G.have_mkl)) {
+            for (int i = 0; i < GEMM_N_IMPL; i++)
+                G.allowed[i] = blas ? i < GEMM_ONEDNN_SGEMM : mkl ? i == GEMM_MKL : i == GEMM_ONEDNN_SGEMM || i == GEMM_ONEDNN_MATMUL;
+            note("MINGPT_GEMM=%s: fp32 GEMMs use %s only.", force, blas ? "OpenBLAS" : mkl ? "MKL" : "oneDNN");
+        } else if (mkl) {
+            note("MINGPT_GEMM=mkl, but MKL is not available here (%.1300s): ignored.", mkl_status(), "");
         } else {
-            note("MINGPT_GEMM=%s is not openblas, onednn or auto%s: ignored.", force,
+            note("MINGPT_GEMM=%s is not openblas, onednn, mkl or auto%s: ignored.", force,
                  dnnl ? " available here (oneDNN did not start)" : "");
         }
     }
@@ -295,9 +315,9 @@ static void init_once(void) {
     cpu_features_describe(f, flags, sizeof flags);
     if (G.have_onednn) onednn_version(dnnl, sizeof dnnl);
     const char *cfg = openblas_get_config();
-    snprintf(G.fingerprint, sizeof G.fingerprint, "cpu=%s; flags=%s; openblas=%s; core=%s; onednn=%s %s; gemm=%d",
+    snprintf(G.fingerprint, sizeof G.fingerprint, "cpu=%s; flags=%s; openblas=%s; core=%s; onednn=%s %s; mkl=%s; gemm=%d",
              f->brand[0] ? f->brand : "?", flags, cfg ? cfg : "?", core, dnnl, G.have_onednn ? onednn_isa() : "-",
-             CACHE_FORMAT);
+             G.have_mkl ? mkl_version_full() : "none", CACHE_FORMAT);
     for (char *p = G.fingerprint; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
 
@@ -337,7 +357,7 @@ static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
     const int lda = ta ? M : K, ldb = tb ? K : N;
     int cand[GEMM_N_IMPL], nc_ = 0;
     for (int i = 0; i < GEMM_N_IMPL; i++)
-        if ((i < GEMM_ONEDNN_SGEMM || G.have_onednn) && (i != GEMM_OPENBLAS_SPLIT || c->threads > 1)) cand[nc_++] = i;
+        if (available(i) && (i != GEMM_OPENBLAS_SPLIT || c->threads > 1)) cand[nc_++] = i;
     double best[GEMM_N_IMPL], warm = 1e30;
     for (int j = 0; j < nc_; j++) {   // warm-up: JIT, primitive creation, first touch
         const double t0 = now_s();
@@ -419,7 +439,7 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, con
 int cpu_sgemm_with(int impl, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                    int ldb, float beta, float *C, int ldc) {
     pthread_once(&g_once, init_once);
-    if (impl < 0 || impl >= GEMM_N_IMPL || (impl >= GEMM_ONEDNN_SGEMM && !G.have_onednn)) return 1;
+    if (!available(impl)) return 1;
     if (M > 0 && N > 0) run_impl(impl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return 0;
 }
@@ -489,14 +509,17 @@ void cpu_gemm(GemmType t, int ta, int tb, int M, int N, int K, const void *A, in
 void cpu_gemm_describe(char *buf, size_t len) {
     pthread_once(&g_once, init_once);
     const char *cfg = openblas_get_config(), *core = openblas_core();
-    char ver[64] = "OpenBLAS", dnnl[32] = "";
+    char ver[64] = "OpenBLAS", dnnl[32] = "", mkl[48] = "";
     if (cfg && sscanf(cfg, "OpenBLAS %31s", ver + 9) == 1) ver[8] = ' ';
     if (G.have_onednn) onednn_version(dnnl, sizeof dnnl);
+    if (G.have_mkl) snprintf(mkl, sizeof mkl, " + MKL %s", mkl_version_short());
     if (G.have_onednn)
-        snprintf(buf, len, "%s (%s kernels: %s) + oneDNN %s (%s), fp32 per shape class by measurement%s", ver, core,
-                 openblas_core_isa(core), dnnl, onednn_isa(), cpu_gemm_bf16_fast() ? "; bf16 on oneDNN" : "");
+        snprintf(buf, len, "%s (%s kernels: %s) + oneDNN %s (%s)%s, fp32 per shape class by measurement%s%s", ver, core,
+                 openblas_core_isa(core), dnnl, onednn_isa(), mkl, cpu_gemm_bf16_fast() ? "; bf16 on oneDNN" : "",
+                 G.have_mkl ? "" : "; MKL not found");
     else
-        snprintf(buf, len, "%s (%s kernels: %s); oneDNN unavailable", ver, core, openblas_core_isa(core));
+        snprintf(buf, len, "%s (%s kernels: %s)%s; oneDNN unavailable%s", ver, core, openblas_core_isa(core), mkl,
+                 G.have_mkl ? "" : "; MKL not found");
 }
 
 const char *cpu_gemm_notes(void) {
@@ -531,4 +554,12 @@ int cpu_gemm_calibrations(void) {
 const char *cpu_gemm_fingerprint(void) {
     pthread_once(&g_once, init_once);
     return G.fingerprint;
+}
+
+const char *cpu_gemm_mkl_status(void) { return mkl_status(); }
+
+int cpu_gemm_bf16_mkl(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                      float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return 0;
+    return mkl_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
 }
