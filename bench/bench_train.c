@@ -121,8 +121,8 @@ static void print_gemm_classes(void) {
     GemmClass c[128];
     const int n = cpu_gemm_classes(c, 128);
     for (int i = 0; i < n && i < 128; i++) {
-        printf("GEMMCLASS op=%c%c%s class=2^%d:2^%d:2^%d timed=%dx%dx%d threads=%d impl=%s", c[i].ta ? 'T' : 'N',
-               c[i].tb ? 'T' : 'N', c[i].beta0 ? ",beta=0" : "", c[i].m_log2, c[i].n_log2, c[i].k_log2, c[i].m, c[i].n,
+        printf("GEMMCLASS op=%c%c%s%s class=2^%d:2^%d:2^%d timed=%dx%dx%d threads=%d impl=%s", c[i].ta ? 'T' : 'N',
+               c[i].tb ? 'T' : 'N', c[i].beta0 ? ",beta=0" : "", c[i].bf16 ? ",bf16" : "", c[i].m_log2, c[i].n_log2, c[i].k_log2, c[i].m, c[i].n,
                c[i].k, c[i].threads, cpu_gemm_impl_name(c[i].impl));
         for (int k = 0; k < GEMM_N_IMPL; k++) printf(" %s=%.1f", cpu_gemm_impl_name(k), c[i].gflops[k]);
         printf("\n");
@@ -251,12 +251,10 @@ static int bench_sgemm(const Args *a) {
     for (long i = 0; i < (long)n * n; i++) { Ab[i] = bf16_from_float(A[i]); Bb[i] = bf16_from_float(Bm[i]); }
     double gb[2] = {0};
     for (int lib = 0; lib < 2; lib++) {
-        if (lib == 0 && !cpu_gemm_bf16_fast()) continue;
         double t = 1e30;
         for (int r = 0; r <= a->reps; r++) {   // the first one warms up (primitive creation, JIT)
             const double t0 = now_s();
-            if (lib == 0) cpu_gemm_bf16(0, 0, n, n, n, Ab, n, Bb, n, 0.0f, Cm, n);
-            else if (cpu_gemm_bf16_mkl(0, 0, n, n, n, Ab, n, Bb, n, 0.0f, Cm, n)) break;
+            if (cpu_gemm_bf16_with(lib ? GEMM_MKL : GEMM_ONEDNN_MATMUL, 0, 0, n, n, n, Ab, n, Bb, n, 0.0f, Cm, n)) break;
             const double dt = now_s() - t0;
             if (r > 0 && dt < t) t = dt;
         }

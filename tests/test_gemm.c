@@ -192,6 +192,31 @@ static void test_bf16_gemm_matches_exact_products(void **state) {
                     free(a); free(b);
                     free_ops(&o);
                 }
+    // The dispatched bf16 product is bitwise the one of the implementation its (bf16) class names.
+    {
+        const int M = 300, N = 200, K = 150;
+        Ops o = make_ops(&r, 0, 1, M, N, K);
+        const long na = (long)M * o.lda, nb = (long)N * o.ldb;
+        uint16_t *a = malloc(2 * na), *b = malloc(2 * nb);
+        for (long i = 0; i < na; i++) a[i] = bf16_from_float(o.A[i]);
+        for (long i = 0; i < nb; i++) b[i] = bf16_from_float(o.B[i]);
+        memcpy(o.C, o.C0, sizeof(float) * (size_t)M * o.ldc);
+        cpu_gemm_bf16(0, 1, M, N, K, a, o.lda, b, o.ldb, 1.0f, o.C, o.ldc);
+        GemmClass c[512];
+        const int n = cpu_gemm_classes(c, 512);
+        int impl = -1;
+        for (int i = 0; i < n && i < 512; i++)
+            if (c[i].bf16 && c[i].ta == 0 && c[i].tb == 1 && !c[i].beta0 && c[i].m_log2 == 9 && c[i].n_log2 == 8 &&
+                c[i].k_log2 == 8)
+                impl = c[i].impl;
+        assert_true(impl == GEMM_ONEDNN_MATMUL || impl == GEMM_MKL);
+        float *C2 = malloc(sizeof(float) * (size_t)M * o.ldc);
+        memcpy(C2, o.C0, sizeof(float) * (size_t)M * o.ldc);
+        assert_int_equal(cpu_gemm_bf16_with(impl, 0, 1, M, N, K, a, o.lda, b, o.ldb, 1.0f, C2, o.ldc), 0);
+        assert_memory_equal(o.C, C2, sizeof(float) * (size_t)M * o.ldc);
+        free(C2); free(a); free(b);
+        free_ops(&o);
+    }
 }
 
 // ---------------------------------------------------------------- cache parser
@@ -203,8 +228,13 @@ static void test_cache_parser(void **state) {
     const char *good = "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\n"
                        "class 0 1 0 10 9 7 2 768 384 128 2 299.8 309.8 371.6 343.7 0.0\n"
                        "class 1 0 1 7 9 10 2 128 512 768 0 267.3 0.0 0.0 0.0 0.0\n"
-                       "class 0 0 1 9 9 9 2 512 512 512 4 250.1 0.0 260.2 0.0 301.5\n";
-    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good), FP, c, 4, why, sizeof why), 3);
+                       "class 0 0 1 9 9 9 2 512 512 512 4 250.1 0.0 260.2 0.0 301.5\n"
+                       "bf16 class 0 0 1 9 9 9 2 512 512 512 3 0.0 0.0 0.0 900.5 120.0\n";
+    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good), FP, c, 4, why, sizeof why), 4);
+    assert_int_equal(c[0].bf16, 0);
+    assert_int_equal(c[3].bf16, 1);   // a class of bf16 products, on oneDNN's matmul
+    assert_int_equal(c[3].impl, GEMM_ONEDNN_MATMUL);
+    assert_true(fabs(c[3].gflops[GEMM_MKL] - 120.0) < 1e-9);
     assert_int_equal(c[2].impl, GEMM_MKL);   // MKL's column, chosen
     assert_true(fabs(c[2].gflops[GEMM_MKL] - 301.5) < 1e-9);
     assert_int_equal(c[0].ta, 0); assert_int_equal(c[0].tb, 1); assert_int_equal(c[0].m_log2, 10);
@@ -213,7 +243,7 @@ static void test_cache_parser(void **state) {
     assert_int_equal(c[1].impl, GEMM_OPENBLAS);
     assert_int_equal(c[0].beta0, 0); assert_int_equal(c[1].beta0, 1);
     // the same without the final newline
-    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good) - 1, FP, c, 4, why, sizeof why), 3);
+    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good) - 1, FP, c, 4, why, sizeof why), 4);
     // header only: no classes
     const char *empty = "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\n";
     assert_int_equal(cpu_gemm_cache_parse(empty, strlen(empty), FP, c, 4, why, sizeof why), 0);
@@ -238,6 +268,10 @@ static void test_cache_parser(void **state) {
         { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\ngarbage\n", "line 3" },
         { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 5 1 1 1 1 1\n", "line 3" }, // no impl 5
         { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 4 1 1 1 1 0\n", "line 3" }, // MKL unmeasured
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nbf16 class 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1 1\n", "line 3" }, // no bf16 OpenBLAS
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nbf16 class 0 1 0 10 9 7 2 768 384 128 2 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nbf16  class 0 1 0 10 9 7 2 768 384 128 3 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nfp16 class 0 1 0 10 9 7 2 768 384 128 3 1 1 1 1 1\n", "line 3" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const int n = cpu_gemm_cache_parse(bad[i].text, strlen(bad[i].text), FP, c, 4, why, sizeof why);
@@ -309,7 +343,7 @@ static void test_mkl_matches_openblas(void **state) {
             for (long i = 0; i < na; i++) { a[i] = bf16_from_float(o.A[i]); o.A[i] = bf16_to_float(a[i]); }
             for (long i = 0; i < nb; i++) { b[i] = bf16_from_float(o.B[i]); o.B[i] = bf16_to_float(b[i]); }
             memcpy(o.C, o.C0, sizeof(float) * (size_t)M * o.ldc);
-            assert_int_equal(cpu_gemm_bf16_mkl(ta, tb, M, N, K, a, o.lda, b, o.ldb, 1.0f, o.C, o.ldc), 0);
+            assert_int_equal(cpu_gemm_bf16_with(GEMM_MKL, ta, tb, M, N, K, a, o.lda, b, o.ldb, 1.0f, o.C, o.ldc), 0);
             naive_gemm(ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, 1.0f, o.C0, o.R, o.ldc);
             const double e = block_err(o.C, o.R, M, N, o.ldc);
             if (!(e <= 1e-5)) fail_msg("mkl bf16 %c%c: rel err %.3e", ta ? 'T' : 'N', tb ? 'T' : 'N', e);

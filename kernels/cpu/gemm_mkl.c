@@ -137,6 +137,7 @@ const char *mkl_status(void) {
 
 const char *mkl_version_full(void) { return mkl_init() ? "" : M.version; }
 const char *mkl_version_short(void) { return mkl_init() ? "" : M.version_short; }
+int mkl_has_bf16(void) { return mkl_init() == 0 && M.bf16 != NULL; }
 
 // MKL's thread count follows OpenMP's (omp_set_num_threads after start-up included).
 static void sync_threads(void) {

@@ -36,6 +36,9 @@ const char *mkl_version_short(void);
 int mkl_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc);
 
+// 1 when the loaded MKL has cblas_gemm_bf16bf16f32; 0 otherwise.
+int mkl_has_bf16(void);
+
 // The same with bf16 A and B (cblas_gemm_bf16bf16f32), fp32 C. Returns 1 when MKL is not loaded
 // or has no bf16 GEMM.
 int mkl_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
