@@ -31,7 +31,7 @@ static struct {
     char path[4400];
     char why[1200];
     char version[256], version_short[32];
-} M = { .status = -1 };
+} g_mkl = { .status = -1 };
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -42,17 +42,17 @@ static int is_file(const char *p) {
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// The library's handle, its path in M.path; NULL with M.why.
+// The library's handle, its path in g_mkl.path; NULL with g_mkl.why.
 static void *find_library(void) {
     const char *over = getenv("MINGPT_MKL_LIB");
     if (over && *over) {
-        snprintf(M.path, sizeof M.path, "%s", over);
+        snprintf(g_mkl.path, sizeof g_mkl.path, "%s", over);
         if (!is_file(over)) {
-            snprintf(M.why, sizeof M.why, "no MKL at MINGPT_MKL_LIB=%.1000s (no such file)", over);
+            snprintf(g_mkl.why, sizeof g_mkl.why, "no MKL at MINGPT_MKL_LIB=%.1000s (no such file)", over);
             return NULL;
         }
         void *h = dlopen(over, RTLD_NOW | RTLD_LOCAL);
-        if (!h) snprintf(M.why, sizeof M.why, "cannot load MINGPT_MKL_LIB=%.400s: %.600s", over, dlerror());
+        if (!h) snprintf(g_mkl.why, sizeof g_mkl.why, "cannot load MINGPT_MKL_LIB=%.400s: %.600s", over, dlerror());
         return h;
     }
     char exe[4096];
@@ -60,10 +60,10 @@ static void *find_library(void) {
         const char *dirs[] = { "build/mkl/lib", "../mkl/lib", "../../mkl/lib", LIB_PATH_INSTALLED_LIBS "/mkl" };
         for (size_t d = 0; d < sizeof dirs / sizeof *dirs; d++)
             for (size_t n = 0; n < sizeof NAMES / sizeof *NAMES; n++) {
-                snprintf(M.path, sizeof M.path, "%s/%s/%s", exe, dirs[d], NAMES[n]);
-                if (!is_file(M.path)) continue;
-                void *h = dlopen(M.path, RTLD_NOW | RTLD_LOCAL);
-                if (!h) snprintf(M.why, sizeof M.why, "cannot load %.400s: %.600s", M.path, dlerror());
+                snprintf(g_mkl.path, sizeof g_mkl.path, "%s/%s/%s", exe, dirs[d], NAMES[n]);
+                if (!is_file(g_mkl.path)) continue;
+                void *h = dlopen(g_mkl.path, RTLD_NOW | RTLD_LOCAL);
+                if (!h) snprintf(g_mkl.why, sizeof g_mkl.why, "cannot load %.400s: %.600s", g_mkl.path, dlerror());
                 return h;
             }
     }
@@ -72,20 +72,20 @@ static void *find_library(void) {
         if (h) {
             Dl_info info;
             void *sym = dlsym(h, "cblas_sgemm");
-            snprintf(M.path, sizeof M.path, "%s", sym && dladdr(sym, &info) && info.dli_fname ? info.dli_fname : NAMES[n]);
+            snprintf(g_mkl.path, sizeof g_mkl.path, "%s", sym && dladdr(sym, &info) && info.dli_fname ? info.dli_fname : NAMES[n]);
             return h;
         }
     }
-    snprintf(M.why, sizeof M.why, "not found (build/mkl/lib next to mingpt, which `make deps` fills, nor %s on the "
+    snprintf(g_mkl.why, sizeof g_mkl.why, "not found (build/mkl/lib next to mingpt, which `make deps` fills, nor %s on the "
              "loader's path; MINGPT_MKL_LIB names one)", NAMES[0]);
     return NULL;
 }
 
 static void init_once(void) {
-    M.status = 1;
+    g_mkl.status = 1;
     // MKL's GNU threading layer needs libgomp in the process (mingpt's own OpenMP runtime).
     if (!dlsym(RTLD_DEFAULT, "GOMP_parallel")) {
-        snprintf(M.why, sizeof M.why, "not used: the OpenMP runtime is not libgomp (MKL's GNU threading layer needs it)");
+        snprintf(g_mkl.why, sizeof g_mkl.why, "not used: the OpenMP runtime is not libgomp (MKL's GNU threading layer needs it)");
         return;
     }
     void *h = find_library();
@@ -95,75 +95,75 @@ static void init_once(void) {
     int (*cbwr)(int) = (int (*)(int))dlsym(h, "MKL_CBWR_Set");
     void (*dynamic)(int) = (void (*)(int))dlsym(h, "MKL_Set_Dynamic");
     void (*version)(char *, int) = (void (*)(char *, int))dlsym(h, "MKL_Get_Version_String");
-    M.set_num_threads = (void (*)(int))dlsym(h, "MKL_Set_Num_Threads");
-    M.sgemm = (SgemmFn)dlsym(h, "cblas_sgemm");
-    M.bf16 = (Bf16Fn)dlsym(h, "cblas_gemm_bf16bf16f32");
-    if (!set_layer || !set_iface || !cbwr || !dynamic || !version || !M.set_num_threads || !M.sgemm) {
-        snprintf(M.why, sizeof M.why, "%.600s is not MKL's runtime library (a symbol is missing)", M.path);
+    g_mkl.set_num_threads = (void (*)(int))dlsym(h, "MKL_Set_Num_Threads");
+    g_mkl.sgemm = (SgemmFn)dlsym(h, "cblas_sgemm");
+    g_mkl.bf16 = (Bf16Fn)dlsym(h, "cblas_gemm_bf16bf16f32");
+    if (!set_layer || !set_iface || !cbwr || !dynamic || !version || !g_mkl.set_num_threads || !g_mkl.sgemm) {
+        snprintf(g_mkl.why, sizeof g_mkl.why, "%.600s is not MKL's runtime library (a symbol is missing)", g_mkl.path);
         dlclose(h);
         return;
     }
     // Before any other call: the layers, then reproducibility.
     if (set_iface(MKL_INTERFACE_LP64) < 0 || set_layer(MKL_THREADING_GNU) != MKL_THREADING_GNU) {
-        snprintf(M.why, sizeof M.why, "%.600s refused the GNU OpenMP threading layer", M.path);
+        snprintf(g_mkl.why, sizeof g_mkl.why, "%.600s refused the GNU OpenMP threading layer", g_mkl.path);
         return;   // (not closed: MKL may hold state)
     }
     if (cbwr(MKL_CBWR_AUTO) != MKL_CBWR_SUCCESS) {
-        snprintf(M.why, sizeof M.why, "%.600s refused its reproducible mode (MKL_CBWR_AUTO)", M.path);
+        snprintf(g_mkl.why, sizeof g_mkl.why, "%.600s refused its reproducible mode (MKL_CBWR_AUTO)", g_mkl.path);
         return;
     }
     dynamic(0);
-    M.threads = omp_get_max_threads();
-    M.set_num_threads(M.threads);
-    version(M.version, sizeof M.version);
-    M.version[sizeof M.version - 1] = 0;
-    const char *v = strstr(M.version, "Version ");
-    snprintf(M.version_short, sizeof M.version_short, "%s", v ? v + 8 : "?");
-    M.version_short[strcspn(M.version_short, "- ")] = 0;
-    M.status = 0;
+    g_mkl.threads = omp_get_max_threads();
+    g_mkl.set_num_threads(g_mkl.threads);
+    version(g_mkl.version, sizeof g_mkl.version);
+    g_mkl.version[sizeof g_mkl.version - 1] = 0;
+    const char *v = strstr(g_mkl.version, "Version ");
+    snprintf(g_mkl.version_short, sizeof g_mkl.version_short, "%s", v ? v + 8 : "?");
+    g_mkl.version_short[strcspn(g_mkl.version_short, "- ")] = 0;
+    g_mkl.status = 0;
 }
 
 int mkl_init(void) {
     pthread_once(&g_once, init_once);
-    return M.status;
+    return g_mkl.status;
 }
 
 const char *mkl_status(void) {
-    static char buf[sizeof M.path + 64];
-    if (mkl_init()) return M.why;
-    snprintf(buf, sizeof buf, "%s (%s)", M.version_short, M.path);
+    static char buf[sizeof g_mkl.path + 64];
+    if (mkl_init()) return g_mkl.why;
+    snprintf(buf, sizeof buf, "%s (%s)", g_mkl.version_short, g_mkl.path);
     return buf;
 }
 
-const char *mkl_version_full(void) { return mkl_init() ? "" : M.version; }
-const char *mkl_version_short(void) { return mkl_init() ? "" : M.version_short; }
-int mkl_has_bf16(void) { return mkl_init() == 0 && M.bf16 != NULL; }
+const char *mkl_version_full(void) { return mkl_init() ? "" : g_mkl.version; }
+const char *mkl_version_short(void) { return mkl_init() ? "" : g_mkl.version_short; }
+int mkl_has_bf16(void) { return mkl_init() == 0 && g_mkl.bf16 != NULL; }
 
 // MKL's thread count follows OpenMP's (omp_set_num_threads after start-up included).
 static void sync_threads(void) {
     const int t = omp_get_max_threads();
     pthread_mutex_lock(&g_lock);
-    if (t != M.threads) {
-        M.set_num_threads(t);
-        M.threads = t;
+    if (t != g_mkl.threads) {
+        g_mkl.set_num_threads(t);
+        g_mkl.threads = t;
     }
     pthread_mutex_unlock(&g_lock);
 }
 
-int mkl_sgemm(int ta, int tb, int Mr, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
+int mkl_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb, float beta,
               float *C, int ldc) {
     if (mkl_init()) return 1;
     sync_threads();
-    M.sgemm(CBLAS_ROW_MAJOR, ta ? CBLAS_TRANS : CBLAS_NO_TRANS, tb ? CBLAS_TRANS : CBLAS_NO_TRANS, Mr, N, K, 1.0f, A,
+    g_mkl.sgemm(CBLAS_ROW_MAJOR, ta ? CBLAS_TRANS : CBLAS_NO_TRANS, tb ? CBLAS_TRANS : CBLAS_NO_TRANS, M, N, K, 1.0f, A,
             lda, B, ldb, beta, C, ldc);
     return 0;
 }
 
-int mkl_gemm_bf16(int ta, int tb, int Mr, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+int mkl_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                   float beta, float *C, int ldc) {
-    if (mkl_init() || !M.bf16) return 1;
+    if (mkl_init() || !g_mkl.bf16) return 1;
     sync_threads();
-    M.bf16(CBLAS_ROW_MAJOR, ta ? CBLAS_TRANS : CBLAS_NO_TRANS, tb ? CBLAS_TRANS : CBLAS_NO_TRANS, Mr, N, K, 1.0f, A,
+    g_mkl.bf16(CBLAS_ROW_MAJOR, ta ? CBLAS_TRANS : CBLAS_NO_TRANS, tb ? CBLAS_TRANS : CBLAS_NO_TRANS, M, N, K, 1.0f, A,
            lda, B, ldb, beta, C, ldc);
     return 0;
 }
