@@ -12,10 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
 
 typedef struct {
-    char impl[32];
+    char impl[32], impl16[32];   // impl16: the bf16 class's, with TEST_BF16=1 on bf16 hardware ("none" else)
     int calibrations, correct;
     char notes[2048], path[4096];
 } Report;
@@ -51,7 +52,21 @@ static Report run_child(const char *const *env) {
         for (int i = 0; i < n && i < 64; i++)
             if (c[i].ta == 0 && c[i].tb == 1 && c[i].m_log2 == 7 && c[i].n_log2 == 7 && c[i].k_log2 == 7)
                 impl = cpu_gemm_impl_name(c[i].impl);
-        dprintf(fd[1], "%s\n%d\n%d\n%s\n%s\n", impl, cpu_gemm_calibrations(), correct, cpu_gemm_notes(),
+        const char *impl16 = "none";
+        const char *want16 = getenv("TEST_BF16");
+        if (want16 && *want16 && cpu_gemm_bf16_fast()) {   // the same product in bf16 (small integers: exact)
+            static uint16_t a[M * K], b[N * K];
+            for (int i = 0; i < M * K; i++) a[i] = bf16_from_float(A[i]);
+            for (int i = 0; i < N * K; i++) b[i] = bf16_from_float(B[i]);
+            static float C16[M * N];
+            cpu_gemm_bf16(0, 1, M, N, K, a, K, b, K, 0.0f, C16, N);
+            for (int i = 0; i < M * N; i++) correct &= C16[i] == C[i];
+            const int n16 = cpu_gemm_classes(c, 64);
+            for (int i = 0; i < n16 && i < 64; i++)
+                if (c[i].bf16 && c[i].ta == 0 && c[i].tb == 1 && c[i].m_log2 == 7 && c[i].n_log2 == 7 && c[i].k_log2 == 7)
+                    impl16 = cpu_gemm_impl_name(c[i].impl);
+        }
+        dprintf(fd[1], "%s\n%s\n%d\n%d\n%s\n%s\n", impl, impl16, cpu_gemm_calibrations(), correct, cpu_gemm_notes(),
                 cpu_gemm_cache_path());
         _exit(0);
     }
@@ -68,6 +83,7 @@ static Report run_child(const char *const *env) {
     Report r = {0};
     char *save, *line = strtok_r(buf, "\n", &save);
     assert_non_null(line); snprintf(r.impl, sizeof r.impl, "%s", line);
+    line = strtok_r(NULL, "\n", &save); assert_non_null(line); snprintf(r.impl16, sizeof r.impl16, "%s", line);
     line = strtok_r(NULL, "\n", &save); assert_non_null(line); r.calibrations = atoi(line);
     line = strtok_r(NULL, "\n", &save); assert_non_null(line); r.correct = atoi(line);
     line = strtok_r(NULL, "\n", &save); assert_non_null(line);
@@ -192,11 +208,22 @@ static void test_forced_library(void **state) {
     assert_true(c.correct);
     assert_non_null(strstr(c.notes, "MINGPT_GEMM=blis is not openblas, onednn, mkl or auto"));
     // MKL: used alone where it is (make deps installs it), said and ignored where it is not
-    const char *mkl[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", NULL };
+    // (bf16 products too: on MKL for mkl, on oneDNN's matmul for the others, where the CPU has bf16)
+    const char *mkl[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", "TEST_BF16", "1", NULL };
     const Report d = run_child(mkl);
     assert_true(d.correct);
-    if (strstr(d.notes, "MINGPT_GEMM=mkl: fp32 GEMMs use MKL only")) assert_string_equal(d.impl, "mkl");
-    else assert_non_null(strstr(d.notes, "MINGPT_GEMM=mkl, but MKL is not available here"));
+    const int bf16 = strcmp(d.impl16, "none") != 0;
+    if (strstr(d.notes, "MINGPT_GEMM=mkl: fp32 GEMMs use MKL only")) {
+        assert_string_equal(d.impl, "mkl");
+        if (bf16) assert_string_equal(d.impl16, "mkl");
+    } else {
+        assert_non_null(strstr(d.notes, "MINGPT_GEMM=mkl, but MKL is not available here"));
+        if (bf16) assert_string_equal(d.impl16, "onednn-matmul");
+    }
+    const char *dnnl16[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "onednn", "TEST_BF16", "1", NULL };
+    const Report d2 = run_child(dnnl16);
+    assert_true(d2.correct);
+    assert_string_equal(d2.impl16, bf16 ? "onednn-matmul" : "none");
     const char *none[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3", NULL };
     const Report e = run_child(none);
     assert_true(e.correct);
