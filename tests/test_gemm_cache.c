@@ -16,7 +16,8 @@
 #include "kernels/cpu/gemm.h"
 
 typedef struct {
-    char impl[32], impl16[32];   // impl16: the bf16 class's, with TEST_BF16=1 on bf16 hardware ("none" else)
+    char impl[32], impl16[32];   // impl16 (TEST_BF16=1): the bf16 class's; "direct" without a class (oneDNN
+                                 // alone: nothing measured); "nohw" without bf16 hardware; else "none"
     int calibrations, correct;
     char notes[2048], path[4096];
 } Report;
@@ -54,7 +55,9 @@ static Report run_child(const char *const *env) {
                 impl = cpu_gemm_impl_name(c[i].impl);
         const char *impl16 = "none";
         const char *want16 = getenv("TEST_BF16");
+        if (want16 && *want16 && !cpu_gemm_bf16_fast()) impl16 = "nohw";
         if (want16 && *want16 && cpu_gemm_bf16_fast()) {   // the same product in bf16 (small integers: exact)
+            impl16 = "direct";
             static uint16_t a[M * K], b[N * K];
             for (int i = 0; i < M * K; i++) a[i] = bf16_from_float(A[i]);
             for (int i = 0; i < N * K; i++) b[i] = bf16_from_float(B[i]);
@@ -212,18 +215,18 @@ static void test_forced_library(void **state) {
     const char *mkl[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", "TEST_BF16", "1", NULL };
     const Report d = run_child(mkl);
     assert_true(d.correct);
-    const int bf16 = strcmp(d.impl16, "none") != 0;
-    if (strstr(d.notes, "MINGPT_GEMM=mkl: fp32 GEMMs use MKL only")) {
+    const int hw = strcmp(d.impl16, "nohw") != 0, have_mkl = strstr(d.notes, "MINGPT_GEMM=mkl: fp32 GEMMs use MKL only") != NULL;
+    if (have_mkl) {
         assert_string_equal(d.impl, "mkl");
-        if (bf16) assert_string_equal(d.impl16, "mkl");
+        if (hw) assert_string_equal(d.impl16, "mkl");
     } else {
         assert_non_null(strstr(d.notes, "MINGPT_GEMM=mkl, but MKL is not available here"));
-        if (bf16) assert_string_equal(d.impl16, "onednn-matmul");
+        if (hw) assert_string_equal(d.impl16, "direct");   // oneDNN's, the one bf16 GEMM: no class, no timing
     }
     const char *dnnl16[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "onednn", "TEST_BF16", "1", NULL };
     const Report d2 = run_child(dnnl16);
     assert_true(d2.correct);
-    assert_string_equal(d2.impl16, bf16 ? "onednn-matmul" : "none");
+    assert_string_equal(d2.impl16, !hw ? "nohw" : have_mkl ? "onednn-matmul" : "direct");
     const char *none[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3", NULL };
     const Report e = run_child(none);
     assert_true(e.correct);
@@ -238,14 +241,17 @@ static void test_forced_library(void **state) {
 static void test_without_mkl(void **state) {
     char dir[600];
     snprintf(dir, sizeof dir, "%s/nomkl", g_dir);
-    const char *off[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3", NULL };
+    const char *off[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3",
+                          "TEST_BF16", "1", NULL };
     const Report a = run_child(off);
     assert_true(a.correct);
-    assert_int_equal(a.calibrations, 1);
+    assert_int_equal(a.calibrations, 1);   // the fp32 class; the bf16 product (on bf16 hardware) times nothing
+    assert_true(strcmp(a.impl16, "direct") == 0 || strcmp(a.impl16, "nohw") == 0);
     assert_string_not_equal(a.impl, "mkl");
     const char *text = slurp(a.path);
     assert_non_null(text);
     assert_non_null(strstr(text, "; mkl=none; "));
+    assert_null(strstr(text, "\nbf16 class "));
     const char *cls = strstr(text, "\nclass 0 1 1 7 7 7 ");
     assert_non_null(cls);
     double g[5];

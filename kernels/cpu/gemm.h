@@ -46,7 +46,8 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, con
 // The same with A and B in bf16 (kernels/cpu/bf16.h), products accumulated in fp32, C fp32:
 // oneDNN's matmul primitive (AMX tiles or AVX512-BF16 where the CPU has them), or MKL's
 // cblas_gemm_bf16bf16f32 where MKL is present and measured faster for the shape class (bf16
-// classes are calibrated and cached as the fp32 ones; inside a parallel region: oneDNN). Only
+// classes are calibrated and cached as the fp32 ones, only when MKL is there; inside a parallel
+// region: oneDNN). Only
 // valid when cpu_gemm_bf16_fast() (else the process stops with a message through kernels/fatal.h).
 void cpu_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                    int ldb, float beta, float *C, int ldc);
