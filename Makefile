@@ -1,7 +1,8 @@
 # mingpt — one binary that trains character-level GPT models.
 #
 #   make          build ./mingpt
-#   make deps     install the Debian packages the build needs (root: apt-get; else prints the command)
+#   make deps     install the Debian packages the build needs (root: apt-get; else prints the command),
+#                 and oneMKL from PyPI into build/mkl (optional: a failure is only said)
 #   make data     put tiny-shakespeare at data/input.txt
 #   make run      deps + build + data + train the small CPU preset (char_cpu.yaml) + print a sample
 #   make test     deps + build + every test (+ make fuzz and make valgrind)
@@ -78,6 +79,9 @@ deps:
 	    echo "deps: missing Debian packages; run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
 	  fi; \
 	fi
+	@# Intel oneMKL, an optional GEMM library (kernels/cpu/gemm_mkl.h): PyPI's wheel into build/mkl;
+	@# without it (PyPI unreachable) everything builds, runs and tests, MKL is just not a candidate.
+	@sh tests/tools/mkl.sh build/mkl || echo "deps: going on without MKL (optional)"
 
 # ---------------------------------------------------------------- build
 $(B)/%.o: %.c

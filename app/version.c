@@ -4,6 +4,7 @@
 #include "checkpoint/version.h"
 #include "dist/comm.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/gemm.h"
 
 void version_print(FILE *out) {
     char buf[4096];
@@ -14,4 +15,5 @@ void version_print(FILE *out) {
     fputs(buf, out);
     comm_mpi_describe_build(buf, sizeof buf);
     fputs(buf, out);
+    fprintf(out, "MKL: %s\n", cpu_gemm_mkl_status());   // the optional GEMM library: where, or why not
 }

@@ -1,5 +1,5 @@
 // tests/test_gemm.c — kernels/cpu/gemm.h, bf16.h and cpu_features.h: every GEMM implementation
-// (OpenBLAS threaded and split, dnnl_sgemm, oneDNN's matmul) against a naive double loop on
+// (OpenBLAS threaded and split, dnnl_sgemm, oneDNN's matmul, MKL when present) against a naive double loop on
 // odd shapes, strides, transposes and beta; the dispatch computes exactly what the implementation
 // it chose computes; bf16 GEMMs against the exact sum of the bf16 products; fp32 -> bf16 rounding
 // against a bit-level reference; the calibration cache's parser on good and malformed files.
@@ -192,6 +192,32 @@ static void test_bf16_gemm_matches_exact_products(void **state) {
                     free(a); free(b);
                     free_ops(&o);
                 }
+    // The dispatched bf16 product is bitwise the one of the implementation its (bf16) class names.
+    {
+        const int M = 300, N = 200, K = 150;
+        Ops o = make_ops(&r, 0, 1, M, N, K);
+        const long na = (long)M * o.lda, nb = (long)N * o.ldb;
+        uint16_t *a = malloc(2 * na), *b = malloc(2 * nb);
+        for (long i = 0; i < na; i++) a[i] = bf16_from_float(o.A[i]);
+        for (long i = 0; i < nb; i++) b[i] = bf16_from_float(o.B[i]);
+        memcpy(o.C, o.C0, sizeof(float) * (size_t)M * o.ldc);
+        cpu_gemm_bf16(0, 1, M, N, K, a, o.lda, b, o.ldb, 1.0f, o.C, o.ldc);
+        GemmClass c[512];
+        const int n = cpu_gemm_classes(c, 512);
+        int impl = -1;
+        for (int i = 0; i < n && i < 512; i++)
+            if (c[i].bf16 && c[i].ta == 0 && c[i].tb == 1 && !c[i].beta0 && c[i].m_log2 == 9 && c[i].n_log2 == 8 &&
+                c[i].k_log2 == 8)
+                impl = c[i].impl;
+        if (impl < 0) impl = GEMM_ONEDNN_MATMUL;   // no class: oneDNN's is the only bf16 GEMM here (no MKL)
+        assert_true(impl == GEMM_ONEDNN_MATMUL || impl == GEMM_MKL);
+        float *C2 = malloc(sizeof(float) * (size_t)M * o.ldc);
+        memcpy(C2, o.C0, sizeof(float) * (size_t)M * o.ldc);
+        assert_int_equal(cpu_gemm_bf16_with(impl, 0, 1, M, N, K, a, o.lda, b, o.ldb, 1.0f, C2, o.ldc), 0);
+        assert_memory_equal(o.C, C2, sizeof(float) * (size_t)M * o.ldc);
+        free(C2); free(a); free(b);
+        free_ops(&o);
+    }
 }
 
 // ---------------------------------------------------------------- cache parser
@@ -200,38 +226,53 @@ static const char *FP = "cpu=test; flags=x";
 static void test_cache_parser(void **state) {
     GemmClass c[4];
     char why[64];
-    const char *good = "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\n"
-                       "class 0 1 0 10 9 7 2 768 384 128 2 299.8 309.8 371.6 343.7\n"
-                       "class 1 0 1 7 9 10 2 128 512 768 0 267.3 0.0 0.0 0.0\n";
-    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good), FP, c, 4, why, sizeof why), 2);
+    const char *good = "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\n"
+                       "class 0 1 0 10 9 7 2 768 384 128 2 299.8 309.8 371.6 343.7 0.0\n"
+                       "class 1 0 1 7 9 10 2 128 512 768 0 267.3 0.0 0.0 0.0 0.0\n"
+                       "class 0 0 1 9 9 9 2 512 512 512 4 250.1 0.0 260.2 0.0 301.5\n"
+                       "bf16 class 0 0 1 9 9 9 2 512 512 512 3 0.0 0.0 0.0 900.5 120.0\n";
+    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good), FP, c, 4, why, sizeof why), 4);
+    assert_int_equal(c[0].bf16, 0);
+    assert_int_equal(c[3].bf16, 1);   // a class of bf16 products, on oneDNN's matmul
+    assert_int_equal(c[3].impl, GEMM_ONEDNN_MATMUL);
+    assert_true(fabs(c[3].gflops[GEMM_MKL] - 120.0) < 1e-9);
+    assert_int_equal(c[2].impl, GEMM_MKL);   // MKL's column, chosen
+    assert_true(fabs(c[2].gflops[GEMM_MKL] - 301.5) < 1e-9);
     assert_int_equal(c[0].ta, 0); assert_int_equal(c[0].tb, 1); assert_int_equal(c[0].m_log2, 10);
     assert_int_equal(c[0].n, 384); assert_int_equal(c[0].impl, GEMM_ONEDNN_SGEMM);
     assert_true(fabs(c[0].gflops[GEMM_ONEDNN_MATMUL] - 343.7) < 1e-9);
     assert_int_equal(c[1].impl, GEMM_OPENBLAS);
     assert_int_equal(c[0].beta0, 0); assert_int_equal(c[1].beta0, 1);
     // the same without the final newline
-    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good) - 1, FP, c, 4, why, sizeof why), 2);
+    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good) - 1, FP, c, 4, why, sizeof why), 4);
     // header only: no classes
-    const char *empty = "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\n";
+    const char *empty = "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\n";
     assert_int_equal(cpu_gemm_cache_parse(empty, strlen(empty), FP, c, 4, why, sizeof why), 0);
 
     const struct { const char *text, *why; } bad[] = {
         { "", "no header" },
         { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\n", "line 1" },            // an older format
-        { "mingpt-gemm-cache 3x\nfingerprint cpu=test; flags=x\n", "line 1" },
-        { "mingpt-gemm-cache 3\nfingerprint cpu=other\n", "line 2" },                   // another machine
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 7 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 2 1 0 10 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 2 10 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },  // beta0 2
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1 5\n", "line 3" },
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 9 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },  // 768 > 2^9
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 0 768 384 128 0 1 1 1 1\n", "line 3" }, // 0 threads
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 nan 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 -1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 2 1 1 0 1\n", "line 3" }, // chosen one unmeasured
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0 1 0 40 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\ngarbage\n", "line 3" },
+        { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\n", "line 1" },            // the one before MKL
+        { "mingpt-gemm-cache 4x\nfingerprint cpu=test; flags=x\n", "line 1" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=other\n", "line 2" },                   // another machine
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 7 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 2 1 0 10 9 7 2 768 384 128 0 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 2 10 9 7 2 768 384 128 0 1 1 1 1 1\n", "line 3" },  // beta0 2
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1 5 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 9 9 7 2 768 384 128 0 1 1 1 1 1\n", "line 3" },  // 768 > 2^9
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 0 768 384 128 0 1 1 1 1 1\n", "line 3" }, // 0 threads
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 nan 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 -1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 2 1 1 0 1 1\n", "line 3" }, // chosen one unmeasured
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 40 9 7 2 768 384 128 0 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\ngarbage\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 5 1 1 1 1 1\n", "line 3" }, // no impl 5
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 4 1 1 1 1 0\n", "line 3" }, // MKL unmeasured
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nbf16 class 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1 1\n", "line 3" }, // no bf16 OpenBLAS
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nbf16 class 0 1 0 10 9 7 2 768 384 128 2 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nbf16  class 0 1 0 10 9 7 2 768 384 128 3 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nfp16 class 0 1 0 10 9 7 2 768 384 128 3 1 1 1 1 1\n", "line 3" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const int n = cpu_gemm_cache_parse(bad[i].text, strlen(bad[i].text), FP, c, 4, why, sizeof why);
@@ -239,16 +280,77 @@ static void test_cache_parser(void **state) {
             fail_msg("bad cache %zu: got %d '%s', want -1 '%s'", i, n, why, bad[i].why);
     }
     // a NUL byte inside, and an over-long line
-    const char nul[] = "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\nclass 0\0 1\n";
+    const char nul[] = "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0\0 1\n";
     assert_int_equal(cpu_gemm_cache_parse(nul, sizeof nul - 1, FP, c, 4, why, sizeof why), -1);
     char *longl = malloc(5000);
-    snprintf(longl, 5000, "mingpt-gemm-cache 3\nfingerprint %s", FP);
+    snprintf(longl, 5000, "mingpt-gemm-cache 4\nfingerprint %s", FP);
     memset(longl + strlen(longl), 'x', 2000);
     longl[4000] = 0;
     assert_int_equal(cpu_gemm_cache_parse(longl, strlen(longl), FP, c, 4, why, sizeof why), -1);
     free(longl);
     // at most max classes are stored
     assert_int_equal(cpu_gemm_cache_parse(good, strlen(good), FP, c, 1, why, sizeof why), 1);
+}
+
+// ---------------------------------------------------------------- MKL (optional library)
+// MKL, when present (`make deps` installs it under build/mkl), against OpenBLAS at the tolerance
+// every implementation is held to, bitwise the same on a second call (its reproducible mode);
+// its bf16 GEMM against the exact sums of the bf16 products. Skipped only where build/mkl could
+// not be made (tests/allowed_skips.txt).
+static void test_mkl_matches_openblas(void **state) {
+    const char *st = cpu_gemm_mkl_status();
+    if (!(st[0] >= '0' && st[0] <= '9')) {
+        print_message("MKL: %s\n", st);
+        skip();
+    }
+    char desc[512];
+    cpu_gemm_describe(desc, sizeof desc);
+    assert_non_null(strstr(desc, " + MKL "));
+    TestRng r = test_rng(21);
+    const Shape shapes[] = { {1, 1, 1}, {17, 33, 5}, {130, 7, 257}, {300, 200, 150}, {64, 768, 192} };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int bi = 0; bi < 2; bi++) {
+                    const int M = shapes[s].M, N = shapes[s].N, K = shapes[s].K;
+                    const float beta = bi ? 1.0f : 0.0f;
+                    Ops o = make_ops(&r, ta, tb, M, N, K);
+                    const size_t nc = (size_t)M * o.ldc;
+                    float *ref = malloc(sizeof(float) * nc), *again = malloc(sizeof(float) * nc);
+                    memcpy(ref, o.C0, sizeof(float) * nc);
+                    memcpy(o.C, o.C0, sizeof(float) * nc);
+                    memcpy(again, o.C0, sizeof(float) * nc);
+                    assert_int_equal(cpu_sgemm_with(GEMM_OPENBLAS, ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, beta, ref, o.ldc), 0);
+                    assert_int_equal(cpu_sgemm_with(GEMM_MKL, ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, beta, o.C, o.ldc), 0);
+                    assert_int_equal(cpu_sgemm_with(GEMM_MKL, ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, beta, again, o.ldc), 0);
+                    for (size_t i = 0; i < nc; i++) o.R[i] = ref[i];
+                    const double e = block_err(o.C, o.R, M, N, o.ldc);
+                    if (!(e <= 1e-5))
+                        fail_msg("mkl vs openblas %c%c %dx%dx%d beta %g: rel err %.3e", ta ? 'T' : 'N', tb ? 'T' : 'N', M, N,
+                                 K, beta, e);
+                    assert_memory_equal(o.C, again, sizeof(float) * nc);
+                    for (int i = 0; i < M; i++)   // the padding between rows is never written
+                        for (int j = N; j < o.ldc; j++) assert_true(o.C[(long)i * o.ldc + j] == o.C0[(long)i * o.ldc + j]);
+                    free(ref); free(again);
+                    free_ops(&o);
+                }
+    // bf16: cblas_gemm_bf16bf16f32 (MKL emulates it where the CPU has no bf16 instructions)
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            const int M = 70, N = 45, K = 300;
+            Ops o = make_ops(&r, ta, tb, M, N, K);
+            const long na = (long)(ta ? K : M) * o.lda, nb = (long)(tb ? N : K) * o.ldb;
+            uint16_t *a = malloc(2 * na), *b = malloc(2 * nb);
+            for (long i = 0; i < na; i++) { a[i] = bf16_from_float(o.A[i]); o.A[i] = bf16_to_float(a[i]); }
+            for (long i = 0; i < nb; i++) { b[i] = bf16_from_float(o.B[i]); o.B[i] = bf16_to_float(b[i]); }
+            memcpy(o.C, o.C0, sizeof(float) * (size_t)M * o.ldc);
+            assert_int_equal(cpu_gemm_bf16_with(GEMM_MKL, ta, tb, M, N, K, a, o.lda, b, o.ldb, 1.0f, o.C, o.ldc), 0);
+            naive_gemm(ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, 1.0f, o.C0, o.R, o.ldc);
+            const double e = block_err(o.C, o.R, M, N, o.ldc);
+            if (!(e <= 1e-5)) fail_msg("mkl bf16 %c%c: rel err %.3e", ta ? 'T' : 'N', tb ? 'T' : 'N', e);
+            free(a); free(b);
+            free_ops(&o);
+        }
 }
 
 // ---------------------------------------------------------------- CPU features
@@ -281,6 +383,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_bf16_gemm_matches_exact_products),
         cmocka_unit_test(test_cache_parser),
+        cmocka_unit_test(test_mkl_matches_openblas),
         cmocka_unit_test(test_cpu_features),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,8 @@
 // tests/test_gemm_cache.c — the GEMM calibration cache file (kernels/cpu/gemm.h): created on
 // first use, reused without calibrating again, its numbers are what decides, a malformed file is
 // ignored and rewritten, an unwritable place is said and still computes, MINGPT_GEMM narrows the
-// choice, XDG_CACHE_HOME is honoured.
+// choice (mkl included: said and ignored without MKL), a run without MKL calibrates as before on
+// its own cache file, XDG_CACHE_HOME is honoured.
 //
 // The GEMM module reads its environment and cache once per process, so every case runs in a
 // child process (fork before this process touches OpenMP or oneDNN) that reports one line.
@@ -11,10 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
 
 typedef struct {
-    char impl[32];
+    char impl[32], impl16[32];   // impl16 (TEST_BF16=1): the bf16 class's; "direct" without a class (oneDNN
+                                 // alone: nothing measured); "nohw" without bf16 hardware; else "none"
     int calibrations, correct;
     char notes[2048], path[4096];
 } Report;
@@ -50,7 +53,23 @@ static Report run_child(const char *const *env) {
         for (int i = 0; i < n && i < 64; i++)
             if (c[i].ta == 0 && c[i].tb == 1 && c[i].m_log2 == 7 && c[i].n_log2 == 7 && c[i].k_log2 == 7)
                 impl = cpu_gemm_impl_name(c[i].impl);
-        dprintf(fd[1], "%s\n%d\n%d\n%s\n%s\n", impl, cpu_gemm_calibrations(), correct, cpu_gemm_notes(),
+        const char *impl16 = "none";
+        const char *want16 = getenv("TEST_BF16");
+        if (want16 && *want16 && !cpu_gemm_bf16_fast()) impl16 = "nohw";
+        if (want16 && *want16 && cpu_gemm_bf16_fast()) {   // the same product in bf16 (small integers: exact)
+            impl16 = "direct";
+            static uint16_t a[M * K], b[N * K];
+            for (int i = 0; i < M * K; i++) a[i] = bf16_from_float(A[i]);
+            for (int i = 0; i < N * K; i++) b[i] = bf16_from_float(B[i]);
+            static float C16[M * N];
+            cpu_gemm_bf16(0, 1, M, N, K, a, K, b, K, 0.0f, C16, N);
+            for (int i = 0; i < M * N; i++) correct &= C16[i] == C[i];
+            const int n16 = cpu_gemm_classes(c, 64);
+            for (int i = 0; i < n16 && i < 64; i++)
+                if (c[i].bf16 && c[i].ta == 0 && c[i].tb == 1 && c[i].m_log2 == 7 && c[i].n_log2 == 7 && c[i].k_log2 == 7)
+                    impl16 = cpu_gemm_impl_name(c[i].impl);
+        }
+        dprintf(fd[1], "%s\n%s\n%d\n%d\n%s\n%s\n", impl, impl16, cpu_gemm_calibrations(), correct, cpu_gemm_notes(),
                 cpu_gemm_cache_path());
         _exit(0);
     }
@@ -67,6 +86,7 @@ static Report run_child(const char *const *env) {
     Report r = {0};
     char *save, *line = strtok_r(buf, "\n", &save);
     assert_non_null(line); snprintf(r.impl, sizeof r.impl, "%s", line);
+    line = strtok_r(NULL, "\n", &save); assert_non_null(line); snprintf(r.impl16, sizeof r.impl16, "%s", line);
     line = strtok_r(NULL, "\n", &save); assert_non_null(line); r.calibrations = atoi(line);
     line = strtok_r(NULL, "\n", &save); assert_non_null(line); r.correct = atoi(line);
     line = strtok_r(NULL, "\n", &save); assert_non_null(line);
@@ -124,14 +144,14 @@ static void test_cache_numbers_decide(void **state) {
     char *cls = strstr(text, "\nclass 0 1 1 7 7 7 ");   // beta = 0 in the child's product
     assert_non_null(cls);
     int ta, tb, b0, ml, nl, kl, th, m, n, k, impl;
-    double g[4];
-    assert_int_equal(sscanf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf", &ta, &tb, &b0, &ml, &nl,
-                            &kl, &th, &m, &n, &k, &impl, &g[0], &g[1], &g[2], &g[3]), 15);
+    double g[5];
+    assert_int_equal(sscanf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf %lf", &ta, &tb, &b0, &ml,
+                            &nl, &kl, &th, &m, &n, &k, &impl, &g[0], &g[1], &g[2], &g[3], &g[4]), 16);
     char *end = strchr(cls + 1, '\n');
     char rest[1 << 15];
     snprintf(rest, sizeof rest, "%s", end ? end : "");
-    sprintf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d 0 99999.0 %.1f %.1f %.1f%s", ta, tb, b0, ml, nl, kl, th, m, n, k,
-            g[1], g[2], g[3], rest);
+    sprintf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d 0 99999.0 %.1f %.1f %.1f %.1f%s", ta, tb, b0, ml, nl, kl, th, m,
+            n, k, g[1], g[2], g[3], g[4], rest);
     FILE *f = fopen(a.path, "w");
     assert_non_null(f);
     fputs(text, f);
@@ -147,7 +167,7 @@ static void test_malformed_cache_is_ignored_and_rewritten(void **state) {
     const Report a = run_child(env);
     FILE *f = fopen(a.path, "w");
     assert_non_null(f);
-    fputs("mingpt-gemm-cache 3\nfingerprint somewhere else\nclass 1 2 3\n", f);
+    fputs("mingpt-gemm-cache 4\nfingerprint somewhere else\nclass 1 2 3\n", f);
     fclose(f);
     const Report b = run_child(env);
     assert_true(b.correct);
@@ -186,10 +206,74 @@ static void test_forced_library(void **state) {
     const Report b = run_child(dnnl);
     assert_true(b.correct);
     assert_true(strncmp(b.impl, "onednn", 6) == 0);
-    const char *bogus[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", NULL };
+    const char *bogus[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "blis", NULL };
     const Report c = run_child(bogus);
     assert_true(c.correct);
-    assert_non_null(strstr(c.notes, "MINGPT_GEMM=mkl is not openblas, onednn or auto"));
+    assert_non_null(strstr(c.notes, "MINGPT_GEMM=blis is not openblas, onednn, mkl or auto"));
+    // MKL: used alone where it is (make deps installs it), said and ignored where it is not
+    // (bf16 products too: on MKL for mkl, on oneDNN's matmul for the others, where the CPU has bf16)
+    const char *mkl[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", "TEST_BF16", "1", NULL };
+    const Report d = run_child(mkl);
+    assert_true(d.correct);
+    const int hw = strcmp(d.impl16, "nohw") != 0, have_mkl = strstr(d.notes, "MINGPT_GEMM=mkl: fp32 GEMMs use MKL only") != NULL;
+    if (have_mkl) {
+        assert_string_equal(d.impl, "mkl");
+        if (hw) assert_string_equal(d.impl16, "mkl");
+    } else {
+        assert_non_null(strstr(d.notes, "MINGPT_GEMM=mkl, but MKL is not available here"));
+        if (hw) assert_string_equal(d.impl16, "direct");   // oneDNN's, the one bf16 GEMM: no class, no timing
+    }
+    const char *dnnl16[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "onednn", "TEST_BF16", "1", NULL };
+    const Report d2 = run_child(dnnl16);
+    assert_true(d2.correct);
+    assert_string_equal(d2.impl16, !hw ? "nohw" : have_mkl ? "onednn-matmul" : "direct");
+    const char *none[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3", NULL };
+    const Report e = run_child(none);
+    assert_true(e.correct);
+    assert_string_not_equal(e.impl, "mkl");
+    assert_non_null(strstr(e.notes, "MINGPT_GEMM=mkl, but MKL is not available here (no MKL at "
+                                    "MINGPT_MKL_LIB=/no/such/libmkl_rt.so.3 (no such file)): ignored."));
+}
+
+// Without MKL (MINGPT_MKL_LIB pointing nowhere) the calibration runs as before: its own cache file
+// (the fingerprint names the MKL version, or none), MKL's column 0, a correct product. With MKL
+// (where make deps installed it) the class has MKL's column measured.
+static void test_without_mkl(void **state) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/nomkl", g_dir);
+    const char *off[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3",
+                          "TEST_BF16", "1", NULL };
+    const Report a = run_child(off);
+    assert_true(a.correct);
+    assert_int_equal(a.calibrations, 1);   // the fp32 class; the bf16 product (on bf16 hardware) times nothing
+    assert_true(strcmp(a.impl16, "direct") == 0 || strcmp(a.impl16, "nohw") == 0);
+    assert_string_not_equal(a.impl, "mkl");
+    const char *text = slurp(a.path);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "; mkl=none; "));
+    assert_null(strstr(text, "\nbf16 class "));
+    const char *cls = strstr(text, "\nclass 0 1 1 7 7 7 ");
+    assert_non_null(cls);
+    double g[5];
+    assert_int_equal(sscanf(cls + 1, "class %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %lf %lf %lf %lf %lf", &g[0], &g[1],
+                            &g[2], &g[3], &g[4]), 5);
+    assert_true(g[0] > 0 && g[4] == 0);
+    const char *on[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", "MINGPT_MKL_LIB", "", NULL };
+    const Report b = run_child(on);
+    assert_true(b.correct);
+    if (strcmp(b.path, a.path) != 0) {   // MKL found: another fingerprint, its column measured
+        text = slurp(b.path);
+        assert_non_null(text);
+        assert_null(strstr(text, "; mkl=none; "));
+        assert_non_null(strstr(text, "; mkl=Intel(R) oneAPI Math Kernel Library Version "));
+        cls = strstr(text, "\nclass 0 1 1 7 7 7 ");
+        assert_non_null(cls);
+        assert_int_equal(sscanf(cls + 1, "class %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %lf %lf %lf %lf %lf", &g[0],
+                                &g[1], &g[2], &g[3], &g[4]), 5);
+        assert_true(g[4] > 0);
+    } else {
+        assert_int_equal(b.calibrations, 0);
+    }
 }
 
 static void test_xdg_cache_home(void **state) {
@@ -211,6 +295,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_cache_is_ignored_and_rewritten),
         cmocka_unit_test(test_unwritable_cache_dir),
         cmocka_unit_test(test_forced_library),
+        cmocka_unit_test(test_without_mkl),
         cmocka_unit_test(test_xdg_cache_home),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

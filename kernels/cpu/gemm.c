@@ -19,11 +19,12 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_dnnl.h"
+#include "kernels/cpu/gemm_mkl.h"
 #include "kernels/fatal.h"
 
 char *openblas_get_config(void);   // OpenBLAS (not in cblas.h)
 
-#define CACHE_FORMAT 3            // bump when the class key, the candidates or the timing change
+#define CACHE_FORMAT 4            // bump when the class key, the candidates or the timing change
 #define MAX_CLASSES 512
 #define CACHE_MAX_BYTES (256 * 1024)
 // Calibration shapes are scaled down to this: a training step's products (up to a few GFLOP) are
@@ -36,12 +37,15 @@ char *openblas_get_config(void);   // OpenBLAS (not in cblas.h)
 #define CALIB_BUDGET_S 0.2
 #define SPLIT_ALIGN 16            // blocks of the split are multiples of 16 rows / columns
 
-static const char *const IMPL_NAMES[GEMM_N_IMPL] = { "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul" };
+static const char *const IMPL_NAMES[GEMM_N_IMPL] = { "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul",
+                                                       "mkl" };
 
 static struct {
     pthread_mutex_t lock;
     int have_onednn;
+    int have_mkl;                      // MKL found and set up (kernels/cpu/gemm_mkl.h)
     int allowed[GEMM_N_IMPL];          // MINGPT_GEMM narrows this
+    int allowed16[GEMM_N_IMPL];        // the same for bf16 classes: oneDNN's matmul, MKL
     GemmClass classes[MAX_CLASSES];
     int n;
     char fingerprint[1024];
@@ -59,6 +63,20 @@ static void note(const char *fmt, const char *a, const char *b) {
     if (n + 2 >= sizeof G.notes) return;
     if (n) G.notes[n] = ' ';
     snprintf(G.notes + n + (n ? 1 : 0), sizeof G.notes - n - 1, fmt, a, b);
+}
+
+// Whether an implementation's library is loaded here (OpenBLAS always is).
+static int available(int impl) {
+    if (impl == GEMM_MKL) return G.have_mkl;
+    if (impl == GEMM_ONEDNN_SGEMM || impl == GEMM_ONEDNN_MATMUL) return G.have_onednn;
+    return impl >= 0 && impl < GEMM_N_IMPL;
+}
+
+// Whether an implementation computes bf16 products here (oneDNN's matmul on bf16 hardware, MKL's
+// cblas_gemm_bf16bf16f32 beside it).
+static int available16(int impl) {
+    if (impl == GEMM_ONEDNN_MATMUL) return G.have_onednn;
+    return impl == GEMM_MKL && G.have_mkl && mkl_has_bf16();
 }
 
 static int ceil_log2(int x) {
@@ -105,9 +123,22 @@ static void run_impl(int impl, int ta, int tb, int M, int N, int K, const float 
     case GEMM_OPENBLAS_SPLIT: openblas_split(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); return;
     case GEMM_ONEDNN_SGEMM: s = onednn_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); break;
     case GEMM_ONEDNN_MATMUL: s = onednn_matmul(GEMM_F32, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); break;
+    case GEMM_MKL:
+        if (mkl_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc)) fatal_error("MKL is not loaded (%s)", mkl_status());
+        return;
     default: openblas1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); return;
     }
     if (s) fatal_error("oneDNN %s failed (status %d) on a %dx%dx%d product", IMPL_NAMES[impl], s, M, N, K);
+}
+
+static void run_bf16(int impl, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                     int ldb, float beta, float *C, int ldc) {
+    if (impl == GEMM_MKL) {
+        if (mkl_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc)) fatal_error("MKL's bf16 GEMM is not loaded (%s)", mkl_status());
+        return;
+    }
+    const int s = onednn_matmul(GEMM_BF16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    if (s) fatal_error("oneDNN bf16 matmul failed (status %d) on a %dx%dx%d product", s, M, N, K);
 }
 
 // ============================================================================
@@ -116,11 +147,16 @@ static void run_impl(int impl, int ta, int tb, int M, int N, int K, const float 
 //   mingpt-gemm-cache <CACHE_FORMAT>
 //   fingerprint <text up to the end of the line>
 //   class <ta> <tb> <beta0> <m_log2> <n_log2> <k_log2> <threads> <m> <n> <k> <impl> <gflops x GEMM_N_IMPL>
+//   (GEMM_N_IMPL = 5 columns: openblas, openblas-split, onednn-sgemm, onednn-matmul, mkl)
+//   bf16 class <the same fields>   (a class of bf16 products: onednn-matmul and mkl columns only)
 static int parse_class(const char *line, GemmClass *c) {
     int used = 0;
-    const int k = sscanf(line, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf%n", &c->ta, &c->tb, &c->beta0,
-                         &c->m_log2, &c->n_log2, &c->k_log2, &c->threads, &c->m, &c->n, &c->k, &c->impl,
-                         &c->gflops[0], &c->gflops[1], &c->gflops[2], &c->gflops[3], &used);
+    c->bf16 = strncmp(line, "bf16 ", 5) == 0;   // "bf16 class ...": a class of bf16 products
+    if (c->bf16) line += 5;
+    const int k = sscanf(line, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf %lf%n", &c->ta, &c->tb,
+                         &c->beta0, &c->m_log2, &c->n_log2, &c->k_log2, &c->threads, &c->m, &c->n, &c->k, &c->impl,
+                         &c->gflops[0], &c->gflops[1], &c->gflops[2], &c->gflops[3], &c->gflops[4], &used);
+    _Static_assert(GEMM_N_IMPL == 5, "the class line's gflops columns");
     if (k != 11 + GEMM_N_IMPL || line[used] != 0) return 1;
     if ((c->ta | c->tb | c->beta0) & ~1 || c->impl < 0 || c->impl >= GEMM_N_IMPL || c->threads < 1 || c->threads > 4096)
         return 1;
@@ -129,6 +165,7 @@ static int parse_class(const char *line, GemmClass *c) {
         if (logs[i] < 0 || logs[i] > 31 || dims[i] < 1 || ceil_log2(dims[i]) > logs[i]) return 1;
     for (int i = 0; i < GEMM_N_IMPL; i++)
         if (!(c->gflops[i] >= 0 && c->gflops[i] < 1e7)) return 1;   // NaN fails too
+    if (c->bf16 && c->impl != GEMM_ONEDNN_MATMUL && c->impl != GEMM_MKL) return 1;   // the bf16 libraries
     return c->gflops[c->impl] > 0 ? 0 : 1;
 }
 
@@ -191,7 +228,7 @@ static int load_cache(GemmClass *out, int max, char *why, size_t whylen) {
 }
 
 static int same_class(const GemmClass *a, const GemmClass *b) {
-    return a->ta == b->ta && a->tb == b->tb && a->beta0 == b->beta0 && a->m_log2 == b->m_log2 && a->n_log2 == b->n_log2 &&
+    return a->bf16 == b->bf16 && a->ta == b->ta && a->tb == b->tb && a->beta0 == b->beta0 && a->m_log2 == b->m_log2 && a->n_log2 == b->n_log2 &&
            a->k_log2 == b->k_log2 && a->threads == b->threads;
 }
 
@@ -232,7 +269,7 @@ static void save_cache(void) {
         fprintf(f, "mingpt-gemm-cache %d\nfingerprint %s\n", CACHE_FORMAT, G.fingerprint);
         for (int i = 0; i < n; i++) {
             const GemmClass *c = &merged[i];
-            fprintf(f, "class %d %d %d %d %d %d %d %d %d %d %d", c->ta, c->tb, c->beta0, c->m_log2, c->n_log2, c->k_log2,
+            fprintf(f, "%sclass %d %d %d %d %d %d %d %d %d %d %d", c->bf16 ? "bf16 " : "", c->ta, c->tb, c->beta0, c->m_log2, c->n_log2, c->k_log2,
                     c->threads, c->m, c->n, c->k, c->impl);
             // %.17g reads back as the same double, so a later process's choose() decides as this
             // one did (with %.1f two close timings could print alike and tie the other way)
@@ -269,15 +306,23 @@ static uint64_t fnv1a(const char *s) {
 static void init_once(void) {
     const CpuFeatures *f = cpu_features();
     G.have_onednn = onednn_init() == 0;
-    for (int i = 0; i < GEMM_N_IMPL; i++) G.allowed[i] = i < GEMM_ONEDNN_SGEMM || G.have_onednn;
+    G.have_mkl = mkl_init() == 0;
+    for (int i = 0; i < GEMM_N_IMPL; i++) G.allowed[i] = available(i), G.allowed16[i] = available16(i);
     const char *force = getenv("MINGPT_GEMM");
     if (force && *force && strcmp(force, "auto") != 0) {
-        const int blas = strcmp(force, "openblas") == 0, dnnl = strcmp(force, "onednn") == 0;
-        if (blas || (dnnl && G.have_onednn)) {
-            for (int i = 0; i < GEMM_N_IMPL; i++) G.allowed[i] = blas ? i < GEMM_ONEDNN_SGEMM : i >= GEMM_ONEDNN_SGEMM;
-            note("MINGPT_GEMM=%s: fp32 GEMMs use %s only.", force, blas ? "OpenBLAS" : "oneDNN");
+        const int blas = strcmp(force, "openblas") == 0, dnnl = strcmp(force, "onednn") == 0,
+                  mkl = strcmp(force, "mkl") == 0;
+        if (blas || (dnnl && G.have_onednn) || (mkl && G.have_mkl)) {
+            for (int i = 0; i < GEMM_N_IMPL; i++)
+                G.allowed[i] = blas ? i < GEMM_ONEDNN_SGEMM : mkl ? i == GEMM_MKL : i == GEMM_ONEDNN_SGEMM || i == GEMM_ONEDNN_MATMUL;
+            // bf16: MKL's when forced and there, else oneDNN's (OpenBLAS has none)
+            const int b16 = mkl && available16(GEMM_MKL) ? GEMM_MKL : GEMM_ONEDNN_MATMUL;
+            for (int i = 0; i < GEMM_N_IMPL; i++) G.allowed16[i] = i == b16 && available16(i);
+            note("MINGPT_GEMM=%s: fp32 GEMMs use %s only.", force, blas ? "OpenBLAS" : mkl ? "MKL" : "oneDNN");
+        } else if (mkl) {
+            note("MINGPT_GEMM=mkl, but MKL is not available here (%.1300s): ignored.", mkl_status(), "");
         } else {
-            note("MINGPT_GEMM=%s is not openblas, onednn or auto%s: ignored.", force,
+            note("MINGPT_GEMM=%s is not openblas, onednn, mkl or auto%s: ignored.", force,
                  dnnl ? " available here (oneDNN did not start)" : "");
         }
     }
@@ -295,9 +340,9 @@ static void init_once(void) {
     cpu_features_describe(f, flags, sizeof flags);
     if (G.have_onednn) onednn_version(dnnl, sizeof dnnl);
     const char *cfg = openblas_get_config();
-    snprintf(G.fingerprint, sizeof G.fingerprint, "cpu=%s; flags=%s; openblas=%s; core=%s; onednn=%s %s; gemm=%d",
+    snprintf(G.fingerprint, sizeof G.fingerprint, "cpu=%s; flags=%s; openblas=%s; core=%s; onednn=%s %s; mkl=%s; gemm=%d",
              f->brand[0] ? f->brand : "?", flags, cfg ? cfg : "?", core, dnnl, G.have_onednn ? onednn_isa() : "-",
-             CACHE_FORMAT);
+             G.have_mkl ? mkl_version_full() : "none", CACHE_FORMAT);
     for (char *p = G.fingerprint; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
 
@@ -337,7 +382,7 @@ static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
     const int lda = ta ? M : K, ldb = tb ? K : N;
     int cand[GEMM_N_IMPL], nc_ = 0;
     for (int i = 0; i < GEMM_N_IMPL; i++)
-        if ((i < GEMM_ONEDNN_SGEMM || G.have_onednn) && (i != GEMM_OPENBLAS_SPLIT || c->threads > 1)) cand[nc_++] = i;
+        if (available(i) && (i != GEMM_OPENBLAS_SPLIT || c->threads > 1)) cand[nc_++] = i;
     double best[GEMM_N_IMPL], warm = 1e30;
     for (int j = 0; j < nc_; j++) {   // warm-up: JIT, primitive creation, first touch
         const double t0 = now_s();
@@ -359,16 +404,57 @@ static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
     free(A); free(B); free(C);
 }
 
-// The implementation for a class: the fastest measured one among those allowed.
-static int choose(const GemmClass *c) {
-    int impl = GEMM_OPENBLAS;
+// The same for a class of bf16 products: oneDNN's matmul and MKL's bf16 GEMM, when there.
+static void calibrate_bf16(GemmClass *c, int ta, int tb, int M, int N, int K) {
+    const float beta = c->beta0 ? 0.0f : 1.0f;
+    while (2.0 * M * N * K > CALIB_MAX_FLOP) {
+        if (M >= N && M >= K) M = (M + 1) / 2;
+        else if (N >= K) N = (N + 1) / 2;
+        else K = (K + 1) / 2;
+    }
+    const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    uint16_t *A = malloc(na * sizeof(uint16_t)), *B = malloc(nb * sizeof(uint16_t));
+    float *C = calloc(nc, sizeof(float));
+    if (!A || !B || !C) fatal_error("out of memory calibrating a %dx%dx%d bf16 GEMM", M, N, K);
+    for (size_t i = 0; i < na; i++) A[i] = bf16_from_float((float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f);
+    for (size_t i = 0; i < nb; i++) B[i] = bf16_from_float((float)((i * 40503u) % 1000) * 1e-3f - 0.5f);
+    const int lda = ta ? M : K, ldb = tb ? K : N;
+    int cand[GEMM_N_IMPL], nc_ = 0;
     for (int i = 0; i < GEMM_N_IMPL; i++)
-        if (G.allowed[i] && c->gflops[i] > 0 && (!G.allowed[impl] || c->gflops[i] > c->gflops[impl])) impl = i;
-    return G.allowed[impl] ? impl : GEMM_OPENBLAS;
+        if (available16(i)) cand[nc_++] = i;
+    double best[GEMM_N_IMPL], warm = 1e30;
+    for (int j = 0; j < nc_; j++) {
+        const double t0 = now_s();
+        run_bf16(cand[j], ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
+        best[cand[j]] = 1e30;
+        warm = fmin(warm, now_s() - t0);
+    }
+    int rounds = (int)(CALIB_BUDGET_S / (nc_ * fmax(warm, 1e-6)));
+    rounds = rounds < 3 ? 3 : rounds > 20 ? 20 : rounds;
+    for (int r = 0; r < rounds; r++)
+        for (int j = 0; j < nc_; j++) {
+            const double t0 = now_s();
+            run_bf16(cand[j], ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
+            best[cand[j]] = fmin(best[cand[j]], now_s() - t0);
+        }
+    c->m = M; c->n = N; c->k = K;
+    for (int i = 0; i < GEMM_N_IMPL; i++) c->gflops[i] = 0;
+    for (int j = 0; j < nc_; j++) c->gflops[cand[j]] = 2.0 * M * N * K / fmax(best[cand[j]], 1e-9) / 1e9;
+    free(A); free(B); free(C);
 }
 
-static int impl_for(int ta, int tb, int beta0, int M, int N, int K, int threads) {
-    const GemmClass key = { .ta = ta, .tb = tb, .beta0 = beta0, .m_log2 = ceil_log2(M), .n_log2 = ceil_log2(N),
+// The implementation for a class: the fastest measured one among those allowed (OpenBLAS, or
+// oneDNN's matmul for bf16, when none is).
+static int choose(const GemmClass *c) {
+    const int *allowed = c->bf16 ? G.allowed16 : G.allowed, fallback = c->bf16 ? GEMM_ONEDNN_MATMUL : GEMM_OPENBLAS;
+    int impl = fallback;
+    for (int i = 0; i < GEMM_N_IMPL; i++)
+        if (allowed[i] && c->gflops[i] > 0 && (!allowed[impl] || c->gflops[i] > c->gflops[impl])) impl = i;
+    return allowed[impl] ? impl : fallback;
+}
+
+static int impl_for(int bf16, int ta, int tb, int beta0, int M, int N, int K, int threads) {
+    const GemmClass key = { .bf16 = bf16, .ta = ta, .tb = tb, .beta0 = beta0, .m_log2 = ceil_log2(M), .n_log2 = ceil_log2(N),
                             .k_log2 = ceil_log2(K), .threads = threads };
     pthread_mutex_lock(&G.lock);
     int i = 0;
@@ -377,7 +463,8 @@ static int impl_for(int ta, int tb, int beta0, int M, int N, int K, int threads)
         if (G.n == MAX_CLASSES) G.n = 0;   // hundreds of classes: forget them rather than grow
         i = G.n;
         G.classes[i] = key;
-        calibrate(&G.classes[i], ta, tb, M, N, K);
+        if (bf16) calibrate_bf16(&G.classes[i], ta, tb, M, N, K);
+        else calibrate(&G.classes[i], ta, tb, M, N, K);
         G.calibrations++;
         G.classes[i].impl = choose(&G.classes[i]);
         G.n++;
@@ -410,7 +497,7 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, con
         return;
     }
     pthread_once(&g_once, init_once);
-    const int impl = impl_for(ta, tb, beta == 0.0f, M, N, K, omp_get_max_threads());   // may calibrate: not timed
+    const int impl = impl_for(0, ta, tb, beta == 0.0f, M, N, K, omp_get_max_threads());   // may calibrate: not timed
     const uint64_t t0 = now_ns();
     run_impl(impl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     count_product(t0, M, N, K, 1);
@@ -419,7 +506,7 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, con
 int cpu_sgemm_with(int impl, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                    int ldb, float beta, float *C, int ldc) {
     pthread_once(&g_once, init_once);
-    if (impl < 0 || impl >= GEMM_N_IMPL || (impl >= GEMM_ONEDNN_SGEMM && !G.have_onednn)) return 1;
+    if (!available(impl)) return 1;
     if (M > 0 && N > 0) run_impl(impl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return 0;
 }
@@ -464,10 +551,29 @@ void cpu_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int l
             for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] *= beta;
         return;
     }
+    if (omp_in_parallel()) {   // one thread of a parallel region: oneDNN, untimed, no calibration
+        run_bf16(GEMM_ONEDNN_MATMUL, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    pthread_once(&g_once, init_once);
+    if (!available16(GEMM_MKL)) {   // oneDNN's is the only bf16 GEMM: nothing to measure, no class
+        const uint64_t t0 = now_ns();
+        run_bf16(GEMM_ONEDNN_MATMUL, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        count_product(t0, M, N, K, 1);
+        return;
+    }
+    const int impl = impl_for(1, ta, tb, beta == 0.0f, M, N, K, omp_get_max_threads());   // may calibrate: not timed
     const uint64_t t0 = now_ns();
-    const int s = onednn_matmul(GEMM_BF16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    if (!omp_in_parallel()) count_product(t0, M, N, K, 1);
-    if (s) fatal_error("oneDNN bf16 matmul failed (status %d) on a %dx%dx%d product", s, M, N, K);
+    run_bf16(impl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    count_product(t0, M, N, K, 1);
+}
+
+int cpu_gemm_bf16_with(int impl, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                       int ldb, float beta, float *C, int ldc) {
+    pthread_once(&g_once, init_once);
+    if (!available16(impl) || (impl == GEMM_ONEDNN_MATMUL && !cpu_gemm_bf16_fast())) return 1;
+    if (M > 0 && N > 0) run_bf16(impl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return 0;
 }
 
 void cpu_gemm_bf16_batched(int batch, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, long sa,
@@ -489,14 +595,17 @@ void cpu_gemm(GemmType t, int ta, int tb, int M, int N, int K, const void *A, in
 void cpu_gemm_describe(char *buf, size_t len) {
     pthread_once(&g_once, init_once);
     const char *cfg = openblas_get_config(), *core = openblas_core();
-    char ver[64] = "OpenBLAS", dnnl[32] = "";
+    char ver[64] = "OpenBLAS", dnnl[32] = "", mkl[48] = "";
     if (cfg && sscanf(cfg, "OpenBLAS %31s", ver + 9) == 1) ver[8] = ' ';
     if (G.have_onednn) onednn_version(dnnl, sizeof dnnl);
+    if (G.have_mkl) snprintf(mkl, sizeof mkl, " + MKL %s", mkl_version_short());
     if (G.have_onednn)
-        snprintf(buf, len, "%s (%s kernels: %s) + oneDNN %s (%s), fp32 per shape class by measurement%s", ver, core,
-                 openblas_core_isa(core), dnnl, onednn_isa(), cpu_gemm_bf16_fast() ? "; bf16 on oneDNN" : "");
+        snprintf(buf, len, "%s (%s kernels: %s) + oneDNN %s (%s)%s, fp32 per shape class by measurement%s%s", ver, core,
+                 openblas_core_isa(core), dnnl, onednn_isa(), mkl, !cpu_gemm_bf16_fast() ? "" : available16(GEMM_MKL) ? "; bf16 on oneDNN or MKL per shape class" : "; bf16 on oneDNN",
+                 G.have_mkl ? "" : "; MKL not found");
     else
-        snprintf(buf, len, "%s (%s kernels: %s); oneDNN unavailable", ver, core, openblas_core_isa(core));
+        snprintf(buf, len, "%s (%s kernels: %s)%s; oneDNN unavailable%s", ver, core, openblas_core_isa(core), mkl,
+                 G.have_mkl ? "" : "; MKL not found");
 }
 
 const char *cpu_gemm_notes(void) {
@@ -532,3 +641,6 @@ const char *cpu_gemm_fingerprint(void) {
     pthread_once(&g_once, init_once);
     return G.fingerprint;
 }
+
+const char *cpu_gemm_mkl_status(void) { return mkl_status(); }
+

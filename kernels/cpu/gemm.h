@@ -22,7 +22,12 @@
 // Cache: $MINGPT_CACHE_DIR, else $XDG_CACHE_HOME/mingpt, else $HOME/.cache/mingpt;
 // gemm-<fingerprint>.txt, written atomically. A file that does not parse is ignored (and
 // rewritten); an unwritable directory means calibrating once per process (said in the status).
-// MINGPT_GEMM=openblas|onednn forces one library for every fp32 class (for comparisons).
+// A third library when it is there: Intel oneMKL (cblas_sgemm; kernels/cpu/gemm_mkl.h says where it
+// is looked for), loaded with dlopen, a fifth candidate of every class; its version is part of the
+// fingerprint; its bf16 GEMM is a second candidate of bf16 classes (timed like the fp32 ones).
+// Without it nothing changes but the missing column.
+// MINGPT_GEMM=openblas|onednn|mkl forces one library for every fp32 class (for comparisons); bf16
+// classes then run on MKL for mkl, else on oneDNN.
 #ifndef MINGPT_CPU_GEMM_H
 #define MINGPT_CPU_GEMM_H
 
@@ -39,8 +44,11 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, con
                int ldb, float beta, float *C, int ldc);
 
 // The same with A and B in bf16 (kernels/cpu/bf16.h), products accumulated in fp32, C fp32:
-// oneDNN's matmul primitive (AMX tiles or AVX512-BF16 where the CPU has them). Only valid when
-// cpu_gemm_bf16_fast() (else the process stops with a message through kernels/fatal.h).
+// oneDNN's matmul primitive (AMX tiles or AVX512-BF16 where the CPU has them), or MKL's
+// cblas_gemm_bf16bf16f32 where MKL is present and measured faster for the shape class (bf16
+// classes are calibrated and cached as the fp32 ones, only when MKL is there; inside a parallel
+// region: oneDNN). Only
+// valid when cpu_gemm_bf16_fast() (else the process stops with a message through kernels/fatal.h).
 void cpu_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                    int ldb, float beta, float *C, int ldc);
 
@@ -66,21 +74,30 @@ void cpu_gemm_describe(char *buf, size_t len);
 const char *cpu_gemm_notes(void);
 
 // The classes calibrated or loaded so far, for summaries and the benchmark.
-enum { GEMM_OPENBLAS, GEMM_OPENBLAS_SPLIT, GEMM_ONEDNN_SGEMM, GEMM_ONEDNN_MATMUL, GEMM_N_IMPL };
+enum { GEMM_OPENBLAS, GEMM_OPENBLAS_SPLIT, GEMM_ONEDNN_SGEMM, GEMM_ONEDNN_MATMUL, GEMM_MKL, GEMM_N_IMPL };
 typedef struct {
+    int bf16;                                      // 1: a class of bf16 products (cpu_gemm_bf16)
     int ta, tb, beta0;                             // the class: transposes, beta == 0 (C only written),
     int m_log2, n_log2, k_log2, threads;           // ceil(log2) of M, N, K, OpenMP threads
     int m, n, k;                                   // the shape it was timed at
     int impl;                                      // GEMM_* chosen
     double gflops[GEMM_N_IMPL];                    // measured; 0 = not a candidate here
 } GemmClass;
-const char *cpu_gemm_impl_name(int impl);         // "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul"
+const char *cpu_gemm_impl_name(int impl);         // "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul", "mkl"
 int cpu_gemm_classes(GemmClass *out, int max);    // returns the count (fills at most max)
 const char *cpu_gemm_cache_path(void);            // "" when there is no cache file
 // cpu_sgemm on one given implementation (GEMM_*), bypassing the dispatch: for tests and the
 // benchmark. Returns non-zero (computing nothing) when that implementation is unavailable here.
 int cpu_sgemm_with(int impl, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                    int ldb, float beta, float *C, int ldc);
+// The same for a bf16 product (as cpu_gemm_bf16) on GEMM_ONEDNN_MATMUL or GEMM_MKL (MKL's
+// cblas_gemm_bf16bf16f32). Returns non-zero, computing nothing, where that one has no bf16 GEMM
+// here (oneDNN's needs cpu_gemm_bf16_fast(); MKL's needs MKL).
+int cpu_gemm_bf16_with(int impl, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
+                       int ldb, float beta, float *C, int ldc);
+
+// Where MKL was found ("2026.2 (<path>)") or why it is not used (kernels/cpu/gemm_mkl.h).
+const char *cpu_gemm_mkl_status(void);
 
 // How many shape classes this process has calibrated (0 when every one came from the cache).
 int cpu_gemm_calibrations(void);
