@@ -182,6 +182,11 @@ PY
         exit !(a[2] == 8 * P && s % 16 == 0 && s * np >= P && s * np < P + 16 * np) }'; then
     ok "$np ranks: optimizer state per rank at stage 1 is one padded shard ($m: sharded, unsharded, parameter bytes)"
   else bad "$np ranks: the memory line" "$(grep -E 'Memory|Cost' "$WORK/s1n$np.log" | head -4)"; fi
+  # ... and the activations, with the whole: parameters + gradients + optimizer state + activations (+ a cast copy)
+  m=$(sed -n 's/.*Memory per rank (zero_stage 1, '$np' ranks): parameters \([0-9]*\) bytes, gradients \([0-9]*\) bytes, optimizer state \([0-9]*\) bytes (zero_stage 0: [0-9, ]*), activations \([0-9]*\) bytes, \([0-9]*\) bytes in all$/\1 \2 \3 \4 \5/p' "$WORK/s1n$np.log" | head -1)
+  if [ -n "$m" ] && awk -v m="$m" 'BEGIN { split(m, a, " "); s = a[1] + a[2] + a[3] + a[4]; exit !(a[4] > 0 && a[5] >= s && a[5] <= s + a[1] / 2) }'; then
+    ok "$np ranks: the memory line gives the activations and the sum ($m)"
+  else bad "$np ranks: the memory line's activations and sum" "$(grep -E 'Memory per rank' "$WORK/s1n$np.log" | head -2)"; fi
 done
 
 echo "-- snapshots across stages and world sizes (global batch 12, mid-epoch)"

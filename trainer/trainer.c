@@ -688,8 +688,9 @@ static int check_cost(Trainer *t, const GPTShape *shape, const GPTBuildOptions *
              t->world, desc);
     if (t->world > 1)
         log_info("Memory per rank (zero_stage %d, %d ranks): parameters %zu bytes, gradients %zu bytes, optimizer "
-                 "state %zu bytes (zero_stage 0: %zu, %zu, %zu)\n", t->zero, t->world, mem.params, mem.grads, mem.adamw,
-                 unsharded.params, unsharded.grads, unsharded.adamw);
+                 "state %zu bytes (zero_stage 0: %zu, %zu, %zu), activations %zu bytes, %zu bytes in all\n", t->zero,
+                 t->world, mem.params, mem.grads, mem.adamw, unsharded.params, unsharded.grads, unsharded.adamw, mem.acts,
+                 mem.total);
     log_flush_stdout();
     if (gpt_memory_check(&mem, t->be, err, sizeof err)) {
         log_error("mingpt: error: %s\n", err);
