@@ -10,7 +10,8 @@
 # "all-gather:" summary line (averaged over the whole run, warm-up included).
 #   ZERO_REPS (2), ZERO_ITERS (10), ZERO_WARMUP (2), ZERO_CAP_MB (bucket_cap_mb, 25),
 #   ZERO_BIND (core), ZERO_MODEL ("6 6 384 256": n_layer n_head n_embd block; for a smoke test),
-#   ZERO_CONFIGS ("0 1 1b 2 2b": the rows to run)
+#   ZERO_CONFIGS ("0 1 1b 2 2b 2r": the rows to run; "2r": stage 2 with MINGPT_ZERO2_RING=overlap,
+#   the ring with room for two consecutive buckets instead of the smallest)
 set -euo pipefail
 
 BIN=${1:-./mingpt}
@@ -22,9 +23,9 @@ BIND=${ZERO_BIND:-core}
 read -r NL NH NE T <<<"${ZERO_MODEL:-6 6 384 256}"
 DATA=${ZERO_DATA:-data/input.txt}
 B_GLOBAL=16
-read -r -a CONFIGS <<<"${ZERO_CONFIGS:-0 1 1b 2 2b}"
+read -r -a CONFIGS <<<"${ZERO_CONFIGS:-0 1 1b 2 2b 2r}"
 for c in "${CONFIGS[@]}"; do
-  case $c in 0|1|1b|2|2b) ;; *) echo "bench/bench_zero.sh: ZERO_CONFIGS: '$c' is not one of 0 1 1b 2 2b" >&2; exit 2;; esac
+  case $c in 0|1|1b|2|2b|2r) ;; *) echo "bench/bench_zero.sh: ZERO_CONFIGS: '$c' is not one of 0 1 1b 2 2b 2r" >&2; exit 2;; esac
 done
 [ "${CONFIGS[0]}" = 0 ] || { echo "bench/bench_zero.sh: ZERO_CONFIGS must start with 0 (the baseline)" >&2; exit 2; }
 
@@ -51,21 +52,23 @@ COMMON=(gpt_config.n_layer="$NL" gpt_config.n_head="$NH" gpt_config.n_embd="$NE"
 # run C REP: one run of config C (stage, "b": blocking all-gather); prints
 # "ms_per_iter rss_rank_a_kb rss_rank_b_kb gather_busy_ms gather_exposed_ms" (the gather's: - at stage 0)
 run() {
-  local c=$1 rep=$2 dir="$WORK/z$1.$2" z=${1%b} gather=overlap
-  [ "$c" != "$z" ] && gather=blocking
-  if ! MINGPT_ZERO_GATHER=$gather mpirun -np 2 --bind-to "$BIND" -x OMP_NUM_THREADS=1 -x MINGPT_ZERO_GATHER \
-         /usr/bin/time -f "peak-rss-kb %M" "$BIN" "${COMMON[@]}" \
+  local c=$1 rep=$2 dir="$WORK/z$1.$2" z=${1:0:1} gather=overlap ring=min
+  [ "$c" = "${z}b" ] && gather=blocking
+  [ "$c" = "${z}r" ] && ring=overlap
+  # each rank's peak RSS into its own file (two ranks writing to one stream can interleave the lines)
+  if ! MINGPT_ZERO_GATHER=$gather MINGPT_ZERO2_RING=$ring mpirun -np 2 --bind-to "$BIND" -x OMP_NUM_THREADS=1 \
+         -x MINGPT_ZERO_GATHER -x MINGPT_ZERO2_RING \
+         sh -c 'exec /usr/bin/time -o "$0.$OMPI_COMM_WORLD_RANK" -f "peak-rss-kb %M" "$@"' "$WORK/z$c.$rep.rss" "$BIN" "${COMMON[@]}" \
          trainer_config.zero_stage="$z" hydra.run.dir="$dir" trainer_config.snapshot_path="$dir/snapshot.bin" \
          > "$WORK/z$c.$rep.log" 2>&1; then
     echo "bench/bench_zero.sh: zero_stage $z ($gather all-gather) failed; its output:" >&2; tail -n 30 "$WORK/z$c.$rep.log" >&2; exit 1
   fi
-  python3 - "$dir/metrics.jsonl" "$WARMUP" "$WORK/z$c.$rep.log" "$z" "$gather" <<'PY'
+  python3 - "$dir/metrics.jsonl" "$WARMUP" "$WORK/z$c.$rep.log" "$z" "$gather" "$WORK/z$c.$rep.rss" <<'PY'
 import json, re, statistics, sys
 ms = [d["ms_per_iter"] for d in map(json.loads, open(sys.argv[1])) if "ms_per_iter" in d and d["iter"] > int(sys.argv[2])]
 log = open(sys.argv[3], errors="replace").read()
-# (anywhere in a line: the other rank's output may share it)
-rss = re.findall(r"peak-rss-kb (\d+)", log)
-if len(rss) != 2: sys.exit("bench/bench_zero.sh: %d peak RSS lines in %s, want 2" % (len(rss), sys.argv[3]))
+rss = [m for r in (0, 1) for m in re.findall(r"peak-rss-kb (\d+)", open("%s.%d" % (sys.argv[6], r)).read())]
+if len(rss) != 2: sys.exit("bench/bench_zero.sh: %d peak RSS lines in %s.0 and .1, want 2" % (len(rss), sys.argv[6]))
 g = re.search(r"all-gather: (overlapped|blocking), [0-9.]+ per iteration[^,]*, ([0-9.]+) ms busy and ([0-9.]+) ms exposed", log)
 if sys.argv[4] != "0" and not g: sys.exit("bench/bench_zero.sh: no all-gather summary line in %s" % sys.argv[3])
 if g and g.group(1) != ("overlapped" if sys.argv[5] == "overlap" else "blocking"):
@@ -89,7 +92,8 @@ for rep in $(seq "$REPS"); do
 done
 echo
 tokens=$((B_GLOBAL * T))
-echo "(stage 1b, 2b: the parameter all-gather blocking at the end of the step; 1, 2: overlapped with the next forward)"
+echo "(stage 1b, 2b: the parameter all-gather blocking at the end of the step; 1, 2: overlapped with the next forward;"
+echo " 2, 2b: stage 2's smallest gradient ring (the largest bucket); 2r: the ring with room to overlap two buckets)"
 printf '%-6s %-12s %-10s %-22s %-34s %s\n' stage "tokens/s" "vs 0" "peak RSS per rank" "all-gather ms/iter: busy, exposed" \
   "per rank: gradients, AdamW state (start-up line)"
 for c in "${CONFIGS[@]}"; do
