@@ -7,10 +7,11 @@
 //   * Backward functions ACCUMULATE (+=) into the parameter gradients they produce (dweight,
 //     dbias, dwte, dwpe: gradient accumulation over micro-steps; the caller zeroes them once
 //     per optimizer step), into layernorm_backward's dinp (the residual stream's gradient
-//     sums the two branches and the skip path) and into residual_backward's da, db. They OVERWRITE the activation gradients that
-//     only they write: matmul_backward's dinp, attention_backward's dqkv, gelu_backward's and
-//     dropout_backward's dinp, crossentropy_softmax_backward's dlogits. So the model never
-//     zeroes a scratch gradient before an op; each op's line below says which it does.
+//     sums the two branches and the skip path) and into residual_backward's da, db. They
+//     OVERWRITE the activation gradients that only they write: matmul_backward's dinp,
+//     attention_backward's dqkv, gelu_backward's and dropout_backward's dinp,
+//     crossentropy_softmax_backward's dlogits. So the model never zeroes a scratch gradient
+//     before an op; each op's line below says which it does.
 //   * Results are deterministic for a given OMP thread count (no float atomics).
 //   * Dropout uses kernels/dropout_rng.h: the mask of element idx is a pure function of
 //     (key, idx), recomputed in the backward pass instead of stored. p = 0 is the identity.

@@ -66,8 +66,8 @@ __global__ void unpermute_kernel(float *__restrict__ out, const float *__restric
 
 // dqkv (B,T,3C) = (dq | dk | dv) each (B,NH,T,hs)
 __global__ void unpermute_qkv_kernel(float *__restrict__ dqkv, const float *__restrict__ dq,
-                                         const float *__restrict__ dk, const float *__restrict__ dv,
-                                         int B, int NH, int Tn, int hs) {
+                                     const float *__restrict__ dk, const float *__restrict__ dv,
+                                     int B, int NH, int Tn, int hs) {
     const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
     GRID_STRIDE(idx, total) {
