@@ -395,8 +395,8 @@ void attention_forward_cached(float *out, float *att, float *kcache, float *vcac
 
 // ---------------------------------------------------------------- backward
 // dqkv (B,T,3C) = gradient given dout (B,T,C) (overwritten), the saved att and qkv; the
-// dropout mask is recomputed from key. scratch (B,NH,T,T) holds dP (the gradient of drop(att)), then dS (the
-// gradient of the scaled scores) in its lower triangle.
+// dropout mask is recomputed from key. scratch (B,NH,T,T) holds dP (the gradient of
+// drop(att)), then dS (the gradient of the scaled scores) in its lower triangle.
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH, float attn_p,
                         DropoutKey drop) {
