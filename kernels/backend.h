@@ -6,9 +6,16 @@
 // CUDA. Host data crosses only through upload/download.
 //
 // Op semantics, shapes and conventions are those of kernels/cpu/ops.h (forward ops
-// overwrite; backward ops ACCUMULATE into gradients, except
-// crossentropy_softmax_backward which overwrites dlogits; dropout masks come from
-// kernels/dropout_rng.h; results deterministic for a given configuration).
+// overwrite; dropout masks come from kernels/dropout_rng.h; results deterministic for a
+// given configuration). Backward ops, on every backend:
+//   * ACCUMULATE (+=) into parameter gradients: matmul_backward's dweight and dbias,
+//     layernorm_backward's dweight and dbias, encoder_backward's dwte and dwpe (the caller
+//     zeroes them once per optimizer step; micro-steps add up), and into layernorm_backward's
+//     dinp (the residual stream's gradient: each block's two branches add to it);
+//   * OVERWRITE the activation gradients they alone write, whatever the buffer held before
+//     (NaN included): matmul_backward's dinp, attention_backward's dqkv, gelu_backward's and
+//     dropout_backward's dinp, crossentropy_softmax_backward's dlogits. The caller zeroes no
+//     scratch gradient before them (on a GPU each zeroing is a launch and a pass over memory).
 //
 // Mixed precision: when matmul_dtype is BF16 or FP16, the inputs of every matmul and of
 // the attention products are rounded to that type, products accumulate in fp32 and
@@ -53,6 +60,7 @@ struct Backend {
     // ---- model ops (kernels/cpu/ops.h has each one's shapes)
     void (*encoder_forward)(Backend *be, float *out, const int32_t *inp, const float *wte,
                             const float *wpe, int B, int T, int C);
+    // dwte (V,C) and dwpe (T_max,C) += the embeddings' gradients (both accumulate).
     void (*encoder_backward)(Backend *be, float *dwte, float *dwpe, const float *dout,
                              const int32_t *inp, int B, int T, int C);
     void (*layernorm_forward)(Backend *be, float *out, float *mean, float *rstd, const float *inp,
@@ -61,6 +69,7 @@ struct Backend {
     void (*residual_layernorm_forward)(Backend *be, float *res, float *out, float *mean, float *rstd,
                                        const float *a, const float *b, const float *weight,
                                        const float *bias, int N, int C);
+    // dinp (N,C), dweight (C,), dbias (C,) += their gradients given dout: all three accumulate.
     void (*layernorm_backward)(Backend *be, float *dinp, float *dweight, float *dbias,
                                const float *dout, const float *inp, const float *weight,
                                const float *mean, const float *rstd, int N, int C);
@@ -69,6 +78,8 @@ struct Backend {
     // pre (N,OC) = inp @ weight^T + bias; out (N,OC) = gelu(pre): bias + GELU fused.
     void (*matmul_gelu_forward)(Backend *be, float *pre, float *out, const float *inp,
                                 const float *weight, const float *bias, int N, int C, int OC);
+    // dinp (N,C) = dout @ weight, overwritten (NULL: skipped); dweight (OC,C) += dout^T @ inp;
+    // dbias (OC,) += column sums of dout (NULL: skipped).
     void (*matmul_backward)(Backend *be, float *dinp, float *dweight, float *dbias,
                             const float *dout, const float *inp, const float *weight,
                             int N, int C, int OC);
@@ -83,6 +94,7 @@ struct Backend {
     // matmul_dtype.
     void (*attention_forward_cached)(Backend *be, float *out, float *att, float *kcache, float *vcache,
                                      const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH);
+    // dqkv (B,T,3C) = the gradient given dout (B,T,C), overwritten; scratch (B,NH,T,T) too.
     void (*attention_backward)(Backend *be, float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att, int B, int T, int C, int NH,
                                float attn_p, DropoutKey k);
@@ -90,11 +102,13 @@ struct Backend {
     // present the model keeps no GELU outputs for the backward pass (4*B*T*C floats per
     // layer) and recomputes each from its saved input just before it is needed.
     void (*gelu_forward)(Backend *be, float *out, const float *inp, long N);
+    // dinp (N,) = gelu'(inp) * dout, overwritten.
     void (*gelu_backward)(Backend *be, float *dinp, const float *inp, const float *dout, long N);
     // N elements in rows of row_len (N % row_len == 0): element i is local row i / row_len and
     // is kept iff dropout_keep(k.key, dropout_global_index(k, i / row_len, row_len, i % row_len)).
     void (*dropout_forward)(Backend *be, float *out, const float *inp, long N, long row_len, float p,
                             DropoutKey k);
+    // dropout_backward: dinp (N,) = dout * keep / (1 - p) with dropout_forward's mask, overwritten.
     void (*dropout_backward)(Backend *be, float *dinp, const float *dout, long N, long row_len, float p,
                              DropoutKey k);
     void (*crossentropy_forward)(Backend *be, float *losses, float *probs, const float *logits,

@@ -663,11 +663,10 @@ const float *gpt_infer_next(GPTInfer *g, const int32_t *ctx, long n) {
 static void zero(Backend *be, float *x, long n) { be->zero(be, x, (size_t)n * sizeof(float)); }
 
 // Gradient of a dropout site's input given the gradient of its output, d->dres: dres itself
-// when p = 0 (dropout is the identity), else dropout_backward into d->dbranch.
+// when p = 0 (dropout is the identity), else dropout_backward into d->dbranch (overwritten).
 static const float *branch_grad(GPT *m, int layer, int site, float p, long n) {
     GPTGradScratch *d = &m->scratch;
     if (p <= 0.0f) return d->dres;
-    zero(m->be, d->dbranch, n);
     m->be->dropout_backward(m->be, d->dbranch, d->dres, n, (long)m->cur_T * m->shape.n_embd, p,
                             site_key(m, layer, site));
     return d->dbranch;
@@ -692,7 +691,9 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
     if (!fused_loss_grad(m))
         be->crossentropy_softmax_backward(be, dlogits, a->probs, m->targets, BT, V,
                                           m->args.loss_scale / (float)m->n_valid);
-    zero(be, d->dln, BTC);
+    // The activation gradients below (d->dln, dfch_gelu, dfch, datty, dqkv, dbranch) are
+    // overwritten by the one op that writes each (kernels/backend.h): nothing to zero. d->dres
+    // accumulates through every LayerNorm backward: it starts at 0.
     be->matmul_backward(be, d->dln, g->lm_head_w, NULL, dlogits, a->ln_f, p->lm_head_w, BT, C, V);
     zero(be, d->dres, BTC);
     be->layernorm_backward(be, d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(a, s->n_layer),
@@ -711,13 +712,10 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         // MLP branch (without dropout the branch's gradient is dres itself: no copy)
         const float *dbr = branch_grad(m, l, SITE_MLP_RESID, resid_p, BTC);
         if (gelu_recomputed(be)) be->gelu_forward(be, h->fch_gelu, h->fch, 4 * BTC);   // into d->dfch
-        zero(be, d->dfch_gelu, 4 * BTC);
         be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, h->fch_gelu,
                         w->mlp_proj_w, BT, 4 * C, C);
         if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
-        zero(be, d->dfch, 4 * BTC);
         be->gelu_backward(be, d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
-        zero(be, d->dln, BTC);
         be->matmul_backward(be, d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, h->ln_2, w->c_fc_w, BT, C, 4 * C);
         if (ready) ready(ready_ctx, (size_t)(w->c_fc_w - m->params_memory));
         be->layernorm_backward(be, d->dres, gw->ln_2_w, gw->ln_2_b, d->dln, h->res_2, w->ln_2_w,
@@ -725,14 +723,11 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         if (ready) ready(ready_ctx, (size_t)(w->ln_2_w - m->params_memory));
         // attention branch
         dbr = branch_grad(m, l, SITE_ATTN_RESID, resid_p, BTC);
-        zero(be, d->datty, BTC);
         be->matmul_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr, h->atty,
                         w->attn_proj_w, BT, C, C);
         if (ready) ready(ready_ctx, (size_t)(w->attn_proj_w - m->params_memory));
-        zero(be, d->dqkv, 3 * BTC);
         be->attention_backward(be, d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
                            site_key(m, l, SITE_ATTN));
-        zero(be, d->dln, BTC);
         be->matmul_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, w->c_attn_w, BT, C, 3 * C);
         if (ready) ready(ready_ctx, (size_t)(w->c_attn_w - m->params_memory));
         be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(a, l), w->ln_1_w,

@@ -131,6 +131,10 @@ static void run_ops(OpRun *r, const OpInputs *in, float attn_p) {
     r->dinp = calloc((size_t)N * C, 4); r->dw = calloc((size_t)OC * C, 4); r->db = calloc(OC, 4);
     r->att = calloc((size_t)B * NH * T * T, 4); r->atty = calloc((size_t)N * C, 4);
     r->dqkv = calloc((size_t)N * 3 * C, 4); r->scratch = calloc((size_t)B * NH * T * T, 4);
+    // matmul_backward's dinp and attention_backward's dqkv are overwritten (kernels/backend.h):
+    // NaN before the call, which any read of the old content would carry into the result
+    for (size_t i = 0; i < (size_t)N * C; i++) r->dinp[i] = NAN;
+    for (size_t i = 0; i < (size_t)N * 3 * C; i++) r->dqkv[i] = NAN;
     float *gel = calloc((size_t)N * OC, 4);
     be->matmul_gelu_forward(be, r->pre, gel, in->inp, in->w, in->bias, N, C, OC);
     be->matmul_forward(be, r->out, in->inp, in->w, in->bias, N, C, OC);

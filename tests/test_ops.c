@@ -3,7 +3,8 @@
 // Every op is checked against a naive double-precision reference written here (never the
 // op itself): forward values, and backward against central finite differences of
 // L = sum(out * w) for fixed random w, evaluated on the double reference. Also: the
-// accumulate convention, dropout masks, causality, ignore_index and determinism.
+// accumulate / overwrite convention (overwritten outputs start as NaN), dropout masks, causality,
+// ignore_index and determinism.
 //
 // Tolerances (max |got - ref| / max |ref|, see test_max_rel_err):
 //   TOL_FWD 1e-5  fp32 forward vs double reference (fp32 rounding is ~1e-7 per op).
@@ -32,6 +33,13 @@ static float *fcopy(const float *x, long n) {
     memcpy(p, x, (size_t)n * sizeof(float));
     return p;
 }
+// n NaNs: the content of an output buffer that an op must overwrite (never read).
+static float *fnan(long n) {
+    float *p = falloc(n);
+    for (long i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+static void fill_nan(float *p, long n) { for (long i = 0; i < n; i++) p[i] = NAN; }
 // Exact widening of fp32 inputs, so the reference sees the very values the op sees.
 static double *to_double(const float *x, long n) {
     double *d = dalloc(n);
@@ -71,6 +79,15 @@ static void check_fd(const float *got, LossFn f, void *ctx, double *x, long n, c
     fd_grad(f, ctx, x, n, ref);
     assert_close_rel(got, ref, n, TOL_BWD, what);
     free(ref);
+}
+
+// An overwritten output, filled with NaN before a second identical call, holds the first
+// call's result again, bit for bit (an op that added to it would leave NaN).
+static void check_overwritten(const float *again, const float *once, long n, const char *what) {
+    for (long i = 0; i < n; i++)
+        if (memcmp(&again[i], &once[i], sizeof(float)) != 0)
+            fail_msg("%s: element %ld is %.9g after a call on a NaN-filled buffer, %.9g before", what, i,
+                     again[i], once[i]);
 }
 
 // After a second backward call, the buffer must hold twice the first call's gradient.
@@ -302,8 +319,8 @@ static void test_matmul_backward(void **state) {
         TestRng r = test_rng(600 + k);
         float *inp = frand(&r, (long)N * C, -1, 1), *weight = frand(&r, (long)OC * C, -1, 1);
         float *bias = frand(&r, OC, -1, 1), *w = frand(&r, (long)N * OC, -1, 1);
-        float *dinp = falloc((long)N * C), *dweight = falloc((long)OC * C), *dbias = falloc(OC);
-        matmul_backward(dinp, dweight, dbias, w, inp, weight, N, C, OC);
+        float *dinp = fnan((long)N * C), *dweight = falloc((long)OC * C), *dbias = falloc(OC);
+        matmul_backward(dinp, dweight, dbias, w, inp, weight, N, C, OC);   // dinp overwritten
 
         MmCtx ctx = { N, C, OC, to_double(inp, (long)N * C), to_double(weight, (long)OC * C),
                       to_double(bias, OC), to_double(w, (long)N * OC), dalloc((long)N * OC) };
@@ -313,8 +330,9 @@ static void test_matmul_backward(void **state) {
 
         float *dinp1 = fcopy(dinp, (long)N * C), *dweight1 = fcopy(dweight, (long)OC * C);
         float *dbias1 = fcopy(dbias, OC);
+        fill_nan(dinp, (long)N * C);
         matmul_backward(dinp, dweight, dbias, w, inp, weight, N, C, OC);
-        check_doubled(dinp, dinp1, (long)N * C, "matmul dinp accumulate");
+        check_overwritten(dinp, dinp1, (long)N * C, "matmul dinp overwritten");
         check_doubled(dweight, dweight1, (long)OC * C, "matmul dweight accumulate");
         check_doubled(dbias, dbias1, OC, "matmul dbias accumulate");
 
@@ -534,17 +552,18 @@ static void test_attention_backward(void **state) {
             const long nq = (long)B * T * 3 * C, no = (long)B * T * C, na = (long)B * NH * T * T;
             TestRng r = test_rng(800 + 10 * pi + k);
             float *qkv = frand(&r, nq, -2, 2), *w = frand(&r, no, -1, 1);
-            float *out = falloc(no), *att = falloc(na), *scratch = falloc(na), *dqkv = falloc(nq);
+            float *out = falloc(no), *att = falloc(na), *scratch = falloc(na), *dqkv = fnan(nq);
             attention_forward(out, att, qkv, B, T, C, NH, p, DK(ATT_KEY));
-            attention_backward(dqkv, scratch, w, qkv, att, B, T, C, NH, p, DK(ATT_KEY));
+            attention_backward(dqkv, scratch, w, qkv, att, B, T, C, NH, p, DK(ATT_KEY));   // dqkv overwritten
 
             AttCtx ctx = { B, T, C, NH, p, ATT_KEY, to_double(qkv, nq), to_double(w, no),
                            dalloc(no), dalloc(na) };
             check_fd(dqkv, att_loss, &ctx, ctx.qkv, nq, p > 0 ? "attention dqkv (dropout)" : "attention dqkv");
 
             float *dqkv1 = fcopy(dqkv, nq);
+            fill_nan(dqkv, nq);
             attention_backward(dqkv, scratch, w, qkv, att, B, T, C, NH, p, DK(ATT_KEY));
-            check_doubled(dqkv, dqkv1, nq, "attention dqkv accumulate");
+            check_overwritten(dqkv, dqkv1, nq, "attention dqkv overwritten");
 
             free(qkv); free(w); free(out); free(att); free(scratch); free(dqkv); free(dqkv1);
             free(ctx.qkv); free(ctx.w); free(ctx.out); free(ctx.att);
@@ -632,7 +651,7 @@ static void test_gelu_forward(void **state) {
 static void test_gelu_backward(void **state) {
     const long N = GELU_N;
     TestRng r = test_rng(1100);
-    float *inp = frand(&r, N, -6, 6), *w = frand(&r, N, -1, 1), *dinp = falloc(N);
+    float *inp = frand(&r, N, -6, 6), *w = frand(&r, N, -1, 1), *dinp = fnan(N);   // overwritten
     inp[0] = -30.0f;  // far tails: derivative 0 and 1, finite
     inp[1] = 30.0f;
     gelu_backward(dinp, inp, w, N);
@@ -640,8 +659,9 @@ static void test_gelu_backward(void **state) {
     GeluCtx ctx = { N, to_double(inp, N), to_double(w, N), dalloc(N) };
     check_fd(dinp, gelu_loss, &ctx, ctx.inp, N, "gelu dinp");
     float *dinp1 = fcopy(dinp, N);
+    fill_nan(dinp, N);
     gelu_backward(dinp, inp, w, N);
-    check_doubled(dinp, dinp1, N, "gelu dinp accumulate");
+    check_overwritten(dinp, dinp1, N, "gelu dinp overwritten");
     free(inp); free(w); free(dinp); free(dinp1); free(ctx.inp); free(ctx.w); free(ctx.out);
 }
 
@@ -700,7 +720,8 @@ static void test_dropout_identity(void **state) {
     assert_memory_equal(out, inp, sizeof(float) * N);
     dropout_forward(out, out, N, N, 0.0f, DK(42));  // in place
     assert_memory_equal(out, inp, sizeof(float) * N);
-    for (long i = 0; i < N; i++) expect[i] = dinp[i] + dout[i];
+    for (long i = 0; i < N; i++) expect[i] = dout[i];   // the identity; dinp overwritten
+    fill_nan(dinp, N);
     dropout_backward(dinp, dout, N, N, 0.0f, DK(42));
     assert_memory_equal(dinp, expect, sizeof(float) * N);
     free(inp); free(out); free(dout); free(dinp); free(expect);
@@ -759,7 +780,7 @@ static void test_dropout_backward(void **state) {
     const float p = 0.3f;
     const uint64_t key = dropout_key(5, 3);
     TestRng r = test_rng(1400);
-    float *inp = frand(&r, N, -1, 1), *w = frand(&r, N, -1, 1), *out = falloc(N), *dinp = falloc(N);
+    float *inp = frand(&r, N, -1, 1), *w = frand(&r, N, -1, 1), *out = falloc(N), *dinp = fnan(N);   // overwritten
     DropCtx ctx = { N, p, key, to_double(inp, N), to_double(w, N), dalloc(N) };
     dropout_forward(out, inp, N, N, p, DK(key));
     drop_loss(&ctx);
@@ -767,8 +788,9 @@ static void test_dropout_backward(void **state) {
     dropout_backward(dinp, w, N, N, p, DK(key));
     check_fd(dinp, drop_loss, &ctx, ctx.inp, N, "dropout dinp");
     float *dinp1 = fcopy(dinp, N);
+    fill_nan(dinp, N);
     dropout_backward(dinp, w, N, N, p, DK(key));
-    check_doubled(dinp, dinp1, N, "dropout dinp accumulate");
+    check_overwritten(dinp, dinp1, N, "dropout dinp overwritten");
     free(inp); free(w); free(out); free(dinp); free(dinp1); free(ctx.inp); free(ctx.w); free(ctx.out);
 }
 

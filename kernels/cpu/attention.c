@@ -394,9 +394,9 @@ void attention_forward_cached(float *out, float *att, float *kcache, float *vcac
 }
 
 // ---------------------------------------------------------------- backward
-// dqkv (B,T,3C) += gradient given dout (B,T,C), the saved att and qkv; the dropout mask is
-// recomputed from key. scratch (B,NH,T,T) holds dP (the gradient of drop(att)), then dS (the
-// gradient of the scaled scores) in its lower triangle.
+// dqkv (B,T,3C) = gradient given dout (B,T,C) (overwritten), the saved att and qkv; the
+// dropout mask is recomputed from key. scratch (B,NH,T,T) holds dP (the gradient of
+// drop(att)), then dS (the gradient of the scaled scores) in its lower triangle.
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH, float attn_p,
                         DropoutKey drop) {
@@ -433,6 +433,10 @@ void attention_backward_lp(float *dqkv, float *scratch, const float *dout, const
             const float *att_bh = att + ((long)b * NH + h) * T * T;
             float *ds = scratch + ((long)b * NH + h) * T * T;
             const uint64_t idx_bh = dropout_global_index(drop, b, (int64_t)NH * T * T, (int64_t)h * T * T);
+            // dqkv is overwritten: this head's dq, dk, dv start at 0 here (in this thread's cache)
+            // and the products below add to them
+            for (int t = 0; t < T; t++)
+                for (int i = 0; i < hs; i++) dq[(long)t * C3 + i] = dk[(long)t * C3 + i] = dv[(long)t * C3 + i] = 0.0f;
 
             // dv[j] += sum_t drop(att)[t][j] dout[t]. With dropout (or low precision) drop(att) is
             // first written, as the forward used it (rounded in low precision), into this plane's

@@ -52,8 +52,8 @@ static void gather_heads(uint16_t *dst, const float *src, long ld, int B, int T,
         }
 }
 
-// dst rows (B,T) with row stride ld, head h's columns (+)= src (B*NH, T, hs).
-static void scatter_heads(float *dst, long ld, const float *src, int B, int T, int NH, int hs, int accumulate) {
+// dst rows (B,T) with row stride ld, head h's columns = src (B*NH, T, hs).
+static void scatter_heads(float *dst, long ld, const float *src, int B, int T, int NH, int hs) {
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -61,10 +61,7 @@ static void scatter_heads(float *dst, long ld, const float *src, int B, int T, i
             for (int h = 0; h < NH; h++) {
                 const float *s = src + (((long)b * NH + h) * T + t) * hs;
                 float *d = row + (long)h * hs;
-                if (accumulate)
-                    for (int i = 0; i < hs; i++) d[i] += s[i];
-                else
-                    for (int i = 0; i < hs; i++) d[i] = s[i];
+                for (int i = 0; i < hs; i++) d[i] = s[i];
             }
         }
 }
@@ -116,7 +113,7 @@ void attention_forward_bf16(float *out, float *att, const float *qkv, int B, int
     // y (b,h) = drop(att) v, then heads concatenated into out
     dropped_att_bf16(s.p, att, B, T, NH, attn_p, dk);
     cpu_gemm_bf16_batched(BN, 0, 0, T, hs, T, s.p, T, sq, s.v, hs, plane, 0.0f, s.hq, hs, plane);
-    scatter_heads(out, C, s.hq, B, T, NH, hs, 0);
+    scatter_heads(out, C, s.hq, B, T, NH, hs);
 }
 
 void attention_backward_bf16(float *dqkv, float *dsbuf, const float *dout, const float *qkv, const float *att,
@@ -164,7 +161,7 @@ void attention_backward_bf16(float *dqkv, float *dsbuf, const float *dout, const
     // dq = dS k, dk = dS^T q
     cpu_gemm_bf16_batched(BN, 0, 0, T, hs, T, s.p, T, sq, s.k, hs, plane, 0.0f, s.hq, hs, plane);
     cpu_gemm_bf16_batched(BN, 1, 0, T, hs, T, s.p, T, sq, s.q, hs, plane, 0.0f, s.hk, hs, plane);
-    scatter_heads(dqkv, C3, s.hq, B, T, NH, hs, 1);
-    scatter_heads(dqkv + C, C3, s.hk, B, T, NH, hs, 1);
-    scatter_heads(dqkv + 2L * C, C3, s.hv, B, T, NH, hs, 1);
+    scatter_heads(dqkv, C3, s.hq, B, T, NH, hs);   // dqkv overwritten
+    scatter_heads(dqkv + C, C3, s.hk, B, T, NH, hs);
+    scatter_heads(dqkv + 2L * C, C3, s.hv, B, T, NH, hs);
 }

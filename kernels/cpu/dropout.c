@@ -29,11 +29,11 @@ void dropout_forward(float *out, const float *inp, long N, long row_len, float p
     }
 }
 
-// dinp (N,) += dout * keep(idx) / (1 - p); the mask is recomputed from (key, idx).
+// dinp (N,) = dout * keep(idx) / (1 - p), overwritten; the mask is recomputed from (key, idx).
 void dropout_backward(float *dinp, const float *dout, long N, long row_len, float p, DropoutKey dk) {
     if (p <= 0.0f) {
         #pragma omp parallel for schedule(static)
-        for (long i = 0; i < N; i++) dinp[i] += dout[i];
+        for (long i = 0; i < N; i++) dinp[i] = dout[i];
         return;
     }
     const uint32_t thr = dropout_threshold(p);
@@ -44,6 +44,6 @@ void dropout_backward(float *dinp, const float *dout, long N, long row_len, floa
         const uint64_t base = dropout_global_index(dk, j, row_len, 0);
         const float *g = dout + j * row_len;
         float *d = dinp + j * row_len;
-        for (long e = 0; e < row_len; e++) d[e] += dropout_keep(dk.key, base + (uint64_t)e, thr) ? g[e] * scale : 0.0f;
+        for (long e = 0; e < row_len; e++) d[e] = dropout_keep(dk.key, base + (uint64_t)e, thr) ? g[e] * scale : 0.0f;
     }
 }

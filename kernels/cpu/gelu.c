@@ -52,7 +52,7 @@ void gelu_backward(float *dinp, const float *inp, const float *dout, long N) {
         const long i0 = c * GELU_CHUNK, i1 = i0 + GELU_CHUNK < N ? i0 + GELU_CHUNK : N;
         long i = i0;
         for (; i + VL <= i1; i += VL)
-            vstore(dinp + i, vload(dinp + i) + dgelu_v(vload(inp + i)) * vload(dout + i));
-        for (; i < i1; i++) dinp[i] += dgelu_s(inp[i]) * dout[i];
+            vstore(dinp + i, dgelu_v(vload(inp + i)) * vload(dout + i));
+        for (; i < i1; i++) dinp[i] = dgelu_s(inp[i]) * dout[i];
     }
 }

@@ -34,9 +34,28 @@ void matmul_forward(float *out, const float *inp, const float *weight, const flo
     matmul_forward_t(GEMM_F32, out, inp, weight, bias, N, C, OC);
 }
 
+// dinp (N,C) = 0, by all threads when it is large (one core's stores reach about half of what
+// two reach).
+#define ZERO_ROWS_MIN (1L << 18)   // elements
+static void zero_rows(float *x, int N, int C) {
+    if ((long)N * C < ZERO_ROWS_MIN) {
+        memset(x, 0, (size_t)N * C * sizeof(float));
+        return;
+    }
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) memset(x + (size_t)n * C, 0, (size_t)C * sizeof(float));
+}
+
 void matmul_backward_t(GemmType t, float *dinp, float *dweight, const void *dout, const void *inp,
                        const void *weight, int N, int C, int OC) {
-    if (dinp) cpu_gemm(t, 0, 0, N, C, OC, dout, OC, weight, C, 1.0f, dinp, C);
+    // dinp is overwritten, computed as 0 + the product (beta 1 onto zeros) rather than with
+    // beta 0: a beta-0 product is a GEMM class of its own, for which OpenBLAS and oneDNN run other
+    // kernels (other bits, even with MINGPT_GEMM forcing one library), so this keeps the CPU's
+    // gradients bitwise those of the model that zeroed dinp before an accumulating op.
+    if (dinp) {
+        zero_rows(dinp, N, C);
+        cpu_gemm(t, 0, 0, N, C, OC, dout, OC, weight, C, 1.0f, dinp, C);
+    }
     if (dweight) cpu_gemm(t, 1, 0, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C);
 }
 

@@ -4,9 +4,14 @@
 //   * Shapes are row-major; B batch, T time, C channels (n_embd), NH heads, hs = C/NH,
 //     V vocabulary, N = B*T rows where an op does not care about the (B,T) split.
 //   * Forward functions overwrite their outputs.
-//   * Backward functions ACCUMULATE (+=) into every gradient they produce (dinp, dweight,
-//     dbias ...); the caller zeroes gradient buffers once per step. Exception:
-//     crossentropy_softmax_backward, which overwrites dlogits (it starts the backward pass).
+//   * Backward functions ACCUMULATE (+=) into the parameter gradients they produce (dweight,
+//     dbias, dwte, dwpe: gradient accumulation over micro-steps; the caller zeroes them once
+//     per optimizer step), into layernorm_backward's dinp (the residual stream's gradient
+//     sums the two branches and the skip path) and into residual_backward's da, db. They
+//     OVERWRITE the activation gradients that only they write: matmul_backward's dinp,
+//     attention_backward's dqkv, gelu_backward's and dropout_backward's dinp,
+//     crossentropy_softmax_backward's dlogits. So the model never zeroes a scratch gradient
+//     before an op; each op's line below says which it does.
 //   * Results are deterministic for a given OMP thread count (no float atomics).
 //   * Dropout uses kernels/dropout_rng.h: the mask of element idx is a pure function of
 //     (key, idx), recomputed in the backward pass instead of stored. p = 0 is the identity.
@@ -42,8 +47,8 @@ void layernorm_backward(float *dinp, float *dweight, float *dbias, const float *
 // or NULL. The GEMM is kernels/cpu/gemm.h's.
 void matmul_forward(float *out, const float *inp, const float *weight, const float *bias,
                     int N, int C, int OC);
-// dinp (N,C) += dout @ weight;  dweight (OC,C) += dout^T @ inp;  dbias (OC,) += sum_n dout.
-// dinp or dbias may be NULL (skipped).
+// dinp (N,C) = dout @ weight (overwritten);  dweight (OC,C) += dout^T @ inp;
+// dbias (OC,) += sum_n dout. dinp or dbias may be NULL (skipped).
 void matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                      const float *inp, const float *weight, int N, int C, int OC);
 
@@ -78,7 +83,7 @@ void attention_forward(float *out, float *att, const float *qkv, int B, int T, i
 // same operations, bit for bit).
 void attention_forward_cached(float *out, float *att, float *kcache, float *vcache, const float *qkv, int B,
                               int p0, int Tn, int Tq, int T_max, int C, int NH);
-// dqkv (B,T,3C) += gradient given dout (B,T,C). scratch (B,NH,T,T) is overwritten.
+// dqkv (B,T,3C) = gradient given dout (B,T,C), overwritten. scratch (B,NH,T,T) is overwritten.
 // O(T^2 * hs) per (b,h), parallel over (b,h).
 void attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                         const float *att, int B, int T, int C, int NH, float attn_p,
@@ -115,7 +120,7 @@ void attention_backward_bf16(float *dqkv, float *ds, const float *dout, const fl
 // out (N,) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (minGPT NewGELU,
 // torch.nn.GELU(approximate='tanh')).
 void gelu_forward(float *out, const float *inp, long N);
-// dinp (N,) += gelu'(inp) * dout.
+// dinp (N,) = gelu'(inp) * dout, overwritten.
 void gelu_backward(float *dinp, const float *inp, const float *dout, long N);
 
 // ---------------------------------------------------------------- residual
@@ -129,7 +134,7 @@ void residual_backward(float *da, float *db, const float *dout, long N);
 // N elements in rows of row_len (N % row_len == 0); element e of local row j has the mask of
 // global index dropout_global_index(dk, j, row_len, e) (kernels/dropout_rng.h).
 void dropout_forward(float *out, const float *inp, long N, long row_len, float p, DropoutKey dk);
-// dinp (N,) += dout * keep(idx) / (1 - p), the mask as in dropout_forward.
+// dinp (N,) = dout * keep(idx) / (1 - p), overwritten; the mask as in dropout_forward.
 void dropout_backward(float *dinp, const float *dout, long N, long row_len, float p, DropoutKey dk);
 
 // ---------------------------------------------------------------- cross-entropy

@@ -12,7 +12,7 @@
 // Backward (att saved; q,k,v,attd recomputed):
 //   dy = permute(dout); dv = attd^T dy; datt = dy v^T (into `scratch`)
 //   softmax backward: dpre = att * (m*datt - sum(att*m*datt)) / sqrt(hs), m = dropout mult.
-//   dq = dpre k; dk = dpre^T q; dqkv += unpermute(dq, dk, dv)
+//   dq = dpre k; dk = dpre^T q; dqkv = unpermute(dq, dk, dv) (overwritten)
 // The dropout mask of att element (b,h,t,t2) is keyed by its GLOBAL index
 // dropout_global_index(k, b, NH*T*T, (h*T + t)*T + t2), batch row b being global row
 // k.row0 + b*k.row_stride (data-parallel ranks draw the masks of one big batch), as on the
@@ -64,17 +64,17 @@ __global__ void unpermute_kernel(float *__restrict__ out, const float *__restric
     GRID_STRIDE(idx, total) out[head_to_rows(idx, NH, Tn, hs, (size_t)C)] = y[idx];
 }
 
-// dqkv (B,T,3C) += (dq | dk | dv) each (B,NH,T,hs)
-__global__ void unpermute_add_qkv_kernel(float *__restrict__ dqkv, const float *__restrict__ dq,
-                                         const float *__restrict__ dk, const float *__restrict__ dv,
-                                         int B, int NH, int Tn, int hs) {
+// dqkv (B,T,3C) = (dq | dk | dv) each (B,NH,T,hs)
+__global__ void unpermute_qkv_kernel(float *__restrict__ dqkv, const float *__restrict__ dq,
+                                     const float *__restrict__ dk, const float *__restrict__ dv,
+                                     int B, int NH, int Tn, int hs) {
     const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
     GRID_STRIDE(idx, total) {
         float *d = dqkv + head_to_rows(idx, NH, Tn, hs, 3 * (size_t)C);
-        d[0] += dq[idx];
-        d[C] += dk[idx];
-        d[2 * C] += dv[idx];
+        d[0] = dq[idx];
+        d[C] = dk[idx];
+        d[2 * C] = dv[idx];
     }
 }
 
@@ -260,7 +260,7 @@ static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const 
     cuda_gemm(c, false, false, hs, Tn, Tn, h.k, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dq, hs, sh, d.BH);
     // dk (T2 x hs) = dpre^T q
     cuda_gemm(c, false, true, hs, Tn, Tn, h.q, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dk, hs, sh, d.BH);
-    LAUNCH(unpermute_add_qkv_kernel, grid_for(c, d.nhead), BLOCK, 0, c->stream)(dqkv, dq, dk, dv, d.B, d.NH, Tn, hs);
+    LAUNCH(unpermute_qkv_kernel, grid_for(c, d.nhead), BLOCK, 0, c->stream)(dqkv, dq, dk, dv, d.B, d.NH, Tn, hs);
     LAUNCH_CHECK();
 }
 

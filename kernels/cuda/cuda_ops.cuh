@@ -1,5 +1,5 @@
 // kernels/cuda/cuda_ops.cuh — host entry points of the CUDA kernel families (one .cu each).
-// Semantics, shapes and the accumulate convention are those of kernels/cpu/ops.h and
+// Semantics, shapes and the accumulate / overwrite convention are those of kernels/cpu/ops.h and
 // kernels/backend.h; every pointer is device memory; all work goes on c->stream.
 #ifndef MINGPT_CUDA_OPS_CUH
 #define MINGPT_CUDA_OPS_CUH
@@ -81,7 +81,7 @@ void cuda_crossentropy_forward_backward(CudaCtx *c, float *losses, float *dlogit
 
 // dropout.cu: N elements in rows of row_len (N % row_len == 0 when p > 0, else a fatal error);
 // element i is kept iff dropout_keep(k.key, dropout_global_index(k, i / row_len, row_len,
-// i % row_len), threshold(p)). Forward overwrites out (may alias inp); backward accumulates.
+// i % row_len), threshold(p)). Forward overwrites out (may alias inp); backward overwrites dinp.
 void cuda_dropout_forward(CudaCtx *c, float *out, const float *inp, long N, long row_len, float p,
                           DropoutKey k);
 void cuda_dropout_backward(CudaCtx *c, float *dinp, const float *dout, long N, long row_len, float p,

@@ -24,17 +24,11 @@ __global__ void dropout_forward_kernel(float *out, const float *inp, size_t n, s
     GRID_STRIDE(i, n) out[i] = dropout_keep(k.key, global_elem(k, i, row_len), thr) ? inp[i] * scale : 0.0f;
 }
 
-// dinp += dout * keep(i) / (1 - p): the product rounded before the sum (__fmul_rn is never
-// contracted into an FMA), as the CPU backend computes it, so both give the same bits (nvcc
-// contracts a plain `dinp += dout * scale`: seen on an H100, up to 20 ulp apart after cancellation)
+// dinp = dout * keep(i) / (1 - p), overwritten: the product rounded (__fmul_rn), as the CPU
+// backend computes it, so both give the same bits
 __global__ void dropout_backward_kernel(float *__restrict__ dinp, const float *__restrict__ dout,
                                         size_t n, size_t row_len, DropoutKey k, uint32_t thr, float scale) {
-    GRID_STRIDE(i, n) if (dropout_keep(k.key, global_elem(k, i, row_len), thr)) dinp[i] += __fmul_rn(dout[i], scale);
-}
-
-// p = 0: dinp += dout
-__global__ void accumulate_kernel(float *__restrict__ dinp, const float *__restrict__ dout, size_t n) {
-    GRID_STRIDE(i, n) dinp[i] += dout[i];
+    GRID_STRIDE(i, n) dinp[i] = dropout_keep(k.key, global_elem(k, i, row_len), thr) ? __fmul_rn(dout[i], scale) : 0.0f;
 }
 
 // N must be a positive multiple of row_len (a caller bug otherwise: the masks would not be
@@ -64,12 +58,13 @@ void cuda_dropout_forward(CudaCtx *c, float *out, const float *inp, long N, long
 void cuda_dropout_backward(CudaCtx *c, float *dinp, const float *dout, long N, long row_len, float p,
                            DropoutKey k) {
     if (N <= 0) return;
-    if (p <= 0.0f) {
-        LAUNCH(accumulate_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(dinp, dout, (size_t)N);
-    } else {
-        check_rows("dropout_backward", N, row_len);
-        LAUNCH(dropout_backward_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(
-            dinp, dout, (size_t)N, (size_t)row_len, k, dropout_threshold(p), 1.0f / (1.0f - p));
+    if (p <= 0.0f) {   // the identity: dinp = dout
+        if (dinp != dout)
+            CUDA_CHECK(cudaMemcpyAsync(dinp, dout, (size_t)N * sizeof(float), cudaMemcpyDeviceToDevice, c->stream));
+        return;
     }
+    check_rows("dropout_backward", N, row_len);
+    LAUNCH(dropout_backward_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(
+        dinp, dout, (size_t)N, (size_t)row_len, k, dropout_threshold(p), 1.0f / (1.0f - p));
     LAUNCH_CHECK();
 }

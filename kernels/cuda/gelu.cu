@@ -27,7 +27,7 @@ __global__ void bias_gelu_kernel(float *__restrict__ pre, float *__restrict__ ou
     }
 }
 
-// dinp += gelu'(inp) * dout
+// dinp = gelu'(inp) * dout (overwritten)
 __global__ void gelu_backward_kernel(float *__restrict__ dinp, const float *__restrict__ inp,
                                      const float *__restrict__ dout, size_t n) {
     GRID_STRIDE(i, n) {
@@ -36,7 +36,7 @@ __global__ void gelu_backward_kernel(float *__restrict__ dinp, const float *__re
         const float e = expf(fminf(-2.0f * u, 80.0f));
         const float s = 1.0f / (1.0f + e);
         const float g = s + 2.0f * x * (e * s * s) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-        dinp[i] += g * dout[i];
+        dinp[i] = g * dout[i];
     }
 }
 

@@ -3,7 +3,7 @@
 //
 // Row-major (N,C) @ (OC,C)^T is the column-major product W^T-free form cuBLAS expects:
 //   out^T (OC,N) = op_T(W as C x OC) * inp^T (C,N)                       forward
-//   dinp^T (C,N) += W (C x OC) * dout^T (OC,N)                            backward, data
+//   dinp^T (C,N) = W (C x OC) * dout^T (OC,N)   (beta 0: overwritten)      backward, data
 //   dweight^T (C,OC) += inp^T (C,N) * op_T(dout^T) (N,OC)                 backward, weights
 // With matmul_dtype BF16/FP16 the operands are first rounded (round to nearest even) into
 // scratch buffers of that type; products accumulate in fp32 (CUBLAS_COMPUTE_32F, tensor
@@ -135,7 +135,7 @@ void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
     const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
     if (dinp) {
         const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
-        cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 1.0f, dinp, C, 0, 1);
+        cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dinp, C, 0, 1);
     }
     if (dweight) {
         const void *X = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);

@@ -63,7 +63,8 @@ def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True):
     round_(phase, name + " dout", N * OC)
     if dinp:
         round_weight(phase, name + " W", OC * Cin)
-        op(phase, name + " dinp GEMM", 2 * N * Cin * OC, lp * (N * OC + OC * Cin) + 8 * N * Cin, "gemm")
+        # dinp overwritten (beta 0): written, never read
+        op(phase, name + " dinp GEMM", 2 * N * Cin * OC, lp * (N * OC + OC * Cin) + 4 * N * Cin, "gemm")
     round_(phase, name + " x", N * Cin)
     op(phase, name + " dW GEMM", 2 * N * Cin * OC, lp * (N * OC + N * Cin) + 8 * OC * Cin, "gemm")
     if bias:
@@ -85,7 +86,7 @@ def attention_bwd(phase):
     op(phase, "attn datt = dy v^T GEMM", 2 * BNT2 * hs, lp * 2 * BTC + 4 * BNT2, "bgemm")
     op(phase, "attn softmax backward", 6 * BNT2, 8 * BNT2 + lp * BNT2)
     op(phase, "attn dq, dk GEMMs", 4 * BNT2 * hs, lp * (2 * BNT2 + 2 * BTC) + 8 * BTC, "bgemm")
-    op(phase, "attn unpermute += dq,dk,dv", 3 * BTC, 4 * 3 * BTC + 8 * 3 * BTC)
+    op(phase, "attn unpermute dq,dk,dv -> dqkv", 0, 4 * 3 * BTC + 4 * 3 * BTC)
 
 
 # ---------------------------------------------------------------- forward
@@ -108,27 +109,24 @@ matmul_fwd("fwd", "lm_head", BT, C, V, bias=False)
 op("fwd", "cross-entropy + dlogits (fused)", 7 * BT * V, 8 * BT * V)
 
 # ---------------------------------------------------------------- backward
-op("bwd", "zero dln", 0, 4 * BTC)
+# Activation gradients (dln, dfch_gelu, dfch, datty, dqkv, dbranch) are overwritten by the one op
+# that writes each (kernels/backend.h): no zeroing, and each is written without being read.
+# dres accumulates through the LayerNorm backwards (read + write) from one zeroing.
 matmul_bwd("bwd", "lm_head", BT, C, V, bias=False)
 op("bwd", "zero dres + ln_f backward", 20 * BTC, 4 * BTC + 16 * BTC + 8 * BTC)
 for l in range(L):
     ph = "bwd/layer"
-    op(ph, "zero + dropout backward", BTC, 4 * BTC + 12 * BTC)
-    op(ph, "zero dfch_gelu", 0, 16 * BTC)
+    op(ph, "dropout backward", BTC, 8 * BTC)
     matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C)
-    op(ph, "zero + GELU backward", 20 * 4 * BTC, 16 * BTC + 64 * BTC)
-    op(ph, "zero dln", 0, 4 * BTC)
+    op(ph, "GELU backward", 20 * 4 * BTC, 48 * BTC)
     matmul_bwd(ph, "c_fc", BT, C, 4 * C)
     op(ph, "ln_2 backward", 20 * BTC, 16 * BTC + 8 * BTC)
-    op(ph, "zero + dropout backward", BTC, 4 * BTC + 12 * BTC)
-    op(ph, "zero datty", 0, 4 * BTC)
+    op(ph, "dropout backward", BTC, 8 * BTC)
     matmul_bwd(ph, "attn.c_proj", BT, C, C)
-    op(ph, "zero dqkv", 0, 12 * BTC)
     attention_bwd(ph)
-    op(ph, "zero dln", 0, 4 * BTC)
     matmul_bwd(ph, "c_attn", BT, C, 3 * C)
     op(ph, "ln_1 backward", 20 * BTC, 16 * BTC + 8 * BTC)
-op("bwd", "zero + dropout backward + encoder backward", 2 * BTC, 16 * BTC + 8 * BTC + 8 * BTC)
+op("bwd", "dropout backward + encoder backward", BTC, 8 * BTC + 8 * BTC + 8 * BTC)
 
 # ---------------------------------------------------------------- optimizer
 op("opt", "zero grads", 0, 4 * P)

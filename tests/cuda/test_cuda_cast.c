@@ -22,6 +22,10 @@
 //     that already drops its copy when AdamW writes the buffer); and every loss and the
 //     parameters after every step are bitwise those of the same run on a second CUDA backend
 //     whose table has no cast_weights (per-call rounding).
+//   memsets (kernels/backend.h: backward ops overwrite the activation gradients they alone
+//     write): a training step of a model with dropout on zeroes memory twice, the gradient buffer
+//     (gpt_zero_grad) and, once in gpt_backward, the residual stream's gradient, whatever the
+//     number of layers (with activation checkpointing too); the same in every matmul dtype.
 #include "tests/test_util.h"
 
 #include "dist/comm.h"
@@ -369,6 +373,48 @@ static void train_check(ComputeDtype dt, int n_micro) {
     comm->destroy(comm);
 }
 
+// cudaMemsetAsync calls of a training step, after a first one (scratch buffers grown).
+static void memsets_check(ComputeDtype dt, int checkpointing) {
+    char err[512];
+    Backend *be = cuda(dt);
+    GPT m;
+    const GPTBuildOptions opt = { .activation_checkpointing = checkpointing };
+    if (gpt_build_with(&m, &SHAPE, B, T, be, &opt, err, sizeof err)) fail_msg("gpt_build_with: %s", err);
+    gpt_init_weights(&m, 1337);
+    int32_t x[B * T], y[B * T];
+    for (int i = 0; i < B * T; i++) { x[i] = (int32_t)((i * 7) % V); y[i] = (int32_t)((i * 11 + 3) % V); }
+    for (int s = 0; s < 2; s++) {
+        const float loss = gpt_forward(&m, x, y, B, T, true, 1337, (uint64_t)s, NULL);
+        assert_true(isfinite(loss));
+        const long m0 = emu_memset_count();
+        gpt_zero_grad(&m);
+        const long m1 = emu_memset_count();
+        gpt_backward(&m, NULL, NULL);
+        const long m2 = emu_memset_count();
+        if (s == 1) {
+            print_message("    %s%s: %ld memset(s) in gpt_zero_grad, %ld in gpt_backward\n",
+                          dt == DTYPE_FP32 ? "fp32" : dt == DTYPE_BF16 ? "bf16" : "fp16",
+                          checkpointing ? " (checkpointing)" : "", m1 - m0, m2 - m1);
+            assert_int_equal(m1 - m0, 1);   // the flat gradient buffer
+            assert_int_equal(m2 - m1, 1);   // d->dres; no scratch gradient zeroed before an op
+        }
+    }
+    float *g = malloc(m.num_params * sizeof(float));
+    be->download(be, g, m.grads_memory, m.num_params * sizeof(float));
+    double ss = 0;
+    for (size_t i = 0; i < m.num_params; i++) ss += (double)g[i] * g[i];
+    assert_true(isfinite(ss) && ss > 0);   // no stale NaN/garbage read by an overwriting op
+    free(g);
+    gpt_free(&m);
+    be->destroy(be);
+}
+static void test_backward_memsets(void **state) {
+    (void)state;
+    memsets_check(DTYPE_FP32, 0);
+    memsets_check(DTYPE_BF16, 0);
+    memsets_check(DTYPE_FP16, 1);
+}
+
 static void test_train_bf16(void **state) { (void)state; train_check(DTYPE_BF16, 1); }
 static void test_train_bf16_accum3(void **state) { (void)state; train_check(DTYPE_BF16, 3); }
 static void test_train_fp16_accum2(void **state) { (void)state; train_check(DTYPE_FP16, 2); }
@@ -378,6 +424,7 @@ int main(void) {
         cmocka_unit_test(test_ops_bf16),
         cmocka_unit_test(test_ops_fp16),
         cmocka_unit_test(test_ops_fp32),
+        cmocka_unit_test(test_backward_memsets),
         cmocka_unit_test(test_train_bf16),
         cmocka_unit_test(test_train_bf16_accum3),
         cmocka_unit_test(test_train_fp16_accum2),

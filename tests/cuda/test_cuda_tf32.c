@@ -147,8 +147,7 @@ static void test_linear(void **state) {
             fp32_out = out;
         }
 
-        // backward: dinp (N,C) += dy (N,OC) @ w (OC,C); dweight (OC,C) += dy^T (OC,N) @ inp (N,C)
-        be->zero(be, d_dinp, sizeof(float) * N * C);
+        // backward: dinp (N,C) = dy (N,OC) @ w (OC,C); dweight (OC,C) += dy^T (OC,N) @ inp (N,C)
         be->zero(be, d_dw, sizeof(float) * OC * C);
         be->zero(be, d_db, sizeof(float) * OC);
         be->matmul_backward(be, d_dinp, d_dw, d_db, d_dy, d_inp, d_w, N, C, OC);

@@ -156,10 +156,12 @@ inline thread_local bool tl_in_kernel = false;
 }
 
 struct Stats { std::atomic<long> launches{0}, blocks{0}, threads{0}, switches{0}; };
+// cudaMemset / cudaMemsetAsync calls (a kernel launch each on a real GPU; no kernel here), always counted
+inline std::atomic<long>& memset_calls() { static std::atomic<long> n{0}; return n; }
 inline Stats& stats() {
   static Stats s;
-  static bool reg = [] { atexit([] { fprintf(stderr, "[cuda-emu] stats: %ld launches, %ld blocks, %ld threads, %ld fiber switches\n",
-                                             stats().launches.load(), stats().blocks.load(), stats().threads.load(), stats().switches.load()); });
+  static bool reg = [] { atexit([] { fprintf(stderr, "[cuda-emu] stats: %ld launches, %ld memsets, %ld blocks, %ld threads, %ld fiber switches\n",
+                                             stats().launches.load(), memset_calls().load(), stats().blocks.load(), stats().threads.load(), stats().switches.load()); });
                          return true; }();
   (void)reg;
   return s;
@@ -761,6 +763,8 @@ extern "C" __attribute__((used)) inline long emu_launch_count(const char* kernel
   return it == c.by_name.end() ? 0 : it->second;
 }
 
+extern "C" __attribute__((used)) inline long emu_memset_count(void) { return emu::memset_calls().load(); }
+
 // ------------------------------------------------------------------ 3. device intrinsics
 #define EMU_LOC const char* _file = __builtin_FILE(), int _line = __builtin_LINE()
 inline void __syncthreads(EMU_LOC) { emu::block_barrier(0, 0, _file, _line); }
@@ -1015,11 +1019,11 @@ inline cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_
 }
 inline cudaError_t cudaMemset(void* p, int v, size_t n) {
   if (!emu::is_dev(p, n)) { fprintf(stderr, "[cuda-emu] cudaMemset(%p, %zu): not inside a device allocation\n", p, n); return emu::set_error(cudaErrorInvalidValue); }
-  emu::flush(); memset(p, v, n); return cudaSuccess;
+  emu::memset_calls()++; emu::flush(); memset(p, v, n); return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) {
   if (!emu::is_dev(p, n)) { fprintf(stderr, "[cuda-emu] cudaMemsetAsync(%p, %zu): not inside a device allocation\n", p, n); return emu::set_error(cudaErrorInvalidValue); }
-  emu::submit([=] { memset(p, v, n); }); return cudaSuccess;
+  emu::memset_calls()++; emu::submit([=] { memset(p, v, n); }); return cudaSuccess;
 }
 inline cudaError_t cudaMemcpyToSymbol(const void* sym, const void* src, size_t n, size_t off, cudaMemcpyKind) { emu::flush(); memcpy((char*)sym + off, src, n); return cudaSuccess; }
 inline cudaError_t cudaMemcpyFromSymbol(void* dst, const void* sym, size_t n, size_t off, cudaMemcpyKind) { emu::flush(); memcpy(dst, (const char*)sym + off, n); return cudaSuccess; }

@@ -16,6 +16,10 @@ extern "C" {
  * Thread-safe; tests take differences around the code they measure. */
 long emu_launch_count(const char *kernel);
 
+/* cudaMemset and cudaMemsetAsync calls issued so far in this process (each a kernel launch on a
+ * real GPU, none here; EMU_STATS=1 prints them beside the launches). Thread-safe. */
+long emu_memset_count(void);
+
 #ifdef __cplusplus
 }
 #endif
