@@ -27,7 +27,10 @@
 #   * the emulated CUDA backend and NCCL (when built), 2 ranks: stages 1 and 2 give stage 0's
 #     losses, parameters and snapshot moments bit for bit, with the same buckets and bytes per
 #     iteration through NCCL (reduce-scatters, not all-reduces of gradients and parameters);
-#     at 3 ranks stage 2 gives stage 0's losses (1e-6) and parameters; stage 2 with gradient
+#     the all-gather started per bucket (allgather_start: the summary line says overlapped, one
+#     per bucket) gives the blocking one's (MINGPT_ZERO_GATHER=blocking) parameters bit for bit,
+#     and stage 0's with the emulator's deferred stream work (EMU_DEFER=1) and random thread
+#     schedule (EMU_SCHEDULE=rand); at 3 ranks stage 2 gives stage 0's losses (1e-6) and parameters; stage 2 with gradient
 #     accumulation gives stage 0's losses
 #   * the parameter all-gather per bucket, overlapped with the next forward (the default): stages
 #     1 and 2 give stage 0's training and test losses and parameters bit for bit, as the blocking
