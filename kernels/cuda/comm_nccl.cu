@@ -41,7 +41,8 @@
 // work: the emulator cannot overlap anything.
 //
 // Hangs (§3.5): NCCL has no collective timeout. A watchdog thread polls the oldest unfinished
-// bucket with cudaEventQuery (never blocking) and ncclCommGetAsyncError; when a bucket whose
+// bucket (started all-gathers included: they stay on its list until the next allreduce_wait)
+// with cudaEventQuery (never blocking) and ncclCommGetAsyncError; when a bucket whose
 // gradients were ready (its compute-stream event complete) has not been reduced within
 // Comm.timeout_s, or NCCL reports an asynchronous error, it prints what hangs, naming the rank
 // and the bucket, and takes the job down: ncclCommAbort, then the host communicator's abort
