@@ -38,7 +38,10 @@ typedef struct {
     // trainer counts it in n_gathers and t_gather_exposed too: nothing hides it). Started (Comm.allgather_start, one per bucket): n_gathers counts them,
     // t_gather is the time some all-gather was moving data, t_gather_exposed the time
     // allgather_wait blocked (the part the next forward did not hide). A started all-gather's
-    // times land in the stats of the allgather_wait that finds it complete.
+    // times land in the stats of the allgather_wait that finds it complete. "nccl": GPU times
+    // from CUDA events (t_gather: each gather's on the comm stream; t_gather_exposed: how long
+    // the compute stream stood at allgather_wait's waits, not the host, which does not block),
+    // read once complete, at the latest by the next allreduce_wait.
     int n_gathers;            // all-gathers started (or blocking ones done) since comm_stats_reset
     double t_gather;          // time in the parameter all-gathers (busy)
     double t_gather_exposed;  // time the caller blocked on them
@@ -82,7 +85,8 @@ struct Comm {
     // (reduce-scatters: one each) are still in flight, the oldest finishing first; the backward
     // may still be running (ZeRO stage 2 frees the ring space of the oldest buckets so). Started
     // all-gathers count as in flight too (none are during a backward: the forward waited for
-    // them all). Host memory only ("mpi").
+    // them all). "nccl": the compute stream waits for the oldest buckets (the host does not
+    // block; the backend's later work, the harvest, is ordered after them).
     int (*allreduce_wait_some)(Comm *c, size_t left);
     // Sharded data parallelism (ZeRO, trainer_config.zero_stage; dist/shard.h cuts the buffer).
     // NULL on "single" (one rank has nothing to shard over).
@@ -96,17 +100,18 @@ struct Comm {
     // Blocking, in place (MPI_Allgatherv): rank q's counts[q] floats at buf + displs[q] reach every
     // rank. Not while buckets are in flight.
     int (*allgather)(Comm *c, float *buf, const size_t *counts, const size_t *displs);
-    // Optional (NULL: none, use allgather; "nccl" has none yet): the all-gather above, started and
+    // Optional (NULL: none, use allgather): the all-gather above, started and
     // not waited for: queued after everything started before it (all-reduces, reduce-scatters,
     // all-gathers: one queue, one order on every rank) and done in the order started (on the
     // "mpi" communicator's communication thread with MPI_Allgatherv in place, or with
-    // MPI_Iallgatherv under MINGPT_MPI_PROGRESS=test). buf must not be read or written until it is
+    // MPI_Iallgatherv under MINGPT_MPI_PROGRESS=test; "nccl": on its comm stream). buf must not be read or written until it is
     // waited for; counts and displs are copied. Returns non-zero on an error (message in c->err).
     // Host collectives and allreduce_start / reduce_scatter_start may be called while all-gathers
     // are in flight; allreduce_wait waits for them too.
     int (*allgather_start)(Comm *c, float *buf, const size_t *counts, const size_t *displs);
     // With allgather_start: waits until the first k all-gathers started on c (counted from 1 since
     // its creation) are complete, k at most the number started; returns at once when they are.
+    // "nccl": does not block the host; orders the compute stream's later work after them.
     // Adds the time it blocked to stats.t_gather_exposed and the busy time of the all-gathers
     // completed since the last call to stats.t_gather. Non-zero on an error (message in c->err).
     int (*allgather_wait)(Comm *c, long k);

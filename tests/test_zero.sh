@@ -27,7 +27,10 @@
 #   * the emulated CUDA backend and NCCL (when built), 2 ranks: stages 1 and 2 give stage 0's
 #     losses, parameters and snapshot moments bit for bit, with the same buckets and bytes per
 #     iteration through NCCL (reduce-scatters, not all-reduces of gradients and parameters);
-#     at 3 ranks stage 2 gives stage 0's losses (1e-6) and parameters; stage 2 with gradient
+#     the all-gather started per bucket (allgather_start: the summary line says overlapped, one
+#     per bucket) gives the blocking one's (MINGPT_ZERO_GATHER=blocking) parameters bit for bit,
+#     and stage 0's with the emulator's deferred stream work (EMU_DEFER=1) and random thread
+#     schedule (EMU_SCHEDULE=rand); at 3 ranks stage 2 gives stage 0's losses (1e-6) and parameters; stage 2 with gradient
 #     accumulation gives stage 0's losses
 #   * the parameter all-gather per bucket, overlapped with the next forward (the default): stages
 #     1 and 2 give stage 0's training and test losses and parameters bit for bit, as the blocking
@@ -367,10 +370,30 @@ if [ -f "$EMU_SO" ]; then
         bad "emulated NCCL, zero_stage $z: the start-up lines" "$(grep -E 'Data parallel|ZeRO' "$WORK/cu$z.log")"
       same_losses "emulated NCCL, 2 ranks, zero_stage $z vs 0" cu0 cu$z
       same_snap "emulated NCCL, 2 ranks, zero_stage $z vs 0: parameters, bitwise" cu0 cu$z 0
-      # the NCCL communicator has no started all-gather: the step's one blocking all-gather
-      grep -Eq "^all-gather: blocking, 1\.0 per iteration, " "$WORK/cu$z.log" &&
-        ok "emulated NCCL, zero_stage $z: the all-gather blocks (no allgather_start), one per iteration" ||
-        bad "emulated NCCL, zero_stage $z: the all-gather summary line" "$(grep all- "$WORK/cu$z.log")"
+      # NCCL's all-gather started per bucket (allgather_start: the compute stream waits for it,
+      # not the host), one per gradient bucket and iteration; the blocking one (one per
+      # iteration) gives the same parameters bit for bit
+      nb=$(sed -n 's/.*Data parallel: 2 ranks (nccl), \([0-9]*\) gradient bucket.*/\1/p' "$WORK/cu$z.log" | head -1)
+      line=$(grep -m1 "^all-gather:" "$WORK/cu$z.log")
+      if [ -n "$nb" ] && grep -Eq "^all-gather: overlapped, $nb\.0 per iteration started before the next forward, [0-9.]+ ms busy and [0-9.]+ ms exposed per iteration \([0-9]+% hidden\)" <<<"$line"; then
+        ok "emulated NCCL, zero_stage $z: $nb all-gathers per iteration (one per bucket) started before the next forward ($line)"
+      else bad "emulated NCCL, zero_stage $z: the all-gather summary line ($nb buckets)" "$line"; fi
+      if MINGPT_ZERO_GATHER=blocking MPIRUN="$MPIRUN -x MINGPT_ZERO_GATHER" train cu${z}b 2 "${cuda[@]}" trainer_config.zero_stage=$z; then
+        same_losses "emulated NCCL, 2 ranks, zero_stage $z, blocking all-gather vs overlapped" cu${z}b cu$z
+        same_snap "emulated NCCL, 2 ranks, zero_stage $z, blocking all-gather vs overlapped: parameters, bitwise" cu${z}b cu$z 0
+        grep -Eq "^all-gather: blocking, 1\.0 per iteration, " "$WORK/cu${z}b.log" &&
+          ok "emulated NCCL, zero_stage $z, MINGPT_ZERO_GATHER=blocking: one blocking all-gather per iteration" ||
+          bad "emulated NCCL, zero_stage $z, MINGPT_ZERO_GATHER=blocking: the all-gather summary line" "$(grep all- "$WORK/cu${z}b.log")"
+      fi
+      # the emulator's deferred stream work (EMU_DEFER=1: everything queued runs at the next
+      # synchronisation, the collectives included) and random thread schedules
+      for mode in EMU_DEFER=1 "EMU_SCHEDULE=rand EMU_SEED=3"; do
+        tag=$([ "$mode" = EMU_DEFER=1 ] && echo d || echo s)
+        xs=""; for v in $mode; do xs="$xs -x ${v%%=*}"; export "${v?}"; done
+        MPIRUN="$MPIRUN$xs" train cu$z$tag 2 "${cuda[@]}" trainer_config.zero_stage=$z &&
+          same_snap "emulated NCCL ($mode), 2 ranks, zero_stage $z, overlapped all-gather vs stage 0: parameters, bitwise" cu0 cu$z$tag 0
+        for v in $mode; do unset "${v%%=*}"; done
+      done
       if out=$(python3 - "$WORK/cu0.bin" "$WORK/cu$z.bin" <<'PY'
 import struct, sys
 def records(p):

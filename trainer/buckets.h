@@ -74,7 +74,7 @@ int buckets_stage2_plan(Buckets *bk, const ParamTensor *tensors, int n_tensors, 
 // shard is added into grad_acc (shard_count floats of this rank, backend memory, as the ring)
 // by Backend.accumulate once reduced; its place in the ring is then reused: a bucket that finds
 // no room waits for the oldest reductions in flight, one at a time (Comm.allreduce_wait_some; all
-// of them where the communicator has none, as NCCL). Where a bucket goes in the ring (after the
+// of them where the communicator has none). Where a bucket goes in the ring (after the
 // newest, or flush against an end) is chosen here by simulating one backward: a placement in
 // which no bucket waits for the reduction of the bucket finished just before it where this ring
 // has one. Every micro-step communicates: buckets_micro_begin before each backward,

@@ -14,19 +14,35 @@
 // over q's counts[q] floats (NCCL's way for uneven counts; ncclReduceScatter when they are all
 // equal), so each rank moves about one bucket, not the two of an all-reduce; the parameter
 // all-gather is a group of ncclBroadcast, root q over its shard (ncclAllGather for equal,
-// adjacent shards), ordered after the compute stream's optimizer step and blocking.
+// adjacent shards), ordered after the compute stream's optimizer step. Blocking (allgather) or
+// started (allgather_start, one per bucket, the host does not block) and waited for by
+// allgather_wait(k): the COMPUTE stream waits (cudaStreamWaitEvent) on the event recorded on
+// the comm stream behind the k-th gather, so the next forward's kernels of a layer run once its
+// parameters are there, the host never blocking. The gathers share the comm stream (FIFO) with
+// the next backward's reduce-scatters, and the event slots with them: slots are handed out in
+// order until allreduce_wait, whose host synchronisation completes everything before it (the
+// gathers too), then reused. allreduce_wait_some(left) likewise makes the compute stream wait
+// on the slot of the newest bucket that must be done (ZeRO stage 2's ring: the harvest and the
+// reuse of the oldest buckets' space are compute-stream kernels behind it), host bookkeeping only.
 //
 // Instrumentation (CommStats), measured with CUDA timing events, i.e. GPU time:
 //   t_busy     sum over buckets of (all-reduce end - start) on the comm stream
 //   t_exposed  how long the compute stream stood at the reverse fence: the communication the
-//              backward pass did not hide
+//              backward pass did not hide (allreduce_wait_some's waits are not timed)
+//   t_gather   sum over all-gathers of (end - start) on the comm stream
+//   t_gather_exposed  (started gathers) how long the compute stream stood at allgather_wait's
+//              waits: timing events around each wait on the compute stream, GPU time, not the
+//              host's (the host does not block there); the blocking allgather's is the host
+//              time the trainer measures around it
 // Reading them needs the events complete, so allreduce_wait also blocks the host until the
-// fence is passed (the trainer's next op, the global gradient norm, synchronises anyway).
+// fence is passed (the trainer's next op, the global gradient norm, synchronises anyway); the
+// gathers' times are read there, or by allgather_wait once their events are complete.
 // Under the emulator (no GPU running beside the host) these are host times of the emulated
 // work: the emulator cannot overlap anything.
 //
 // Hangs (§3.5): NCCL has no collective timeout. A watchdog thread polls the oldest unfinished
-// bucket with cudaEventQuery (never blocking) and ncclCommGetAsyncError; when a bucket whose
+// bucket (started all-gathers included: they stay on its list until the next allreduce_wait)
+// with cudaEventQuery (never blocking) and ncclCommGetAsyncError; when a bucket whose
 // gradients were ready (its compute-stream event complete) has not been reduced within
 // Comm.timeout_s, or NCCL reports an asynchronous error, it prints what hangs, naming the rank
 // and the bucket, and takes the job down: ncclCommAbort, then the host communicator's abort
@@ -54,6 +70,11 @@ struct BucketEvents {
     cudaEvent_t t0, t1;    // comm stream, before / after the all-reduce (timing: t_busy)
 };
 
+// A timed wait of the compute stream (allgather_wait): events before / after it there.
+struct WaitEvents {
+    cudaEvent_t b, e;
+};
+
 // What a started bucket's collective is.
 enum BucketKind { K_ALLREDUCE, K_REDUCE_SCATTER, K_ALLGATHER };
 const char *kind_name(BucketKind kind) {
@@ -76,7 +97,17 @@ struct NcclCtx {
     cudaStream_t stream;   // the comm stream
     cudaEvent_t wait_begin, wait_end;   // compute stream around the reverse fence (timing)
     std::vector<BucketEvents> ev;       // grown to the most buckets of one step, then reused
-    int nb;                // buckets started since the last allreduce_wait
+    std::vector<int> kinds;             // BucketKind of the slots [0, nb)
+    int nb;                // buckets (and all-gathers) started since the last allreduce_wait
+    int nb_done;           // slots [0, nb_done) the compute stream waits for (allreduce_wait_some)
+    // started all-gathers: gathers_started counts them since creation; gslot[i] is the slot of
+    // gather gslot_base + i (-1: completed by an allreduce_wait), gslot_timed of them have had
+    // their busy time read, gathers_waited is the most the compute stream waits for
+    long gathers_started, gathers_waited, gslot_base;
+    std::vector<int> gslot;
+    size_t gslot_timed;
+    std::vector<WaitEvents> gw;         // allgather_wait's timing events, grown, then reused
+    int ngw, ngw_timed;    // pairs recorded since the last allreduce_wait / of them read
     bool backward_done;    // backward_done() was called since the last allreduce_wait
     // watchdog (everything below under mu)
     pthread_t watchdog;
@@ -236,7 +267,9 @@ int start_bucket(Comm *c, BucketKind kind, float *buf, size_t n, const size_t *c
         pthread_mutex_lock(&x->mu);
         x->ev.push_back(b);
         pthread_mutex_unlock(&x->mu);
+        x->kinds.push_back(K_ALLREDUCE);
     }
+    x->kinds[(size_t)k] = kind;
     const BucketEvents b = x->ev[(size_t)k];
     // the comm stream starts once the bucket's last gradient kernel has run on the compute stream
     e = cudaEventRecord(b.ready, x->cx->stream);
@@ -298,13 +331,116 @@ int nccl_reduce_scatter_start(Comm *c, float *buf, const size_t *counts) {
 
 // Blocking, as the MPI communicator's: the comm stream starts behind the optimizer step on the
 // compute stream, whose later kernels (the next forward) wait for the gathered parameters.
+// (its busy time reaches t_gather through wait_all)
 int nccl_allgather(Comm *c, float *buf, const size_t *counts, const size_t *displs) {
     size_t n = 0;
     for (int q = 0; q < c->world_size; q++) n += counts[q];
-    const double t0 = now_s();
-    const int rc = start_bucket(c, K_ALLGATHER, buf, n, counts, displs) || wait_all(c, false);
-    c->stats.t_gather += now_s() - t0;
-    return rc;
+    return start_bucket(c, K_ALLGATHER, buf, n, counts, displs) || wait_all(c, false);
+}
+
+// Adds the busy time of the started all-gathers whose end event is complete (all of them when
+// all: the caller synchronised) to t_gather, and the compute stream's time at the timed
+// allgather_wait waits that are complete to t_gather_exposed. Never blocks.
+void read_gather_times(Comm *c, bool all) {
+    NcclCtx *x = X(c);
+    float ms = 0.0f;
+    for (; x->gslot_timed < x->gslot.size(); x->gslot_timed++) {
+        const int s = x->gslot[x->gslot_timed];
+        if (s < 0) continue;   // (only after an allreduce_wait, which read it)
+        const BucketEvents &b = x->ev[(size_t)s];
+        if (!all && cudaEventQuery(b.t1) != cudaSuccess) break;
+        if (cudaEventElapsedTime(&ms, b.t0, b.t1) == cudaSuccess) c->stats.t_gather += ms * 1e-3;
+    }
+    for (; x->ngw_timed < x->ngw; x->ngw_timed++) {
+        const WaitEvents &w = x->gw[(size_t)x->ngw_timed];
+        if (!all && cudaEventQuery(w.e) != cudaSuccess) break;
+        if (cudaEventElapsedTime(&ms, w.b, w.e) == cudaSuccess) c->stats.t_gather_exposed += ms * 1e-3;
+    }
+    (void)cudaGetLastError();   // a failed query only loses a statistic
+    // the gathers waited for and timed are done with
+    size_t drop = 0;
+    while (drop < x->gslot_timed && x->gslot_base + (long)drop < x->gathers_waited) drop++;
+    if (drop) {
+        x->gslot.erase(x->gslot.begin(), x->gslot.begin() + (long)drop);
+        x->gslot_base += (long)drop;
+        x->gslot_timed -= drop;
+    }
+}
+
+// Started, not waited for: the comm stream runs it behind the compute stream's work so far (the
+// optimizer step), the host goes on.
+int nccl_allgather_start(Comm *c, float *buf, const size_t *counts, const size_t *displs) {
+    NcclCtx *x = X(c);
+    size_t n = 0;
+    for (int q = 0; q < c->world_size; q++) n += counts[q];
+    const int slot = x->nb;
+    if (start_bucket(c, K_ALLGATHER, buf, n, counts, displs)) return 1;
+    x->gslot.push_back(slot);
+    x->gathers_started++;
+    c->stats.n_gathers++;
+    return 0;
+}
+
+// The compute stream's later work waits for the first k gathers (the event behind the k-th:
+// the comm stream is FIFO), timed by a pair of events around the wait there.
+int nccl_allgather_wait(Comm *c, long k) {
+    NcclCtx *x = X(c);
+    if (k > x->gathers_started) {
+        set_err(c, "allgather_wait(%ld): only %ld parameter all-gathers were started", k, x->gathers_started);
+        return 1;
+    }
+    if (k > x->gathers_waited) {
+        const int s = x->gslot[(size_t)(k - 1 - x->gslot_base)];
+        x->gathers_waited = k;
+        if (s >= 0) {   // (-1: an allreduce_wait completed it, and ordered the compute stream after it)
+            cudaError_t e = cudaSuccess;
+            if ((size_t)x->ngw == x->gw.size()) {
+                WaitEvents w;
+                e = cudaEventCreate(&w.b);
+                if (e == cudaSuccess) e = cudaEventCreate(&w.e);
+                if (e == cudaSuccess) x->gw.push_back(w);
+            }
+            if (e == cudaSuccess) {
+                const WaitEvents w = x->gw[(size_t)x->ngw];
+                e = cudaEventRecord(w.b, x->cx->stream);
+                if (e == cudaSuccess) e = cudaStreamWaitEvent(x->cx->stream, x->ev[(size_t)s].t1, 0);
+                if (e == cudaSuccess) e = cudaEventRecord(w.e, x->cx->stream);
+                if (e == cudaSuccess) x->ngw++;
+            }
+            if (e != cudaSuccess) {
+                set_err(c, "waiting for the NCCL all-gather %ld of the parameter shards failed: %s", k,
+                        cudaGetErrorString(e));
+                return 1;
+            }
+        }
+    }
+    ncclResult_t ae = ncclSuccess;
+    if (ncclCommGetAsyncError(x->nccl, &ae) != ncclSuccess || (ae != ncclSuccess && ae != ncclInProgress)) {
+        set_err(c, "NCCL all-gather of the parameter shards failed: %s (%s)", ncclGetErrorString(ae),
+                ncclGetLastError(x->nccl));
+        return 1;
+    }
+    read_gather_times(c, false);
+    return 0;
+}
+
+// ZeRO stage 2: the compute stream's later work (the harvest of the oldest buckets, the reuse of
+// their ring space) waits until at most `left` of the started slots are still in flight: on the
+// end event of the newest slot that must be done (the comm stream is FIFO). The host does not
+// block; the reverse fence (allreduce_wait) times and checks them all.
+int nccl_allreduce_wait_some(Comm *c, size_t left) {
+    NcclCtx *x = X(c);
+    if ((size_t)x->nb <= left) return 0;
+    const int target = x->nb - (int)left;
+    if (target <= x->nb_done) return 0;
+    const cudaError_t e = cudaStreamWaitEvent(x->cx->stream, x->ev[(size_t)target - 1].t1, 0);
+    if (e != cudaSuccess) {
+        set_err(c, "waiting for the NCCL %s of bucket %d failed: %s", kind_name((BucketKind)x->kinds[(size_t)target - 1]),
+                target - 1, cudaGetErrorString(e));
+        return 1;
+    }
+    x->nb_done = target;
+    return 0;
 }
 
 // allreduce_wait; timed: adds the buckets' times to t_busy and t_exposed (not for the all-gather).
@@ -312,6 +448,7 @@ int wait_all(Comm *c, bool timed) {
     NcclCtx *x = X(c);
     const int nb = x->nb;
     x->nb = 0;
+    x->nb_done = 0;
     x->backward_done = false;   // the next bucket belongs to the next backward pass
     if (nb == 0) return 0;
     const BucketEvents last = x->ev[(size_t)nb - 1];
@@ -332,13 +469,20 @@ int wait_all(Comm *c, bool timed) {
         return 1;
     }
     float ms = 0.0f;
+    // everything started is complete: the gathers' times, then their slots are free
+    read_gather_times(c, true);
+    for (int &s : x->gslot) s = -1;
+    x->ngw = x->ngw_timed = 0;
     if (timed) {
         if (cudaEventElapsedTime(&ms, x->wait_begin, x->wait_end) == cudaSuccess) c->stats.t_exposed += ms * 1e-3;
         for (int k = 0; k < nb; k++)
-            if (cudaEventElapsedTime(&ms, x->ev[(size_t)k].t0, x->ev[(size_t)k].t1) == cudaSuccess)
+            if (x->kinds[(size_t)k] != K_ALLGATHER &&
+                cudaEventElapsedTime(&ms, x->ev[(size_t)k].t0, x->ev[(size_t)k].t1) == cudaSuccess)
                 c->stats.t_busy += ms * 1e-3;
-        (void)cudaGetLastError();   // a failed elapsed-time query only loses a statistic
+    } else if (cudaEventElapsedTime(&ms, x->ev[(size_t)nb - 1].t0, x->ev[(size_t)nb - 1].t1) == cudaSuccess) {
+        c->stats.t_gather += ms * 1e-3;   // the blocking all-gather: the last slot
     }
+    (void)cudaGetLastError();   // a failed elapsed-time query only loses a statistic
     pthread_mutex_lock(&x->mu);
     x->pend.clear();
     x->pend_head = 0;
@@ -378,6 +522,10 @@ void release(NcclCtx *x) {
         cudaEventDestroy(b.ready);
         cudaEventDestroy(b.t0);
         cudaEventDestroy(b.t1);
+    }
+    for (const WaitEvents &w : x->gw) {
+        cudaEventDestroy(w.b);
+        cudaEventDestroy(w.e);
     }
     if (x->wait_begin) cudaEventDestroy(x->wait_begin);
     if (x->wait_end) cudaEventDestroy(x->wait_end);
@@ -451,6 +599,9 @@ Comm *cuda_grad_comm_create(Backend *be, Comm *host, char *err, size_t errlen) {
     c->backward_done = nccl_backward_done;
     c->reduce_scatter_start = nccl_reduce_scatter_start;
     c->allgather = nccl_allgather;   // (gather: none; the trainer gathers through the host communicator)
+    c->allgather_start = nccl_allgather_start;
+    c->allgather_wait = nccl_allgather_wait;
+    c->allreduce_wait_some = nccl_allreduce_wait_some;
     c->abort = nccl_abort;
     c->destroy = nccl_destroy;
 

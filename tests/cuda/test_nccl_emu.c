@@ -6,8 +6,9 @@
 //   mpirun -np N test_nccl_emu --skip R   the watchdog: rank R skips a gradient all-reduce
 //                                         (and then sleeps); with timeout_s = 3 the others
 //                                         must abort the job, naming rank and bucket
-//   ... --skip R --kind rs|ag             the same for a ZeRO reduce-scatter (uneven counts:
+//   ... --skip R --kind rs|ag|ags         the same for a ZeRO reduce-scatter (uneven counts:
 //                                         the group of ncclReduce) or parameter all-gather
+//                                         (blocking, or started: allgather_start)
 //
 // The host communicator comes from comm_mpi_open (MINGPT_MPI_LIB names build/libmingpt_mpi.so)
 // and the backend from backend_select("cuda") (MINGPT_CUDA_LIB names the emulated
@@ -35,6 +36,10 @@
 //     rank ends with every owner's values bit for bit (-0.0 included, which the all-reduce it
 //     replaces turned into +0.0), written by a kernel just before the call (the gather waits for
 //     the compute stream); the floats around the shards are untouched; not counted as a bucket;
+//   * ZeRO's all-gather started per bucket (allgather_start) and waited for by the compute stream
+//     (allgather_wait): a kernel after the wait sees the gathered values, an all-reduce started
+//     behind the gathers is exact; n_gathers, t_gather, t_gather_exposed (test_allgather_started);
+//   * allreduce_wait_some(left): a kernel after it reads the oldest buckets' reduced parts;
 //   * a reduce-scatter of host memory is refused with an error naming the rank and ncclReduce.
 #include <math.h>
 #include <stdio.h>
@@ -250,6 +255,116 @@ static void test_allgather(Backend *be, Comm *g) {
     }
 }
 
+// ZeRO's all-gather started per bucket (allgather_start, the host not blocking) and waited for
+// by the compute stream (allgather_wait): 2 steps of NG buckets of uneven shards, each owner's
+// shard written by a kernel just before the starts (the gathers follow the compute stream);
+// after allgather_wait(k) a kernel triples bucket k-1 (it must see the gathered values); then,
+// as the next backward, an all-reduce of another buffer is started behind the gathers (one comm
+// stream) and allreduce_wait'ed: every gathered float is exactly 3 x the owner's value, the
+// all-reduce exactly the sum. CommStats: n_gathers counts the starts, t_gather and
+// t_gather_exposed finite, >= 0, no bucket counted for a gather; allgather_wait beyond the
+// number started is an error naming it.
+#define NG 3
+static void test_allgather_started(Backend *be, Comm *g) {
+    const int W = g->world_size, r = g->rank;
+    const size_t n = 29;   // per bucket: shards of about n / W, the last rank's the rest
+    size_t counts[8], displs[8];
+    for (int q = 0, off = 0; q < W; q++) {
+        counts[q] = q == W - 1 ? n - (size_t)off : n / (size_t)W;
+        displs[q] = (size_t)off;
+        off += (int)counts[q];
+    }
+    float *buf = be->alloc(be, NG * n * sizeof(float)), *ar = be->alloc(be, 1000 * sizeof(float));
+    float *h = malloc(NG * n * sizeof(float)), *got = malloc(NG * n * sizeof(float));
+    float *ha = malloc(1000 * sizeof(float));
+    CHECK(buf && ar && h && got && ha, "out of memory");
+    long started = 0;   // (the blocking all-gathers before are not counted)
+    for (int step = 0; step < 2; step++) {
+        comm_stats_reset(g);
+        for (size_t i = 0; i < NG * n; i++) h[i] = 5000.0f + 100 * r + (float)i;   // junk outside r's shards
+        for (int b = 0; b < NG; b++)
+            for (size_t i = displs[r]; i < displs[r] + counts[r]; i++) h[b * n + i] = value(r, 10 + step, b * n + i) * 0.5f;
+        be->upload(be, buf, h, NG * n * sizeof(float));
+        for (int b = 0; b < NG; b++) be->scale(be, buf + b * n + displs[r], counts[r], 2.0f);
+        long no[NG];
+        for (int b = NG - 1; b >= 0; b--) {   // the trainer's order: from the end of the buffer
+            CHECK(g->allgather_start(g, buf + b * n, counts, displs) == 0, "step %d bucket %d: %s", step, b, g->err);
+            no[b] = ++started;
+        }
+        // the next forward: bucket 0 first (started last), each waited for, then read by a kernel
+        for (int b = 0; b < NG; b++) {
+            CHECK(g->allgather_wait(g, no[b]) == 0, "allgather_wait(%ld): %s", no[b], g->err);
+            be->scale(be, buf + b * n, n, 3.0f);
+        }
+        CHECK(g->allgather_wait(g, started) == 0, "allgather_wait(%ld) again: %s", started, g->err);
+        // the next backward's collective, behind the gathers on the comm stream
+        for (int i = 0; i < 1000; i++) ha[i] = value(r, 20 + step, (size_t)i);
+        be->upload(be, ar, ha, 1000 * sizeof(float));
+        CHECK(g->allreduce_start(g, ar, 1000) == 0, "%s", g->err);
+        g->backward_done(g);
+        CHECK(g->allreduce_wait(g) == 0, "%s", g->err);
+        be->download(be, got, buf, NG * n * sizeof(float));
+        size_t bad = 0, at = 0;
+        for (int b = 0; b < NG; b++)
+            for (int q = 0; q < W; q++)
+                for (size_t i = displs[q]; i < displs[q] + counts[q]; i++) {
+                    const float want = 3.0f * value(q, 10 + step, b * n + i);
+                    if (memcmp(&got[b * n + i], &want, sizeof want) != 0 && bad++ == 0) at = b * n + i;
+                }
+        CHECK(bad == 0, "step %d: %zu of %zu gathered floats wrong (a kernel after allgather_wait did not see the "
+              "gathered values), first at %zu: %.9g", step, bad, NG * n, at, got[at]);
+        be->download(be, ha, ar, 1000 * sizeof(float));
+        for (int i = 0; i < 1000; i++) {
+            float want = 0;
+            for (int q = 0; q < W; q++) want += value(q, 20 + step, (size_t)i);
+            if (ha[i] != want && bad++ == 0) at = (size_t)i;
+        }
+        CHECK(bad == 0, "step %d: the all-reduce behind the gathers: %zu floats wrong, first at %zu", step, bad, at);
+        CHECK(g->stats.n_gathers == NG && g->stats.n_buckets == 1, "n_gathers %d (want %d), n_buckets %d (want 1)",
+              g->stats.n_gathers, NG, g->stats.n_buckets);
+        CHECK(isfinite(g->stats.t_gather) && g->stats.t_gather >= 0 && isfinite(g->stats.t_gather_exposed) &&
+              g->stats.t_gather_exposed >= 0, "t_gather %g, t_gather_exposed %g", g->stats.t_gather,
+              g->stats.t_gather_exposed);
+    }
+    CHECK(g->allgather_wait(g, started + 1) != 0 && strstr(g->err, "all-gather"),
+          "allgather_wait beyond the gathers started was accepted (%s)", g->err);
+    be->free(be, buf);
+    be->free(be, ar);
+    free(h); free(got); free(ha);
+}
+
+// ZeRO stage 2's ring: allreduce_wait_some(left) orders the compute stream after the oldest
+// buckets: 4 reduce-scatters of 64 floats (equal counts) started back to back; after
+// allreduce_wait_some(1) a kernel doubles this rank's part of bucket 0, 1 and 2 (the ring's
+// harvest), after allreduce_wait_some(0) of bucket 3; each part is exactly 2 x the sum.
+static void test_wait_some(Backend *be, Comm *g) {
+    const int W = g->world_size, r = g->rank;
+    const size_t per = 16, n = per * (size_t)W;
+    size_t counts[8];
+    for (int q = 0; q < W; q++) counts[q] = per;
+    float *buf = be->alloc(be, 4 * n * sizeof(float)), *h = malloc(4 * n * sizeof(float));
+    CHECK(buf && h, "out of memory");
+    for (size_t i = 0; i < 4 * n; i++) h[i] = value(r, 30, i);
+    be->upload(be, buf, h, 4 * n * sizeof(float));
+    for (int b = 0; b < 4; b++) CHECK(g->reduce_scatter_start(g, buf + b * n, counts) == 0, "%s", g->err);
+    CHECK(g->allreduce_wait_some(g, 1) == 0, "%s", g->err);
+    for (int b = 0; b < 3; b++) be->scale(be, buf + b * n + (size_t)r * per, per, 2.0f);
+    CHECK(g->allreduce_wait_some(g, 0) == 0, "%s", g->err);
+    be->scale(be, buf + 3 * n + (size_t)r * per, per, 2.0f);
+    g->backward_done(g);
+    CHECK(g->allreduce_wait(g) == 0, "%s", g->err);
+    be->download(be, h, buf, 4 * n * sizeof(float));
+    for (int b = 0; b < 4; b++)
+        for (size_t i = (size_t)r * per; i < (size_t)(r + 1) * per; i++) {
+            float want = 0;
+            for (int q = 0; q < W; q++) want += value(q, 30, b * n + i);
+            want *= 2.0f;
+            CHECK(h[b * n + i] == want, "bucket %d float %zu: %.9g, want %.9g", b, i, h[b * n + i], want);
+        }
+    be->free(be, buf);
+    free(h);
+}
+
 static void test_reduce_scatter_error(Comm *g) {
     float host_buf[16] = { 0 };
     size_t counts[8];
@@ -280,6 +395,12 @@ static void run_skip(Backend *be, Comm *g, int skip, const char *kind) {
         sleep(100);   // stands for a rank that hangs; MPI_Abort from a peer ends it
         CHECK(0, "rank %d was not taken down", g->rank);
     }
+    if (!strcmp(kind, "ags")) {   // started; the compute stream waits, the host at allreduce_wait
+        CHECK(g->allgather_start(g, d, counts, displs) == 0, "%s", g->err);
+        CHECK(g->allgather_wait(g, 1) == 0, "%s", g->err);
+        g->allreduce_wait(g);   // blocks: the peer never joins
+        CHECK(0, "allreduce_wait returned although rank %d skipped the started all-gather", skip);
+    }
     if (!strcmp(kind, "ag")) {
         g->allgather(g, d, counts, displs);   // blocks: the peer never joins
         CHECK(0, "allgather returned although rank %d skipped it", skip);
@@ -296,8 +417,9 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--skip") && i + 1 < argc) skip = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--kind") && i + 1 < argc && (!strcmp(argv[i + 1], "ar") || !strcmp(argv[i + 1], "rs") ||
-                                                                !strcmp(argv[i + 1], "ag"))) kind = argv[++i];
-        else { fprintf(stderr, "usage: mpirun -np N %s [--skip RANK [--kind ar|rs|ag]]\n", argv[0]); return 2; }
+                                                                !strcmp(argv[i + 1], "ag") || !strcmp(argv[i + 1], "ags")))
+            kind = argv[++i];
+        else { fprintf(stderr, "usage: mpirun -np N %s [--skip RANK [--kind ar|rs|ag|ags]]\n", argv[0]); return 2; }
     }
     char err[1024] = "";
     if (comm_launched(err, sizeof err) != 1) {
@@ -326,6 +448,9 @@ int main(int argc, char **argv) {
     CHECK(g->world_size <= 8, "at most 8 ranks (%d)", g->world_size);
     test_reduce_scatter(be, g);
     test_allgather(be, g);
+    CHECK(g->allgather_start && g->allgather_wait && g->allreduce_wait_some, "the nccl comm lacks allgather_start / allgather_wait / allreduce_wait_some");
+    test_allgather_started(be, g);
+    test_wait_some(be, g);
     test_reduce_scatter_error(g);
 
     printf("[rank %d] test_nccl_emu: %d ranks, %d checks passed\n", g->rank, g->world_size, g_checks);

@@ -7,7 +7,9 @@
 #   * the watchdog, immediate and deferred: the last rank skips an all-reduce; with
 #     timeout_s = 3 the job exits non-zero within 3 + 10 s (the whole run under `timeout 60`),
 #     and the message names the waiting rank, the bucket and the timeout; the same for a ZeRO
-#     reduce-scatter (the group of ncclReduce) and the parameter all-gather (of ncclBroadcast).
+#     reduce-scatter (the group of ncclReduce) and the parameter all-gather (of ncclBroadcast),
+#     blocking and started (allgather_start, "ags": the compute stream waits, the host blocks
+#     at the next allreduce_wait), immediate and deferred.
 bin=${1:?usage: test_nccl_emu.sh BIN EMU_SO MPI_SO}
 emu_so=$(realpath "${2:?}") && mpi_so=$(realpath "${3:?}") || exit 1
 export MINGPT_CUDA_LIB=$emu_so MINGPT_MPI_LIB=$mpi_so
@@ -45,16 +47,17 @@ for spec in "2 1 " "3 2 EMU_DEFER=1"; do
     else ko "-np $np ${mode:-immediate}, rank $skip skips an all-reduce (rc $rc after $(printf '%.1f' "$dt") s)" "$out"; fi
 done
 
-for spec in "2 1 rs reduce-scatter of bucket 0 (1000 floats)" "3 2 ag all-gather of the parameter shards (1000 floats)"; do
-    set -- $spec; np=$1; skip=$2; kind=$3; shift 3; what="$*"
+for spec in "2 1 rs reduce-scatter of bucket 0 (1000 floats)" "3 2 ag all-gather of the parameter shards (1000 floats)" \
+            "2 1 ags all-gather of the parameter shards (1000 floats)" "2 1 ags,EMU_DEFER=1 all-gather of the parameter shards (1000 floats)"; do
+    set -- $spec; np=$1; skip=$2; kind=${3%%,*}; mode=; [ "$kind" != "$3" ] && mode=${3#*,}; shift 3; what="$*"
     t0=$(date +%s.%N)
-    out=$(timeout 60 mpirun --oversubscribe -np $np "$bin" --skip $skip --kind $kind 2>&1); rc=$?
+    out=$(env $mode timeout 60 mpirun --oversubscribe -np $np "$bin" --skip $skip --kind $kind 2>&1); rc=$?
     dt=$(echo "$(date +%s.%N) - $t0" | bc)
     msg=$(printf '%s\n' "$out" | grep -m1 -F "error: NCCL $what did not complete within 3 s")
     if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ -n "$msg" ] && printf '%s' "$msg" | grep -q "^\[rank [0-9]\]" \
        && ! printf '%s' "$msg" | grep -q "^\[rank $skip\]" && [ "$(echo "$dt <= 13" | bc)" = 1 ]; then
-        ok "-np $np, rank $skip skips the $kind: exit $rc after $(printf '%.1f' "$dt") s: $(printf '%s' "$msg" | cut -c1-100)..."
-    else ko "-np $np, rank $skip skips the $kind (rc $rc after $(printf '%.1f' "$dt") s)" "$out"; fi
+        ok "-np $np${mode:+ $mode}, rank $skip skips the $kind: exit $rc after $(printf '%.1f' "$dt") s: $(printf '%s' "$msg" | cut -c1-100)..."
+    else ko "-np $np${mode:+ $mode}, rank $skip skips the $kind (rc $rc after $(printf '%.1f' "$dt") s)" "$out"; fi
 done
 
 echo "nccl on MPI ranks (emulated CUDA): $pass passed, $fail failed"
