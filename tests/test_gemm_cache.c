@@ -23,8 +23,9 @@ typedef struct {
 } Report;
 
 // In a child: env (NAME=VALUE pairs, NULL-terminated; VALUE "" unsets), then one 96 x 80 x 72
-// product checked against a naive loop; the report comes back through a pipe.
-static Report run_child(const char *const *env) {
+// product checked against a naive loop; the report comes back through a pipe (*rfd, read by
+// collect_child).
+static pid_t spawn_child(const char *const *env, int *rfd) {
     int fd[2];
     assert_int_equal(pipe(fd), 0);
     const pid_t pid = fork();
@@ -74,6 +75,13 @@ static Report run_child(const char *const *env) {
         _exit(0);
     }
     close(fd[1]);
+    *rfd = fd[0];
+    return pid;
+}
+
+// The report of the child pid (spawn_child), once it has exited.
+static Report collect_child(pid_t pid, int rfd) {
+    int fd[1] = { rfd };
     static char buf[16384];
     size_t len = 0;
     ssize_t k;
@@ -98,6 +106,12 @@ static Report run_child(const char *const *env) {
         if (line) snprintf(r.path, sizeof r.path, "%s", line);
     }
     return r;
+}
+
+static Report run_child(const char *const *env) {
+    int fd;
+    const pid_t pid = spawn_child(env, &fd);
+    return collect_child(pid, fd);
 }
 
 static char g_dir[256];
@@ -136,6 +150,28 @@ static void test_created_then_reused(void **state) {
 }
 
 // The cache's numbers decide: make OpenBLAS (threaded) the fastest on paper and it is chosen.
+// Processes started together on an empty cache (the ranks of a job) agree: one of them measures
+// the class, the others wait for it and take its choice (a flock on the cache), so their products
+// are the same bits. Each measuring on its own would count one calibration per process.
+static void test_concurrent_processes_agree(void **state) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/together", g_dir);
+    const char *env[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", NULL };
+    enum { P = 4 };
+    pid_t pid[P];
+    int fd[P];
+    for (int p = 0; p < P; p++) pid[p] = spawn_child(env, &fd[p]);
+    int calibrations = 0;
+    Report r[P];
+    for (int p = 0; p < P; p++) {
+        r[p] = collect_child(pid[p], fd[p]);
+        assert_true(r[p].correct);
+        calibrations += r[p].calibrations;
+        assert_string_equal(r[p].impl, r[0].impl);
+    }
+    assert_int_equal(calibrations, 1);
+}
+
 static void test_cache_numbers_decide(void **state) {
     const char *env[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "", NULL };
     const Report a = run_child(env);   // exists from the previous test or is made now
@@ -291,6 +327,7 @@ static void test_xdg_cache_home(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_created_then_reused),
+        cmocka_unit_test(test_concurrent_processes_agree),
         cmocka_unit_test(test_cache_numbers_decide),
         cmocka_unit_test(test_malformed_cache_is_ignored_and_rewritten),
         cmocka_unit_test(test_unwritable_cache_dir),

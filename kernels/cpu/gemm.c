@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -453,6 +454,37 @@ static int choose(const GemmClass *c) {
     return allowed[impl] ? impl : fallback;
 }
 
+// Processes that share the cache (the ranks of a data-parallel job on one machine, above all) must
+// agree on every class: ranks that measured a class each on their own could pick different
+// libraries, and their products would differ in the last bits (a run would then depend on which
+// rank measured what). So a class missing here is looked up again in the file, and measured only
+// when still missing there, under an exclusive flock on <cache>.lock held until it is saved: the
+// first process measures it, the others wait and take its result. -1 when there is no cache file
+// to share (no directory, or it cannot be created): each process then measures alone.
+static int lock_cache(void) {
+    if (!G.path[0] || G.cache_failed) return -1;
+    char dir[4096], lock[4200];
+    snprintf(dir, sizeof dir, "%s", G.path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    snprintf(lock, sizeof lock, "%s.lock", G.path);
+    const int fd = mkdir_p(dir) ? -1 : open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    while (flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR) { close(fd); return -1; }
+    return fd;
+}
+
+// Under lock_cache: the class key as another process saved it since start-up, into *out (1), or 0.
+static int class_from_file(const GemmClass *key, GemmClass *out) {
+    static GemmClass file[MAX_CLASSES];
+    char why[64];
+    const int n = load_cache(file, MAX_CLASSES, why, sizeof why);
+    for (int j = 0; j < n; j++)
+        if (same_class(&file[j], key)) { *out = file[j]; return 1; }
+    return 0;
+}
+
 static int impl_for(int bf16, int ta, int tb, int beta0, int M, int N, int K, int threads) {
     const GemmClass key = { .bf16 = bf16, .ta = ta, .tb = tb, .beta0 = beta0, .m_log2 = ceil_log2(M), .n_log2 = ceil_log2(N),
                             .k_log2 = ceil_log2(K), .threads = threads };
@@ -463,12 +495,18 @@ static int impl_for(int bf16, int ta, int tb, int beta0, int M, int N, int K, in
         if (G.n == MAX_CLASSES) G.n = 0;   // hundreds of classes: forget them rather than grow
         i = G.n;
         G.classes[i] = key;
-        if (bf16) calibrate_bf16(&G.classes[i], ta, tb, M, N, K);
-        else calibrate(&G.classes[i], ta, tb, M, N, K);
-        G.calibrations++;
-        G.classes[i].impl = choose(&G.classes[i]);
-        G.n++;
-        save_cache();
+        const int lock = lock_cache();
+        if (lock < 0 || !class_from_file(&key, &G.classes[i])) {
+            if (bf16) calibrate_bf16(&G.classes[i], ta, tb, M, N, K);
+            else calibrate(&G.classes[i], ta, tb, M, N, K);
+            G.calibrations++;
+            G.classes[i].impl = choose(&G.classes[i]);
+            G.n++;
+            save_cache();
+        } else {
+            G.n++;   // measured by another process since this one read the file
+        }
+        if (lock >= 0) close(lock);   // (releases the flock)
     }
     const int impl = choose(&G.classes[i]);
     pthread_mutex_unlock(&G.lock);

@@ -22,6 +22,11 @@
 // Cache: $MINGPT_CACHE_DIR, else $XDG_CACHE_HOME/mingpt, else $HOME/.cache/mingpt;
 // gemm-<fingerprint>.txt, written atomically. A file that does not parse is ignored (and
 // rewritten); an unwritable directory means calibrating once per process (said in the status).
+// Processes sharing the file agree on every class (the ranks of a job on one machine: otherwise
+// two ranks measuring a class at once could pick different libraries, and their products differ in
+// the last bits): a class missing from the table is measured under an exclusive flock on
+// gemm-<fingerprint>.txt.lock, after reading the file again; a process that finds it there (another
+// measured it meanwhile) takes that result.
 // A third library when it is there: Intel oneMKL (cblas_sgemm; kernels/cpu/gemm_mkl.h says where it
 // is looked for), loaded with dlopen, a fifth candidate of every class; its version is part of the
 // fingerprint; its bf16 GEMM is a second candidate of bf16 classes (timed like the fp32 ones).
