@@ -1,8 +1,8 @@
 # mingpt — one binary that trains character-level GPT models.
 #
 #   make          build ./mingpt
-#   make deps     install the Debian packages the build needs (root: apt-get; else prints the command),
-#                 and oneMKL from PyPI into build/mkl (optional: a failure is only said)
+#   make deps     install the Debian packages the build needs (root: apt-get; else prints the command)
+#   make mkl      opt-in: oneMKL from PyPI into build/mkl, a further GEMM candidate (docs/performance.md)
 #   make data     put tiny-shakespeare at data/input.txt
 #   make run      deps + build + data + train the small CPU preset (char_cpu.yaml) + print a sample
 #   make test     deps + build + every test (+ make fuzz and make valgrind)
@@ -79,9 +79,14 @@ deps:
 	    echo "deps: missing Debian packages; run: sudo apt-get update && sudo apt-get install -y$$missing"; exit 1; \
 	  fi; \
 	fi
-	@# Intel oneMKL, an optional GEMM library (kernels/cpu/gemm_mkl.h): PyPI's wheel into build/mkl;
-	@# without it (PyPI unreachable) everything builds, runs and tests, MKL is just not a candidate.
-	@sh tests/tools/mkl.sh build/mkl || echo "deps: going on without MKL (optional)"
+
+# Intel oneMKL, an opt-in GEMM library (kernels/cpu/gemm_mkl.h): PyPI's wheel into build/mkl, where
+# ./mingpt finds it. Not part of deps: on the machines measured it won no fp32 shape class, and with
+# it loaded 2-rank fp32 evaluations on oneDNN varied in their last bits between runs (not yet
+# understood; docs/performance.md). Without it everything builds, runs and tests.
+.PHONY: mkl
+mkl:
+	@sh tests/tools/mkl.sh build/mkl
 
 # ---------------------------------------------------------------- build
 $(B)/%.o: %.c
