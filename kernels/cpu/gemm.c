@@ -366,7 +366,23 @@ static void init_once(void) {
 // ============================================================================
 // Calibration
 // ============================================================================
-// Times every available candidate on operands of (a scaled-down copy of) this shape, interleaved
+// The operands a calibration times its candidates on: fp32, or their bf16 copies for a bf16 class.
+typedef struct {
+    int bf16, ta, tb, M, N, K, lda, ldb;
+    float beta;
+    const float *A, *B;
+    const uint16_t *A16, *B16;
+    float *C;
+} CalibOperands;
+
+// One product of candidate impl on the calibration operands.
+static void calib_run(const CalibOperands *o, int impl) {
+    if (o->bf16) run_bf16(impl, o->ta, o->tb, o->M, o->N, o->K, o->A16, o->lda, o->B16, o->ldb, o->beta, o->C, o->N);
+    else run_impl(impl, o->ta, o->tb, o->M, o->N, o->K, o->A, o->lda, o->B, o->ldb, o->beta, o->C, o->N);
+}
+
+// Times every available candidate of the class (fp32: the fp32 libraries; bf16: oneDNN's matmul
+// and MKL's bf16 GEMM, when there) on operands of (a scaled-down copy of) this shape, interleaved
 // round by round; keeps each one's best time.
 static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
     const float beta = c->beta0 ? 0.0f : 1.0f;   // as the products of the class (OpenBLAS clears C in a pass of its own)
@@ -377,17 +393,24 @@ static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
     }
     const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
     float *A = malloc(na * sizeof(float)), *B = malloc(nb * sizeof(float)), *C = calloc(nc, sizeof(float));
-    if (!A || !B || !C) fatal_error("out of memory calibrating a %dx%dx%d GEMM", M, N, K);
+    uint16_t *A16 = c->bf16 ? malloc(na * sizeof(uint16_t)) : NULL, *B16 = c->bf16 ? malloc(nb * sizeof(uint16_t)) : NULL;
+    if (!A || !B || !C || (c->bf16 && (!A16 || !B16)))
+        fatal_error("out of memory calibrating a %dx%dx%d%s GEMM", M, N, K, c->bf16 ? " bf16" : "");
     for (size_t i = 0; i < na; i++) A[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
     for (size_t i = 0; i < nb; i++) B[i] = (float)((i * 40503u) % 1000) * 1e-3f - 0.5f;
-    const int lda = ta ? M : K, ldb = tb ? K : N;
+    if (c->bf16) {
+        for (size_t i = 0; i < na; i++) A16[i] = bf16_from_float(A[i]);
+        for (size_t i = 0; i < nb; i++) B16[i] = bf16_from_float(B[i]);
+    }
+    const CalibOperands o = { .bf16 = c->bf16, .ta = ta, .tb = tb, .M = M, .N = N, .K = K, .lda = ta ? M : K,
+                              .ldb = tb ? K : N, .beta = beta, .A = A, .B = B, .A16 = A16, .B16 = B16, .C = C };
     int cand[GEMM_N_IMPL], nc_ = 0;
     for (int i = 0; i < GEMM_N_IMPL; i++)
-        if (available(i) && (i != GEMM_OPENBLAS_SPLIT || c->threads > 1)) cand[nc_++] = i;
+        if (c->bf16 ? available16(i) : available(i) && (i != GEMM_OPENBLAS_SPLIT || c->threads > 1)) cand[nc_++] = i;
     double best[GEMM_N_IMPL], warm = 1e30;
     for (int j = 0; j < nc_; j++) {   // warm-up: JIT, primitive creation, first touch
         const double t0 = now_s();
-        run_impl(cand[j], ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
+        calib_run(&o, cand[j]);
         best[cand[j]] = 1e30;
         warm = fmin(warm, now_s() - t0);
     }
@@ -396,52 +419,13 @@ static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
     for (int r = 0; r < rounds; r++)
         for (int j = 0; j < nc_; j++) {
             const double t0 = now_s();
-            run_impl(cand[j], ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
+            calib_run(&o, cand[j]);
             best[cand[j]] = fmin(best[cand[j]], now_s() - t0);
         }
     c->m = M; c->n = N; c->k = K;
     for (int i = 0; i < GEMM_N_IMPL; i++) c->gflops[i] = 0;
     for (int j = 0; j < nc_; j++) c->gflops[cand[j]] = 2.0 * M * N * K / fmax(best[cand[j]], 1e-9) / 1e9;
-    free(A); free(B); free(C);
-}
-
-// The same for a class of bf16 products: oneDNN's matmul and MKL's bf16 GEMM, when there.
-static void calibrate_bf16(GemmClass *c, int ta, int tb, int M, int N, int K) {
-    const float beta = c->beta0 ? 0.0f : 1.0f;
-    while (2.0 * M * N * K > CALIB_MAX_FLOP) {
-        if (M >= N && M >= K) M = (M + 1) / 2;
-        else if (N >= K) N = (N + 1) / 2;
-        else K = (K + 1) / 2;
-    }
-    const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
-    uint16_t *A = malloc(na * sizeof(uint16_t)), *B = malloc(nb * sizeof(uint16_t));
-    float *C = calloc(nc, sizeof(float));
-    if (!A || !B || !C) fatal_error("out of memory calibrating a %dx%dx%d bf16 GEMM", M, N, K);
-    for (size_t i = 0; i < na; i++) A[i] = bf16_from_float((float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f);
-    for (size_t i = 0; i < nb; i++) B[i] = bf16_from_float((float)((i * 40503u) % 1000) * 1e-3f - 0.5f);
-    const int lda = ta ? M : K, ldb = tb ? K : N;
-    int cand[GEMM_N_IMPL], nc_ = 0;
-    for (int i = 0; i < GEMM_N_IMPL; i++)
-        if (available16(i)) cand[nc_++] = i;
-    double best[GEMM_N_IMPL], warm = 1e30;
-    for (int j = 0; j < nc_; j++) {
-        const double t0 = now_s();
-        run_bf16(cand[j], ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
-        best[cand[j]] = 1e30;
-        warm = fmin(warm, now_s() - t0);
-    }
-    int rounds = (int)(CALIB_BUDGET_S / (nc_ * fmax(warm, 1e-6)));
-    rounds = rounds < 3 ? 3 : rounds > 20 ? 20 : rounds;
-    for (int r = 0; r < rounds; r++)
-        for (int j = 0; j < nc_; j++) {
-            const double t0 = now_s();
-            run_bf16(cand[j], ta, tb, M, N, K, A, lda, B, ldb, beta, C, N);
-            best[cand[j]] = fmin(best[cand[j]], now_s() - t0);
-        }
-    c->m = M; c->n = N; c->k = K;
-    for (int i = 0; i < GEMM_N_IMPL; i++) c->gflops[i] = 0;
-    for (int j = 0; j < nc_; j++) c->gflops[cand[j]] = 2.0 * M * N * K / fmax(best[cand[j]], 1e-9) / 1e9;
-    free(A); free(B); free(C);
+    free(A); free(B); free(C); free(A16); free(B16);
 }
 
 // The implementation for a class: the fastest measured one among those allowed (OpenBLAS, or
@@ -497,8 +481,7 @@ static int impl_for(int bf16, int ta, int tb, int beta0, int M, int N, int K, in
         G.classes[i] = key;
         const int lock = lock_cache();
         if (lock < 0 || !class_from_file(&key, &G.classes[i])) {
-            if (bf16) calibrate_bf16(&G.classes[i], ta, tb, M, N, K);
-            else calibrate(&G.classes[i], ta, tb, M, N, K);
+            calibrate(&G.classes[i], ta, tb, M, N, K);
             G.calibrations++;
             G.classes[i].impl = choose(&G.classes[i]);
             G.n++;
