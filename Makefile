@@ -10,7 +10,7 @@
 #   make fuzz     libFuzzer targets (tests/fuzz/), FUZZ_SECONDS each; make valgrind: see mk/hardening.mk
 #   make install PREFIX=/usr/local [DESTDIR=...] / make uninstall   see mk/install.mk
 #
-# Layout: config/ dist/ data/ kernels/ model/ checkpoint/ trainer/ report/ app/ are compiled into build/libmingpt.a
+# Layout: config/ process/ dist/ data/ kernels/ model/ checkpoint/ trainer/ report/ app/ are compiled into build/libmingpt.a
 # (docs/architecture.md: the rooms and their floors);
 # main.c links it into ./mingpt; each tests/test_*.c is a cmocka program linked with it.
 
@@ -46,7 +46,7 @@ DEB_PKGS := build-essential pkg-config \
             curl ca-certificates \
             libcmocka-dev clang libclang-rt-14-dev libomp-14-dev valgrind python3 python3-venv bc procps man-db tmux
 
-LIB_SRC  := $(sort $(wildcard config/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c checkpoint/*.c trainer/*.c report/*.c app/*.c) dist/comm.c dist/shard.c)
+LIB_SRC  := $(sort $(wildcard config/*.c process/*.c data/*.c model/*.c kernels/*.c kernels/cpu/*.c checkpoint/*.c trainer/*.c report/*.c app/*.c) dist/comm.c dist/shard.c dist/kill_grace.c)
 LIB_SRC  := $(filter-out report/plot_cairo.c,$(LIB_SRC))
 LIB_OBJ  := $(LIB_SRC:%.c=$(B)/%.o)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))

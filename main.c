@@ -17,8 +17,8 @@
 
 #include "app/hydra_app.h"
 #include "app/subcommand.h"
-#include "trainer/log.h"
-#include "trainer/signal_thread.h"
+#include "process/log.h"
+#include "process/signal_thread.h"
 
 // The command (a subcommand or training); its exit code.
 static int run(int argc, char **argv) {
@@ -26,7 +26,7 @@ static int run(int argc, char **argv) {
     // disk, instead of killing the process in the middle of a save.
     signal(SIGXFSZ, SIG_IGN);
     // Before any other thread exists: SIGINT, SIGTERM and SIGUSR1 are received by a thread of
-    // their own, never by one inside a GEMM kernel (trainer/signal_thread.h).
+    // their own, never by one inside a GEMM kernel (process/signal_thread.h).
     signal_thread_start();
     // a subcommand of app/subcommand.h's list, else the training command
     const Subcommand *sub = argc > 1 ? subcommand_find(argv[1]) : NULL;
@@ -38,5 +38,5 @@ static int run(int argc, char **argv) {
 }
 
 // Then stdout is flushed and closed: a failed write to it (a full disk) makes a command that
-// succeeded exit 1 with "mingpt: error writing standard output: <reason>" (trainer/log.h).
+// succeeded exit 1 with "mingpt: error writing standard output: <reason>" (process/log.h).
 int main(int argc, char **argv) { return log_close_stdout(run(argc, argv)); }

@@ -24,7 +24,7 @@
 #include "kernels/backend.h"
 #include "model/gpt_config.h"
 #include "report/loss_plot.h"
-#include "trainer/log.h"
+#include "process/log.h"
 #include "app/run_dir.h"
 #include "app/subcommand.h"
 #include "trainer/trainer.h"

@@ -302,7 +302,7 @@ static int runs_command(const SubArgs *a, FILE *out) {
         else oom = print_table(out, rows, n) != 0;
         if (rc && !ferror(out)) oom = true;   // print_json fails on a write error or out of memory
         if (oom) fprintf(stderr, "mingpt runs: error: out of memory\n");
-        // a failed write to stdout is said by main's last check (trainer/log.h), with its reason
+        // a failed write to stdout is said by main's last check (process/log.h), with its reason
         rc = oom ? EXIT_RUNTIME : EXIT_OK;
     }
     free(rows);

@@ -16,7 +16,7 @@
 #include "kernels/backend.h"
 #include "model/gpt.h"
 #include "checkpoint/snapshot.h"
-#include "trainer/log.h"
+#include "process/log.h"
 
 enum { SAMPLE_CHUNK = 1 << 16 };   // tokens generated between two slides of the context
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/log.h"
+#include "process/log.h"
 
 static const char *const X_LABELS[] = {"iteration", "training tokens", "training time (s)"};
 

@@ -12,7 +12,7 @@
 #include "config/cfg_override.h"
 #include "config/cfg_tree.h"
 #include "config/hydra.h"
-#include "trainer/log.h"
+#include "process/log.h"
 #include "app/run_dir.h"
 
 #define ERRLEN 4096

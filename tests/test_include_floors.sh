@@ -7,7 +7,7 @@
 cd "$(dirname "$0")/.." && source tests/lib.sh
 
 # room floor (lowest first); main.c stands above all
-FLOORS="config:0 dist:1 data:2 kernels:2 model:3 checkpoint:4 trainer:5 report:6 app:7 main.c:8"
+FLOORS="config:0 process:0 dist:1 data:2 kernels:2 model:3 checkpoint:4 trainer:5 report:6 app:7 main.c:8"
 floor_of() {   # floor_of PATH: the floor of the room PATH is in, or nothing
   local room=${1%%/*} f
   for f in $FLOORS; do [ "${f%%:*}" = "$room" ] && { echo "${f##*:}"; return; }; done

@@ -1,11 +1,11 @@
-// tests/test_kill_grace.c — mpirun's SIGTERM-to-SIGKILL grace (trainer/kill_grace.h): read from
+// tests/test_kill_grace.c — mpirun's SIGTERM-to-SIGKILL grace (dist/kill_grace.h): read from
 // the environment mpirun gives the ranks, and the warning when one iteration plus a save does
 // not fit in it. (The warning of a real mpirun job is tests/ddp/test_ddp_faults.sh's.)
 #include "tests/test_util.h"
 
 #include <stdlib.h>
 
-#include "trainer/kill_grace.h"
+#include "dist/kill_grace.h"
 
 static void test_grace_from_env(void **state) {
     unsetenv("OMPI_MCA_orte_hnp_uri");

@@ -138,7 +138,7 @@ same_state $WORK/usr1/s.bin $WORK/plain/s.bin && ok "SIGUSR1: the final snapshot
 
 # A burst of SIGUSR1 (one every 10 ms) while fp32 GEMMs run on oneDNN only: the handler must
 # never run on a computing thread (oneDNN's JIT GEMM points the stack pointer into the heap, and
-# a signal frame written there corrupts it: trainer/signal_thread.h). Every save is served, the
+# a signal frame written there corrupts it: process/signal_thread.h). Every save is served, the
 # run ends normally and where an uninterrupted run on the same GEMMs ends.
 burst=(trainer_config.max_iters=600 trainer_config.log_every=100)
 MINGPT_GEMM=onednn run plain_dnnl "${burst[@]}" > $WORK/plain_dnnl.log 2>&1 || bad "an uninterrupted oneDNN run" "$(tail -3 $WORK/plain_dnnl.log)"

@@ -11,7 +11,7 @@
 
 #include "checkpoint/atomic_file.h"
 #include "checkpoint/file_read.h"
-#include "trainer/log.h"
+#include "process/log.h"
 
 // Enough digits to give a loss back as the log's %.4f and a time to the microsecond.
 #define METRICS_JSON_FLAGS (JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))

@@ -15,7 +15,7 @@
 // (temporary file + rename), then appends: iterations never repeat.
 //
 // A write that fails (disk full, a file size limit) is said once on stderr and the run goes on
-// without the file, as with the log file (trainer/log.h).
+// without the file, as with the log file (process/log.h).
 #ifndef MINGPT_METRICS_H
 #define MINGPT_METRICS_H
 

@@ -11,7 +11,7 @@
 
 #include "config/clock.h"
 #include "dist/comm.h"
-#include "trainer/log.h"
+#include "process/log.h"
 
 #define REDRAW_S 0.25   // at most 4 draws a second
 #define FAR_S 30.0      // the next evaluation / snapshot is shown when further away than this

@@ -5,7 +5,7 @@
 // log lines, redrawn at most 4 times a second:
 //   epoch 1 | iter 1200/2000 | loss 1.9432 | 42,310 tok/s | elapsed 0:00:22 | ETA 0:00:15 | eval in 0:00:41
 // (the next evaluation or snapshot is named only when it is more than 30 s away). Every log line
-// (trainer/log.h) first clears it and it is drawn again below the line. Its colour (dim) is left
+// (process/log.h) first clears it and it is drawn again below the line. Its colour (dim) is left
 // out when NO_COLOR is set (no-color.org). When stdout is not a terminal (a log file, a pipe, CI)
 // nothing is drawn and no escape code is ever written. Nor under mpirun or srun: Open MPI hands
 // its ranks a pseudo-terminal whatever mpirun's own stdout is (a log file, a pipe).

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "trainer/log.h"
+#include "process/log.h"
 
 // Keys whose change breaks exact resume (besides the seed and the global batch).
 static const char *const EXACT_KEYS[] = {

@@ -51,7 +51,7 @@
 #include "trainer/amp.h"
 #include "trainer/buckets.h"
 #include "trainer/evaluate.h"
-#include "trainer/log.h"
+#include "process/log.h"
 #include "trainer/metrics.h"
 #include "trainer/progress.h"
 #include "trainer/resume_check.h"
@@ -59,8 +59,8 @@
 #include "checkpoint/retention.h"
 #include "checkpoint/snapshot.h"
 #include "checkpoint/state_dict.h"
-#include "trainer/kill_grace.h"
-#include "trainer/signal_thread.h"
+#include "dist/kill_grace.h"
+#include "process/signal_thread.h"
 #include "trainer/train_step.h"
 
 #define ERRLEN 2048
@@ -135,7 +135,7 @@ typedef struct {
     StatusLine status;
     ProgressClock clock;     // the time estimates
     double t_start;          // monotonic seconds when this process started the run
-    // mpirun's SIGTERM-to-SIGKILL grace against one iteration plus a save (trainer/kill_grace.h)
+    // mpirun's SIGTERM-to-SIGKILL grace against one iteration plus a save (dist/kill_grace.h)
     double grace_s;          // -1: not under mpirun, or not rank 0 of several
     bool grace_warned;
     double iter_s_sum;       // iterations of this run after the first: their time, their count

@@ -1,5 +1,5 @@
-// trainer/signal_thread.c — see signal_thread.h.
-#include "trainer/signal_thread.h"
+// process/signal_thread.c — see signal_thread.h.
+#include "process/signal_thread.h"
 
 #include <pthread.h>
 #include <signal.h>

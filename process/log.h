@@ -1,4 +1,4 @@
-// trainer/log.h — mingpt's log lines: to the console and to the run directory's log file.
+// process/log.h — mingpt's log lines: to the console and to the run directory's log file.
 //
 // Every line goes to stdout (log_info) or stderr (log_error) exactly as given, and, while a
 // job's log file is open (log_open), also to that file with Hydra's job-log prefix

@@ -1,5 +1,5 @@
-// trainer/kill_grace.c — see kill_grace.h.
-#include "trainer/kill_grace.h"
+// dist/kill_grace.c — see kill_grace.h.
+#include "dist/kill_grace.h"
 
 #include <math.h>
 #include <stdio.h>

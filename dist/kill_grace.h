@@ -1,4 +1,4 @@
-// trainer/kill_grace.h — whether a stop (Ctrl-C, SIGTERM to mpirun) has time to save.
+// dist/kill_grace.h — whether a stop (Ctrl-C, SIGTERM to mpirun) has time to save.
 //
 // When mpirun (Open MPI 4.1's ORTE) ends a job it sends SIGTERM to every rank and SIGKILL
 // odls_base_sigkill_timeout seconds later (1 by default). A rank that gets SIGTERM finishes its

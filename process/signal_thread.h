@@ -1,4 +1,4 @@
-// trainer/signal_thread.h — the asynchronous signals the trainer serves (SIGINT, SIGTERM,
+// process/signal_thread.h — the asynchronous signals the trainer serves (SIGINT, SIGTERM,
 // SIGUSR1) run their handlers on one idle thread of their own, never on a computing thread.
 //
 // Why: a handler runs on the stack of the thread the signal lands on, and the kernel writes

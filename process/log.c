@@ -1,5 +1,5 @@
-// trainer/log.c — console + log-file lines (see log.h).
-#include "trainer/log.h"
+// process/log.c — console + log-file lines (see log.h).
+#include "process/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
