@@ -3,6 +3,7 @@
 #   make          build ./mingpt
 #   make deps     install the Debian packages the build needs (root: apt-get; else prints the command)
 #   make mkl      opt-in: oneMKL from PyPI into build/mkl, a further GEMM candidate (docs/performance.md)
+#   make onednn3  opt-in: oneDNN 3.x from PyPI into build/onednn3, a further GEMM candidate (the same)
 #   make data     put tiny-shakespeare at data/input.txt
 #   make run      deps + build + data + train the small CPU preset (char_cpu.yaml) + print a sample
 #   make test     deps + build + every test (+ make fuzz and make valgrind)
@@ -87,6 +88,13 @@ deps:
 .PHONY: mkl
 mkl:
 	@sh tests/tools/mkl.sh build/mkl
+
+# oneDNN 3.x, an opt-in GEMM library (kernels/cpu/gemm_dnnl3.h): PyPI's onednn-cpu-gomp wheel into
+# build/onednn3, where ./mingpt finds it (beside Debian's oneDNN 2.x, which stays linked in). A
+# candidate of the fp32 and bf16 shape classes, chosen only where measured faster.
+.PHONY: onednn3
+onednn3:
+	@sh tests/tools/onednn3.sh build/onednn3
 
 # ---------------------------------------------------------------- build
 $(B)/%.o: %.c

@@ -15,5 +15,6 @@ void version_print(FILE *out) {
     fputs(buf, out);
     comm_mpi_describe_build(buf, sizeof buf);
     fputs(buf, out);
-    fprintf(out, "MKL: %s\n", cpu_gemm_mkl_status());   // the optional GEMM library: where, or why not
+    fprintf(out, "MKL: %s\n", cpu_gemm_mkl_status());   // the optional GEMM libraries: where, or why not
+    fprintf(out, "oneDNN 3: %s\n", cpu_gemm_dnnl3_status());
 }

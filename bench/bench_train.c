@@ -21,9 +21,9 @@
 //       --losses 1 prints "LOSS it=I loss=X" (X exact, C's %a) for every iteration, warm-up included.
 //   bench_train sgemm  [--n N] [--reps R]
 //       GFLOP/s of every GEMM implementation (kernels/cpu/gemm.h: OpenBLAS threaded and split,
-//       dnnl_sgemm, oneDNN's matmul, MKL when present) on N x N x N with all OpenMP threads; the
+//       dnnl_sgemm, oneDNN's matmul, MKL and oneDNN 3 when present) on N x N x N with all OpenMP threads; the
 //       best is the MFU peak. Then a "BF16GEMM" line: bf16 products of that size on oneDNN's
-//       matmul and on MKL's cblas_gemm_bf16bf16f32 (0 where unavailable).
+//       matmul, on MKL's cblas_gemm_bf16bf16f32 and on oneDNN 3's matmul (0 where unavailable).
 //   bench_train train ... [--amp fp32|bf16|fp16] runs the backend's matmuls in that dtype, and
 //       prints after the RESULT line one GEMMCLASS line per shape class of the dispatch table.
 //   bench_train sample --n_layer L --n_head H --n_embd C --block T [--vocab V] [--tokens N]
@@ -245,22 +245,24 @@ static int bench_sgemm(const Args *a) {
     for (int impl = 0; impl < GEMM_N_IMPL; impl++) printf(" %s=%.1f", cpu_gemm_impl_name(impl), g[impl]);
     printf("\n");
     // bf16 products (bf16 A and B, fp32 C) of the same size: oneDNN's matmul (what bf16 training
-    // uses, where the CPU has bf16 hardware) against MKL's cblas_gemm_bf16bf16f32 (when present);
-    // 0 = unavailable.
+    // uses, where the CPU has bf16 hardware) against MKL's cblas_gemm_bf16bf16f32 and oneDNN 3's
+    // matmul (when present); 0 = unavailable.
     uint16_t *Ab = malloc(2 * (size_t)n * n), *Bb = malloc(2 * (size_t)n * n);
     for (long i = 0; i < (long)n * n; i++) { Ab[i] = bf16_from_float(A[i]); Bb[i] = bf16_from_float(Bm[i]); }
-    double gb[2] = {0};
-    for (int lib = 0; lib < 2; lib++) {
+    const int libs16[3] = { GEMM_ONEDNN_MATMUL, GEMM_MKL, GEMM_ONEDNN3 };
+    double gb[3] = {0};
+    for (int lib = 0; lib < 3; lib++) {
         double t = 1e30;
         for (int r = 0; r <= a->reps; r++) {   // the first one warms up (primitive creation, JIT)
             const double t0 = now_s();
-            if (cpu_gemm_bf16_with(lib ? GEMM_MKL : GEMM_ONEDNN_MATMUL, 0, 0, n, n, n, Ab, n, Bb, n, 0.0f, Cm, n)) break;
+            if (cpu_gemm_bf16_with(libs16[lib], 0, 0, n, n, n, Ab, n, Bb, n, 0.0f, Cm, n)) break;
             const double dt = now_s() - t0;
             if (r > 0 && dt < t) t = dt;
         }
         if (t < 1e30) gb[lib] = 2.0 * n * (double)n * n / t / 1e9;
     }
-    printf("BF16GEMM n=%d threads=%d onednn-matmul=%.1f mkl=%.1f\n", n, omp_get_max_threads(), gb[0], gb[1]);
+    printf("BF16GEMM n=%d threads=%d onednn-matmul=%.1f mkl=%.1f onednn3=%.1f\n", n, omp_get_max_threads(), gb[0], gb[1],
+           gb[2]);
     free(Ab); free(Bb);
     free(A); free(Bm); free(Cm);
     return 0;

@@ -1,5 +1,5 @@
 // tests/test_gemm.c — kernels/cpu/gemm.h, bf16.h and cpu_features.h: every GEMM implementation
-// (OpenBLAS threaded and split, dnnl_sgemm, oneDNN's matmul, MKL when present) against a naive double loop on
+// (OpenBLAS threaded and split, dnnl_sgemm, oneDNN's matmul, MKL and oneDNN 3 when present) against a naive double loop on
 // odd shapes, strides, transposes and beta; the dispatch computes exactly what the implementation
 // it chose computes; bf16 GEMMs against the exact sum of the bf16 products; fp32 -> bf16 rounding
 // against a bit-level reference; the calibration cache's parser on good and malformed files.
@@ -209,8 +209,8 @@ static void test_bf16_gemm_matches_exact_products(void **state) {
             if (c[i].bf16 && c[i].ta == 0 && c[i].tb == 1 && !c[i].beta0 && c[i].m_log2 == 9 && c[i].n_log2 == 8 &&
                 c[i].k_log2 == 8)
                 impl = c[i].impl;
-        if (impl < 0) impl = GEMM_ONEDNN_MATMUL;   // no class: oneDNN's is the only bf16 GEMM here (no MKL)
-        assert_true(impl == GEMM_ONEDNN_MATMUL || impl == GEMM_MKL);
+        if (impl < 0) impl = GEMM_ONEDNN_MATMUL;   // no class: oneDNN's is the only bf16 GEMM here (no MKL, no oneDNN 3)
+        assert_true(impl == GEMM_ONEDNN_MATMUL || impl == GEMM_MKL || impl == GEMM_ONEDNN3);
         float *C2 = malloc(sizeof(float) * (size_t)M * o.ldc);
         memcpy(C2, o.C0, sizeof(float) * (size_t)M * o.ldc);
         assert_int_equal(cpu_gemm_bf16_with(impl, 0, 1, M, N, K, a, o.lda, b, o.ldb, 1.0f, C2, o.ldc), 0);
@@ -224,14 +224,16 @@ static void test_bf16_gemm_matches_exact_products(void **state) {
 static const char *FP = "cpu=test; flags=x";
 
 static void test_cache_parser(void **state) {
-    GemmClass c[4];
+    GemmClass c[6];
     char why[64];
-    const char *good = "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\n"
-                       "class 0 1 0 10 9 7 2 768 384 128 2 299.8 309.8 371.6 343.7 0.0\n"
-                       "class 1 0 1 7 9 10 2 128 512 768 0 267.3 0.0 0.0 0.0 0.0\n"
-                       "class 0 0 1 9 9 9 2 512 512 512 4 250.1 0.0 260.2 0.0 301.5\n"
-                       "bf16 class 0 0 1 9 9 9 2 512 512 512 3 0.0 0.0 0.0 900.5 120.0\n";
-    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good), FP, c, 4, why, sizeof why), 4);
+    const char *good = "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\n"
+                       "class 0 1 0 10 9 7 2 768 384 128 2 299.8 309.8 371.6 343.7 0.0 0.0\n"
+                       "class 1 0 1 7 9 10 2 128 512 768 0 267.3 0.0 0.0 0.0 0.0 0.0\n"
+                       "class 0 0 1 9 9 9 2 512 512 512 4 250.1 0.0 260.2 0.0 301.5 0.0\n"
+                       "bf16 class 0 0 1 9 9 9 2 512 512 512 3 0.0 0.0 0.0 900.5 120.0 850.0\n"
+                       "class 0 0 0 9 9 9 2 512 512 512 5 250.1 0.0 260.2 270.0 0.0 280.5\n"
+                       "bf16 class 1 0 1 9 9 9 2 512 512 512 5 0.0 0.0 0.0 900.5 0.0 1000.25\n";
+    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good), FP, c, 6, why, sizeof why), 6);
     assert_int_equal(c[0].bf16, 0);
     assert_int_equal(c[3].bf16, 1);   // a class of bf16 products, on oneDNN's matmul
     assert_int_equal(c[3].impl, GEMM_ONEDNN_MATMUL);
@@ -243,36 +245,45 @@ static void test_cache_parser(void **state) {
     assert_true(fabs(c[0].gflops[GEMM_ONEDNN_MATMUL] - 343.7) < 1e-9);
     assert_int_equal(c[1].impl, GEMM_OPENBLAS);
     assert_int_equal(c[0].beta0, 0); assert_int_equal(c[1].beta0, 1);
+    assert_int_equal(c[4].impl, GEMM_ONEDNN3);   // oneDNN 3's column, chosen for fp32 and for bf16
+    assert_true(fabs(c[4].gflops[GEMM_ONEDNN3] - 280.5) < 1e-9);
+    assert_int_equal(c[5].bf16, 1);
+    assert_int_equal(c[5].impl, GEMM_ONEDNN3);
+    assert_true(fabs(c[5].gflops[GEMM_ONEDNN3] - 1000.25) < 1e-9);
+    assert_true(fabs(c[3].gflops[GEMM_ONEDNN3] - 850.0) < 1e-9);
     // the same without the final newline
-    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good) - 1, FP, c, 4, why, sizeof why), 4);
+    assert_int_equal(cpu_gemm_cache_parse(good, strlen(good) - 1, FP, c, 6, why, sizeof why), 6);
     // header only: no classes
-    const char *empty = "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\n";
+    const char *empty = "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\n";
     assert_int_equal(cpu_gemm_cache_parse(empty, strlen(empty), FP, c, 4, why, sizeof why), 0);
 
     const struct { const char *text, *why; } bad[] = {
         { "", "no header" },
         { "mingpt-gemm-cache 2\nfingerprint cpu=test; flags=x\n", "line 1" },            // an older format
         { "mingpt-gemm-cache 3\nfingerprint cpu=test; flags=x\n", "line 1" },            // the one before MKL
-        { "mingpt-gemm-cache 4x\nfingerprint cpu=test; flags=x\n", "line 1" },
-        { "mingpt-gemm-cache 4\nfingerprint cpu=other\n", "line 2" },                   // another machine
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 7 1 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 2 1 0 10 9 7 2 768 384 128 0 1 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 2 10 9 7 2 768 384 128 0 1 1 1 1 1\n", "line 3" },  // beta0 2
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1 5 1\n", "line 3" },
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 9 9 7 2 768 384 128 0 1 1 1 1 1\n", "line 3" },  // 768 > 2^9
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 0 768 384 128 0 1 1 1 1 1\n", "line 3" }, // 0 threads
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 nan 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 -1 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 2 1 1 0 1 1\n", "line 3" }, // chosen one unmeasured
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 40 9 7 2 768 384 128 0 1 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\ngarbage\n", "line 3" },
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 5 1 1 1 1 1\n", "line 3" }, // no impl 5
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 4 1 1 1 1 0\n", "line 3" }, // MKL unmeasured
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nbf16 class 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1 1\n", "line 3" }, // no bf16 OpenBLAS
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nbf16 class 0 1 0 10 9 7 2 768 384 128 2 1 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nbf16  class 0 1 0 10 9 7 2 768 384 128 3 1 1 1 1 1\n", "line 3" },
-        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nfp16 class 0 1 0 10 9 7 2 768 384 128 3 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\n"                          // the one before oneDNN 3
+          "class 0 1 0 10 9 7 2 768 384 128 2 299.8 309.8 371.6 343.7 0.0\n", "line 1" },
+        { "mingpt-gemm-cache 5x\nfingerprint cpu=test; flags=x\n", "line 1" },
+        { "mingpt-gemm-cache 5\nfingerprint cpu=other\n", "line 2" },                   // another machine
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 7 1 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 2 1 0 10 9 7 2 768 384 128 0 1 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 2 10 9 7 2 768 384 128 0 1 1 1 1 1 1\n", "line 3" },  // beta0 2
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1 5 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 9 9 7 2 768 384 128 0 1 1 1 1 1 1\n", "line 3" },  // 768 > 2^9
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 0 768 384 128 0 1 1 1 1 1 1\n", "line 3" }, // 0 threads
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 nan 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 0 -1 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 2 1 1 0 1 1 1\n", "line 3" }, // chosen one unmeasured
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 40 9 7 2 768 384 128 0 1 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\ngarbage\n", "line 3" },
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 6 1 1 1 1 1 1\n", "line 3" }, // no impl 6
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 4 1 1 1 1 0 1\n", "line 3" }, // MKL unmeasured
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0 1 0 10 9 7 2 768 384 128 5 1 1 1 1 1 0\n", "line 3" }, // oneDNN 3 unmeasured
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nbf16 class 0 1 0 10 9 7 2 768 384 128 0 1 1 1 1 1 1\n", "line 3" }, // no bf16 OpenBLAS
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nbf16 class 0 1 0 10 9 7 2 768 384 128 2 1 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nbf16  class 0 1 0 10 9 7 2 768 384 128 3 1 1 1 1 1 1\n", "line 3" },
+        { "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nfp16 class 0 1 0 10 9 7 2 768 384 128 3 1 1 1 1 1 1\n", "line 3" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         const int n = cpu_gemm_cache_parse(bad[i].text, strlen(bad[i].text), FP, c, 4, why, sizeof why);
@@ -280,10 +291,10 @@ static void test_cache_parser(void **state) {
             fail_msg("bad cache %zu: got %d '%s', want -1 '%s'", i, n, why, bad[i].why);
     }
     // a NUL byte inside, and an over-long line
-    const char nul[] = "mingpt-gemm-cache 4\nfingerprint cpu=test; flags=x\nclass 0\0 1\n";
+    const char nul[] = "mingpt-gemm-cache 5\nfingerprint cpu=test; flags=x\nclass 0\0 1\n";
     assert_int_equal(cpu_gemm_cache_parse(nul, sizeof nul - 1, FP, c, 4, why, sizeof why), -1);
     char *longl = malloc(5000);
-    snprintf(longl, 5000, "mingpt-gemm-cache 4\nfingerprint %s", FP);
+    snprintf(longl, 5000, "mingpt-gemm-cache 5\nfingerprint %s", FP);
     memset(longl + strlen(longl), 'x', 2000);
     longl[4000] = 0;
     assert_int_equal(cpu_gemm_cache_parse(longl, strlen(longl), FP, c, 4, why, sizeof why), -1);
@@ -353,6 +364,84 @@ static void test_mkl_matches_openblas(void **state) {
         }
 }
 
+// ---------------------------------------------------------------- oneDNN 3 (optional library)
+// oneDNN 3.x, when present (`make onednn3` installs it under build/onednn3), beside Debian's oneDNN
+// 2.x in this one process: each reports its own version through its own dnnl_version() (so the
+// 3.x library bound its own symbols: RTLD_DEEPBIND), and products alternating between the two
+// libraries are all right. Its fp32 matmul against the naive double loop at odd shapes,
+// transposes, strides and beta 0/1, bitwise the same on a second call, the padding between rows
+// never written; its bf16 matmul (bf16 A and B, fp32 accumulation and C) against the exact sums
+// of the bf16 products. Skipped only where build/onednn3 was not made (tests/allowed_skips.txt).
+static void test_dnnl3_matches_naive(void **state) {
+    const char *st = cpu_gemm_dnnl3_status();
+    if (!(st[0] >= '0' && st[0] <= '9')) {
+        print_message("oneDNN 3: %s\n", st);
+        float one = 1, c = 0;   // and it is no candidate: refused rather than computed
+        assert_int_not_equal(cpu_sgemm_with(GEMM_ONEDNN3, 0, 0, 1, 1, 1, &one, 1, &one, 1, 0.0f, &c, 1), 0);
+        skip();
+    }
+    char v2[32], v3[32], desc[512];
+    cpu_gemm_dnnl_versions(v2, v3, sizeof v2);
+    assert_true(strncmp(v2, "2.", 2) == 0);   // Debian's, linked
+    assert_true(strncmp(v3, "3.", 2) == 0);   // the dlopen'ed one
+    assert_true(strncmp(st, v3, strlen(v3)) == 0);
+    cpu_gemm_describe(desc, sizeof desc);
+    assert_non_null(strstr(desc, " + oneDNN 3."));
+    TestRng r = test_rng(31);
+    const Shape shapes[] = { {1, 1, 1}, {17, 33, 5}, {130, 7, 257}, {5, 200, 31}, {96, 96, 1}, {300, 200, 150} };
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int bi = 0; bi < 2; bi++) {
+                    const int M = shapes[s].M, N = shapes[s].N, K = shapes[s].K;
+                    const float beta = bi ? 1.0f : 0.0f;
+                    Ops o = make_ops(&r, ta, tb, M, N, K);
+                    const size_t nc = (size_t)M * o.ldc;
+                    float *v2c = malloc(sizeof(float) * nc), *again = malloc(sizeof(float) * nc);
+                    memcpy(o.C, o.C0, sizeof(float) * nc);
+                    memcpy(v2c, o.C0, sizeof(float) * nc);
+                    memcpy(again, o.C0, sizeof(float) * nc);
+                    naive_gemm(ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, beta, o.C0, o.R, o.ldc);
+                    // 3.x, 2.x, 3.x again: the libraries interleaved in one process
+                    assert_int_equal(cpu_sgemm_with(GEMM_ONEDNN3, ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, beta, o.C, o.ldc), 0);
+                    assert_int_equal(cpu_sgemm_with(GEMM_ONEDNN_MATMUL, ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, beta, v2c, o.ldc), 0);
+                    assert_int_equal(cpu_sgemm_with(GEMM_ONEDNN3, ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, beta, again, o.ldc), 0);
+                    const double e = block_err(o.C, o.R, M, N, o.ldc), e2 = block_err(v2c, o.R, M, N, o.ldc);
+                    if (!(e <= 1e-5) || !(e2 <= 1e-5))
+                        fail_msg("onednn3 %c%c %dx%dx%d beta %g: rel err %.3e (oneDNN 2 beside it: %.3e)", ta ? 'T' : 'N',
+                                 tb ? 'T' : 'N', M, N, K, beta, e, e2);
+                    assert_memory_equal(o.C, again, sizeof(float) * nc);
+                    for (int i = 0; i < M; i++)   // the padding between rows is never written
+                        for (int j = N; j < o.ldc; j++) assert_true(o.C[(long)i * o.ldc + j] == o.C0[(long)i * o.ldc + j]);
+                    free(v2c); free(again);
+                    free_ops(&o);
+                }
+    // bf16 A and B, fp32 C (oneDNN 3 converts where the CPU has no bf16 instructions)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                for (int bi = 0; bi < 2; bi++) {
+                    const int M = shapes[s].M, N = shapes[s].N, K = shapes[s].K;
+                    const float beta = bi ? 1.0f : 0.0f;
+                    Ops o = make_ops(&r, ta, tb, M, N, K);
+                    const long na = (long)(ta ? K : M) * o.lda, nb = (long)(tb ? N : K) * o.ldb;
+                    uint16_t *a = malloc(2 * na), *b = malloc(2 * nb);
+                    for (long i = 0; i < na; i++) { a[i] = bf16_from_float(o.A[i]); o.A[i] = bf16_to_float(a[i]); }
+                    for (long i = 0; i < nb; i++) { b[i] = bf16_from_float(o.B[i]); o.B[i] = bf16_to_float(b[i]); }
+                    memcpy(o.C, o.C0, sizeof(float) * (size_t)M * o.ldc);
+                    assert_int_equal(cpu_gemm_bf16_with(GEMM_ONEDNN3, ta, tb, M, N, K, a, o.lda, b, o.ldb, beta, o.C, o.ldc), 0);
+                    naive_gemm(ta, tb, M, N, K, o.A, o.lda, o.B, o.ldb, beta, o.C0, o.R, o.ldc);
+                    const double e = block_err(o.C, o.R, M, N, o.ldc);
+                    if (!(e <= 1e-5))
+                        fail_msg("onednn3 bf16 %c%c %dx%dx%d beta %g: rel err %.3e", ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K,
+                                 beta, e);
+                    for (int i = 0; i < M; i++)
+                        for (int j = N; j < o.ldc; j++) assert_true(o.C[(long)i * o.ldc + j] == o.C0[(long)i * o.ldc + j]);
+                    free(a); free(b);
+                    free_ops(&o);
+                }
+}
+
 // ---------------------------------------------------------------- CPU features
 static void test_cpu_features(void **state) {
     const CpuFeatures *f = cpu_features();
@@ -384,6 +473,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_gemm_matches_exact_products),
         cmocka_unit_test(test_cache_parser),
         cmocka_unit_test(test_mkl_matches_openblas),
+        cmocka_unit_test(test_dnnl3_matches_naive),
         cmocka_unit_test(test_cpu_features),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,8 +1,9 @@
 // tests/test_gemm_cache.c — the GEMM calibration cache file (kernels/cpu/gemm.h): created on
 // first use, reused without calibrating again, its numbers are what decides, a malformed file is
 // ignored and rewritten, an unwritable place is said and still computes, MINGPT_GEMM narrows the
-// choice (mkl included: said and ignored without MKL), a run without MKL calibrates as before on
-// its own cache file, XDG_CACHE_HOME is honoured.
+// choice (mkl and onednn3 included: said and ignored without the library), a run without MKL or
+// oneDNN 3 calibrates as before on its own cache file, a cache naming oneDNN 3 read where it is
+// absent falls back cleanly, XDG_CACHE_HOME is honoured.
 //
 // The GEMM module reads its environment and cache once per process, so every case runs in a
 // child process (fork before this process touches OpenMP or oneDNN) that reports one line.
@@ -52,8 +53,8 @@ static pid_t spawn_child(const char *const *env, int *rfd) {
         const int n = cpu_gemm_classes(c, 64);
         const char *impl = "none";
         for (int i = 0; i < n && i < 64; i++)
-            if (c[i].ta == 0 && c[i].tb == 1 && c[i].m_log2 == 7 && c[i].n_log2 == 7 && c[i].k_log2 == 7)
-                impl = cpu_gemm_impl_name(c[i].impl);
+            if (!c[i].bf16 && c[i].ta == 0 && c[i].tb == 1 && c[i].m_log2 == 7 && c[i].n_log2 == 7 && c[i].k_log2 == 7)
+                impl = cpu_gemm_impl_name(c[i].impl);   // the fp32 class (a cached bf16 one has the same key)
         const char *impl16 = "none";
         const char *want16 = getenv("TEST_BF16");
         if (want16 && *want16 && !cpu_gemm_bf16_fast()) impl16 = "nohw";
@@ -115,6 +116,7 @@ static Report run_child(const char *const *env) {
 }
 
 static char g_dir[256];
+#define NO_DNNL3 "/no/such/libdnnl.so.3"   // MINGPT_DNNL3_LIB for a run without oneDNN 3
 
 static int setup(void **state) {
     return test_tmpdir(g_dir, sizeof g_dir, "gemm_cache");
@@ -180,14 +182,14 @@ static void test_cache_numbers_decide(void **state) {
     char *cls = strstr(text, "\nclass 0 1 1 7 7 7 ");   // beta = 0 in the child's product
     assert_non_null(cls);
     int ta, tb, b0, ml, nl, kl, th, m, n, k, impl;
-    double g[5];
-    assert_int_equal(sscanf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf %lf", &ta, &tb, &b0, &ml,
-                            &nl, &kl, &th, &m, &n, &k, &impl, &g[0], &g[1], &g[2], &g[3], &g[4]), 16);
+    double g[6];
+    assert_int_equal(sscanf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf %lf %lf", &ta, &tb, &b0, &ml,
+                            &nl, &kl, &th, &m, &n, &k, &impl, &g[0], &g[1], &g[2], &g[3], &g[4], &g[5]), 17);
     char *end = strchr(cls + 1, '\n');
     char rest[1 << 15];
     snprintf(rest, sizeof rest, "%s", end ? end : "");
-    sprintf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d 0 99999.0 %.1f %.1f %.1f %.1f%s", ta, tb, b0, ml, nl, kl, th, m,
-            n, k, g[1], g[2], g[3], g[4], rest);
+    sprintf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d 0 99999.0 %.1f %.1f %.1f %.1f %.1f%s", ta, tb, b0, ml, nl, kl, th,
+            m, n, k, g[1], g[2], g[3], g[4], g[5], rest);
     FILE *f = fopen(a.path, "w");
     assert_non_null(f);
     fputs(text, f);
@@ -203,7 +205,7 @@ static void test_malformed_cache_is_ignored_and_rewritten(void **state) {
     const Report a = run_child(env);
     FILE *f = fopen(a.path, "w");
     assert_non_null(f);
-    fputs("mingpt-gemm-cache 4\nfingerprint somewhere else\nclass 1 2 3\n", f);
+    fputs("mingpt-gemm-cache 5\nfingerprint somewhere else\nclass 1 2 3\n", f);
     fclose(f);
     const Report b = run_child(env);
     assert_true(b.correct);
@@ -245,10 +247,11 @@ static void test_forced_library(void **state) {
     const char *bogus[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "blis", NULL };
     const Report c = run_child(bogus);
     assert_true(c.correct);
-    assert_non_null(strstr(c.notes, "MINGPT_GEMM=blis is not openblas, onednn, mkl or auto"));
+    assert_non_null(strstr(c.notes, "MINGPT_GEMM=blis is not openblas, onednn, mkl, onednn3 or auto"));
     // MKL: used alone where it is (make deps installs it), said and ignored where it is not
     // (bf16 products too: on MKL for mkl, on oneDNN's matmul for the others, where the CPU has bf16)
-    const char *mkl[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", "TEST_BF16", "1", NULL };
+    // (without oneDNN 3, another bf16 candidate: MINGPT_DNNL3_LIB points nowhere)
+    const char *mkl[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "mkl", "TEST_BF16", "1", "MINGPT_DNNL3_LIB", NO_DNNL3, NULL };
     const Report d = run_child(mkl);
     assert_true(d.correct);
     const int hw = strcmp(d.impl16, "nohw") != 0, have_mkl = strstr(d.notes, "MINGPT_GEMM=mkl: fp32 GEMMs use MKL only") != NULL;
@@ -259,7 +262,7 @@ static void test_forced_library(void **state) {
         assert_non_null(strstr(d.notes, "MINGPT_GEMM=mkl, but MKL is not available here"));
         if (hw) assert_string_equal(d.impl16, "direct");   // oneDNN's, the one bf16 GEMM: no class, no timing
     }
-    const char *dnnl16[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "onednn", "TEST_BF16", "1", NULL };
+    const char *dnnl16[] = { "MINGPT_CACHE_DIR", g_dir, "MINGPT_GEMM", "onednn", "TEST_BF16", "1", "MINGPT_DNNL3_LIB", NO_DNNL3, NULL };
     const Report d2 = run_child(dnnl16);
     assert_true(d2.correct);
     assert_string_equal(d2.impl16, !hw ? "nohw" : have_mkl ? "onednn-matmul" : "direct");
@@ -278,7 +281,7 @@ static void test_without_mkl(void **state) {
     char dir[600];
     snprintf(dir, sizeof dir, "%s/nomkl", g_dir);
     const char *off[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3",
-                          "TEST_BF16", "1", NULL };
+                          "TEST_BF16", "1", "MINGPT_DNNL3_LIB", NO_DNNL3, NULL };
     const Report a = run_child(off);
     assert_true(a.correct);
     assert_int_equal(a.calibrations, 1);   // the fp32 class; the bf16 product (on bf16 hardware) times nothing
@@ -294,7 +297,7 @@ static void test_without_mkl(void **state) {
     assert_int_equal(sscanf(cls + 1, "class %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %lf %lf %lf %lf %lf", &g[0], &g[1],
                             &g[2], &g[3], &g[4]), 5);
     assert_true(g[0] > 0 && g[4] == 0);
-    const char *on[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", "MINGPT_MKL_LIB", "", NULL };
+    const char *on[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", "MINGPT_MKL_LIB", "", "MINGPT_DNNL3_LIB", NO_DNNL3, NULL };
     const Report b = run_child(on);
     assert_true(b.correct);
     if (strcmp(b.path, a.path) != 0) {   // MKL found: another fingerprint, its column measured
@@ -310,6 +313,97 @@ static void test_without_mkl(void **state) {
     } else {
         assert_int_equal(b.calibrations, 0);
     }
+}
+
+// oneDNN 3 (kernels/cpu/gemm_dnnl3.h; `make onednn3` installs it). Without it (MINGPT_DNNL3_LIB
+// pointing nowhere; MKL off too, so oneDNN 2's matmul is the only bf16 GEMM): the fingerprint says
+// onednn3=none, its column is 0, bf16 products are not timed. A cache whose class names oneDNN 3
+// (as one written where it is present would) read where it is absent: nothing is measured again,
+// the product runs on the fastest library that is there. With it: another cache file (its version
+// is in the fingerprint), its fp32 column measured and a bf16 class measured (two bf16 GEMMs), and
+// MINGPT_GEMM=onednn3 puts both products on it; without it that choice is said and ignored.
+static void test_dnnl3_candidate(void **state) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/dnnl3", g_dir);
+    const char *off[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3",
+                          "MINGPT_DNNL3_LIB", NO_DNNL3, "TEST_BF16", "1", NULL };
+    const Report a = run_child(off);
+    assert_true(a.correct);
+    assert_int_equal(a.calibrations, 1);
+    assert_true(strcmp(a.impl16, "direct") == 0 || strcmp(a.impl16, "nohw") == 0);
+    assert_string_not_equal(a.impl, "onednn3");
+    char *text = slurp(a.path);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "; onednn3=none; "));
+    char *cls = strstr(text, "\nclass 0 1 1 7 7 7 ");
+    assert_non_null(cls);
+    double g[6];
+    assert_int_equal(sscanf(cls + 1, "class %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %lf %lf %lf %lf %lf %lf", &g[0],
+                            &g[1], &g[2], &g[3], &g[4], &g[5]), 6);
+    assert_true(g[0] > 0 && g[5] == 0);
+    // the class as a process with oneDNN 3 might have written it: impl 5, by far the fastest
+    char *end = strchr(cls + 1, '\n');
+    char rest[1 << 15];
+    snprintf(rest, sizeof rest, "%s", end ? end : "");
+    int f[10];
+    assert_int_equal(sscanf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d", &f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6],
+                            &f[7], &f[8], &f[9]), 10);
+    sprintf(cls + 1, "class %d %d %d %d %d %d %d %d %d %d 5 %.17g %.17g %.17g %.17g 0 99999%s", f[0], f[1], f[2], f[3], f[4],
+            f[5], f[6], f[7], f[8], f[9], g[0], g[1], g[2], g[3], rest);
+    FILE *fp = fopen(a.path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+    const Report b = run_child(off);
+    assert_true(b.correct);
+    assert_int_equal(b.calibrations, 0);
+    assert_string_not_equal(b.impl, "onednn3");   // not there: the fastest measured of the others
+    assert_null(strstr(b.notes, "malformed"));
+    // MINGPT_GEMM=onednn3 without it: said and ignored
+    const char *force_off[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "onednn3", "MINGPT_DNNL3_LIB", NO_DNNL3, NULL };
+    const Report c = run_child(force_off);
+    assert_true(c.correct);
+    assert_non_null(strstr(c.notes, "MINGPT_GEMM=onednn3, but oneDNN 3 is not available here (no oneDNN 3 at "
+                                     "MINGPT_DNNL3_LIB=" NO_DNNL3 " (no such file)): ignored."));
+
+    const char *on[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "", "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3",
+                         "MINGPT_DNNL3_LIB", "", "TEST_BF16", "1", NULL };
+    const Report d = run_child(on);
+    assert_true(d.correct);
+    if (strcmp(d.path, a.path) == 0) {   // not installed here: the same file, nothing measured
+        assert_int_equal(d.calibrations, 0);
+        return;
+    }
+    const int hw = strcmp(d.impl16, "nohw") != 0;
+    assert_int_equal(d.calibrations, hw ? 2 : 1);   // the fp32 class, and the bf16 one (two bf16 GEMMs)
+    if (hw) assert_true(strcmp(d.impl16, "onednn-matmul") == 0 || strcmp(d.impl16, "onednn3") == 0);
+    text = slurp(d.path);
+    assert_non_null(text);
+    assert_null(strstr(text, "; onednn3=none; "));
+    assert_non_null(strstr(text, "; onednn3=3."));
+    cls = strstr(text, "\nclass 0 1 1 7 7 7 ");
+    assert_non_null(cls);
+    assert_int_equal(sscanf(cls + 1, "class %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %lf %lf %lf %lf %lf %lf", &g[0],
+                            &g[1], &g[2], &g[3], &g[4], &g[5]), 6);
+    assert_true(g[5] > 0 && g[4] == 0);
+    if (hw) {
+        cls = strstr(text, "\nbf16 class 0 1 1 7 7 7 ");
+        assert_non_null(cls);
+        assert_int_equal(sscanf(cls + 1, "bf16 class %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %*d %lf %lf %lf %lf %lf %lf",
+                                &g[0], &g[1], &g[2], &g[3], &g[4], &g[5]), 6);
+        assert_true(g[3] > 0 && g[5] > 0 && g[0] == 0 && g[4] == 0);
+    }
+    const Report e = run_child(on);   // reused
+    assert_int_equal(e.calibrations, 0);
+    assert_string_equal(e.impl, d.impl);
+    assert_string_equal(e.impl16, d.impl16);
+    const char *force_on[] = { "MINGPT_CACHE_DIR", dir, "MINGPT_GEMM", "onednn3", "MINGPT_DNNL3_LIB", "", "TEST_BF16", "1",
+                               "MINGPT_MKL_LIB", "/no/such/libmkl_rt.so.3", NULL };
+    const Report h = run_child(force_on);
+    assert_true(h.correct);
+    assert_non_null(strstr(h.notes, "MINGPT_GEMM=onednn3: fp32 GEMMs use oneDNN 3 only."));
+    assert_string_equal(h.impl, "onednn3");
+    if (hw) assert_string_equal(h.impl16, "onednn3");
 }
 
 static void test_xdg_cache_home(void **state) {
@@ -333,6 +427,7 @@ int main(void) {
         cmocka_unit_test(test_unwritable_cache_dir),
         cmocka_unit_test(test_forced_library),
         cmocka_unit_test(test_without_mkl),
+        cmocka_unit_test(test_dnnl3_candidate),
         cmocka_unit_test(test_xdg_cache_home),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -20,12 +20,13 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/gemm_dnnl.h"
+#include "kernels/cpu/gemm_dnnl3.h"
 #include "kernels/cpu/gemm_mkl.h"
 #include "kernels/fatal.h"
 
 char *openblas_get_config(void);   // OpenBLAS (not in cblas.h)
 
-#define CACHE_FORMAT 4            // bump when the class key, the candidates or the timing change
+#define CACHE_FORMAT 5            // bump when the class key, the candidates or the timing change
 #define MAX_CLASSES 512
 #define CACHE_MAX_BYTES (256 * 1024)
 // Calibration shapes are scaled down to this: a training step's products (up to a few GFLOP) are
@@ -39,14 +40,15 @@ char *openblas_get_config(void);   // OpenBLAS (not in cblas.h)
 #define SPLIT_ALIGN 16            // blocks of the split are multiples of 16 rows / columns
 
 static const char *const IMPL_NAMES[GEMM_N_IMPL] = { "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul",
-                                                       "mkl" };
+                                                       "mkl", "onednn3" };
 
 static struct {
     pthread_mutex_t lock;
     int have_onednn;
     int have_mkl;                      // MKL found and set up (kernels/cpu/gemm_mkl.h)
+    int have_dnnl3;                    // oneDNN 3 found and set up (kernels/cpu/gemm_dnnl3.h)
     int allowed[GEMM_N_IMPL];          // MINGPT_GEMM narrows this
-    int allowed16[GEMM_N_IMPL];        // the same for bf16 classes: oneDNN's matmul, MKL
+    int allowed16[GEMM_N_IMPL];        // the same for bf16 classes: oneDNN's matmul, MKL, oneDNN 3
     GemmClass classes[MAX_CLASSES];
     int n;
     char fingerprint[1024];
@@ -69,14 +71,16 @@ static void note(const char *fmt, const char *a, const char *b) {
 // Whether an implementation's library is loaded here (OpenBLAS always is).
 static int available(int impl) {
     if (impl == GEMM_MKL) return G.have_mkl;
+    if (impl == GEMM_ONEDNN3) return G.have_dnnl3;
     if (impl == GEMM_ONEDNN_SGEMM || impl == GEMM_ONEDNN_MATMUL) return G.have_onednn;
     return impl >= 0 && impl < GEMM_N_IMPL;
 }
 
 // Whether an implementation computes bf16 products here (oneDNN's matmul on bf16 hardware, MKL's
-// cblas_gemm_bf16bf16f32 beside it).
+// cblas_gemm_bf16bf16f32 and oneDNN 3's matmul beside it).
 static int available16(int impl) {
     if (impl == GEMM_ONEDNN_MATMUL) return G.have_onednn;
+    if (impl == GEMM_ONEDNN3) return G.have_dnnl3;
     return impl == GEMM_MKL && G.have_mkl && mkl_has_bf16();
 }
 
@@ -127,6 +131,10 @@ static void run_impl(int impl, int ta, int tb, int M, int N, int K, const float 
     case GEMM_MKL:
         if (mkl_sgemm(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc)) fatal_error("MKL is not loaded (%s)", mkl_status());
         return;
+    case GEMM_ONEDNN3:
+        if ((s = dnnl3_matmul(GEMM_F32, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc)))
+            fatal_error("oneDNN 3 matmul failed (status %d) on a %dx%dx%d product (%s)", s, M, N, K, dnnl3_status());
+        return;
     default: openblas1(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc); return;
     }
     if (s) fatal_error("oneDNN %s failed (status %d) on a %dx%dx%d product", IMPL_NAMES[impl], s, M, N, K);
@@ -136,6 +144,11 @@ static void run_bf16(int impl, int ta, int tb, int M, int N, int K, const uint16
                      int ldb, float beta, float *C, int ldc) {
     if (impl == GEMM_MKL) {
         if (mkl_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc)) fatal_error("MKL's bf16 GEMM is not loaded (%s)", mkl_status());
+        return;
+    }
+    if (impl == GEMM_ONEDNN3) {
+        const int s = dnnl3_matmul(GEMM_BF16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+        if (s) fatal_error("oneDNN 3 bf16 matmul failed (status %d) on a %dx%dx%d product (%s)", s, M, N, K, dnnl3_status());
         return;
     }
     const int s = onednn_matmul(GEMM_BF16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
@@ -148,16 +161,17 @@ static void run_bf16(int impl, int ta, int tb, int M, int N, int K, const uint16
 //   mingpt-gemm-cache <CACHE_FORMAT>
 //   fingerprint <text up to the end of the line>
 //   class <ta> <tb> <beta0> <m_log2> <n_log2> <k_log2> <threads> <m> <n> <k> <impl> <gflops x GEMM_N_IMPL>
-//   (GEMM_N_IMPL = 5 columns: openblas, openblas-split, onednn-sgemm, onednn-matmul, mkl)
-//   bf16 class <the same fields>   (a class of bf16 products: onednn-matmul and mkl columns only)
+//   (GEMM_N_IMPL = 6 columns: openblas, openblas-split, onednn-sgemm, onednn-matmul, mkl, onednn3)
+//   bf16 class <the same fields>   (a class of bf16 products: onednn-matmul, mkl and onednn3 columns only)
 static int parse_class(const char *line, GemmClass *c) {
     int used = 0;
     c->bf16 = strncmp(line, "bf16 ", 5) == 0;   // "bf16 class ...": a class of bf16 products
     if (c->bf16) line += 5;
-    const int k = sscanf(line, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf %lf%n", &c->ta, &c->tb,
-                         &c->beta0, &c->m_log2, &c->n_log2, &c->k_log2, &c->threads, &c->m, &c->n, &c->k, &c->impl,
-                         &c->gflops[0], &c->gflops[1], &c->gflops[2], &c->gflops[3], &c->gflops[4], &used);
-    _Static_assert(GEMM_N_IMPL == 5, "the class line's gflops columns");
+    const int k = sscanf(line, "class %d %d %d %d %d %d %d %d %d %d %d %lf %lf %lf %lf %lf %lf%n", &c->ta,
+                         &c->tb, &c->beta0, &c->m_log2, &c->n_log2, &c->k_log2, &c->threads, &c->m, &c->n, &c->k,
+                         &c->impl, &c->gflops[0], &c->gflops[1], &c->gflops[2], &c->gflops[3], &c->gflops[4],
+                         &c->gflops[5], &used);
+    _Static_assert(GEMM_N_IMPL == 6, "the class line's gflops columns");
     if (k != 11 + GEMM_N_IMPL || line[used] != 0) return 1;
     if ((c->ta | c->tb | c->beta0) & ~1 || c->impl < 0 || c->impl >= GEMM_N_IMPL || c->threads < 1 || c->threads > 4096)
         return 1;
@@ -166,7 +180,8 @@ static int parse_class(const char *line, GemmClass *c) {
         if (logs[i] < 0 || logs[i] > 31 || dims[i] < 1 || ceil_log2(dims[i]) > logs[i]) return 1;
     for (int i = 0; i < GEMM_N_IMPL; i++)
         if (!(c->gflops[i] >= 0 && c->gflops[i] < 1e7)) return 1;   // NaN fails too
-    if (c->bf16 && c->impl != GEMM_ONEDNN_MATMUL && c->impl != GEMM_MKL) return 1;   // the bf16 libraries
+    if (c->bf16 && c->impl != GEMM_ONEDNN_MATMUL && c->impl != GEMM_MKL && c->impl != GEMM_ONEDNN3)
+        return 1;   // the bf16 libraries
     return c->gflops[c->impl] > 0 ? 0 : 1;
 }
 
@@ -308,22 +323,27 @@ static void init_once(void) {
     const CpuFeatures *f = cpu_features();
     G.have_onednn = onednn_init() == 0;
     G.have_mkl = mkl_init() == 0;
+    G.have_dnnl3 = dnnl3_init() == 0;
     for (int i = 0; i < GEMM_N_IMPL; i++) G.allowed[i] = available(i), G.allowed16[i] = available16(i);
     const char *force = getenv("MINGPT_GEMM");
     if (force && *force && strcmp(force, "auto") != 0) {
         const int blas = strcmp(force, "openblas") == 0, dnnl = strcmp(force, "onednn") == 0,
-                  mkl = strcmp(force, "mkl") == 0;
-        if (blas || (dnnl && G.have_onednn) || (mkl && G.have_mkl)) {
+                  mkl = strcmp(force, "mkl") == 0, dnnl3 = strcmp(force, "onednn3") == 0;
+        if (blas || (dnnl && G.have_onednn) || (mkl && G.have_mkl) || (dnnl3 && G.have_dnnl3)) {
             for (int i = 0; i < GEMM_N_IMPL; i++)
-                G.allowed[i] = blas ? i < GEMM_ONEDNN_SGEMM : mkl ? i == GEMM_MKL : i == GEMM_ONEDNN_SGEMM || i == GEMM_ONEDNN_MATMUL;
-            // bf16: MKL's when forced and there, else oneDNN's (OpenBLAS has none)
-            const int b16 = mkl && available16(GEMM_MKL) ? GEMM_MKL : GEMM_ONEDNN_MATMUL;
+                G.allowed[i] = blas ? i < GEMM_ONEDNN_SGEMM : mkl ? i == GEMM_MKL : dnnl3 ? i == GEMM_ONEDNN3
+                                                                : i == GEMM_ONEDNN_SGEMM || i == GEMM_ONEDNN_MATMUL;
+            // bf16: MKL's or oneDNN 3's when forced and there, else oneDNN's (OpenBLAS has none)
+            const int b16 = mkl && available16(GEMM_MKL) ? GEMM_MKL : dnnl3 ? GEMM_ONEDNN3 : GEMM_ONEDNN_MATMUL;
             for (int i = 0; i < GEMM_N_IMPL; i++) G.allowed16[i] = i == b16 && available16(i);
-            note("MINGPT_GEMM=%s: fp32 GEMMs use %s only.", force, blas ? "OpenBLAS" : mkl ? "MKL" : "oneDNN");
+            note("MINGPT_GEMM=%s: fp32 GEMMs use %s only.", force,
+                 blas ? "OpenBLAS" : mkl ? "MKL" : dnnl3 ? "oneDNN 3" : "oneDNN");
         } else if (mkl) {
             note("MINGPT_GEMM=mkl, but MKL is not available here (%.1300s): ignored.", mkl_status(), "");
+        } else if (dnnl3) {
+            note("MINGPT_GEMM=onednn3, but oneDNN 3 is not available here (%.1300s): ignored.", dnnl3_status(), "");
         } else {
-            note("MINGPT_GEMM=%s is not openblas, onednn, mkl or auto%s: ignored.", force,
+            note("MINGPT_GEMM=%s is not openblas, onednn, mkl, onednn3 or auto%s: ignored.", force,
                  dnnl ? " available here (oneDNN did not start)" : "");
         }
     }
@@ -341,9 +361,9 @@ static void init_once(void) {
     cpu_features_describe(f, flags, sizeof flags);
     if (G.have_onednn) onednn_version(dnnl, sizeof dnnl);
     const char *cfg = openblas_get_config();
-    snprintf(G.fingerprint, sizeof G.fingerprint, "cpu=%s; flags=%s; openblas=%s; core=%s; onednn=%s %s; mkl=%s; gemm=%d",
+    snprintf(G.fingerprint, sizeof G.fingerprint, "cpu=%s; flags=%s; openblas=%s; core=%s; onednn=%s %s; mkl=%s; onednn3=%s; gemm=%d",
              f->brand[0] ? f->brand : "?", flags, cfg ? cfg : "?", core, dnnl, G.have_onednn ? onednn_isa() : "-",
-             G.have_mkl ? mkl_version_full() : "none", CACHE_FORMAT);
+             G.have_mkl ? mkl_version_full() : "none", G.have_dnnl3 ? dnnl3_version_full() : "none", CACHE_FORMAT);
     for (char *p = G.fingerprint; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
 
@@ -375,14 +395,20 @@ typedef struct {
     float *C;
 } CalibOperands;
 
-// One product of candidate impl on the calibration operands.
-static void calib_run(const CalibOperands *o, int impl) {
+// One product of candidate impl on the calibration operands. Non-zero when oneDNN 3 refused it
+// (the optional library: it is then no candidate of the class); the others stop the process.
+static int calib_run(const CalibOperands *o, int impl) {
+    if (impl == GEMM_ONEDNN3)
+        return dnnl3_matmul(o->bf16 ? GEMM_BF16 : GEMM_F32, o->ta, o->tb, o->M, o->N, o->K,
+                            o->bf16 ? (const void *)o->A16 : (const void *)o->A, o->lda,
+                            o->bf16 ? (const void *)o->B16 : (const void *)o->B, o->ldb, o->beta, o->C, o->N);
     if (o->bf16) run_bf16(impl, o->ta, o->tb, o->M, o->N, o->K, o->A16, o->lda, o->B16, o->ldb, o->beta, o->C, o->N);
     else run_impl(impl, o->ta, o->tb, o->M, o->N, o->K, o->A, o->lda, o->B, o->ldb, o->beta, o->C, o->N);
+    return 0;
 }
 
-// Times every available candidate of the class (fp32: the fp32 libraries; bf16: oneDNN's matmul
-// and MKL's bf16 GEMM, when there) on operands of (a scaled-down copy of) this shape, interleaved
+// Times every available candidate of the class (fp32: the fp32 libraries; bf16: oneDNN's matmul,
+// MKL's bf16 GEMM and oneDNN 3's matmul, when there) on operands of (a scaled-down copy of) this shape, interleaved
 // round by round; keeps each one's best time.
 static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
     const float beta = c->beta0 ? 0.0f : 1.0f;   // as the products of the class (OpenBLAS clears C in a pass of its own)
@@ -410,7 +436,11 @@ static void calibrate(GemmClass *c, int ta, int tb, int M, int N, int K) {
     double best[GEMM_N_IMPL], warm = 1e30;
     for (int j = 0; j < nc_; j++) {   // warm-up: JIT, primitive creation, first touch
         const double t0 = now_s();
-        calib_run(&o, cand[j]);
+        if (calib_run(&o, cand[j])) {   // refused: not a candidate here
+            memmove(&cand[j], &cand[j + 1], sizeof *cand * (size_t)(nc_ - j - 1));
+            nc_--, j--;
+            continue;
+        }
         best[cand[j]] = 1e30;
         warm = fmin(warm, now_s() - t0);
     }
@@ -577,7 +607,7 @@ void cpu_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int l
         return;
     }
     pthread_once(&g_once, init_once);
-    if (!available16(GEMM_MKL)) {   // oneDNN's is the only bf16 GEMM: nothing to measure, no class
+    if (!available16(GEMM_MKL) && !available16(GEMM_ONEDNN3)) {   // oneDNN's is the only bf16 GEMM: nothing to measure
         const uint64_t t0 = now_ns();
         run_bf16(GEMM_ONEDNN_MATMUL, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
         count_product(t0, M, N, K, 1);
@@ -593,6 +623,7 @@ int cpu_gemm_bf16_with(int impl, int ta, int tb, int M, int N, int K, const uint
                        int ldb, float beta, float *C, int ldc) {
     pthread_once(&g_once, init_once);
     if (!available16(impl) || (impl == GEMM_ONEDNN_MATMUL && !cpu_gemm_bf16_fast())) return 1;
+    if (impl == GEMM_ONEDNN3) return M > 0 && N > 0 ? dnnl3_matmul(GEMM_BF16, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc) : 0;
     if (M > 0 && N > 0) run_bf16(impl, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return 0;
 }
@@ -616,17 +647,20 @@ void cpu_gemm(GemmType t, int ta, int tb, int M, int N, int K, const void *A, in
 void cpu_gemm_describe(char *buf, size_t len) {
     pthread_once(&g_once, init_once);
     const char *cfg = openblas_get_config(), *core = openblas_core();
-    char ver[64] = "OpenBLAS", dnnl[32] = "", mkl[48] = "";
+    char ver[64] = "OpenBLAS", dnnl[32] = "", mkl[96] = "", missing[64] = "";
     if (cfg && sscanf(cfg, "OpenBLAS %31s", ver + 9) == 1) ver[8] = ' ';
     if (G.have_onednn) onednn_version(dnnl, sizeof dnnl);
-    if (G.have_mkl) snprintf(mkl, sizeof mkl, " + MKL %s", mkl_version_short());
+    snprintf(mkl, sizeof mkl, "%s%s%s%s", G.have_mkl ? " + MKL " : "", mkl_version_short(),
+             G.have_dnnl3 ? " + oneDNN " : "", dnnl3_version());
+    snprintf(missing, sizeof missing, "%s%s", G.have_mkl ? "" : "; MKL not found", G.have_dnnl3 ? "" : "; oneDNN 3 not found");
+    const int more16 = available16(GEMM_MKL) || available16(GEMM_ONEDNN3);
     if (G.have_onednn)
         snprintf(buf, len, "%s (%s kernels: %s) + oneDNN %s (%s)%s, fp32 per shape class by measurement%s%s", ver, core,
-                 openblas_core_isa(core), dnnl, onednn_isa(), mkl, !cpu_gemm_bf16_fast() ? "" : available16(GEMM_MKL) ? "; bf16 on oneDNN or MKL per shape class" : "; bf16 on oneDNN",
-                 G.have_mkl ? "" : "; MKL not found");
+                 openblas_core_isa(core), dnnl, onednn_isa(), mkl,
+                 !cpu_gemm_bf16_fast() ? "" : more16 ? "; bf16 per shape class by measurement" : "; bf16 on oneDNN",
+                 missing);
     else
-        snprintf(buf, len, "%s (%s kernels: %s)%s; oneDNN unavailable%s", ver, core, openblas_core_isa(core), mkl,
-                 G.have_mkl ? "" : "; MKL not found");
+        snprintf(buf, len, "%s (%s kernels: %s)%s; oneDNN unavailable%s", ver, core, openblas_core_isa(core), mkl, missing);
 }
 
 const char *cpu_gemm_notes(void) {
@@ -664,4 +698,12 @@ const char *cpu_gemm_fingerprint(void) {
 }
 
 const char *cpu_gemm_mkl_status(void) { return mkl_status(); }
+
+const char *cpu_gemm_dnnl3_status(void) { return dnnl3_status(); }
+
+void cpu_gemm_dnnl_versions(char *v2, char *v3, size_t len) {
+    v2[0] = 0;
+    if (onednn_init() == 0) onednn_version(v2, len);
+    snprintf(v3, len, "%s", dnnl3_version());
+}
 

@@ -31,8 +31,13 @@
 // is looked for), loaded with dlopen, a fifth candidate of every class; its version is part of the
 // fingerprint; its bf16 GEMM is a second candidate of bf16 classes (timed like the fp32 ones).
 // Without it nothing changes but the missing column.
-// MINGPT_GEMM=openblas|onednn|mkl forces one library for every fp32 class (for comparisons); bf16
-// classes then run on MKL for mkl, else on oneDNN.
+// A fourth when it is there: oneDNN 3.x (its matmul primitive; kernels/cpu/gemm_dnnl3.h says where
+// it is looked for and how it lives beside Debian's oneDNN 2.x), loaded with dlopen, a sixth
+// candidate of every fp32 class and a further one of every bf16 class; its version is part of the
+// fingerprint too. bf16 classes are measured (and cached) only where there is a second bf16 GEMM
+// (MKL's or oneDNN 3's); else every bf16 product runs on oneDNN 2's matmul, untimed.
+// MINGPT_GEMM=openblas|onednn|mkl|onednn3 forces one library for every fp32 class (for
+// comparisons); bf16 classes then run on MKL for mkl, on oneDNN 3 for onednn3, else on oneDNN.
 #ifndef MINGPT_CPU_GEMM_H
 #define MINGPT_CPU_GEMM_H
 
@@ -50,9 +55,9 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda, con
 
 // The same with A and B in bf16 (kernels/cpu/bf16.h), products accumulated in fp32, C fp32:
 // oneDNN's matmul primitive (AMX tiles or AVX512-BF16 where the CPU has them), or MKL's
-// cblas_gemm_bf16bf16f32 where MKL is present and measured faster for the shape class (bf16
-// classes are calibrated and cached as the fp32 ones, only when MKL is there; inside a parallel
-// region: oneDNN). Only
+// cblas_gemm_bf16bf16f32 or oneDNN 3's matmul where present and measured faster for the shape
+// class (bf16 classes are calibrated and cached as the fp32 ones, only when MKL or oneDNN 3 is
+// there; inside a parallel region: oneDNN). Only
 // valid when cpu_gemm_bf16_fast() (else the process stops with a message through kernels/fatal.h).
 void cpu_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                    int ldb, float beta, float *C, int ldc);
@@ -79,7 +84,7 @@ void cpu_gemm_describe(char *buf, size_t len);
 const char *cpu_gemm_notes(void);
 
 // The classes calibrated or loaded so far, for summaries and the benchmark.
-enum { GEMM_OPENBLAS, GEMM_OPENBLAS_SPLIT, GEMM_ONEDNN_SGEMM, GEMM_ONEDNN_MATMUL, GEMM_MKL, GEMM_N_IMPL };
+enum { GEMM_OPENBLAS, GEMM_OPENBLAS_SPLIT, GEMM_ONEDNN_SGEMM, GEMM_ONEDNN_MATMUL, GEMM_MKL, GEMM_ONEDNN3, GEMM_N_IMPL };
 typedef struct {
     int bf16;                                      // 1: a class of bf16 products (cpu_gemm_bf16)
     int ta, tb, beta0;                             // the class: transposes, beta == 0 (C only written),
@@ -88,21 +93,30 @@ typedef struct {
     int impl;                                      // GEMM_* chosen
     double gflops[GEMM_N_IMPL];                    // measured; 0 = not a candidate here
 } GemmClass;
-const char *cpu_gemm_impl_name(int impl);         // "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul", "mkl"
+const char *cpu_gemm_impl_name(int impl);         // "openblas", "openblas-split", "onednn-sgemm", "onednn-matmul",
+                                                  // "mkl", "onednn3"
 int cpu_gemm_classes(GemmClass *out, int max);    // returns the count (fills at most max)
 const char *cpu_gemm_cache_path(void);            // "" when there is no cache file
 // cpu_sgemm on one given implementation (GEMM_*), bypassing the dispatch: for tests and the
 // benchmark. Returns non-zero (computing nothing) when that implementation is unavailable here.
 int cpu_sgemm_with(int impl, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                    int ldb, float beta, float *C, int ldc);
-// The same for a bf16 product (as cpu_gemm_bf16) on GEMM_ONEDNN_MATMUL or GEMM_MKL (MKL's
-// cblas_gemm_bf16bf16f32). Returns non-zero, computing nothing, where that one has no bf16 GEMM
-// here (oneDNN's needs cpu_gemm_bf16_fast(); MKL's needs MKL).
+// The same for a bf16 product (as cpu_gemm_bf16) on GEMM_ONEDNN_MATMUL, GEMM_MKL (MKL's
+// cblas_gemm_bf16bf16f32) or GEMM_ONEDNN3. Returns non-zero, computing nothing, where that one has
+// no bf16 GEMM here (oneDNN's needs cpu_gemm_bf16_fast(); MKL's needs MKL; oneDNN 3's needs
+// oneDNN 3, and non-zero too when it refuses the product).
 int cpu_gemm_bf16_with(int impl, int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B,
                        int ldb, float beta, float *C, int ldc);
 
 // Where MKL was found ("2026.2 (<path>)") or why it is not used (kernels/cpu/gemm_mkl.h).
 const char *cpu_gemm_mkl_status(void);
+
+// Where oneDNN 3 was found ("3.2.0 (<path>)") or why it is not used (kernels/cpu/gemm_dnnl3.h).
+const char *cpu_gemm_dnnl3_status(void);
+
+// The version oneDNN 2.x (the linked one, e.g. "2.6.3") and oneDNN 3 ("3.2.0"; "" when not loaded)
+// each report through their own dnnl_version(): for the test that the two live apart in one process.
+void cpu_gemm_dnnl_versions(char *v2, char *v3, size_t len);
 
 // How many shape classes this process has calibrated (0 when every one came from the cache).
 int cpu_gemm_calibrations(void);
