@@ -5,7 +5,7 @@
 #     for newer GPUs) in one call, warnings as errors (host compiler, nvcc and ptxas, which
 #     also reports register spills and local memory as errors); `nvcc --resource-usage`
 #     output of all files is kept in $(B)/nv/resource-usage.log and checked for spills;
-#   * those objects are linked with cudart and cuBLAS into $(B)/libmingpt_cuda.so, which
+#   * those objects are linked with cudart, cuBLAS and cuBLASLt into $(B)/libmingpt_cuda.so, which
 #     ./mingpt loads with dlopen only when a CUDA backend is asked for (backend_select,
 #     kernels/backend.c; the emulated test programs link the objects and the weak
 #     backend_cuda_create instead, see kernels/backend.h);
@@ -35,7 +35,7 @@ NVCC_ALL  := -std=c++17 -I. $(CUDA_ARCH) $(NVCCFLAGS) --threads 2 --resource-usa
 # nvcc splits its argument at commas)
 NVCC_ALL  += $(foreach f,$(subst $(comma), ,$(subst -fsanitize=,,$(filter -fsanitize=%,$(SAN_FLAGS)))),-Xcompiler -fsanitize=$(f)) \
              $(foreach f,$(filter-out -fsanitize=%,$(SAN_FLAGS)),-Xcompiler $(f))
-CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lnccl -lstdc++
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++
 
 CUDA_SRC  := $(sort $(wildcard kernels/cuda/*.cu))
 CUDA_HDR  := $(wildcard kernels/cuda/*.cuh kernels/cuda/*.h) kernels/cuda/emu/launch.cuh \

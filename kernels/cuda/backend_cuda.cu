@@ -78,6 +78,7 @@ static void be_destroy(Backend *be) {
         for (int i = 0; i < SCR_COUNT; i++) if (c->scratch[i]) cudaFree(c->scratch[i]);
         if (c->wcast.lp) cudaFree(c->wcast.lp);
         if (c->host_tok) cudaFreeHost(c->host_tok);
+        if (c->cublaslt) cublasLtDestroy(c->cublaslt);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
@@ -231,6 +232,9 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     cublasSetStream(c->cublas, c->stream);
     // FP32 mode is true fp32 (no TF32); low-precision inputs use tensor cores regardless.
     cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
+    // cuBLASLt for the GEMMs with epilogues (matmul.cu); without it they fall back to cuBLAS and
+    // separate bias / GELU / bias-gradient kernels
+    if (cublasLtCreate(&c->cublaslt) != CUBLAS_STATUS_SUCCESS) c->cublaslt = NULL;
 
     be->name = "cuda";
     be->matmul_dtype = matmul_dtype;
