@@ -22,6 +22,13 @@
 //     that already drops its copy when AdamW writes the buffer); and every loss and the
 //     parameters after every step are bitwise those of the same run on a second CUDA backend
 //     whose table has no cast_weights (per-call rounding).
+//   epilogues (kernels/cuda/matmul.cu: cuBLASLt; GEMMs are library calls, not counted as kernel
+//     launches, like the cuBLAS shim's): a matmul_forward with bias and a matmul_gelu_forward
+//     launch no kernel beyond the operand roundings (fp32: none at all; bf16 with the weight in
+//     the cast buffer: the input's one round_kernel), so no add_bias_kernel / bias_gelu_kernel;
+//     a matmul_backward with dbias launches one accumulate_kernel (the epilogue's bias gradient
+//     added to dbias) and no colsum kernel; the fallbacks where cuBLASLt cannot (a GELU with OC
+//     not a multiple of 8: bias_gelu_kernel; dbias without dweight: the two colsum kernels).
 //   memsets (kernels/backend.h: backward ops overwrite the activation gradients they alone
 //     write): a training step of a model with dropout on zeroes memory twice, the gradient buffer
 //     (gpt_zero_grad) and, once in gpt_backward, the residual stream's gradient, whatever the
@@ -204,6 +211,61 @@ static void test_ops_fp32(void **state) {
     assert_launched(l0, 0, 0, "fp32 matmul");
     be->free(be, flat); be->free(be, inp); be->free(be, out);
     be->destroy(be);
+}
+
+// ================================================================ epilogues
+// launches of every kernel and of `name` since a snapshot
+typedef struct { long all, named; } Count;
+static Count count(const char *name) { return (Count){ emu_launch_count(NULL), emu_launch_count(name) }; }
+#define assert_count(since, name, n_all, n_named, what) do {                                      \
+    const Count now_ = count(name);                                                             \
+    if (now_.all - (since).all != (n_all) || now_.named - (since).named != (n_named))           \
+        fail_msg("%s: %ld launches, %ld of %s; expected %ld and %ld", (what), now_.all - (since).all, \
+                 now_.named - (since).named, (name), (long)(n_all), (long)(n_named));             \
+} while (0)
+
+static void epilogues_check(ComputeDtype dt) {
+    Backend *be = cuda(dt);
+    TestRng r = test_rng(11);
+    enum { OC2 = 20 };   // not a multiple of 8: no GELU epilogue
+    float h[NFLAT + N * C + OC + N * OC];
+    test_fill(&r, h, NFLAT + N * C + OC + N * OC, -1, 1);
+    float *flat = dev_from(be, h, NFLAT), *inp = dev_from(be, h + NFLAT, N * C);
+    float *bias = dev_from(be, h + NFLAT + N * C, OC), *dout = dev_from(be, h + NFLAT + N * C + OC, N * OC);
+    float *out = dev_from(be, NULL, N * OC), *pre = dev_from(be, NULL, N * OC), *dinp = dev_from(be, NULL, N * C);
+    float *dw = dev_from(be, NULL, NW), *db = dev_from(be, NULL, OC);
+    float *w = flat + PAD;
+    be->cast_weights(be, flat, NFLAT, 1);
+    const int rin = dt == DTYPE_FP32 ? 0 : 1;   // one round_kernel per activation operand (bf16)
+    Count c0 = count("add_bias_kernel");
+    be->matmul_forward(be, out, inp, w, bias, N, C, OC);
+    assert_count(c0, "add_bias_kernel", rin, 0, "matmul_forward with bias");
+    c0 = count("add_bias_kernel");
+    be->matmul_forward(be, out, inp, w, NULL, N, C, OC);
+    assert_count(c0, "add_bias_kernel", rin, 0, "matmul_forward without bias");
+    c0 = count("bias_gelu_kernel");
+    be->matmul_gelu_forward(be, pre, out, inp, w, bias, N, C, OC);
+    assert_count(c0, "bias_gelu_kernel", rin, 0, "matmul_gelu_forward, OC a multiple of 8");
+    c0 = count("bias_gelu_kernel");
+    be->matmul_gelu_forward(be, pre, out, inp, w, bias, N, C, OC2);
+    assert_count(c0, "bias_gelu_kernel", rin + 1, 1, "matmul_gelu_forward, OC = 20: bias_gelu_kernel");
+    // backward: dout and inp rounded (bf16), the weight from the cast buffer; one accumulate
+    c0 = count("accumulate_kernel");
+    const long cs0 = emu_launch_count("colsum_partial_kernel") + emu_launch_count("colsum_finalize_kernel");
+    be->matmul_backward(be, dinp, dw, db, dout, inp, w, N, C, OC);
+    assert_count(c0, "accumulate_kernel", 2 * rin + 1, 1, "matmul_backward with dbias");
+    assert_int_equal(emu_launch_count("colsum_partial_kernel") + emu_launch_count("colsum_finalize_kernel"), cs0);
+    c0 = count("colsum_partial_kernel");
+    be->matmul_backward(be, dinp, NULL, db, dout, inp, w, N, C, OC);
+    assert_count(c0, "colsum_partial_kernel", rin + 2, 1, "matmul_backward, dbias without dweight: colsum kernels");
+    be->free(be, flat); be->free(be, inp); be->free(be, bias); be->free(be, dout); be->free(be, out);
+    be->free(be, pre); be->free(be, dinp); be->free(be, dw); be->free(be, db);
+    be->destroy(be);
+}
+static void test_epilogues(void **state) {
+    (void)state;
+    epilogues_check(DTYPE_FP32);
+    epilogues_check(DTYPE_BF16);
 }
 
 // ================================================================ training
@@ -424,6 +486,7 @@ int main(void) {
         cmocka_unit_test(test_ops_bf16),
         cmocka_unit_test(test_ops_fp16),
         cmocka_unit_test(test_ops_fp32),
+        cmocka_unit_test(test_epilogues),
         cmocka_unit_test(test_backward_memsets),
         cmocka_unit_test(test_train_bf16),
         cmocka_unit_test(test_train_bf16_accum3),
