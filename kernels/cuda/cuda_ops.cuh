@@ -41,7 +41,8 @@ void cuda_gemm(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const 
 // aux_ld, gets the biased pre-activation, D = gelu of it) or BGRADB (bias: n floats, overwritten
 // with the column sums of op(B) over k). Queued on c->stream. Returns false, having queued
 // nothing, where cuBLASLt cannot take the case (no handle, aux_ld not a multiple of 8, or
-// CUBLAS_STATUS_NOT_SUPPORTED from the library): the caller then runs cuda_gemm and kernels.
+// CUBLAS_STATUS_NOT_SUPPORTED / INVALID_VALUE from the library, noted once per epilogue on
+// stderr): the caller then runs cuda_gemm and kernels.
 bool cuda_lt_matmul(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const void *A, int lda,
                     const void *B, int ldb, float beta, float *D, int ldd, cublasLtEpilogue_t epilogue,
                     float *bias, float *aux, int aux_ld);

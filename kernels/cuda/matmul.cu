@@ -23,9 +23,10 @@
 // scratch and one accumulate kernel of OC elements adds it to dbias: 1 launch and 8 OC bytes
 // instead of 2 launches and a pass over dout (4 N OC bytes). With bf16/fp16 matmuls the bias
 // gradient sums the rounded dout operand (as torch.autocast's Linear, whose grad_output is bf16),
-// in fp32. Where cuBLASLt cannot take a case (no handle; a shape or alignment it refuses with
-// CUBLAS_STATUS_NOT_SUPPORTED, e.g. a GELU aux leading dimension not a multiple of 8) the cuBLAS
-// GEMM and the separate kernels run instead, with the same results up to rounding.
+// in fp32. Where cuBLASLt cannot take a case (no handle; a GELU aux leading dimension not a
+// multiple of 8, its documented requirement; a shape, type or alignment it refuses with
+// NOT_SUPPORTED / INVALID_VALUE, noted once on stderr) the cuBLAS GEMM and the separate kernels
+// run instead, with the same results up to rounding.
 #include "kernels/cuda/cuda_ops.cuh"
 
 // Per-call rounding of a GEMM operand.
@@ -105,7 +106,19 @@ bool cuda_lt_matmul(CudaCtx *c, bool transA, bool transB, int m, int n, int k, c
     cublasLtMatrixLayoutDestroy(lb);
     cublasLtMatrixLayoutDestroy(la);
     cublasLtMatmulDescDestroy(desc);
-    if (s == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE) {
+        // a configuration this cuBLASLt refuses (its rules vary by version and GPU): the cuBLAS path,
+        // said once per epilogue kind (the emulator refuses none that reach here: the tests count
+        // the epilogues' kernels, tests/cuda/test_cuda_cast.c)
+        static bool said[3];
+        const int kind = epilogue == CUBLASLT_EPILOGUE_BIAS ? 0 : epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? 1 : 2;
+        if (!said[kind]) {
+            said[kind] = true;
+            fprintf(stderr, "mingpt: note: CUDA backend: cuBLASLt refused epilogue %u (%d x %d x %d): %s; that "
+                    "product runs as cuBLAS + kernels\n", epi, m, n, k, cublasGetStatusString(s));
+        }
+        return false;
+    }
     CUBLAS_CHECK(s);
     return true;
 }
