@@ -20,7 +20,7 @@
 // the backward's bias gradient is a BGRADB epilogue of the dweight GEMM (the column sums of the
 // dout operand, no colsum kernels). BGRADB overwrites its vector while dbias accumulates
 // (kernels/backend.h: micro-steps of gradient accumulation add up), so the epilogue writes
-// scratch and one accumulate kernel of OC elements adds it to dbias: 1 launch and 8 OC bytes
+// scratch and one accumulate kernel of OC elements adds it to dbias: 1 launch and 12 OC bytes
 // instead of 2 launches and a pass over dout (4 N OC bytes). With bf16/fp16 matmuls the bias
 // gradient sums the rounded dout operand (as torch.autocast's Linear, whose grad_output is bf16),
 // in fp32. Where cuBLASLt cannot take a case (no handle; a GELU aux leading dimension not a
