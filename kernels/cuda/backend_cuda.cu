@@ -130,6 +130,11 @@ static void be_attention_forward_cached(Backend *be, float *out, float *att, flo
                                         const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH) {
     cuda_attention_forward_cached(CX(be), out, att, kcache, vcache, qkv, B, p0, Tn, Tq, T_max, C, NH);
 }
+static void be_matmul_backward_dgelu(Backend *be, float *dpre, float *dbias_pre, float *dweight, float *dbias,
+                                    const float *dout, const float *inp, const float *weight, const float *pre,
+                                    int N, int C, int OC) {
+    cuda_matmul_backward_dgelu(CX(be), dpre, dbias_pre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
+}
 static void be_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *att, int B, int T, int C, int NH,
                                   float attn_p, DropoutKey key) {
@@ -253,6 +258,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->matmul_forward = be_matmul_forward;
     be->matmul_gelu_forward = be_matmul_gelu_forward;
     be->matmul_backward = be_matmul_backward;
+    be->matmul_backward_dgelu = be_matmul_backward_dgelu;
     be->attention_forward = be_attention_forward;
     be->attention_backward = be_attention_backward;
     be->attention_forward_cached = be_attention_forward_cached;

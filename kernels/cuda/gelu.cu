@@ -30,17 +30,22 @@ __global__ void bias_gelu_kernel(float *__restrict__ pre, float *__restrict__ ou
     }
 }
 
+static __device__ __forceinline__ float dgelu_f(float x) {
+    const float u = GELU_K * (x + GELU_A * x * x * x);
+    const float e = expf(fminf(-2.0f * u, 80.0f));
+    const float s = 1.0f / (1.0f + e);
+    return s + 2.0f * x * (e * s * s) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+}
+
 // dinp = gelu'(inp) * dout (overwritten)
 __global__ void gelu_backward_kernel(float *__restrict__ dinp, const float *__restrict__ inp,
                                      const float *__restrict__ dout, size_t n) {
-    GRID_STRIDE(i, n) {
-        const float x = inp[i];
-        const float u = GELU_K * (x + GELU_A * x * x * x);
-        const float e = expf(fminf(-2.0f * u, 80.0f));
-        const float s = 1.0f / (1.0f + e);
-        const float g = s + 2.0f * x * (e * s * s) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-        dinp[i] = g * dout[i];
-    }
+    GRID_STRIDE(i, n) dinp[i] = dgelu_f(inp[i]) * dout[i];
+}
+
+// d = gelu'(inp) * d, in place (matmul_backward_dgelu without cuBLASLt)
+__global__ void gelu_backward_inplace_kernel(float *d, const float *__restrict__ inp, size_t n) {
+    GRID_STRIDE(i, n) d[i] = dgelu_f(inp[i]) * d[i];
 }
 
 void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp,
@@ -59,6 +64,10 @@ void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *i
 
 void cuda_gelu_backward(CudaCtx *c, float *dinp, const float *inp, const float *dout, long N) {
     if (N <= 0) return;
-    LAUNCH(gelu_backward_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(dinp, inp, dout, (size_t)N);
+    if (dinp == dout) {
+        LAUNCH(gelu_backward_inplace_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(dinp, inp, (size_t)N);
+    } else {
+        LAUNCH(gelu_backward_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(dinp, inp, dout, (size_t)N);
+    }
     LAUNCH_CHECK();
 }

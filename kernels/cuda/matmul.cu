@@ -23,7 +23,9 @@
 // scratch and one accumulate kernel of OC elements adds it to dbias: 1 launch and 12 OC bytes
 // instead of 2 launches and a pass over dout (4 N OC bytes). With bf16/fp16 matmuls the bias
 // gradient sums the rounded dout operand (as torch.autocast's Linear, whose grad_output is bf16),
-// in fp32. Where cuBLASLt cannot take a case (no handle; a GELU aux leading dimension not a
+// in fp32. matmul_backward_dgelu (the MLP's c_proj) runs its data-gradient GEMM with the
+// DGELU_BGRAD epilogue instead: gelu'(pre) times the fp32 accumulator, and the sums of that (the
+// c_fc bias gradient) beside it. Where cuBLASLt cannot take a case (no handle; a GELU aux leading dimension not a
 // multiple of 8, its documented requirement; a shape, type or alignment it refuses with
 // NOT_SUPPORTED / INVALID_VALUE, noted once on stderr) the cuBLAS GEMM and the separate kernels
 // run instead, with the same results up to rounding.
@@ -76,7 +78,8 @@ bool cuda_lt_matmul(CudaCtx *c, bool transA, bool transB, int m, int n, int k, c
                     float *bias, float *aux, int aux_ld) {
     if (!c->cublaslt) return false;
     // cuBLASLt's documented requirement: the GELU input matrix's leading dimension a multiple of 8
-    if (epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS && aux_ld % 8) return false;
+    if ((epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD) && aux_ld % 8)
+        return false;
     const cudaDataType t = cuda_gemm_type(c);
     const cublasComputeType_t ct = t == CUDA_R_32F && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     void *ws = cuda_scratch(c, SCR_LT_WS, CUDA_LT_WORKSPACE);
@@ -110,8 +113,9 @@ bool cuda_lt_matmul(CudaCtx *c, bool transA, bool transB, int m, int n, int k, c
         // a configuration this cuBLASLt refuses (its rules vary by version and GPU): the cuBLAS path,
         // said once per epilogue kind (the emulator refuses none that reach here: the tests count
         // the epilogues' kernels, tests/cuda/test_cuda_cast.c)
-        static bool said[3];
-        const int kind = epilogue == CUBLASLT_EPILOGUE_BIAS ? 0 : epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? 1 : 2;
+        static bool said[4];
+        const int kind = epilogue == CUBLASLT_EPILOGUE_BIAS ? 0 : epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? 1
+                       : epilogue == CUBLASLT_EPILOGUE_BGRADB ? 2 : 3;
         if (!said[kind]) {
             said[kind] = true;
             fprintf(stderr, "mingpt: note: CUDA backend: cuBLASLt refused epilogue %u (%d x %d x %d): %s; that "
@@ -199,15 +203,10 @@ void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const float *
     }
 }
 
-void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const float *inp, const float *weight, int N,
-                          int C, int OC) {
-    if (N <= 0 || OC <= 0 || C <= 0) return;
-    const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
-    if (dinp) {
-        const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
-        cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dinp, C, 0, 1);
-    }
+// dweight += dout^T inp and dbias += column sums of dout, given dout's GEMM operand D: one
+// cuBLASLt GEMM with the BGRADB epilogue and one accumulate, else the cuBLAS GEMM and colsums.
+static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *dbias, const float *dout,
+                            const float *inp, int N, int C, int OC) {
     if (dweight) {
         const void *X = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
         float *g = dbias ? (float *)cuda_scratch(c, SCR_PART, (size_t)OC * sizeof(float)) : nullptr;
@@ -219,4 +218,39 @@ void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
         cuda_gemm(c, false, true, C, OC, N, X, C, 0, D, OC, 0, 1.0f, 1.0f, dweight, C, 0, 1);
     }
     if (dbias) cuda_colsum_accumulate(c, dbias, dout, N, OC);
+}
+
+void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
+                          const float *dout, const float *inp, const float *weight, int N,
+                          int C, int OC) {
+    if (N <= 0 || OC <= 0 || C <= 0) return;
+    const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
+    if (dinp) {
+        const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
+        cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dinp, C, 0, 1);
+    }
+    backward_weight(c, D, dweight, dbias, dout, inp, N, C, OC);
+}
+
+// Backend.matmul_backward_dgelu: the weight gradients first (inp is read before dpre is
+// written), then the data gradient as one cuBLASLt GEMM with the DGELU_BGRAD epilogue (gelu'(pre)
+// applied to the fp32 accumulator, the column sums of the result into scratch, added to
+// dbias_pre by one accumulate): no gelu_backward pass and no dinp buffer. Without cuBLASLt:
+// the cuBLAS GEMM into dpre, gelu_backward in place, the column sums of dpre.
+void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float *dweight, float *dbias,
+                                const float *dout, const float *inp, const float *weight, const float *pre,
+                                int N, int C, int OC) {
+    if (N <= 0 || OC <= 0 || C <= 0) return;
+    const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
+    backward_weight(c, D, dweight, dbias, dout, inp, N, C, OC);
+    const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
+    float *g = (float *)cuda_scratch(c, SCR_PART, (size_t)C * sizeof(float));
+    if (cuda_lt_matmul(c, false, false, C, N, OC, W, C, D, OC, 0.0f, dpre, C, CUBLASLT_EPILOGUE_DGELU_BGRAD, g,
+                       (float *)pre, C)) {
+        cuda_accumulate(c, dbias_pre, g, (size_t)C, 0);
+        return;
+    }
+    cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dpre, C, 0, 1);
+    cuda_gelu_backward(c, dpre, pre, dpre, (long)N * C);   // in place
+    cuda_colsum_accumulate(c, dbias_pre, dpre, N, C);
 }

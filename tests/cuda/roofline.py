@@ -12,8 +12,8 @@ usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues]
   Backend.cast_weights), bias / bias+GELU / bias gradient as cuBLASLt epilogues of the GEMMs;
   --per-call: every matmul rounds its weight itself, as before the cache;
   --fp32: fp32 matmul inputs (nothing rounded);
-  --no-epilogues: the bias add, bias+GELU and bias-gradient column sums as separate kernels (the
-  cuBLAS path, as before cuBLASLt; also where cuBLASLt refuses a shape)
+  --no-epilogues: the bias add, bias+GELU, bias-gradient column sums and GELU backward as separate
+  kernels (the cuBLAS path, as before cuBLASLt; also where cuBLASLt refuses a shape)
 """
 import sys
 
@@ -70,12 +70,19 @@ def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False):
         op(phase, name + " bias", N * OC, 8 * N * OC)
 
 
-def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True):
+def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None):
     round_(phase, name + " dout", N * OC)
     if dinp:
         round_weight(phase, name + " W", OC * Cin)
         # dinp overwritten (beta 0): written, never read
-        op(phase, name + " dinp GEMM", 2 * N * Cin * OC, lp * (N * OC + OC * Cin) + 4 * N * Cin, "gemm")
+        if dgelu:
+            # matmul_backward_dgelu: DGELU_BGRAD epilogue, gelu'(pre) applied to the accumulator
+            # (pre read), the row sums of the result (the previous layer's bias gradient) beside
+            op(phase, name + " dinp GEMM + dGELU+bgrad epilogue", 2 * N * Cin * OC + 21 * N * Cin,
+               lp * (N * OC + OC * Cin) + 4 * N * Cin * 2 + 4 * Cin, "gemm")
+            op(phase, dgelu + " dbias accumulate", Cin, 12 * Cin)
+        else:
+            op(phase, name + " dinp GEMM", 2 * N * Cin * OC, lp * (N * OC + OC * Cin) + 4 * N * Cin, "gemm")
     round_(phase, name + " x", N * Cin)
     if epilogues and bias:
         # BGRADB epilogue: the column sums of the dout operand already in the GEMM, into scratch
@@ -135,9 +142,13 @@ op("bwd", "zero dres + ln_f backward", 20 * BTC, 4 * BTC + 16 * BTC + 8 * BTC)
 for l in range(L):
     ph = "bwd/layer"
     op(ph, "dropout backward", BTC, 8 * BTC)
-    matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C)
-    op(ph, "GELU backward", 20 * 4 * BTC, 48 * BTC)
-    matmul_bwd(ph, "c_fc", BT, C, 4 * C)
+    if epilogues:   # matmul_backward_dgelu: GELU backward and c_fc's bias gradient in c_proj's dinp GEMM
+        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C, dgelu="c_fc")
+        matmul_bwd(ph, "c_fc", BT, C, 4 * C, bias=False)
+    else:
+        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C)
+        op(ph, "GELU backward", 20 * 4 * BTC, 48 * BTC)
+        matmul_bwd(ph, "c_fc", BT, C, 4 * C)
     op(ph, "ln_2 backward", 20 * BTC, 16 * BTC + 8 * BTC)
     op(ph, "dropout backward", BTC, 8 * BTC)
     matmul_bwd(ph, "attn.c_proj", BT, C, C)

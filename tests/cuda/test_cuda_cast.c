@@ -28,7 +28,8 @@
 //     the cast buffer: the input's one round_kernel), so no add_bias_kernel / bias_gelu_kernel;
 //     a matmul_backward with dbias launches one accumulate_kernel (the epilogue's bias gradient
 //     added to dbias) and no colsum kernel; the fallbacks where cuBLASLt cannot (a GELU with OC
-//     not a multiple of 8: bias_gelu_kernel; dbias without dweight: the two colsum kernels).
+//     not a multiple of 8: bias_gelu_kernel; dbias without dweight: the two colsum kernels); the
+//     fused MLP backward (matmul_backward_dgelu) one accumulate per bias and no GELU backward kernel.
 //   memsets (kernels/backend.h: backward ops overwrite the activation gradients they alone
 //     write): a training step of a model with dropout on zeroes memory twice, the gradient buffer
 //     (gpt_zero_grad) and, once in gpt_backward, the residual stream's gradient, whatever the
@@ -233,7 +234,7 @@ static void epilogues_check(ComputeDtype dt) {
     float *flat = dev_from(be, h, NFLAT), *inp = dev_from(be, h + NFLAT, N * C);
     float *bias = dev_from(be, h + NFLAT + N * C, OC), *dout = dev_from(be, h + NFLAT + N * C + OC, N * OC);
     float *out = dev_from(be, NULL, N * OC), *pre = dev_from(be, NULL, N * OC), *dinp = dev_from(be, NULL, N * C);
-    float *dw = dev_from(be, NULL, NW), *db = dev_from(be, NULL, OC);
+    float *dw = dev_from(be, NULL, NW), *db = dev_from(be, NULL, OC), *dbp = dev_from(be, NULL, C);
     float *w = flat + PAD;
     be->cast_weights(be, flat, NFLAT, 1);
     const int rin = dt == DTYPE_FP32 ? 0 : 1;   // one round_kernel per activation operand (bf16)
@@ -258,8 +259,16 @@ static void epilogues_check(ComputeDtype dt) {
     c0 = count("colsum_partial_kernel");
     be->matmul_backward(be, dinp, NULL, db, dout, inp, w, N, C, OC);
     assert_count(c0, "colsum_partial_kernel", rin + 2, 1, "matmul_backward, dbias without dweight: colsum kernels");
+    // the fused MLP backward (C = 16 a multiple of 8): dout and inp rounded (bf16), one accumulate
+    // per bias (the BGRADB and DGELU_BGRAD epilogues' sums), no gelu_backward or colsum kernel
+    assert_non_null(be->matmul_backward_dgelu);
+    c0 = count("accumulate_kernel");
+    const long gb0 = emu_launch_count("gelu_backward_kernel") + emu_launch_count("gelu_backward_inplace_kernel");
+    be->matmul_backward_dgelu(be, dinp, dbp, dw, db, dout, inp, w, pre, N, C, OC);
+    assert_count(c0, "accumulate_kernel", 2 * rin + 2, 2, "matmul_backward_dgelu");
+    assert_int_equal(emu_launch_count("gelu_backward_kernel") + emu_launch_count("gelu_backward_inplace_kernel"), gb0);
     be->free(be, flat); be->free(be, inp); be->free(be, bias); be->free(be, dout); be->free(be, out);
-    be->free(be, pre); be->free(be, dinp); be->free(be, dw); be->free(be, db);
+    be->free(be, pre); be->free(be, dinp); be->free(be, dw); be->free(be, db); be->free(be, dbp);
     be->destroy(be);
 }
 static void test_epilogues(void **state) {
@@ -308,6 +317,14 @@ static void counted_matmul_backward(Backend *be, float *dinp, float *dweight, fl
     if (dinp) check_weight(k, weight, (size_t)oc * c);
     k->inner->matmul_backward(k->inner, dinp, dweight, dbias, dout, inp, weight, n, c, oc);
 }
+static void counted_matmul_backward_dgelu(Backend *be, float *dpre, float *dbias_pre, float *dweight, float *dbias,
+                                          const float *dout, const float *inp, const float *weight, const float *pre,
+                                          int n, int c, int oc) {
+    Counting *k = (Counting *)be;
+    k->rounds += 2;   // dout and inp
+    check_weight(k, weight, (size_t)oc * c);
+    k->inner->matmul_backward_dgelu(k->inner, dpre, dbias_pre, dweight, dbias, dout, inp, weight, pre, n, c, oc);
+}
 
 typedef struct {
     Backend *cu;
@@ -328,6 +345,8 @@ static void run_init(Run *r, ComputeDtype dt, int cached, Comm *comm) {
         r->k.be.matmul_forward = counted_matmul_forward;
         r->k.be.matmul_gelu_forward = counted_matmul_gelu_forward;
         r->k.be.matmul_backward = counted_matmul_backward;
+        assert_non_null(r->cu->matmul_backward_dgelu);
+        r->k.be.matmul_backward_dgelu = counted_matmul_backward_dgelu;
         be = &r->k.be;
     } else {
         r->plain = *r->cu;

@@ -449,6 +449,65 @@ static void test_matmul_backward(void **state) {
     }
 }
 
+// matmul_backward_dgelu (an optional op: the CUDA backend has it, the CPU backend does not)
+// against the CPU backend's separate ops: matmul_backward into a scratch dinp, gelu_backward,
+// the column sums of its result. mlp.c_proj (4C -> C) at C 48, and N, C, OC odd with C = 84 not a
+// multiple of 8 (cuBLASLt's DGELU needs the GELU input's leading dimension, C, a multiple of 8:
+// the cuBLAS GEMM + in-place GELU backward + column sums path).
+static void test_matmul_backward_dgelu(void **state) {
+    Fx *f = *state;
+    if (!f->cu->matmul_backward_dgelu) { skip(); return; }
+    static const int SH[][3] = { {21, 192, 48}, {19, 84, 37} };
+    for (int sh = 0; sh < 2; sh++) {
+        const int N = SH[sh][0], C = SH[sh][1], OC = SH[sh][2];
+        const size_t NC = (size_t)N * C, OCC = (size_t)OC * C, NO = (size_t)N * OC;
+        float *x = rnd(NC, -1, 1), *w = rnd(OCC, -1, 1), *dout = rnd(NO, -1, 1), *pre = rnd(NC, -3, 3);
+        float *dpre = nans(NC), *dw = rnd(OCC, -1, 1), *db = rnd(OC, -1, 1), *dbp = rnd(C, -1, 1);
+        float *r_dinp = nans(NC), *r_dpre = nans(NC), *r_dw = copyf(dw, OCC), *r_db = copyf(db, OC), *r_dbp = copyf(dbp, C);
+        f->cpu->matmul_backward(f->cpu, r_dinp, r_dw, r_db, dout, x, w, N, C, OC);
+        f->cpu->gelu_backward(f->cpu, r_dpre, pre, r_dinp, (long)NC);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) r_dbp[c] += r_dpre[(size_t)n * C + c];
+        float *d_x = up(f->cu, x, NC * 4), *d_w = up(f->cu, w, OCC * 4), *d_dout = up(f->cu, dout, NO * 4);
+        float *d_pre = up(f->cu, pre, NC * 4), *d_dpre = up(f->cu, dpre, NC * 4), *d_dw = up(f->cu, dw, OCC * 4);
+        float *d_db = up(f->cu, db, OC * 4), *d_dbp = up(f->cu, dbp, C * 4);
+        f->cu->matmul_backward_dgelu(f->cu, d_dpre, d_dbp, d_dw, d_db, d_dout, d_x, d_w, d_pre, N, C, OC);
+        float *g_dpre = down(f->cu, d_dpre, NC), *g_dw = down(f->cu, d_dw, OCC), *g_db = down(f->cu, d_db, OC);
+        float *g_dbp = down(f->cu, d_dbp, C);
+        double *mx = dzeros(NC), *mw = dzeros(OCC), *mb = dzeros(OC), *mbp = dzeros(C);
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++) {
+                const double d = fabs(dout[(size_t)n * OC + o]);
+                mb[o] += d;
+                for (int c = 0; c < C; c++) {
+                    mx[(size_t)n * C + c] += d * fabs(w[(size_t)o * C + c]);
+                    mw[(size_t)o * C + c] += d * fabs(x[(size_t)n * C + c]);
+                }
+            }
+        // dpre = gelu'(pre) dinp: dinp's error (as matmul_backward's) times |gelu'| <= 1.13, and
+        // gelu' evaluated on each side (16 u32 times exp's conditioning <= 5 for |pre| <= 3, on
+        // terms of magnitude <= 1.2, against |dinp| <= mx): 100 u32 on 1.13 mx
+        for (size_t i = 0; i < NC; i++) mx[i] *= 1.13;
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) mbp[c] += mx[(size_t)n * C + c];
+        char what[96];
+        snprintf(what, sizeof what, "matmul_backward_dgelu %dx%d->%d dpre", N, C, OC);
+        check(what, g_dpre, r_dpre, mx, NC, coef_dot(f, OC) + 100 * U32, 0, 1.13 * OC * f->abs_lp);
+        snprintf(what, sizeof what, "matmul_backward_dgelu %dx%d->%d dbias_pre", N, C, OC);
+        check(what, g_dbp, r_dbp, mbp, C, coef_dot(f, OC) + 100 * U32 + 2.2 * gam(N + 2), 2 * U32,
+              1.13 * N * OC * f->abs_lp);
+        snprintf(what, sizeof what, "matmul_backward_dgelu %dx%d->%d dweight", N, C, OC);
+        check(what, g_dw, r_dw, mw, OCC, coef_dot(f, N), 2 * U32, N * f->abs_lp);
+        snprintf(what, sizeof what, "matmul_backward_dgelu %dx%d->%d dbias", N, C, OC);
+        check(what, g_db, r_db, mb, OC, f->u + 2.2 * gam(N + 2), 2 * U32, N * f->abs_lp);
+        f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_dout); f->cu->free(f->cu, d_pre);
+        f->cu->free(f->cu, d_dpre); f->cu->free(f->cu, d_dw); f->cu->free(f->cu, d_db); f->cu->free(f->cu, d_dbp);
+        free(x); free(w); free(dout); free(pre); free(dpre); free(dw); free(db); free(dbp); free(r_dinp); free(r_dpre);
+        free(r_dw); free(r_db); free(r_dbp); free(g_dpre); free(g_dw); free(g_db); free(g_dbp);
+        free(mx); free(mw); free(mb); free(mbp);
+    }
+}
+
 // ================================================================ attention
 // Dropout multiplier of att element `flat` (flat index in the local (B,NH,T,T) tensor, batch
 // row b, L = NH*T*T elements per batch row): its mask is keyed by the global index.
@@ -964,6 +1023,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_forward),
         cmocka_unit_test(test_matmul_gelu_forward),
         cmocka_unit_test(test_matmul_backward),
+        cmocka_unit_test(test_matmul_backward_dgelu),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_gelu_backward),

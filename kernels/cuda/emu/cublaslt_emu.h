@@ -16,6 +16,8 @@
 //                                                              a multiple of 8, as cuBLASLt requires)
 //       BGRADA         D as DEFAULT; bias[i] = sum_p op(A)[i,p] (m floats, overwritten)
 //       BGRADB         D as DEFAULT; bias[j] = sum_p op(B)[p,j] (n floats, overwritten)
+//       DGELU_BGRAD    D = gelu'(aux) * (alpha op(A) op(B) + beta C) (aux: the GELU input, fp32, as
+//                      for GELU_AUX_BIAS); bias[i] = sum_j D[i,j] (m floats, overwritten)
 // Any other attribute, value, type or epilogue is refused with CUBLAS_STATUS_NOT_SUPPORTED (an
 // attribute buffer of the wrong size with CUBLAS_STATUS_INVALID_VALUE), never ignored.
 //
@@ -24,8 +26,9 @@
 // followed by an fp32 `out += bias` pass. The epilogue works on the fp32 value alpha*acc + beta*C.
 // Bias gradients sum the operand as stored (bf16/fp16 values when A/B are; before any TF32
 // rounding) in fp32, ascending p. GELU is x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), the
-// formula of kernels/cuda/gelu.cu; real cuBLASLt evaluates its own approximation (compare
-// with tolerances, as for every GPU result).
+// formula of kernels/cuda/gelu.cu, gelu' that of its gelu_backward_kernel; real cuBLASLt
+// evaluates its own approximations (compare with tolerances, as for every GPU result).
+// DGELU_BGRAD's bias gradient sums the fp32 D values of a row in ascending j.
 //
 // Like the cuBLAS shim, a cublasLtMatmul is queued on the emulated stream (EMU_DEFER=1: runs at
 // the next synchronisation) and is not counted as a kernel launch by emu_launch_count().
@@ -63,7 +66,7 @@ inline Layout* layout(cublasLtMatrixLayout_t l) {
 }
 inline bool epilogue_ok(uint32_t e) {
   return e == CUBLASLT_EPILOGUE_DEFAULT || e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
-         e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB;
+         e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB || e == CUBLASLT_EPILOGUE_DGELU_BGRAD;
 }
 inline cublasStatus_t refuse(const char* what) {
   fprintf(stderr, "[cuda-emu] cublasLtMatmul: %s\n", what);
@@ -72,6 +75,12 @@ inline cublasStatus_t refuse(const char* what) {
 inline float gelu(float x) {  // kernels/cuda/gelu.cu's gelu_f, operation for operation
   const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
   return x / (1.0f + expf(-2.0f * u));
+}
+inline float dgelu(float x) {  // kernels/cuda/gelu.cu's gelu_backward_kernel, operation for operation
+  const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  const float e = expf(fminf(-2.0f * u, 80.0f));
+  const float s = 1.0f / (1.0f + e);
+  return s + 2.0f * x * (e * s * s) * 0.7978845608028654f * (1.0f + 3.0f * 0.044715f * x * x);
 }
 }  // namespace lt
 }  // namespace emu
@@ -197,11 +206,13 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
   const uint32_t epi = d->epilogue;
   const bool bias_in = epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   const bool bgrad_a = epi == CUBLASLT_EPILOGUE_BGRADA, bgrad_b = epi == CUBLASLT_EPILOGUE_BGRADB;
-  const bool aux = epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  const bool dgelu_bgrad = epi == CUBLASLT_EPILOGUE_DGELU_BGRAD;
+  const bool aux = epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || dgelu_bgrad;
+  const bool bgrad = bgrad_a || bgrad_b || dgelu_bgrad;
   const uint64_t nbias = bgrad_b ? n : m;
-  if ((bias_in || bgrad_a || bgrad_b) && !d->bias) return refuse("the epilogue needs CUBLASLT_MATMUL_DESC_BIAS_POINTER");
+  if ((bias_in || bgrad) && !d->bias) return refuse("the epilogue needs CUBLASLT_MATMUL_DESC_BIAS_POINTER");
   if (aux && (!d->aux || d->aux_ld < (int64_t)m || d->aux_ld % 8)) {
-    fprintf(stderr, "[cuda-emu] cublasLtMatmul: GELU_AUX_BIAS needs EPILOGUE_AUX_POINTER and EPILOGUE_AUX_LD >= %llu, "
+    fprintf(stderr, "[cuda-emu] cublasLtMatmul: GELU_AUX_BIAS / DGELU_BGRAD need EPILOGUE_AUX_POINTER and EPILOGUE_AUX_LD >= %llu, "
             "a multiple of 8 (got %p, %lld)\n", (unsigned long long)m, d->aux, (long long)d->aux_ld);
     return CUBLAS_STATUS_INVALID_VALUE;
   }
@@ -210,7 +221,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
       !emu::operand_ok(fn, "B", B, lb->type, (long)lb->rows, (long)lb->cols, (long)lb->ld, 0, 1) ||
       (beta != 0.f && !emu::operand_ok(fn, "C", C, lc->type, (long)m, (long)n, (long)lc->ld, 0, 1)) ||
       !emu::operand_ok(fn, "D", D, ld->type, (long)m, (long)n, (long)ld->ld, 0, 1) ||
-      ((bias_in || bgrad_a || bgrad_b) && !emu::operand_ok(fn, "bias", d->bias, CUDA_R_32F, (long)nbias, 1, (long)nbias, 0, 1)) ||
+      ((bias_in || bgrad) && !emu::operand_ok(fn, "bias", d->bias, CUDA_R_32F, (long)nbias, 1, (long)nbias, 0, 1)) ||
       (aux && !emu::operand_ok(fn, "aux", d->aux, CUDA_R_32F, (long)m, (long)n, (long)d->aux_ld, 0, 1)))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
@@ -234,12 +245,14 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
         float v = alpha * acc[(size_t)i * N + j];
         if (beta != 0.f) v += beta * ((const float*)C)[(size_t)i + (size_t)j * ldc];
         if (bias_in) v += bias[i];
-        if (aux) { auxp[(size_t)i + (size_t)j * aux_ld] = v; v = gelu(v); }
+        if (dgelu_bgrad) v = dgelu(auxp[(size_t)i + (size_t)j * aux_ld]) * v;
+        else if (aux) { auxp[(size_t)i + (size_t)j * aux_ld] = v; v = gelu(v); }
         out[(size_t)i * N + j] = v;
       }
+    if (dgelu_bgrad) { g.assign(M, 0.f); for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) g[i] += out[(size_t)i * N + j]; }
     for (int j = 0; j < N; j++)
       for (int i = 0; i < M; i++) ((float*)D)[(size_t)i + (size_t)j * ldd] = out[(size_t)i * N + j];
-    if (bgrad_a || bgrad_b) memcpy(bias, g.data(), g.size() * sizeof(float));
+    if (bgrad) memcpy(bias, g.data(), g.size() * sizeof(float));
   });
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -1,6 +1,6 @@
 // tests/cuda/emu/test_emu_cublaslt.cu — the cuBLASLt shim (kernels/cuda/emu/cublaslt_emu.h)
 // against a double-precision reference: every emulated epilogue (DEFAULT, BIAS, GELU_AUX_BIAS,
-// BGRADA, BGRADB) with transposes, padded leading dimensions, beta != 0 in place, fp32 / bf16 /
+// BGRADA, BGRADB, DGELU_BGRAD) with transposes, padded leading dimensions, beta != 0 in place, fp32 / bf16 /
 // fp16 operands and TF32; bitwise agreement of DEFAULT and BIAS with cublasGemmEx (+ bias) (the
 // same product); and the refusals (unsupported epilogue, attribute, types, aux_ld, algo).
 #include <cuda_runtime.h>
@@ -22,6 +22,10 @@ static int fails = 0;
 static void report(const char* what, double err, double tol) { bool ok = err <= tol; fails += !ok; printf("%-70s max err %.3g  %s\n", what, err, ok ? "PASS" : "FAIL"); }
 static void expect(const char* what, bool ok) { fails += !ok; printf("%-70s %s\n", what, ok ? "PASS" : "FAIL"); }
 static double gelu_ref(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+static double dgelu_ref(double x) {
+  const double k = 0.7978845608028654, a = 0.044715, t = tanh(k * (x + a * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * a * x * x);
+}
 
 template <class T> static T to_t(float x);
 template <> float to_t<float>(float x) { return x; }
@@ -51,6 +55,8 @@ static void run_case(cublasLtHandle_t h, const char* tname, cudaDataType dt, boo
   const int m = 37, n = 29, k = 53;
   const int lda = (tA ? k : m) + 3, ldb = (tB ? n : k) + 1, ldc = m + 2, aux_ld = 48;
   std::vector<float> Af((size_t)lda * (tA ? m : k)), Bf((size_t)ldb * (tB ? k : n)), Cf((size_t)ldc * n), bias(std::max(m, n));
+  std::vector<float> auxin((size_t)aux_ld * n);   // DGELU_BGRAD's GELU input
+  for (auto& v : auxin) v = 3.f * frand();
   for (auto& v : Af) v = from_t<T>(to_t<T>(frand()));   // exactly representable in T
   for (auto& v : Bf) v = from_t<T>(to_t<T>(frand()));
   for (auto& v : Cf) v = frand();
@@ -72,14 +78,18 @@ static void run_case(cublasLtHandle_t h, const char* tname, cudaDataType dt, boo
       if (epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) { v += bias[i]; vm += fabs(bias[i]); }
       Raux[(size_t)i * n + j] = v;
       if (epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) { v = gelu_ref(v); vm *= 1.13; }
+      if (epi == CUBLASLT_EPILOGUE_DGELU_BGRAD) {   // |gelu'| <= 1.13
+        const double gd = dgelu_ref(auxin[i + (size_t)j * aux_ld]);
+        v *= gd; vm = vm * 1.13 + 1e-7 * fabs(v);
+        G[i] += v; Gmag[i] += fabs(vm);
+      }
       R[(size_t)i * n + j] = v; mag[(size_t)i * n + j] = vm + 1e-30;
     }
   if (epi == CUBLASLT_EPILOGUE_BGRADA) for (int i = 0; i < m; i++) for (int p = 0; p < k; p++) { G[i] += opA(i, p); Gmag[i] += fabs(opA(i, p)); }
   if (epi == CUBLASLT_EPILOGUE_BGRADB) for (int j = 0; j < n; j++) for (int p = 0; p < k; p++) { G[j] += opB(p, j); Gmag[j] += fabs(opB(p, j)); }
 
   T *dA = dev_copy(At), *dB = dev_copy(Bt);
-  float *dC = dev_copy(Cf), *dBias = dev_copy(bias), *dAux;
-  CK(cudaMalloc(&dAux, (size_t)aux_ld * n * 4));
+  float *dC = dev_copy(Cf), *dBias = dev_copy(bias), *dAux = dev_copy(auxin);
   Lt L;
   CB(cublasLtMatmulDescCreate(&L.d, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const int32_t ta = tA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = tB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -87,7 +97,7 @@ static void run_case(cublasLtHandle_t h, const char* tname, cudaDataType dt, boo
   CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
   CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
   if (epi != CUBLASLT_EPILOGUE_DEFAULT) CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dBias, sizeof dBias));
-  if (epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+  if (epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_DGELU_BGRAD) {
     const int64_t ald = aux_ld;
     CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &dAux, sizeof dAux));
     CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ald, sizeof ald));
@@ -107,7 +117,8 @@ static void run_case(cublasLtHandle_t h, const char* tname, cudaDataType dt, boo
       if (epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) ea = fmax(ea, fabs(aux[i + (size_t)j * aux_ld] - Raux[(size_t)i * n + j]) / mag[(size_t)i * n + j]);
     }
   static const char* names[] = {"", "DEFAULT", "", "", "BIAS"};
-  const char* en = epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? "GELU_AUX_BIAS" : epi == CUBLASLT_EPILOGUE_BGRADA ? "BGRADA"
+  const char* en = epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? "GELU_AUX_BIAS" : epi == CUBLASLT_EPILOGUE_DGELU_BGRAD ? "DGELU_BGRAD"
+                 : epi == CUBLASLT_EPILOGUE_BGRADA ? "BGRADA"
                  : epi == CUBLASLT_EPILOGUE_BGRADB ? "BGRADB" : names[epi];
   char what[160];
   snprintf(what, sizeof what, "cublasLtMatmul %s %s%s op(A)=%c op(B)=%c beta=%g: D", en, tname, tf32 ? " tf32" : "", tA ? 'T' : 'N', tB ? 'T' : 'N', beta);
@@ -116,12 +127,14 @@ static void run_case(cublasLtHandle_t h, const char* tname, cudaDataType dt, boo
     snprintf(what, sizeof what, "cublasLtMatmul %s %s op(A)=%c op(B)=%c: aux (pre-activation)", en, tname, tA ? 'T' : 'N', tB ? 'T' : 'N');
     report(what, ea, tol_rel);
   }
-  if (epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB) {
-    const int nb = epi == CUBLASLT_EPILOGUE_BGRADA ? m : n;
+  if (epi == CUBLASLT_EPILOGUE_BGRADA || epi == CUBLASLT_EPILOGUE_BGRADB || epi == CUBLASLT_EPILOGUE_DGELU_BGRAD) {
+    const int nb = epi == CUBLASLT_EPILOGUE_BGRADB ? n : m;
     double eg = 0;
     for (int i = 0; i < nb; i++) eg = fmax(eg, fabs(g[i] - G[i]) / (Gmag[i] + 1e-30));
     snprintf(what, sizeof what, "cublasLtMatmul %s %s op(A)=%c op(B)=%c: bias gradient", en, tname, tA ? 'T' : 'N', tB ? 'T' : 'N');
-    report(what, eg, 1e-5);   // k-term fp32 sum of the stored operand (no TF32 rounding)
+    // BGRADA/B: k-term fp32 sum of the stored operand (no TF32 rounding); DGELU_BGRAD: an n-term
+    // fp32 sum of D values each within tol_rel of their magnitude
+    report(what, eg, epi == CUBLASLT_EPILOGUE_DGELU_BGRAD ? tol_rel : 1e-5);
   }
   cudaFree(dA); cudaFree(dB); cudaFree(dC); cudaFree(dBias); cudaFree(dAux);
 }
@@ -162,9 +175,9 @@ static void refusals(cublasLtHandle_t h) {
   Lt L;
   expect("MatmulDescCreate COMPUTE_16F refused", cublasLtMatmulDescCreate(&L.d, CUBLAS_COMPUTE_16F, CUDA_R_16F) == CUBLAS_STATUS_NOT_SUPPORTED);
   CB(cublasLtMatmulDescCreate(&L.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const uint32_t relu = CUBLASLT_EPILOGUE_RELU, dgelu = CUBLASLT_EPILOGUE_DGELU_BGRAD, gelu_aux = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  const uint32_t relu = CUBLASLT_EPILOGUE_RELU, dgelu = CUBLASLT_EPILOGUE_DGELU, gelu_aux = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   expect("epilogue RELU refused", cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &relu, sizeof relu) == CUBLAS_STATUS_NOT_SUPPORTED);
-  expect("epilogue DGELU_BGRAD refused (not emulated)", cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &dgelu, sizeof dgelu) == CUBLAS_STATUS_NOT_SUPPORTED);
+  expect("epilogue DGELU (without BGRAD) refused (not emulated)", cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &dgelu, sizeof dgelu) == CUBLAS_STATUS_NOT_SUPPORTED);
   const int64_t stride = 0;
   expect("attribute BIAS_BATCH_STRIDE refused", cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &stride, sizeof stride) == CUBLAS_STATUS_NOT_SUPPORTED);
   const int32_t bf = CUDA_R_16BF, op_c = CUBLAS_OP_C;
@@ -218,7 +231,7 @@ int main() {
   cublasLtHandle_t h; CB(cublasLtCreate(&h));
   cublasHandle_t hb; CB(cublasCreate(&hb));
   const uint32_t epis[] = {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
-                           CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB};
+                           CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB, CUBLASLT_EPILOGUE_DGELU_BGRAD};
   // fp32 sums of 53 products: 4 * 53 * 2^-24 ~ 1.3e-5 relative to the magnitude; TF32 operands 2 * 2^-11 more
   for (uint32_t e : epis)
     for (int tA = 0; tA < 2; tA++) for (int tB = 0; tB < 2; tB++) {
