@@ -104,6 +104,16 @@ struct Backend {
     void (*gelu_forward)(Backend *be, float *out, const float *inp, long N);
     // dinp (N,) = gelu'(inp) * dout, overwritten.
     void (*gelu_backward)(Backend *be, float *dinp, const float *inp, const float *dout, long N);
+    // The MLP's second Linear backward with the GELU backward of its input fused (c_proj after
+    // c_fc): dpre (N,C) = gelu'(pre) * (dout @ weight), overwritten; dweight (OC,C) += dout^T @ inp;
+    // dbias (OC,) += column sums of dout; dbias_pre (C,) += column sums of dpre. All four
+    // non-NULL; dpre overlaps none of the inputs. The same as matmul_backward into a scratch dinp,
+    // gelu_backward(dpre, pre, dinp) and the column sums of dpre (up to rounding: a backend
+    // may sum in another order). Optional: NULL means the model makes those calls itself (the
+    // CPU backend: its separate ops are the reference the CUDA backend is tested against).
+    void (*matmul_backward_dgelu)(Backend *be, float *dpre, float *dbias_pre, float *dweight, float *dbias,
+                                  const float *dout, const float *inp, const float *weight, const float *pre,
+                                  int N, int C, int OC);
     // N elements in rows of row_len (N % row_len == 0): element i is local row i / row_len and
     // is kept iff dropout_keep(k.key, dropout_global_index(k, i / row_len, row_len, i % row_len)).
     void (*dropout_forward)(Backend *be, float *out, const float *inp, long N, long row_len, float p,

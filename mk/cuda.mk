@@ -5,7 +5,7 @@
 #     for newer GPUs) in one call, warnings as errors (host compiler, nvcc and ptxas, which
 #     also reports register spills and local memory as errors); `nvcc --resource-usage`
 #     output of all files is kept in $(B)/nv/resource-usage.log and checked for spills;
-#   * those objects are linked with cudart and cuBLAS into $(B)/libmingpt_cuda.so, which
+#   * those objects are linked with cudart, cuBLAS and cuBLASLt into $(B)/libmingpt_cuda.so, which
 #     ./mingpt loads with dlopen only when a CUDA backend is asked for (backend_select,
 #     kernels/backend.c; the emulated test programs link the objects and the weak
 #     backend_cuda_create instead, see kernels/backend.h);
@@ -35,7 +35,7 @@ NVCC_ALL  := -std=c++17 -I. $(CUDA_ARCH) $(NVCCFLAGS) --threads 2 --resource-usa
 # nvcc splits its argument at commas)
 NVCC_ALL  += $(foreach f,$(subst $(comma), ,$(subst -fsanitize=,,$(filter -fsanitize=%,$(SAN_FLAGS)))),-Xcompiler -fsanitize=$(f)) \
              $(foreach f,$(filter-out -fsanitize=%,$(SAN_FLAGS)),-Xcompiler $(f))
-CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lnccl -lstdc++
+CUDA_LDLIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lnccl -lstdc++
 
 CUDA_SRC  := $(sort $(wildcard kernels/cuda/*.cu))
 CUDA_HDR  := $(wildcard kernels/cuda/*.cuh kernels/cuda/*.h) kernels/cuda/emu/launch.cuh \
@@ -71,7 +71,7 @@ OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
 EMU_MPI_CFLAGS := $(shell mpicc -showme:compile 2>/dev/null)
 EMU_MPI_LIBS   := $(shell mpicc -showme:link 2>/dev/null)
 EMU_H      := kernels/cuda/emu/cuda_emu.h
-EMU_DEPS   := $(EMU_H) kernels/cuda/emu/nccl_emu.h kernels/cuda/emu/emu_counters.h
+EMU_DEPS   := $(EMU_H) kernels/cuda/emu/nccl_emu.h kernels/cuda/emu/cublaslt_emu.h kernels/cuda/emu/emu_counters.h
 EMU_FLAGS  := -x c++ -std=c++17 -O2 -g -I. -I$(CUDA_HOME)/include -I$(OPENBLAS_INC) $(EMU_MPI_CFLAGS) -DEMU_USE_CBLAS \
               -include $(EMU_H) -Wall -Wextra -Werror $(SAN_FLAGS)
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -122,7 +122,7 @@ CUDA_ASAN_BIN := $(CUDA_TESTS:%=$(B)/cuda-tests/%.asan)
 CUDA_ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 EMU_SCHEDULE=rand EMU_DEFER=1
 endif
 CUDA_NOBLAS_BIN := $(B)/cuda-tests/test_cuda_ops.noblas $(B)/cuda-tests/test_cuda_train.noblas
-EMU_SELF_BIN  := $(B)/cuda-tests/emu/test_emu_features $(B)/cuda-tests/emu/test_emu_cublas \
+EMU_SELF_BIN  := $(B)/cuda-tests/emu/test_emu_features $(B)/cuda-tests/emu/test_emu_cublas $(B)/cuda-tests/emu/test_emu_cublaslt \
                  $(B)/cuda-tests/emu/emu_bugs $(B)/cuda-tests/emu/emu_bugs.asan
 
 $(B)/cuda-tests/%: tests/cuda/%.c $(EMU_OBJ) $(B)/libmingpt.a tests/test_util.h
@@ -199,6 +199,7 @@ cuda-gate:
 cuda-emu-self: $(EMU_SELF_BIN)
 	@$(B)/cuda-tests/emu/test_emu_features >/dev/null && echo "emu: dialect semantics ok"
 	@$(B)/cuda-tests/emu/test_emu_cublas >/dev/null && echo "emu: cuBLAS shim ok"
+	@$(B)/cuda-tests/emu/test_emu_cublaslt >/dev/null && echo "emu: cuBLASLt shim ok"
 	@sh tests/cuda/emu/run_emu_bugs.sh $(B)/cuda-tests/emu
 define run_cuda_suites
 	@set -e; for t in $(2); do echo "== $$t [$(1)]"; env $(CUDA_TEST_ENV) $(1) $$t > $$t.$(3).log 2>&1 || { cat $$t.$(3).log; echo "FAILED: $$t [$(1)]"; exit 1; }; \

@@ -712,11 +712,20 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         // MLP branch (without dropout the branch's gradient is dres itself: no copy)
         const float *dbr = branch_grad(m, l, SITE_MLP_RESID, resid_p, BTC);
         if (gelu_recomputed(be)) be->gelu_forward(be, h->fch_gelu, h->fch, 4 * BTC);   // into d->dfch
-        be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, h->fch_gelu,
-                        w->mlp_proj_w, BT, 4 * C, C);
-        if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
-        be->gelu_backward(be, d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
-        be->matmul_backward(be, d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, h->ln_2, w->c_fc_w, BT, C, 4 * C);
+        if (be->matmul_backward_dgelu) {
+            // c_proj's backward, the GELU backward and c_fc's bias gradient in one op; the
+            // gradient of the pre-activation goes to dfch_gelu (free here; fch_gelu may be dfch)
+            be->matmul_backward_dgelu(be, d->dfch_gelu, gw->c_fc_b, gw->mlp_proj_w, gw->mlp_proj_b, dbr,
+                                      h->fch_gelu, w->mlp_proj_w, h->fch, BT, 4 * C, C);
+            if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
+            be->matmul_backward(be, d->dln, gw->c_fc_w, NULL, d->dfch_gelu, h->ln_2, w->c_fc_w, BT, C, 4 * C);
+        } else {
+            be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, h->fch_gelu,
+                                w->mlp_proj_w, BT, 4 * C, C);
+            if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
+            be->gelu_backward(be, d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
+            be->matmul_backward(be, d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, h->ln_2, w->c_fc_w, BT, C, 4 * C);
+        }
         if (ready) ready(ready_ctx, (size_t)(w->c_fc_w - m->params_memory));
         be->layernorm_backward(be, d->dres, gw->ln_2_w, gw->ln_2_b, d->dln, h->res_2, w->ln_2_w,
                            h->ln_2_mean, h->ln_2_rstd, BT, C);

@@ -78,6 +78,7 @@ static void be_destroy(Backend *be) {
         for (int i = 0; i < SCR_COUNT; i++) if (c->scratch[i]) cudaFree(c->scratch[i]);
         if (c->wcast.lp) cudaFree(c->wcast.lp);
         if (c->host_tok) cudaFreeHost(c->host_tok);
+        if (c->cublaslt) cublasLtDestroy(c->cublaslt);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);
@@ -128,6 +129,11 @@ static void be_attention_forward(Backend *be, float *out, float *att, const floa
 static void be_attention_forward_cached(Backend *be, float *out, float *att, float *kcache, float *vcache,
                                         const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH) {
     cuda_attention_forward_cached(CX(be), out, att, kcache, vcache, qkv, B, p0, Tn, Tq, T_max, C, NH);
+}
+static void be_matmul_backward_dgelu(Backend *be, float *dpre, float *dbias_pre, float *dweight, float *dbias,
+                                    const float *dout, const float *inp, const float *weight, const float *pre,
+                                    int N, int C, int OC) {
+    cuda_matmul_backward_dgelu(CX(be), dpre, dbias_pre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
 }
 static void be_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *att, int B, int T, int C, int NH,
@@ -231,6 +237,9 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     cublasSetStream(c->cublas, c->stream);
     // FP32 mode is true fp32 (no TF32); low-precision inputs use tensor cores regardless.
     cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
+    // cuBLASLt for the GEMMs with epilogues (matmul.cu); without it they fall back to cuBLAS and
+    // separate bias / GELU / bias-gradient kernels
+    if (cublasLtCreate(&c->cublaslt) != CUBLAS_STATUS_SUCCESS) c->cublaslt = NULL;
 
     be->name = "cuda";
     be->matmul_dtype = matmul_dtype;
@@ -249,6 +258,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->matmul_forward = be_matmul_forward;
     be->matmul_gelu_forward = be_matmul_gelu_forward;
     be->matmul_backward = be_matmul_backward;
+    be->matmul_backward_dgelu = be_matmul_backward_dgelu;
     be->attention_forward = be_attention_forward;
     be->attention_backward = be_attention_backward;
     be->attention_forward_cached = be_attention_forward_cached;

@@ -1,5 +1,5 @@
 // kernels/cuda/common.cuh — what every CUDA kernel family shares: headers, the backend
-// context (stream, cuBLAS handle, compute dtype, scratch), error checks, launch sizing,
+// context (stream, cuBLAS and cuBLASLt handles, compute dtype, scratch), error checks, launch sizing,
 // warp reductions and the fp32 -> bf16/fp16 rounding store.
 //
 // Dialect (kernels/cuda/emu/README.md): every .cu here compiles with nvcc for sm_80/sm_90
@@ -14,6 +14,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,7 +37,8 @@ enum ScratchSlot {
     SCR_IN_LP,     // matmul input rounded to bf16/fp16
     SCR_W_LP,      // matmul weight rounded
     SCR_DOUT_LP,   // matmul output gradient rounded
-    SCR_PART,      // partial column sums (bias / LayerNorm weight gradients)
+    SCR_PART,      // partial column sums (bias / LayerNorm weight gradients); the bias gradient
+                   // of a cuBLASLt BGRADB epilogue before it is added to dbias
     SCR_RED,       // sum-of-squares partials, finiteness flag
     SCR_Q, SCR_K, SCR_V,   // attention: q, k, v as (B,NH,T,hs), compute dtype
     SCR_ATTD,      // dropout(att) (B,NH,T,T), compute dtype
@@ -45,6 +47,7 @@ enum ScratchSlot {
     SCR_DPRE,      // gradient of the pre-softmax scores, compute dtype (bf16/fp16 only)
     SCR_DQ, SCR_DK, SCR_DV,  // fp32 (B,NH,T,hs)
     SCR_TOK,       // encoder backward: token buckets
+    SCR_LT_WS,     // cuBLASLt workspace (CUDA_LT_WORKSPACE bytes)
     SCR_COUNT
 };
 
@@ -62,6 +65,7 @@ struct CudaCtx {
     int device;                  // the CUDA device (cudaSetDevice) every call of this backend uses
     cudaStream_t stream;
     cublasHandle_t cublas;
+    cublasLtHandle_t cublaslt;   // NULL: no cuBLASLt (cublasLtCreate failed): epilogues as kernels
     ComputeDtype dtype;          // matmul input precision
     bool tf32;                   // fp32 matmuls on TF32 tensor cores (Backend.set_matmul_precision)
     unsigned max_grid;           // cap on the grid of grid-stride kernels

@@ -36,6 +36,17 @@ cudaDataType cuda_gemm_type(const CudaCtx *c);
 void cuda_gemm(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const void *A, int lda,
                long long strideA, const void *B, int ldb, long long strideB, float alpha,
                float beta, float *C, int ldc, long long strideC, int batch);
+// The same product on cuBLASLt (beta 0 or 1, alpha 1, D fp32 column-major (m,n) with ld ldd)
+// with `epilogue`: CUBLASLT_EPILOGUE_BIAS (bias: m floats added), GELU_AUX_BIAS (aux (m,n), ld
+// aux_ld, gets the biased pre-activation, D = gelu of it), BGRADB (bias: n floats, overwritten
+// with the column sums of op(B) over k) or DGELU_BGRAD (D = gelu'(aux) times the product; bias:
+// m floats, overwritten with the sums of D's rows). Queued on c->stream. Returns false, having queued
+// nothing, where cuBLASLt cannot take the case (no handle, aux_ld not a multiple of 8, or
+// CUBLAS_STATUS_NOT_SUPPORTED / INVALID_VALUE from the library, noted once per epilogue on
+// stderr): the caller then runs cuda_gemm and kernels.
+bool cuda_lt_matmul(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const void *A, int lda,
+                    const void *B, int ldb, float beta, float *D, int ldd, cublasLtEpilogue_t epilogue,
+                    float *bias, float *aux, int aux_ld);
 // x as a GEMM operand: x itself in fp32 mode, else x rounded into scratch `slot`.
 const void *cuda_gemm_operand(CudaCtx *c, int slot, const float *x, size_t n);
 void cuda_round_to(CudaCtx *c, void *out, const float *in, size_t n);  // fp32 -> compute dtype
@@ -53,10 +64,15 @@ void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const float *
 void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
                           const float *dout, const float *inp, const float *weight, int N,
                           int C, int OC);
+// Backend.matmul_backward_dgelu (kernels/backend.h)
+void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float *dweight, float *dbias,
+                                const float *dout, const float *inp, const float *weight, const float *pre,
+                                int N, int C, int OC);
 
 // gelu.cu
 void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp,
                               const float *weight, const float *bias, int N, int C, int OC);
+// dinp may be dout (in place)
 void cuda_gelu_backward(CudaCtx *c, float *dinp, const float *inp, const float *dout, long N);
 
 // attention.cu (attention dropout: batch row b is global row k.row0 + b*k.row_stride, element

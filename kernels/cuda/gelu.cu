@@ -1,6 +1,9 @@
 // kernels/cuda/gelu.cu — GELU, tanh approximation (minGPT NewGELU), and the fused
-// c_fc epilogue: matmul_gelu_forward = GEMM (no bias) then one kernel that adds the bias,
-// keeps the pre-activation for backward and writes gelu(pre).
+// c_fc epilogue: matmul_gelu_forward = one cuBLASLt GEMM with the GELU_AUX_BIAS epilogue (the
+// bias added to the fp32 accumulator, the pre-activation kept as its aux output for backward,
+// gelu(pre) written as D); where cuBLASLt cannot (matmul.cu: cuda_lt_matmul, e.g. OC not a
+// multiple of 8, or no bias) the GEMM without bias then one kernel that adds the bias, keeps the
+// pre-activation and writes gelu(pre).
 //
 // Same formulas as kernels/cpu/gelu.c: 0.5 x (1 + tanh u) = x * sigmoid(2u), u = k (x + a x^3);
 // gelu'(x) = s + 2 x s (1 - s) k (1 + 3 a x^2) with s = sigmoid(2u) and 1 - s = e s.
@@ -27,17 +30,22 @@ __global__ void bias_gelu_kernel(float *__restrict__ pre, float *__restrict__ ou
     }
 }
 
+static __device__ __forceinline__ float dgelu_f(float x) {
+    const float u = GELU_K * (x + GELU_A * x * x * x);
+    const float e = expf(fminf(-2.0f * u, 80.0f));
+    const float s = 1.0f / (1.0f + e);
+    return s + 2.0f * x * (e * s * s) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
+}
+
 // dinp = gelu'(inp) * dout (overwritten)
 __global__ void gelu_backward_kernel(float *__restrict__ dinp, const float *__restrict__ inp,
                                      const float *__restrict__ dout, size_t n) {
-    GRID_STRIDE(i, n) {
-        const float x = inp[i];
-        const float u = GELU_K * (x + GELU_A * x * x * x);
-        const float e = expf(fminf(-2.0f * u, 80.0f));
-        const float s = 1.0f / (1.0f + e);
-        const float g = s + 2.0f * x * (e * s * s) * GELU_K * (1.0f + 3.0f * GELU_A * x * x);
-        dinp[i] = g * dout[i];
-    }
+    GRID_STRIDE(i, n) dinp[i] = dgelu_f(inp[i]) * dout[i];
+}
+
+// d = gelu'(inp) * d, in place (matmul_backward_dgelu without cuBLASLt)
+__global__ void gelu_backward_inplace_kernel(float *d, const float *__restrict__ inp, size_t n) {
+    GRID_STRIDE(i, n) d[i] = dgelu_f(inp[i]) * d[i];
 }
 
 void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp,
@@ -45,6 +53,9 @@ void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *i
     if (N <= 0 || OC <= 0) return;
     const void *A = cuda_weight_operand(c, weight, (size_t)OC * C);
     const void *B = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
+    if (bias && cuda_lt_matmul(c, true, false, OC, N, C, A, C, B, C, 0.0f, out, OC, CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
+                               (float *)bias, pre, OC))
+        return;
     cuda_gemm(c, true, false, OC, N, C, A, C, 0, B, C, 0, 1.0f, 0.0f, pre, OC, 0, 1);
     const size_t total = (size_t)N * OC;
     LAUNCH(bias_gelu_kernel, grid_for(c, total), BLOCK, 0, c->stream)(pre, out, bias, OC, total);
@@ -53,6 +64,10 @@ void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *i
 
 void cuda_gelu_backward(CudaCtx *c, float *dinp, const float *inp, const float *dout, long N) {
     if (N <= 0) return;
-    LAUNCH(gelu_backward_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(dinp, inp, dout, (size_t)N);
+    if (dinp == dout) {
+        LAUNCH(gelu_backward_inplace_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(dinp, inp, (size_t)N);
+    } else {
+        LAUNCH(gelu_backward_kernel, grid_for(c, (size_t)N), BLOCK, 0, c->stream)(dinp, inp, dout, (size_t)N);
+    }
     LAUNCH_CHECK();
 }

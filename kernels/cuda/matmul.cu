@@ -14,6 +14,21 @@
 // (Backend.cast_weights: the whole buffer rounded once per parameter version, as
 // torch.autocast's cache casts each weight once per optimizer step); activations and
 // gradients, and weights outside that buffer, are rounded per call.
+//
+// Epilogues on cuBLASLt (cuda_lt_matmul): the forward's bias add rides on the GEMM
+// (CUBLASLT_EPILOGUE_BIAS, no bias kernel), matmul_gelu_forward's bias + GELU too (gelu.cu), and
+// the backward's bias gradient is a BGRADB epilogue of the dweight GEMM (the column sums of the
+// dout operand, no colsum kernels). BGRADB overwrites its vector while dbias accumulates
+// (kernels/backend.h: micro-steps of gradient accumulation add up), so the epilogue writes
+// scratch and one accumulate kernel of OC elements adds it to dbias: 1 launch and 12 OC bytes
+// instead of 2 launches and a pass over dout (4 N OC bytes). With bf16/fp16 matmuls the bias
+// gradient sums the rounded dout operand (as torch.autocast's Linear, whose grad_output is bf16),
+// in fp32. matmul_backward_dgelu (the MLP's c_proj) runs its data-gradient GEMM with the
+// DGELU_BGRAD epilogue instead: gelu'(pre) times the fp32 accumulator, and the sums of that (the
+// c_fc bias gradient) beside it. Where cuBLASLt cannot take a case (no handle; a GELU aux leading dimension not a
+// multiple of 8, its documented requirement; a shape, type or alignment it refuses with
+// NOT_SUPPORTED / INVALID_VALUE, noted once on stderr) the cuBLAS GEMM and the separate kernels
+// run instead, with the same results up to rounding.
 #include "kernels/cuda/cuda_ops.cuh"
 
 // Per-call rounding of a GEMM operand.
@@ -53,6 +68,63 @@ void cuda_gemm(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const 
         CUBLAS_CHECK(cublasGemmStridedBatchedEx(c->cublas, ta, tb, m, n, k, &alpha, A, t, lda, strideA,
                                                 B, t, ldb, strideB, &beta, C, CUDA_R_32F, ldc, strideC,
                                                 batch, ct, CUBLAS_GEMM_DEFAULT));
+}
+
+// Bytes of cuBLASLt workspace (NVIDIA's recommendation for Hopper; Ampere needs less).
+#define CUDA_LT_WORKSPACE ((size_t)32 << 20)
+
+bool cuda_lt_matmul(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const void *A, int lda,
+                    const void *B, int ldb, float beta, float *D, int ldd, cublasLtEpilogue_t epilogue,
+                    float *bias, float *aux, int aux_ld) {
+    if (!c->cublaslt) return false;
+    // cuBLASLt's documented requirement: the GELU input matrix's leading dimension a multiple of 8
+    if ((epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD) && aux_ld % 8)
+        return false;
+    const cudaDataType t = cuda_gemm_type(c);
+    const cublasComputeType_t ct = t == CUDA_R_32F && c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    void *ws = cuda_scratch(c, SCR_LT_WS, CUDA_LT_WORKSPACE);
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+    const cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const uint32_t epi = (uint32_t)epilogue;
+    const int64_t ald = aux_ld;
+    CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, ct, CUDA_R_32F));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (aux) {
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ald, sizeof ald));
+    }
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, t, transA ? k : m, transA ? m : k, lda));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, t, transB ? n : k, transB ? k : n, ldb));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd));
+    const float alpha = 1.0f;
+    // algo NULL: cuBLASLt's heuristic picks a kernel for these pointers' alignment; when none fits
+    // (CUBLAS_STATUS_NOT_SUPPORTED) the caller takes the cuBLAS path
+    const cublasStatus_t s = cublasLtMatmul(c->cublaslt, desc, &alpha, A, la, B, lb, &beta, D, ld, D, ld, nullptr,
+                                            ws, CUDA_LT_WORKSPACE, c->stream);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatmulDescDestroy(desc);
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE) {
+        // a configuration this cuBLASLt refuses (its rules vary by version and GPU): the cuBLAS path,
+        // said once per epilogue kind (the emulator refuses none that reach here: the tests count
+        // the epilogues' kernels, tests/cuda/test_cuda_cast.c)
+        static bool said[4];
+        const int kind = epilogue == CUBLASLT_EPILOGUE_BIAS ? 0 : epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? 1
+                       : epilogue == CUBLASLT_EPILOGUE_BGRADB ? 2 : 3;
+        if (!said[kind]) {
+            said[kind] = true;
+            fprintf(stderr, "mingpt: note: CUDA backend: cuBLASLt refused epilogue %u (%d x %d x %d): %s; that "
+                    "product runs as cuBLAS + kernels\n", epi, m, n, k, cublasGetStatusString(s));
+        }
+        return false;
+    }
+    CUBLAS_CHECK(s);
+    return true;
 }
 
 void cuda_round_to(CudaCtx *c, void *out, const float *in, size_t n) {
@@ -120,12 +192,32 @@ void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const float *
     if (N <= 0 || OC <= 0) return;
     const void *A = cuda_weight_operand(c, weight, (size_t)OC * C);
     const void *B = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
+    if (bias && cuda_lt_matmul(c, true, false, OC, N, C, A, C, B, C, 0.0f, out, OC, CUBLASLT_EPILOGUE_BIAS,
+                               (float *)bias, nullptr, 0))
+        return;
     cuda_gemm(c, true, false, OC, N, C, A, C, 0, B, C, 0, 1.0f, 0.0f, out, OC, 0, 1);
     if (bias) {
         const size_t total = (size_t)N * OC;
         LAUNCH(add_bias_kernel, grid_for(c, total), BLOCK, 0, c->stream)(out, bias, OC, total);
         LAUNCH_CHECK();
     }
+}
+
+// dweight += dout^T inp and dbias += column sums of dout, given dout's GEMM operand D: one
+// cuBLASLt GEMM with the BGRADB epilogue and one accumulate, else the cuBLAS GEMM and colsums.
+static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *dbias, const float *dout,
+                            const float *inp, int N, int C, int OC) {
+    if (dweight) {
+        const void *X = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
+        float *g = dbias ? (float *)cuda_scratch(c, SCR_PART, (size_t)OC * sizeof(float)) : nullptr;
+        if (dbias && cuda_lt_matmul(c, false, true, C, OC, N, X, C, D, OC, 1.0f, dweight, C, CUBLASLT_EPILOGUE_BGRADB,
+                                    g, nullptr, 0)) {
+            cuda_accumulate(c, dbias, g, (size_t)OC, 0);   // the epilogue overwrote g; dbias accumulates
+            return;
+        }
+        cuda_gemm(c, false, true, C, OC, N, X, C, 0, D, OC, 0, 1.0f, 1.0f, dweight, C, 0, 1);
+    }
+    if (dbias) cuda_colsum_accumulate(c, dbias, dout, N, OC);
 }
 
 void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
@@ -137,9 +229,28 @@ void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
         const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
         cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dinp, C, 0, 1);
     }
-    if (dweight) {
-        const void *X = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
-        cuda_gemm(c, false, true, C, OC, N, X, C, 0, D, OC, 0, 1.0f, 1.0f, dweight, C, 0, 1);
+    backward_weight(c, D, dweight, dbias, dout, inp, N, C, OC);
+}
+
+// Backend.matmul_backward_dgelu: the weight gradients first (inp is read before dpre is
+// written), then the data gradient as one cuBLASLt GEMM with the DGELU_BGRAD epilogue (gelu'(pre)
+// applied to the fp32 accumulator, the column sums of the result into scratch, added to
+// dbias_pre by one accumulate): no gelu_backward pass and no dinp buffer. Without cuBLASLt:
+// the cuBLAS GEMM into dpre, gelu_backward in place, the column sums of dpre.
+void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float *dweight, float *dbias,
+                                const float *dout, const float *inp, const float *weight, const float *pre,
+                                int N, int C, int OC) {
+    if (N <= 0 || OC <= 0 || C <= 0) return;
+    const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
+    backward_weight(c, D, dweight, dbias, dout, inp, N, C, OC);
+    const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
+    float *g = (float *)cuda_scratch(c, SCR_PART, (size_t)C * sizeof(float));
+    if (cuda_lt_matmul(c, false, false, C, N, OC, W, C, D, OC, 0.0f, dpre, C, CUBLASLT_EPILOGUE_DGELU_BGRAD, g,
+                       (float *)pre, C)) {
+        cuda_accumulate(c, dbias_pre, g, (size_t)C, 0);
+        return;
     }
-    if (dbias) cuda_colsum_accumulate(c, dbias, dout, N, OC);
+    cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dpre, C, 0, 1);
+    cuda_gelu_backward(c, dpre, pre, dpre, (long)N * C);   // in place
+    cuda_colsum_accumulate(c, dbias_pre, dpre, N, C);
 }

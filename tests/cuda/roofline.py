@@ -7,10 +7,13 @@ and the DRAM bytes (each kernel reads its inputs and writes its outputs once; te
 tens of MB do not stay in the 50 MB L2 between kernels). Prints the table used in
 docs/gpu_performance.md. No GPU was used: these are estimates.
 
-usage: python3 tests/cuda/roofline.py [--fp32] [--per-call]
+usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues]
   default: bf16 matmul inputs (use_amp), weights cast once per step (the weight-cast cache,
-  Backend.cast_weights); --per-call: every matmul rounds its weight itself, as before the cache;
-  --fp32: fp32 matmul inputs (nothing rounded)
+  Backend.cast_weights), bias / bias+GELU / bias gradient as cuBLASLt epilogues of the GEMMs;
+  --per-call: every matmul rounds its weight itself, as before the cache;
+  --fp32: fp32 matmul inputs (nothing rounded);
+  --no-epilogues: the bias add, bias+GELU, bias-gradient column sums and GELU backward as separate
+  kernels (the cuBLAS path, as before cuBLASLt; also where cuBLASLt refuses a shape)
 """
 import sys
 
@@ -32,6 +35,7 @@ EFF_GEMM_BIG, EFF_GEMM_BATCHED, EFF_BW = 0.70, 0.35, 0.80
 lp = 4 if "--fp32" in sys.argv else 2   # bytes of a matmul input element
 fp32_mode = lp == 4
 per_call = "--per-call" in sys.argv     # weights rounded per matmul (no weight-cast cache)
+epilogues = "--no-epilogues" not in sys.argv   # cuBLASLt epilogues (kernels/cuda/matmul.cu)
 ops = []   # (phase, name, flops, bytes, kind)
 
 
@@ -52,6 +56,13 @@ def round_weight(phase, name, n):
 def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False):
     round_weight(phase, name + " W", OC * Cin)
     round_(phase, name + " x", N * Cin)
+    if epilogues and (bias or gelu):
+        # BIAS / GELU_AUX_BIAS epilogue on the fp32 accumulator: the bias read once; GELU also
+        # writes the pre-activation (aux) beside D
+        epi = " GEMM + bias+GELU epilogue" if gelu else " GEMM + bias epilogue"
+        op(phase, name + epi, 2 * N * Cin * OC + (20 if gelu else 1) * N * OC,
+           lp * (N * Cin + OC * Cin) + 4 * N * OC * (2 if gelu else 1) + 4 * OC, "gemm")
+        return
     op(phase, name + " GEMM", 2 * N * Cin * OC, lp * (N * Cin + OC * Cin) + 4 * N * OC, "gemm")
     if gelu:
         op(phase, name + " bias+GELU", 20 * N * OC, 4 * N * OC * 3)
@@ -59,13 +70,27 @@ def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False):
         op(phase, name + " bias", N * OC, 8 * N * OC)
 
 
-def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True):
+def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None):
     round_(phase, name + " dout", N * OC)
     if dinp:
         round_weight(phase, name + " W", OC * Cin)
         # dinp overwritten (beta 0): written, never read
-        op(phase, name + " dinp GEMM", 2 * N * Cin * OC, lp * (N * OC + OC * Cin) + 4 * N * Cin, "gemm")
+        if dgelu:
+            # matmul_backward_dgelu: DGELU_BGRAD epilogue, gelu'(pre) applied to the accumulator
+            # (pre read), the row sums of the result (the previous layer's bias gradient) beside
+            op(phase, name + " dinp GEMM + dGELU+bgrad epilogue", 2 * N * Cin * OC + 21 * N * Cin,
+               lp * (N * OC + OC * Cin) + 4 * N * Cin * 2 + 4 * Cin, "gemm")
+            op(phase, dgelu + " dbias accumulate", Cin, 12 * Cin)
+        else:
+            op(phase, name + " dinp GEMM", 2 * N * Cin * OC, lp * (N * OC + OC * Cin) + 4 * N * Cin, "gemm")
     round_(phase, name + " x", N * Cin)
+    if epilogues and bias:
+        # BGRADB epilogue: the column sums of the dout operand already in the GEMM, into scratch
+        # (4 OC written), then one kernel adds them to dbias (read 8 OC, write 4 OC)
+        op(phase, name + " dW GEMM + bgrad epilogue", 2 * N * Cin * OC + N * OC,
+           lp * (N * OC + N * Cin) + 8 * OC * Cin + 4 * OC, "gemm")
+        op(phase, name + " dbias accumulate", OC, 12 * OC)
+        return
     op(phase, name + " dW GEMM", 2 * N * Cin * OC, lp * (N * OC + N * Cin) + 8 * OC * Cin, "gemm")
     if bias:
         op(phase, name + " dbias colsum", N * OC, 4 * N * OC)
@@ -117,9 +142,13 @@ op("bwd", "zero dres + ln_f backward", 20 * BTC, 4 * BTC + 16 * BTC + 8 * BTC)
 for l in range(L):
     ph = "bwd/layer"
     op(ph, "dropout backward", BTC, 8 * BTC)
-    matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C)
-    op(ph, "GELU backward", 20 * 4 * BTC, 48 * BTC)
-    matmul_bwd(ph, "c_fc", BT, C, 4 * C)
+    if epilogues:   # matmul_backward_dgelu: GELU backward and c_fc's bias gradient in c_proj's dinp GEMM
+        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C, dgelu="c_fc")
+        matmul_bwd(ph, "c_fc", BT, C, 4 * C, bias=False)
+    else:
+        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C)
+        op(ph, "GELU backward", 20 * 4 * BTC, 48 * BTC)
+        matmul_bwd(ph, "c_fc", BT, C, 4 * C)
     op(ph, "ln_2 backward", 20 * BTC, 16 * BTC + 8 * BTC)
     op(ph, "dropout backward", BTC, 8 * BTC)
     matmul_bwd(ph, "attn.c_proj", BT, C, C)
@@ -172,7 +201,8 @@ mem_e = sum(g[5] for g in groups.values() if g[3] == "mem")
 
 print(f"config: L {L}, NH {NH}, C {C}, T {T}, B {B}, V {V}: {BT} tokens/step, {P/1e6:.2f}M parameters, "
       f"matmul inputs {'fp32' if fp32_mode else 'bf16'}"
-      f"{'' if fp32_mode else (', weights rounded per matmul' if per_call else ', weights cast once per step')}")
+      f"{'' if fp32_mode else (', weights rounded per matmul' if per_call else ', weights cast once per step')}"
+      f"{', cuBLASLt epilogues' if epilogues else ', bias/GELU/bias-gradient kernels (no epilogues)'}")
 print(f"{'phase':10} {'op (x count)':46} {'GFLOP':>9} {'MB':>9} {'bound ms':>9} {'exp. ms':>8}")
 for (ph, name), (n, fl, by, kind, tb, te) in groups.items():
     label = f"{name} x{n}" if n > 1 else name

@@ -22,6 +22,14 @@
 //     that already drops its copy when AdamW writes the buffer); and every loss and the
 //     parameters after every step are bitwise those of the same run on a second CUDA backend
 //     whose table has no cast_weights (per-call rounding).
+//   epilogues (kernels/cuda/matmul.cu: cuBLASLt; GEMMs are library calls, not counted as kernel
+//     launches, like the cuBLAS shim's): a matmul_forward with bias and a matmul_gelu_forward
+//     launch no kernel beyond the operand roundings (fp32: none at all; bf16 with the weight in
+//     the cast buffer: the input's one round_kernel), so no add_bias_kernel / bias_gelu_kernel;
+//     a matmul_backward with dbias launches one accumulate_kernel (the epilogue's bias gradient
+//     added to dbias) and no colsum kernel; the fallbacks where cuBLASLt cannot (a GELU with OC
+//     not a multiple of 8: bias_gelu_kernel; dbias without dweight: the two colsum kernels); the
+//     fused MLP backward (matmul_backward_dgelu) one accumulate per bias and no GELU backward kernel.
 //   memsets (kernels/backend.h: backward ops overwrite the activation gradients they alone
 //     write): a training step of a model with dropout on zeroes memory twice, the gradient buffer
 //     (gpt_zero_grad) and, once in gpt_backward, the residual stream's gradient, whatever the
@@ -206,6 +214,69 @@ static void test_ops_fp32(void **state) {
     be->destroy(be);
 }
 
+// ================================================================ epilogues
+// launches of every kernel and of `name` since a snapshot
+typedef struct { long all, named; } Count;
+static Count count(const char *name) { return (Count){ emu_launch_count(NULL), emu_launch_count(name) }; }
+#define assert_count(since, name, n_all, n_named, what) do {                                      \
+    const Count now_ = count(name);                                                             \
+    if (now_.all - (since).all != (n_all) || now_.named - (since).named != (n_named))           \
+        fail_msg("%s: %ld launches, %ld of %s; expected %ld and %ld", (what), now_.all - (since).all, \
+                 now_.named - (since).named, (name), (long)(n_all), (long)(n_named));             \
+} while (0)
+
+static void epilogues_check(ComputeDtype dt) {
+    Backend *be = cuda(dt);
+    TestRng r = test_rng(11);
+    enum { OC2 = 20 };   // not a multiple of 8: no GELU epilogue
+    float h[NFLAT + N * C + OC + N * OC];
+    test_fill(&r, h, NFLAT + N * C + OC + N * OC, -1, 1);
+    float *flat = dev_from(be, h, NFLAT), *inp = dev_from(be, h + NFLAT, N * C);
+    float *bias = dev_from(be, h + NFLAT + N * C, OC), *dout = dev_from(be, h + NFLAT + N * C + OC, N * OC);
+    float *out = dev_from(be, NULL, N * OC), *pre = dev_from(be, NULL, N * OC), *dinp = dev_from(be, NULL, N * C);
+    float *dw = dev_from(be, NULL, NW), *db = dev_from(be, NULL, OC), *dbp = dev_from(be, NULL, C);
+    float *w = flat + PAD;
+    be->cast_weights(be, flat, NFLAT, 1);
+    const int rin = dt == DTYPE_FP32 ? 0 : 1;   // one round_kernel per activation operand (bf16)
+    Count c0 = count("add_bias_kernel");
+    be->matmul_forward(be, out, inp, w, bias, N, C, OC);
+    assert_count(c0, "add_bias_kernel", rin, 0, "matmul_forward with bias");
+    c0 = count("add_bias_kernel");
+    be->matmul_forward(be, out, inp, w, NULL, N, C, OC);
+    assert_count(c0, "add_bias_kernel", rin, 0, "matmul_forward without bias");
+    c0 = count("bias_gelu_kernel");
+    be->matmul_gelu_forward(be, pre, out, inp, w, bias, N, C, OC);
+    assert_count(c0, "bias_gelu_kernel", rin, 0, "matmul_gelu_forward, OC a multiple of 8");
+    c0 = count("bias_gelu_kernel");
+    be->matmul_gelu_forward(be, pre, out, inp, w, bias, N, C, OC2);
+    assert_count(c0, "bias_gelu_kernel", rin + 1, 1, "matmul_gelu_forward, OC = 20: bias_gelu_kernel");
+    // backward: dout and inp rounded (bf16), the weight from the cast buffer; one accumulate
+    c0 = count("accumulate_kernel");
+    const long cs0 = emu_launch_count("colsum_partial_kernel") + emu_launch_count("colsum_finalize_kernel");
+    be->matmul_backward(be, dinp, dw, db, dout, inp, w, N, C, OC);
+    assert_count(c0, "accumulate_kernel", 2 * rin + 1, 1, "matmul_backward with dbias");
+    assert_int_equal(emu_launch_count("colsum_partial_kernel") + emu_launch_count("colsum_finalize_kernel"), cs0);
+    c0 = count("colsum_partial_kernel");
+    be->matmul_backward(be, dinp, NULL, db, dout, inp, w, N, C, OC);
+    assert_count(c0, "colsum_partial_kernel", rin + 2, 1, "matmul_backward, dbias without dweight: colsum kernels");
+    // the fused MLP backward (C = 16 a multiple of 8): dout and inp rounded (bf16), one accumulate
+    // per bias (the BGRADB and DGELU_BGRAD epilogues' sums), no gelu_backward or colsum kernel
+    assert_non_null(be->matmul_backward_dgelu);
+    c0 = count("accumulate_kernel");
+    const long gb0 = emu_launch_count("gelu_backward_kernel") + emu_launch_count("gelu_backward_inplace_kernel");
+    be->matmul_backward_dgelu(be, dinp, dbp, dw, db, dout, inp, w, pre, N, C, OC);
+    assert_count(c0, "accumulate_kernel", 2 * rin + 2, 2, "matmul_backward_dgelu");
+    assert_int_equal(emu_launch_count("gelu_backward_kernel") + emu_launch_count("gelu_backward_inplace_kernel"), gb0);
+    be->free(be, flat); be->free(be, inp); be->free(be, bias); be->free(be, dout); be->free(be, out);
+    be->free(be, pre); be->free(be, dinp); be->free(be, dw); be->free(be, db); be->free(be, dbp);
+    be->destroy(be);
+}
+static void test_epilogues(void **state) {
+    (void)state;
+    epilogues_check(DTYPE_FP32);
+    epilogues_check(DTYPE_BF16);
+}
+
 // ================================================================ training
 enum { V = 65, BLK = 16, B = 4, T = 16, STEPS = 4, MAX_MICRO = 3 };
 static const GPTShape SHAPE = { .vocab_size = V, .block_size = BLK, .n_layer = 2, .n_head = 3,
@@ -246,6 +317,14 @@ static void counted_matmul_backward(Backend *be, float *dinp, float *dweight, fl
     if (dinp) check_weight(k, weight, (size_t)oc * c);
     k->inner->matmul_backward(k->inner, dinp, dweight, dbias, dout, inp, weight, n, c, oc);
 }
+static void counted_matmul_backward_dgelu(Backend *be, float *dpre, float *dbias_pre, float *dweight, float *dbias,
+                                          const float *dout, const float *inp, const float *weight, const float *pre,
+                                          int n, int c, int oc) {
+    Counting *k = (Counting *)be;
+    k->rounds += 2;   // dout and inp
+    check_weight(k, weight, (size_t)oc * c);
+    k->inner->matmul_backward_dgelu(k->inner, dpre, dbias_pre, dweight, dbias, dout, inp, weight, pre, n, c, oc);
+}
 
 typedef struct {
     Backend *cu;
@@ -266,6 +345,8 @@ static void run_init(Run *r, ComputeDtype dt, int cached, Comm *comm) {
         r->k.be.matmul_forward = counted_matmul_forward;
         r->k.be.matmul_gelu_forward = counted_matmul_gelu_forward;
         r->k.be.matmul_backward = counted_matmul_backward;
+        assert_non_null(r->cu->matmul_backward_dgelu);
+        r->k.be.matmul_backward_dgelu = counted_matmul_backward_dgelu;
         be = &r->k.be;
     } else {
         r->plain = *r->cu;
@@ -424,6 +505,7 @@ int main(void) {
         cmocka_unit_test(test_ops_bf16),
         cmocka_unit_test(test_ops_fp16),
         cmocka_unit_test(test_ops_fp32),
+        cmocka_unit_test(test_epilogues),
         cmocka_unit_test(test_backward_memsets),
         cmocka_unit_test(test_train_bf16),
         cmocka_unit_test(test_train_bf16_accum3),

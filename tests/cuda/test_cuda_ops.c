@@ -315,8 +315,10 @@ static void test_layernorm(void **state) {
 
 // ================================================================ matmul
 typedef struct { int N, C, OC; bool bias; } MMShape;
-// c_attn (C -> 3C), lm_head (no bias, OC = V), the MLP's c_proj (4C -> C) at N = 74
-static const MMShape MM[] = { {21, 48, 144, true}, {21, 48, 67, false}, {74, 320, 80, true} };
+// c_attn (C -> 3C), lm_head (no bias, OC = V), the MLP's c_proj (4C -> C) at N = 74, and N, C,
+// OC all odd (not multiples of 8 or 16) with a bias (the bias and bias-gradient epilogues at
+// shapes cuBLASLt may refuse on a GPU, where the cuBLAS path runs)
+static const MMShape MM[] = { {21, 48, 144, true}, {21, 48, 67, false}, {74, 320, 80, true}, {19, 37, 45, true} };
 #define NMM ((int)(sizeof MM / sizeof MM[0]))
 
 // mag[n,o] = sum_c |x[n,c]| |w[o,c]| (+ |bias[o]|)
@@ -363,25 +365,30 @@ static void test_matmul_forward(void **state) {
 
 static void test_matmul_gelu_forward(void **state) {
     Fx *f = *state;
-    const int N = 21, C = 48, OC = 192;   // c_fc: C -> 4C
-    const size_t NO = (size_t)N * OC;
-    float *x = rnd((size_t)N * C, -1, 1), *w = rnd((size_t)OC * C, -0.3f, 0.3f), *bias = rnd(OC, -1, 1);
-    float *pre = malloc(NO * 4), *out = malloc(NO * 4);
-    f->cpu->matmul_gelu_forward(f->cpu, pre, out, x, w, bias, N, C, OC);
-    float *d_x = up(f->cu, x, (size_t)N * C * 4), *d_w = up(f->cu, w, (size_t)OC * C * 4), *d_b = up(f->cu, bias, OC * 4);
-    float *d_pre = f->cu->alloc(f->cu, NO * 4), *d_out = f->cu->alloc(f->cu, NO * 4);
-    f->cu->matmul_gelu_forward(f->cu, d_pre, d_out, d_x, d_w, d_b, N, C, OC);
-    float *g_pre = down(f->cu, d_pre, NO), *g_out = down(f->cu, d_out, NO);
-    double *mag = dzeros(NO);
-    mag_xwT(mag, x, w, bias, N, C, OC);
-    check("matmul_gelu_forward pre", g_pre, pre, mag, NO, coef_dot(f, C), 0, C * f->abs_lp);
-    // |gelu'| <= 1.13: the pre-activation's error passes through amplified at most that much;
-    // gelu itself (exp, division, a few products) adds 8 u32 relative.
-    for (size_t i = 0; i < NO; i++) mag[i] *= 1.13;
-    check("matmul_gelu_forward out", g_out, out, mag, NO, coef_dot(f, C), 8 * U32, 1.13 * C * f->abs_lp);
-    f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_b); f->cu->free(f->cu, d_pre);
-    f->cu->free(f->cu, d_out);
-    free(x); free(w); free(bias); free(pre); free(out); free(g_pre); free(g_out); free(mag);
+    // c_fc (C -> 4C); then N, C odd and OC = 84 not a multiple of 8 (the cuBLASLt GELU epilogue
+    // needs its aux leading dimension, OC, a multiple of 8: the GEMM + bias_gelu kernel path)
+    static const int SH[][3] = { {21, 48, 192}, {19, 37, 84} };
+    for (int sh = 0; sh < 2; sh++) {
+        const int N = SH[sh][0], C = SH[sh][1], OC = SH[sh][2];
+        const size_t NO = (size_t)N * OC;
+        float *x = rnd((size_t)N * C, -1, 1), *w = rnd((size_t)OC * C, -0.3f, 0.3f), *bias = rnd(OC, -1, 1);
+        float *pre = malloc(NO * 4), *out = malloc(NO * 4);
+        f->cpu->matmul_gelu_forward(f->cpu, pre, out, x, w, bias, N, C, OC);
+        float *d_x = up(f->cu, x, (size_t)N * C * 4), *d_w = up(f->cu, w, (size_t)OC * C * 4), *d_b = up(f->cu, bias, OC * 4);
+        float *d_pre = f->cu->alloc(f->cu, NO * 4), *d_out = f->cu->alloc(f->cu, NO * 4);
+        f->cu->matmul_gelu_forward(f->cu, d_pre, d_out, d_x, d_w, d_b, N, C, OC);
+        float *g_pre = down(f->cu, d_pre, NO), *g_out = down(f->cu, d_out, NO);
+        double *mag = dzeros(NO);
+        mag_xwT(mag, x, w, bias, N, C, OC);
+        check("matmul_gelu_forward pre", g_pre, pre, mag, NO, coef_dot(f, C), 0, C * f->abs_lp);
+        // |gelu'| <= 1.13: the pre-activation's error passes through amplified at most that much;
+        // gelu itself (exp, division, a few products) adds 8 u32 relative.
+        for (size_t i = 0; i < NO; i++) mag[i] *= 1.13;
+        check("matmul_gelu_forward out", g_out, out, mag, NO, coef_dot(f, C), 8 * U32, 1.13 * C * f->abs_lp);
+        f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_b); f->cu->free(f->cu, d_pre);
+        f->cu->free(f->cu, d_out);
+        free(x); free(w); free(bias); free(pre); free(out); free(g_pre); free(g_out); free(mag);
+    }
 }
 
 static void test_matmul_backward(void **state) {
@@ -415,21 +422,89 @@ static void test_matmul_backward(void **state) {
         check(what, g_dx, r_dx, mx, NC, coef_dot(f, OC), 2 * U32, OC * f->abs_lp);
         snprintf(what, sizeof what, "matmul_backward %dx%d->%d dweight", N, C, OC);
         check(what, g_dw, r_dw, mw, OCC, coef_dot(f, N), 2 * U32, N * f->abs_lp);
-        if (with_db) check("matmul_backward dbias (fp32 always)", g_db, r_db, mb, OC, 2.2 * gam(N + 2), 2 * U32, 0);
+        // dbias: column sums of dout, fp32 adds (2.2 g(N + 2)); where the CUDA backend takes them
+        // from the GEMM's dout operand (the cuBLASLt BGRADB epilogue) that operand is rounded to
+        // the matmul type first: + u per term (fp16 subnormals: + 2^-25 each)
+        if (with_db) check("matmul_backward dbias", g_db, r_db, mb, OC, f->u + 2.2 * gam(N + 2), 2 * U32, N * f->abs_lp);
         else check_equal("matmul_backward dbias NULL: untouched", g_db, db, OC);
 
         // dinp NULL: dweight only (c_attn of the first layer's input has no consumer... the
-        // backend must skip, not crash)
-        f->cu->matmul_backward(f->cu, NULL, d_dw, NULL, d_dout, d_x, d_w, N, C, OC);
-        float *g_dw2 = down(f->cu, d_dw, OCC);
+        // backend must skip, not crash); dbias given again: both accumulate a second time (the
+        // micro-steps of gradient accumulation), whether the epilogue or the kernels sum it
+        f->cu->matmul_backward(f->cu, NULL, d_dw, with_db ? d_db : NULL, d_dout, d_x, d_w, N, C, OC);
+        float *g_dw2 = down(f->cu, d_dw, OCC), *g_db2 = down(f->cu, d_db, OC);
         for (size_t i = 0; i < OCC; i++) r_dw[i] = 2 * g_dw[i] - dw[i];   // twice the product
         for (size_t i = 0; i < OCC; i++) mw[i] *= 2;
         check("matmul_backward dinp NULL: dweight again", g_dw2, r_dw, mw, OCC, coef_dot(f, N), 4 * U32, N * f->abs_lp);
+        if (with_db) {
+            for (int o = 0; o < OC; o++) r_db[o] = 2 * g_db[o] - db[o];   // twice the column sums
+            for (int o = 0; o < OC; o++) mb[o] *= 2;
+            check("matmul_backward dbias accumulated twice", g_db2, r_db, mb, OC, 2.2 * gam(N + 2), 4 * U32, 0);
+        }
 
         f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_dout); f->cu->free(f->cu, d_dx);
         f->cu->free(f->cu, d_dw); f->cu->free(f->cu, d_db);
         free(x); free(w); free(dout); free(dx); free(dw); free(db); free(r_dx); free(r_dw); free(r_db);
-        free(g_dx); free(g_dw); free(g_db); free(g_dw2); free(mx); free(mw); free(mb);
+        free(g_dx); free(g_dw); free(g_db); free(g_dw2); free(g_db2); free(mx); free(mw); free(mb);
+    }
+}
+
+// matmul_backward_dgelu (an optional op: the CUDA backend has it, the CPU backend does not)
+// against the CPU backend's separate ops: matmul_backward into a scratch dinp, gelu_backward,
+// the column sums of its result. mlp.c_proj (4C -> C) at C 48, and N, C, OC odd with C = 84 not a
+// multiple of 8 (cuBLASLt's DGELU needs the GELU input's leading dimension, C, a multiple of 8:
+// the cuBLAS GEMM + in-place GELU backward + column sums path).
+static void test_matmul_backward_dgelu(void **state) {
+    Fx *f = *state;
+    if (!f->cu->matmul_backward_dgelu) { skip(); return; }
+    static const int SH[][3] = { {21, 192, 48}, {19, 84, 37} };
+    for (int sh = 0; sh < 2; sh++) {
+        const int N = SH[sh][0], C = SH[sh][1], OC = SH[sh][2];
+        const size_t NC = (size_t)N * C, OCC = (size_t)OC * C, NO = (size_t)N * OC;
+        float *x = rnd(NC, -1, 1), *w = rnd(OCC, -1, 1), *dout = rnd(NO, -1, 1), *pre = rnd(NC, -3, 3);
+        float *dpre = nans(NC), *dw = rnd(OCC, -1, 1), *db = rnd(OC, -1, 1), *dbp = rnd(C, -1, 1);
+        float *r_dinp = nans(NC), *r_dpre = nans(NC), *r_dw = copyf(dw, OCC), *r_db = copyf(db, OC), *r_dbp = copyf(dbp, C);
+        f->cpu->matmul_backward(f->cpu, r_dinp, r_dw, r_db, dout, x, w, N, C, OC);
+        f->cpu->gelu_backward(f->cpu, r_dpre, pre, r_dinp, (long)NC);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) r_dbp[c] += r_dpre[(size_t)n * C + c];
+        float *d_x = up(f->cu, x, NC * 4), *d_w = up(f->cu, w, OCC * 4), *d_dout = up(f->cu, dout, NO * 4);
+        float *d_pre = up(f->cu, pre, NC * 4), *d_dpre = up(f->cu, dpre, NC * 4), *d_dw = up(f->cu, dw, OCC * 4);
+        float *d_db = up(f->cu, db, OC * 4), *d_dbp = up(f->cu, dbp, C * 4);
+        f->cu->matmul_backward_dgelu(f->cu, d_dpre, d_dbp, d_dw, d_db, d_dout, d_x, d_w, d_pre, N, C, OC);
+        float *g_dpre = down(f->cu, d_dpre, NC), *g_dw = down(f->cu, d_dw, OCC), *g_db = down(f->cu, d_db, OC);
+        float *g_dbp = down(f->cu, d_dbp, C);
+        double *mx = dzeros(NC), *mw = dzeros(OCC), *mb = dzeros(OC), *mbp = dzeros(C);
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++) {
+                const double d = fabs(dout[(size_t)n * OC + o]);
+                mb[o] += d;
+                for (int c = 0; c < C; c++) {
+                    mx[(size_t)n * C + c] += d * fabs(w[(size_t)o * C + c]);
+                    mw[(size_t)o * C + c] += d * fabs(x[(size_t)n * C + c]);
+                }
+            }
+        // dpre = gelu'(pre) dinp: dinp's error (as matmul_backward's) times |gelu'| <= 1.13, and
+        // gelu' evaluated on each side (16 u32 times exp's conditioning <= 5 for |pre| <= 3, on
+        // terms of magnitude <= 1.2, against |dinp| <= mx): 100 u32 on 1.13 mx
+        for (size_t i = 0; i < NC; i++) mx[i] *= 1.13;
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) mbp[c] += mx[(size_t)n * C + c];
+        char what[96];
+        snprintf(what, sizeof what, "matmul_backward_dgelu %dx%d->%d dpre", N, C, OC);
+        check(what, g_dpre, r_dpre, mx, NC, coef_dot(f, OC) + 100 * U32, 0, 1.13 * OC * f->abs_lp);
+        snprintf(what, sizeof what, "matmul_backward_dgelu %dx%d->%d dbias_pre", N, C, OC);
+        check(what, g_dbp, r_dbp, mbp, C, coef_dot(f, OC) + 100 * U32 + 2.2 * gam(N + 2), 2 * U32,
+              1.13 * N * OC * f->abs_lp);
+        snprintf(what, sizeof what, "matmul_backward_dgelu %dx%d->%d dweight", N, C, OC);
+        check(what, g_dw, r_dw, mw, OCC, coef_dot(f, N), 2 * U32, N * f->abs_lp);
+        snprintf(what, sizeof what, "matmul_backward_dgelu %dx%d->%d dbias", N, C, OC);
+        check(what, g_db, r_db, mb, OC, f->u + 2.2 * gam(N + 2), 2 * U32, N * f->abs_lp);
+        f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_dout); f->cu->free(f->cu, d_pre);
+        f->cu->free(f->cu, d_dpre); f->cu->free(f->cu, d_dw); f->cu->free(f->cu, d_db); f->cu->free(f->cu, d_dbp);
+        free(x); free(w); free(dout); free(pre); free(dpre); free(dw); free(db); free(dbp); free(r_dinp); free(r_dpre);
+        free(r_dw); free(r_db); free(r_dbp); free(g_dpre); free(g_dw); free(g_db); free(g_dbp);
+        free(mx); free(mw); free(mb); free(mbp);
     }
 }
 
@@ -948,6 +1023,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_forward),
         cmocka_unit_test(test_matmul_gelu_forward),
         cmocka_unit_test(test_matmul_backward),
+        cmocka_unit_test(test_matmul_backward_dgelu),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_gelu_backward),

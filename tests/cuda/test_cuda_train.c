@@ -7,6 +7,9 @@
 //                        gradients (unscaled and clipped): AdamW cancels a constant scale of a
 //                        gradient, so a wrong gradient scale shows in these norms only;
 //   the final weights (relative L2 difference over the flat buffer; max |diff| in fp32).
+// fp32 and bf16 also run with 2 micro-steps per step (gradient accumulation: the parameter
+// gradients are zeroed once per step and every matmul's dbias / dweight adds both micro-steps'
+// sums; a backend that overwrote instead would halve those gradients, which shows in the norms).
 // fp16 runs with the dynamic loss scaler (trainer/loss_scaler.h): at step 2 the scale is forced
 // to 2^24, so dlogits (2^24/64) overflow fp16 in the lm_head's backward GEMM: the step must be
 // skipped (parameters and AdamW state untouched, S halved), the reference skips it too, and
@@ -22,7 +25,7 @@
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 
-enum { V = 65, BLOCK = 16, B = 4, T = 16, STEPS = 10, FORCED_STEP = 2 };
+enum { V = 65, BLOCK = 16, B = 4, T = 16, STEPS = 10, FORCED_STEP = 2, MAX_MICRO = 2 };
 static const GPTShape SHAPE = { .vocab_size = V, .block_size = BLOCK, .n_layer = 2, .n_head = 3,
                                 .n_embd = 48, .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
 static const float LR = 1e-3f, B1 = 0.9f, B2 = 0.95f, EPS = 1e-8f, WD = 0.1f;
@@ -150,13 +153,20 @@ static float *params_of(Run *r) {
     return p;
 }
 
-// One step; returns 1 applied, 0 skipped. *norm: the unscaled gradient norm; *clipped: the norm
-// of the gradients AdamW is given (unscaled and clipped; NAN when skipped).
-static int step(Run *r, int s, const int32_t *x, const int32_t *y, float *loss, double *norm, double *clipped) {
+// One step of n_micro micro-steps (micro-batch k: x + k*B*T, dropout step s*n_micro + k; the
+// gradients of all add up); returns 1 applied, 0 skipped. *loss: the micro-steps' mean loss;
+// *norm: the unscaled gradient norm; *clipped: the norm of the gradients AdamW is given
+// (unscaled and clipped; NAN when skipped).
+static int step(Run *r, int s, int n_micro, const int32_t *x, const int32_t *y, float *loss, double *norm,
+                double *clipped) {
     g_loss_scale = loss_scaler_scale(&r->ls);   // before the forward: a fused backend starts dlogits there
-    *loss = gpt_forward(&r->m, x, y, B, T, true, SEED, (uint64_t)s, NULL);
     gpt_zero_grad(&r->m);
-    gpt_backward(&r->m, NULL, NULL);
+    double sum = 0;
+    for (int k = 0; k < n_micro; k++) {
+        sum += gpt_forward(&r->m, x + k * B * T, y + k * B * T, B, T, true, SEED, (uint64_t)(s * n_micro + k), NULL);
+        gpt_backward(&r->m, NULL, NULL);
+    }
+    *loss = (float)(sum / n_micro);
     const int rc = loss_scaler_unscale_clip(&r->ls, r->m.be, r->m.grads_memory, r->m.num_params, CLIP, norm);
     if (rc < 0) fail_msg("loss scaler: diverged");
     *clipped = NAN;
@@ -169,7 +179,15 @@ static int step(Run *r, int s, const int32_t *x, const int32_t *y, float *loss, 
     return rc;
 }
 
-static void train_compare(ComputeDtype dt) {
+// The micro-steps' mean loss of a forward pass without backward (a skipped step's references).
+static float forward_only(Run *r, int s, int n_micro, const int32_t *x, const int32_t *y) {
+    double sum = 0;
+    for (int k = 0; k < n_micro; k++)
+        sum += gpt_forward(&r->m, x + k * B * T, y + k * B * T, B, T, true, SEED, (uint64_t)(s * n_micro + k), NULL);
+    return (float)(sum / n_micro);
+}
+
+static void train_compare(ComputeDtype dt, int n_micro) {
     const Tol tol = tol_for(dt);
     char err[512];
     make_text();
@@ -192,25 +210,25 @@ static void train_compare(ComputeDtype dt) {
 
     double loss_max = 0, norm_max = 0, clipped_max = 0;   // the largest relative differences seen
 
-    int32_t x[B * T], y[B * T];
+    int32_t x[MAX_MICRO * B * T], y[MAX_MICRO * B * T];
     int skipped = 0, forced_skipped = 0;
     float first_loss = 0, last_loss = 0;
     for (int s = 0; s < STEPS; s++) {
-        batch(s, x, y);
+        for (int k = 0; k < n_micro; k++) batch(s * n_micro + k, x + k * B * T, y + k * B * T);
         if (dt == DTYPE_FP16 && s == FORCED_STEP) rc.ls.scale = 16777216.0f;   // 2^24: forced overflow
         float *before = (dt == DTYPE_FP16 && s >= FORCED_STEP) ? params_of(&rc) : NULL;
         const long adam_before = rc.opt.step;
         const float S = loss_scaler_scale(&rc.ls);
         float lc, lr, ll;
         double nc, nr, nl, cc, cr, cl;   // norms before (n) and after (c) unscaling and clipping
-        const int applied = step(&rc, s, x, y, &lc, &nc, &cc);
+        const int applied = step(&rc, s, n_micro, x, y, &lc, &nc, &cc);
         // the references skip what the CUDA run skipped (they never overflow themselves)
         if (applied) {
-            step(&rr, s, x, y, &lr, &nr, &cr);
-            step(&rl, s, x, y, &ll, &nl, &cl);
+            step(&rr, s, n_micro, x, y, &lr, &nr, &cr);
+            step(&rl, s, n_micro, x, y, &ll, &nl, &cl);
         } else {
-            lr = gpt_forward(&rr.m, x, y, B, T, true, SEED, (uint64_t)s, NULL);
-            ll = gpt_forward(&rl.m, x, y, B, T, true, SEED, (uint64_t)s, NULL);
+            lr = forward_only(&rr, s, n_micro, x, y);
+            ll = forward_only(&rl, s, n_micro, x, y);
             nr = nl = cr = NAN;
             skipped++;
             if (s == FORCED_STEP) forced_skipped = 1;
@@ -274,14 +292,18 @@ static void train_compare(ComputeDtype dt) {
     cu->destroy(cu); cpu->destroy(cpu); cpu_lp->destroy(cpu_lp);
 }
 
-static void test_train_fp32(void **state) { train_compare(DTYPE_FP32); }
-static void test_train_bf16(void **state) { train_compare(DTYPE_BF16); }
-static void test_train_fp16_loss_scaler(void **state) { train_compare(DTYPE_FP16); }
+static void test_train_fp32(void **state) { train_compare(DTYPE_FP32, 1); }
+static void test_train_fp32_accum2(void **state) { train_compare(DTYPE_FP32, 2); }
+static void test_train_bf16(void **state) { train_compare(DTYPE_BF16, 1); }
+static void test_train_bf16_accum2(void **state) { train_compare(DTYPE_BF16, 2); }
+static void test_train_fp16_loss_scaler(void **state) { train_compare(DTYPE_FP16, 1); }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_fp32),
+        cmocka_unit_test(test_train_fp32_accum2),
         cmocka_unit_test(test_train_bf16),
+        cmocka_unit_test(test_train_bf16_accum2),
         cmocka_unit_test(test_train_fp16_loss_scaler),
     };
     return cmocka_run_group_tests_name("cuda training vs cpu", tests, NULL, NULL);

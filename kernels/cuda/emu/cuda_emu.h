@@ -1173,6 +1173,33 @@ inline float to_tf32(float x) {
   if ((u & 0x7f800000u) != 0x7f800000u) { u += 0x1000u; u &= 0xffffe000u; }
   memcpy(&x, &u, 4); return x;
 }
+// One product of the shim: op(A) (m x k) and op(B) (k x n) read from their storage type into fp32
+// (a row-major m x k, b column-major k x n), tf32: both rounded to TF32 first; acc[i*n + j] =
+// their fp32 dot product (OpenBLAS's sgemm with -DEMU_USE_CBLAS, else ascending p). The cuBLAS
+// shim and the cuBLASLt shim (cublaslt_emu.h) share it: same rounding points, same sums.
+inline void gemm_load(bool tA, bool tB, int m, int n, int k, const char* Ab, cudaDataType At, int lda, const char* Bb,
+                      cudaDataType Bt, int ldb, std::vector<float>& a, std::vector<float>& b) {
+  a.resize((size_t)m * k); b.resize((size_t)k * n);
+  for (int i = 0; i < m; i++)  // a: op(A) row-major (m x k)
+    for (int p = 0; p < k; p++) a[(size_t)i * k + p] = ld_el(Ab, At, tA ? (size_t)p + (size_t)i * lda : (size_t)i + (size_t)p * lda);
+  for (int j = 0; j < n; j++)  // b: op(B) column-major (k x n)
+    for (int p = 0; p < k; p++) b[(size_t)j * k + p] = ld_el(Bb, Bt, tB ? (size_t)j + (size_t)p * ldb : (size_t)p + (size_t)j * ldb);
+}
+inline void gemm_acc(int m, int n, int k, std::vector<float>& a, std::vector<float>& b, bool tf32, std::vector<float>& acc) {
+  if (tf32) { for (float& v : a) v = to_tf32(v); for (float& v : b) v = to_tf32(v); }
+  acc.resize((size_t)m * n);
+#if defined(EMU_USE_CBLAS)
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, acc.data(), n);
+#else
+  for (int j = 0; j < n; j++)
+    for (int i = 0; i < m; i++) {
+      const float* ar = &a[(size_t)i * k]; const float* bc = &b[(size_t)j * k];
+      float s = 0.f;
+      for (int p = 0; p < k; p++) s += ar[p] * bc[p];
+      acc[(size_t)i * n + j] = s;
+    }
+#endif
+}
 // C = alpha*op(A)*op(B) + beta*C, column-major, fp32 accumulation, beta==0 ignores C (even NaN).
 // tf32 (CUBLAS_COMPUTE_32F_FAST_TF32 with fp32 operands): A and B rounded to TF32 first.
 inline cublasStatus_t gemm(cublasHandle_t h, const char* fn, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
@@ -1189,32 +1216,15 @@ inline cublasStatus_t gemm(cublasHandle_t h, const char* fn, cublasOperation_t t
       !operand_ok(fn, "C", C, Ct, m, n, ldc, sC, batch))
     return CUBLAS_STATUS_INVALID_VALUE;
   submit([=] {
-    std::vector<float> a((size_t)m * k), b((size_t)k * n), c((size_t)m * n);
+    std::vector<float> a, b, c;
     for (int bt = 0; bt < batch; bt++) {
       const char* Ab = (const char*)A + bt * sA * (long long)dt_size(At);
       const char* Bb = (const char*)B + bt * sB * (long long)dt_size(Bt);
       char* Cb = (char*)C + bt * sC * (long long)dt_size(Ct);
-      for (int i = 0; i < m; i++)  // a: op(A) row-major (m x k)
-        for (int p = 0; p < k; p++) a[(size_t)i * k + p] = ld_el(Ab, At, tA ? (size_t)p + (size_t)i * lda : (size_t)i + (size_t)p * lda);
-      for (int j = 0; j < n; j++)  // b: op(B) column-major (k x n)
-        for (int p = 0; p < k; p++) b[(size_t)j * k + p] = ld_el(Bb, Bt, tB ? (size_t)j + (size_t)p * ldb : (size_t)p + (size_t)j * ldb);
-      if (tf32 && At == CUDA_R_32F) { for (float& v : a) v = to_tf32(v); for (float& v : b) v = to_tf32(v); }
-#if defined(EMU_USE_CBLAS)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(), n);
-      for (int i = 0; i < m; i++) for (int j = 0; j < n; j++) { size_t ci = (size_t)i + (size_t)j * ldc;
+      gemm_load(tA, tB, m, n, k, Ab, At, lda, Bb, Bt, ldb, a, b);
+      gemm_acc(m, n, k, a, b, tf32 && At == CUDA_R_32F, c);
+      for (int j = 0; j < n; j++) for (int i = 0; i < m; i++) { size_t ci = (size_t)i + (size_t)j * ldc;
         float v = alpha * c[(size_t)i * n + j]; if (beta != 0.f) v += beta * ld_el(Cb, Ct, ci); st_el(Cb, Ct, ci, v); }
-#else
-      for (int j = 0; j < n; j++)
-        for (int i = 0; i < m; i++) {
-          const float* ar = &a[(size_t)i * k]; const float* bc = &b[(size_t)j * k];
-          float acc = 0.f;
-          for (int p = 0; p < k; p++) acc += ar[p] * bc[p];
-          size_t ci = (size_t)i + (size_t)j * ldc;
-          float v = alpha * acc;
-          if (beta != 0.f) v += beta * ld_el(Cb, Ct, ci);
-          st_el(Cb, Ct, ci, v);
-        }
-#endif
     }
   });
   return CUBLAS_STATUS_SUCCESS;
@@ -1247,6 +1257,11 @@ inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperati
   return emu::gemm(h, "cublasGemmStridedBatchedEx", ta, tb, m, n, k, *(const float*)alpha, A, At, lda, sA, B, Bt, ldb, sB,
                    *(const float*)beta, C, Ct, ldc, sC, batch, ct == CUBLAS_COMPUTE_32F_FAST_TF32);
 }
+// cuBLASLt: the cublasLtMatmul subset mingpt uses (epilogues bias, bias + GELU, bias gradients),
+// on the product above. -DEMU_NO_CUBLASLT leaves it out.
+#if __has_include(<cublasLt.h>) && !defined(EMU_NO_CUBLASLT)
+#  include "cublaslt_emu.h"
+#endif
 #endif  // EMU_HAVE_CUBLAS
 
 // ------------------------------------------------------------------ 7. NCCL (ranks = MPI processes)
