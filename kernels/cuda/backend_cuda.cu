@@ -77,7 +77,6 @@ static void be_destroy(Backend *be) {
         cudaStreamSynchronize(c->stream);
         for (int i = 0; i < SCR_COUNT; i++) if (c->scratch[i]) cudaFree(c->scratch[i]);
         if (c->wcast.lp) cudaFree(c->wcast.lp);
-        if (c->host_tok) cudaFreeHost(c->host_tok);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
         free(c);

@@ -44,7 +44,7 @@ enum ScratchSlot {
     SCR_DY,        // attention output gradient per head, compute dtype
     SCR_DPRE,      // gradient of the pre-softmax scores, compute dtype (bf16/fp16 only)
     SCR_DQ, SCR_DK, SCR_DV,  // fp32 (B,NH,T,hs)
-    SCR_TOK,       // encoder backward: token buckets
+    SCR_TOK,       // encoder backward: sorted (token, position) keys and bucket starts
     SCR_COUNT
 };
 
@@ -67,8 +67,6 @@ struct CudaCtx {
     unsigned max_grid;           // cap on the grid of grid-stride kernels
     void *scratch[SCR_COUNT];
     size_t scratch_bytes[SCR_COUNT];
-    int32_t *host_tok;           // pinned host buffers of the encoder backward bucketing
-    size_t host_tok_n;
     WeightCast wcast;
 };
 

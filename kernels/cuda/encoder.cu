@@ -1,13 +1,16 @@
 // kernels/cuda/encoder.cu — token + position embedding, forward and backward.
 //
 // Backward, deterministically and without atomics: dwpe[t] sums dout[b,t] over b in order;
-// dwte is a scatter by token, done as a gather: the token ids come to the host (one small
-// copy, N int32), are bucketed there (counting sort, ascending position inside each bucket),
-// and one thread per (token, channel) adds its bucket's rows in order. Both are exactly the
-// CPU backend's summation order, so the results are bitwise equal to it.
-#include <vector>
-
+// dwte is a scatter by token, done as a gather, all on the device (no host synchronisation,
+// so a CUDA graph can capture it): one block sorts the keys (token << 32 | position) -- the
+// positions are distinct, so any correct sort gives the one order "by token, positions
+// ascending" -- and lists the start of each token's run (its bucket); then one thread per
+// (bucket, channel) adds its bucket's rows in order. Both are exactly the CPU backend's
+// summation order, so the results are bitwise equal to it. Three launches in all.
 #include "kernels/cuda/cuda_ops.cuh"
+
+#define ENC_SORT_THREADS 1024   // the one block of the bucketing kernel
+#define ENC_WTE_THREADS 128     // channels per block of the gather
 
 // out (B,T,C) = wte[inp[b,t]] + wpe[t]
 __global__ void encoder_forward_kernel(float *__restrict__ out, const int32_t *__restrict__ inp,
@@ -31,18 +34,78 @@ __global__ void encoder_backward_wpe_kernel(float *__restrict__ dwpe, const floa
     }
 }
 
-// grid (buckets, ceil(C/blockDim)): dwte[tok[k], c] += dout[idx[j], c] for j in bucket k, in order
+// The token of a sort key, negative for ignored ids (< 0) and for the padding.
+static __device__ __forceinline__ int32_t key_token(uint64_t k) { return (int32_t)(uint32_t)(k >> 32); }
+
+// One block of ENC_SORT_THREADS. keys (npow2): (uint32 token << 32 | position) for the N
+// positions, all ones above N, bitonic-sorted ascending: tokens >= 0 first, by token, positions
+// ascending inside a token; negative tokens (as uint32, >= 2^31) and the padding after them.
+// Then the buckets: meta[0] = nb (the distinct tokens >= 0), meta[1 + k] = the first sorted
+// index of bucket k (k < nb), meta[1 + nb] = the number of positions with a token >= 0.
+__global__ void __launch_bounds__(ENC_SORT_THREADS)
+encoder_bucket_kernel(uint64_t *__restrict__ keys, int32_t *__restrict__ meta,
+                      const int32_t *__restrict__ inp, int N, int npow2) {
+    __shared__ int s_cnt[ENC_SORT_THREADS];
+    __shared__ int s_nb;
+    const int tid = threadIdx.x;
+    for (int i = tid; i < npow2; i += ENC_SORT_THREADS)
+        keys[i] = i < N ? ((uint64_t)(uint32_t)inp[i] << 32) | (uint32_t)i : ~(uint64_t)0;
+    __syncthreads();
+    for (int k = 2; k <= npow2; k <<= 1) {
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = tid; i < npow2; i += ENC_SORT_THREADS) {
+                const int l = i ^ j;
+                if (l > i) {
+                    const uint64_t a = keys[i], b = keys[l];
+                    if ((a > b) == ((i & k) == 0)) { keys[i] = b; keys[l] = a; }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    // bucket starts: thread tid scans the contiguous chunk [lo, hi) of the sorted keys
+    const int per = (npow2 + ENC_SORT_THREADS - 1) / ENC_SORT_THREADS;
+    const int lo = tid * per < npow2 ? tid * per : npow2, hi = lo + per < npow2 ? lo + per : npow2;
+    int cnt = 0;
+    for (int i = lo; i < hi; i++) {
+        const int32_t v = key_token(keys[i]);
+        cnt += v >= 0 && (i == 0 || key_token(keys[i - 1]) != v);
+    }
+    s_cnt[tid] = cnt;
+    __syncthreads();
+    if (tid == 0) {   // exclusive scan over the 1024 chunk counts
+        int off = 0;
+        for (int t = 0; t < ENC_SORT_THREADS; t++) { const int x = s_cnt[t]; s_cnt[t] = off; off += x; }
+        s_nb = off;
+        meta[0] = off;
+    }
+    __syncthreads();
+    int k = s_cnt[tid];
+    for (int i = lo; i < hi; i++) {
+        const int32_t v = key_token(keys[i]);
+        if (v >= 0 && (i == 0 || key_token(keys[i - 1]) != v)) meta[1 + k++] = i;
+        // the end of the last bucket: the first key whose token is negative (or npow2)
+        if (v < 0 && (i == 0 || key_token(keys[i - 1]) >= 0)) meta[1 + s_nb] = i;
+        if (v >= 0 && i == npow2 - 1) meta[1 + s_nb] = npow2;
+    }
+}
+
+// grid (<= nb, ceil(C/ENC_WTE_THREADS)): dwte[token of bucket k, c] += dout[position, c] for the
+// positions of bucket k, ascending; the blocks stride over the buckets.
 __global__ void encoder_backward_wte_kernel(float *__restrict__ dwte, const float *__restrict__ dout,
-                                            const int32_t *__restrict__ idx,
-                                            const int32_t *__restrict__ start,
-                                            const int32_t *__restrict__ tok, int C) {
-    const int k = blockIdx.x;
+                                            const uint64_t *__restrict__ keys,
+                                            const int32_t *__restrict__ meta, int C) {
     const int c = blockIdx.y * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    float *dw = dwte + (size_t)tok[k] * C + c;
-    float acc = *dw;
-    for (int j = start[k]; j < start[k + 1]; j++) acc += dout[(size_t)idx[j] * C + c];
-    *dw = acc;
+    const int nb = meta[0];
+    const int32_t *start = meta + 1;
+    for (int k = blockIdx.x; k < nb; k += gridDim.x) {
+        const int j0 = start[k], j1 = start[k + 1];
+        float *dw = dwte + (size_t)key_token(keys[j0]) * C + c;
+        float acc = *dw;
+        for (int j = j0; j < j1; j++) acc += dout[(size_t)(uint32_t)keys[j] * C + c];
+        *dw = acc;
+    }
 }
 
 void cuda_encoder_forward(CudaCtx *c, float *out, const int32_t *inp, const float *wte,
@@ -60,46 +123,18 @@ void cuda_encoder_backward(CudaCtx *c, float *dwte, float *dwpe, const float *do
     LAUNCH(encoder_backward_wpe_kernel, grid_for(c, (size_t)T * C), BLOCK, 0, c->stream)(dwpe, dout, B, T, C);
     LAUNCH_CHECK();
 
-    // Host buffer layout (pinned): [tokens N | idx N | start N+1 | tok N]
-    const size_t need = 4 * (size_t)N + 1;
-    if (c->host_tok_n < need) {
-        if (c->host_tok) CUDA_CHECK(cudaFreeHost(c->host_tok));
-        c->host_tok = nullptr;
-        CUDA_CHECK(cudaMallocHost((void **)&c->host_tok, need * sizeof(int32_t)));
-        c->host_tok_n = need;
-    }
-    int32_t *h_inp = c->host_tok, *h_idx = h_inp + N, *h_start = h_idx + N;
-    CUDA_CHECK(cudaMemcpyAsync(h_inp, inp, (size_t)N * sizeof(int32_t), cudaMemcpyDeviceToHost, c->stream));
-    CUDA_CHECK(cudaStreamSynchronize(c->stream));
-
-    // Counting sort by token, stable (positions ascending inside a bucket).
-    int32_t max_tok = -1;
-    for (int n = 0; n < N; n++) max_tok = h_inp[n] > max_tok ? h_inp[n] : max_tok;
-    if (max_tok < 0) return;
-    std::vector<int32_t> count((size_t)max_tok + 2, 0);
-    for (int n = 0; n < N; n++) if (h_inp[n] >= 0) count[(size_t)h_inp[n] + 1]++;
-    int nb = 0;
-    for (int32_t v = 0; v <= max_tok; v++) nb += count[(size_t)v + 1] > 0;
-    int32_t *h_tok = h_start + nb + 1;
-    std::vector<int32_t> pos((size_t)max_tok + 1);
-    int k = 0, off = 0;
-    for (int32_t v = 0; v <= max_tok; v++) {
-        const int32_t cnt = count[(size_t)v + 1];
-        if (!cnt) continue;
-        h_tok[k] = v;
-        h_start[k] = off;
-        pos[v] = off;
-        off += cnt;
-        k++;
-    }
-    h_start[nb] = off;
-    for (int n = 0; n < N; n++) if (h_inp[n] >= 0) h_idx[pos[h_inp[n]]++] = n;
-
-    const size_t words = (size_t)N + (size_t)nb + 1 + (size_t)nb;  // idx | start | tok
-    int32_t *d = (int32_t *)cuda_scratch(c, SCR_TOK, words * sizeof(int32_t));
-    CUDA_CHECK(cudaMemcpyAsync(d, h_idx, words * sizeof(int32_t), cudaMemcpyHostToDevice, c->stream));
-    const int threads = 128;
-    LAUNCH(encoder_backward_wte_kernel, dim3(nb, ceil_div(C, threads)), threads, 0, c->stream)(
-        dwte, dout, d, d + N, d + N + nb + 1, C);
+    // scratch: keys (npow2 uint64) | meta (nb, start[0..nb]: at most N + 2 int32)
+    int npow2 = 1;
+    while (npow2 < N) npow2 <<= 1;
+    const size_t key_bytes = (size_t)npow2 * sizeof(uint64_t);
+    char *s = (char *)cuda_scratch(c, SCR_TOK, key_bytes + ((size_t)N + 2) * sizeof(int32_t));
+    uint64_t *keys = (uint64_t *)s;
+    int32_t *meta = (int32_t *)(s + key_bytes);
+    LAUNCH(encoder_bucket_kernel, 1, ENC_SORT_THREADS, 0, c->stream)(keys, meta, inp, N, npow2);
+    LAUNCH_CHECK();
+    // at most N buckets; the grid-stride loop needs no more blocks than the device runs at once
+    const unsigned gx = (unsigned)N < c->max_grid ? (unsigned)N : c->max_grid;
+    LAUNCH(encoder_backward_wte_kernel, dim3(gx, ceil_div(C, ENC_WTE_THREADS)), ENC_WTE_THREADS, 0, c->stream)(
+        dwte, dout, keys, meta, C);
     LAUNCH_CHECK();
 }
