@@ -228,7 +228,7 @@ cuda-emu-nccl: $(NCCL_EMU_BIN) $(EMU_SO) $(B)/libmingpt_mpi.so
 # `make gpu-tests`: the op, training, layout and loss-scaler suites linked with the nvcc objects
 # instead of the emulated ones, for a machine with a GPU (the cast suite counts emulated launches
 # and stays emulated-only). Not part of `make test`: the CI machine has no GPU.
-GPU_TESTS := test_cuda_ops test_cuda_train test_cuda_layouts test_loss_scaler
+GPU_TESTS := test_cuda_ops test_cuda_train test_cuda_layouts test_loss_scaler test_cuda_graph
 GPU_BIN   := $(GPU_TESTS:%=$(B)/gpu-tests/%)
 $(B)/gpu-tests/%: tests/cuda/%.c $(CUDA_OBJ) $(B)/libmingpt.a tests/test_util.h
 	@mkdir -p $(dir $@)

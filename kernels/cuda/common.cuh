@@ -68,6 +68,8 @@ struct CudaCtx {
     void *scratch[SCR_COUNT];
     size_t scratch_bytes[SCR_COUNT];
     WeightCast wcast;
+    uint64_t scratch_gen;        // bumped whenever cuda_scratch reallocates a slot (graph.cu)
+    bool capturing;              // a graph capture is in progress on stream (graph.cu)
 };
 
 // Device buffer of at least `bytes` for `slot` (contents undefined). Aborts when the

@@ -8,24 +8,38 @@
 //     per token the positions in ascending order, added onto the accumulated gradient) and the
 //     CPU backend's; the emulated op makes no device-to-host copy (emu_d2h_count) and is
 //     captured into a stream capture without invalidating it.
+//   a captured micro-step (gpt_forward_backward, Backend.graph_run): a small GPT (dropout off,
+//     fp32 and bf16, activation checkpointing off and on) trained through gpt_forward_backward
+//     on one CUDA backend and through gpt_forward + gpt_backward on another gives bitwise the
+//     same loss and gradients on four different batches of one shape: the first runs directly,
+//     the second is captured (the capture would fail on any host synchronisation inside the
+//     forward or backward), the third and fourth are replays that call no op of the backend
+//     (counted through its table) yet read the new batch; a batch with another number of
+//     ignored targets gets its own graph.
+//   training steps (trainer/train_step.c, dropout off): 4 optimizer steps with graphs (the
+//     default) and with MINGPT_CUDA_GRAPHS=0 give bitwise the same losses, norms and parameters,
+//     the first run through one graph, the second through none.
 #include "tests/test_util.h"
 
 #include <stdbool.h>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/emu/emu_counters.h"
+#include "model/gpt.h"
+#include "trainer/train_step.h"
 #include "tests/cuda/backend_util.h"
 
 // The emulator's counters exist only in the emulated build; linked with the real CUDA objects
 // (make gpu-tests) they are NULL and their checks are skipped.
 #pragma weak emu_d2h_count
 
-static Backend *cuda(void) {
+static Backend *cuda_dt(ComputeDtype dt) {
     char err[512];
-    Backend *be = backend_cuda_create(DTYPE_FP32, 0, err, sizeof err);
+    Backend *be = backend_cuda_create(dt, 0, err, sizeof err);
     if (!be) fail_msg("backend_cuda_create: %s", err);
     return be;
 }
+static Backend *cuda(void) { return cuda_dt(DTYPE_FP32); }
 
 static void assert_bitwise(const char *what, const float *got, const float *want, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -110,9 +124,162 @@ static void test_encoder_backward_on_device(void **state) {
     cpu->destroy(cpu);
 }
 
+// ================================================================ captured micro-step
+enum { GV = 29, GB = 3, GT = 11 };
+static const GPTShape GSHAPE = { .vocab_size = GV, .block_size = 16, .n_layer = 2, .n_head = 3, .n_embd = 24,
+                                 .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+
+// host calls of the graph backend's encoder_forward (one per forward whose ops fn enqueued)
+static long g_enc_calls;
+static void (*g_enc_orig)(Backend *, float *, const int32_t *, const float *, const float *, int, int, int);
+static void counting_encoder_forward(Backend *be, float *out, const int32_t *inp, const float *wte,
+                                     const float *wpe, int B, int T, int C) {
+    g_enc_calls++;
+    g_enc_orig(be, out, inp, wte, wpe, B, T, C);
+}
+
+static void build(GPT *m, Backend *be, bool checkpointing) {
+    char err[256];
+    GPTShape s = GSHAPE;
+    s.embd_pdrop = s.resid_pdrop = s.attn_pdrop = 0.0f;   // graphs need dropout off
+    if (gpt_build_on(m, &s, GB, GT, be, err, sizeof err)) fail_msg("gpt_build_on: %s", err);
+    m->checkpointing = checkpointing;
+    gpt_init_weights(m, 5);
+}
+
+static void graph_case(ComputeDtype dt, bool checkpointing) {
+    Backend *bd = cuda_dt(dt), *bg = cuda_dt(dt);
+    g_enc_orig = bg->encoder_forward;
+    bg->encoder_forward = counting_encoder_forward;
+    GPT md, mg;
+    build(&md, bd, checkpointing);
+    build(&mg, bg, checkpointing);
+    TestRng r = test_rng(99);
+    const size_t N = (size_t)GB * GT, P = md.num_params;
+    int32_t x[GB * GT], y[GB * GT];
+    float *gd = malloc(P * sizeof(float)), *gg = malloc(P * sizeof(float));
+    // batches 0-3: all targets valid; batch 4: two ignored (another graph)
+    const long enc_expected[] = { 1, 2, 2, 2, 3 };
+    float last_loss = NAN;
+    for (int k = 0; k < 5; k++) {
+        for (size_t i = 0; i < N; i++) { x[i] = (int32_t)(test_next(&r) % GV); y[i] = (int32_t)(test_next(&r) % GV); }
+        if (k == 4) { y[0] = -1; y[N - 1] = -1; }
+        GPTStepArgs args = GPT_STEP_ARGS_DEFAULT;
+        args.loss_scale = 0.75f;
+        gpt_zero_grad(&md);
+        gpt_zero_grad(&mg);
+        const float ld = gpt_forward(&md, x, y, GB, GT, true, 1, (uint64_t)k, &args);
+        gpt_backward(&md, NULL, NULL);
+        const float lg = gpt_forward_backward(&mg, x, y, GB, GT, true, 1, (uint64_t)k, &args);
+        if (memcmp(&ld, &lg, sizeof ld) != 0) fail_msg("batch %d: loss %.9g (graph) != %.9g (direct)", k, lg, ld);
+        assert_true(ld != last_loss);   // a new batch, a new loss: the replay read it
+        last_loss = ld;
+        bd->download(bd, gd, md.grads_memory, P * sizeof(float));
+        bg->download(bg, gg, mg.grads_memory, P * sizeof(float));
+        assert_bitwise("gradients (graph vs direct)", gg, gd, P);
+        assert_int_equal(mg.n_valid, md.n_valid);
+        if (g_enc_calls != enc_expected[k])
+            fail_msg("batch %d: the graph backend's ops were called %ld times, expected %ld (direct, capture, replays)",
+                     k, g_enc_calls, enc_expected[k]);
+    }
+    assert_int_equal(mg.n_graphs, 2);
+    print_message("    %s%s: loss and %zu gradients bitwise equal on 5 batches (direct, capture, 2 replays, new graph)\n",
+                  dt == DTYPE_FP32 ? "fp32" : "bf16", checkpointing ? ", checkpointing" : "", P);
+    free(gd); free(gg);
+    gpt_free(&md); gpt_free(&mg);
+    g_enc_calls = 0;
+    bd->destroy(bd); bg->destroy(bg);
+}
+
+static void test_captured_micro_step(void **state) {
+    (void)state;
+    graph_case(DTYPE_FP32, false);
+    graph_case(DTYPE_FP32, true);
+    graph_case(DTYPE_BF16, false);
+}
+
+// With dropout on, gpt_forward_backward runs directly (each step's masks differ) and still
+// equals gpt_forward + gpt_backward.
+static void test_dropout_runs_directly(void **state) {
+    (void)state;
+    Backend *bd = cuda(), *bg = cuda();
+    GPT md, mg;
+    char err[256];
+    if (gpt_build_on(&md, &GSHAPE, GB, GT, bd, err, sizeof err) || gpt_build_on(&mg, &GSHAPE, GB, GT, bg, err, sizeof err))
+        fail_msg("gpt_build_on: %s", err);
+    gpt_init_weights(&md, 5); gpt_init_weights(&mg, 5);
+    TestRng r = test_rng(3);
+    int32_t x[GB * GT], y[GB * GT];
+    const size_t P = md.num_params;
+    float *gd = malloc(P * sizeof(float)), *gg = malloc(P * sizeof(float));
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < GB * GT; i++) { x[i] = (int32_t)(test_next(&r) % GV); y[i] = (int32_t)(test_next(&r) % GV); }
+        const float ld = gpt_forward(&md, x, y, GB, GT, true, 7, (uint64_t)k, NULL);
+        gpt_backward(&md, NULL, NULL);
+        const float lg = gpt_forward_backward(&mg, x, y, GB, GT, true, 7, (uint64_t)k, NULL);
+        assert_memory_equal(&ld, &lg, sizeof ld);
+    }
+    bd->download(bd, gd, md.grads_memory, P * sizeof(float));
+    bg->download(bg, gg, mg.grads_memory, P * sizeof(float));
+    assert_bitwise("gradients with dropout (accumulated over 3 steps)", gg, gd, P);
+    assert_int_equal(mg.n_graphs, 0);
+    free(gd); free(gg);
+    gpt_free(&md); gpt_free(&mg);
+    bd->destroy(bd); bg->destroy(bg);
+}
+
+// ================================================================ training steps
+typedef struct { Backend *be; GPT m; AdamW opt; LossScaler ls; TrainStep ts; } Run;
+static void run_init(Run *r, Comm *comm) {
+    r->be = cuda();
+    build(&r->m, r->be, false);
+    if (adamw_init(&r->opt, r->be, r->m.num_params)) fail_msg("adamw_init");
+    loss_scaler_init(&r->ls, 0);
+    r->ts = (TrainStep){ .model = &r->m, .opt = &r->opt, .scaler = &r->ls, .comm = comm, .grad_clip = 1.0,
+                         .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f };
+}
+
+static void test_train_steps_with_graphs(void **state) {
+    (void)state;
+    Comm *comm = comm_single_create();
+    Run g, d;
+    run_init(&g, comm);
+    run_init(&d, comm);
+    TestRng r = test_rng(11);
+    int32_t x[GB * GT], y[GB * GT];
+    for (int step = 0; step < 4; step++) {
+        for (int i = 0; i < GB * GT; i++) { x[i] = (int32_t)(test_next(&r) % GV); y[i] = (int32_t)(test_next(&r) % GV); }
+        MicroBatch mb = { x, y, GB };
+        StepResult rg, rd;
+        unsetenv("MINGPT_CUDA_GRAPHS");
+        assert_int_equal(train_step(&g.ts, &mb, 1, GB, GT, 3, (uint64_t)step, 0, &rg), 0);
+        setenv("MINGPT_CUDA_GRAPHS", "0", 1);
+        assert_int_equal(train_step(&d.ts, &mb, 1, GB, GT, 3, (uint64_t)step, 0, &rd), 0);
+        unsetenv("MINGPT_CUDA_GRAPHS");
+        assert_int_equal(rg.applied, 1);
+        assert_memory_equal(&rg.loss, &rd.loss, sizeof rg.loss);
+        assert_memory_equal(&rg.norm, &rd.norm, sizeof rg.norm);
+    }
+    const size_t P = g.m.num_params;
+    float *pg = malloc(P * sizeof(float)), *pd = malloc(P * sizeof(float));
+    gpt_get_params(&g.m, pg);
+    gpt_get_params(&d.m, pd);
+    assert_bitwise("parameters after 4 steps (graphs vs MINGPT_CUDA_GRAPHS=0)", pg, pd, P);
+    assert_int_equal(g.m.n_graphs, 1);
+    assert_non_null(g.m.graphs[0].graph);
+    assert_int_equal(d.m.n_graphs, 0);
+    free(pg); free(pd);
+    adamw_free(&g.opt); gpt_free(&g.m); g.be->destroy(g.be);
+    adamw_free(&d.opt); gpt_free(&d.m); d.be->destroy(d.be);
+    comm->destroy(comm);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encoder_backward_on_device),
+        cmocka_unit_test(test_captured_micro_step),
+        cmocka_unit_test(test_dropout_runs_directly),
+        cmocka_unit_test(test_train_steps_with_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
