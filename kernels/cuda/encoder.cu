@@ -2,11 +2,12 @@
 //
 // Backward, deterministically and without atomics: dwpe[t] sums dout[b,t] over b in order;
 // dwte is a scatter by token, done as a gather, all on the device (no host synchronisation,
-// so a CUDA graph can capture it): one block sorts the keys (token << 32 | position) -- the
-// positions are distinct, so any correct sort gives the one order "by token, positions
-// ascending" -- and lists the start of each token's run (its bucket); then one thread per
-// (bucket, channel) adds its bucket's rows in order. Both are exactly the CPU backend's
-// summation order, so the results are bitwise equal to it. Three launches in all.
+// so a CUDA graph can capture it): one block sorts the positions by token, positions
+// ascending inside a token (a stable counting sort in shared memory when every token is below
+// 256, else a bitonic sort of (token, position) keys), and lists the start of each token's run
+// (its bucket); then one thread per (bucket, channel) adds its bucket's rows in order. Both are
+// exactly the CPU backend's summation order, so the results are bitwise equal to it. Three
+// launches in all.
 #include "kernels/cuda/cuda_ops.cuh"
 
 #define ENC_SORT_THREADS 1024   // the one block of the bucketing kernel
@@ -37,17 +38,91 @@ __global__ void encoder_backward_wpe_kernel(float *__restrict__ dwpe, const floa
 // The token of a sort key, negative for ignored ids (< 0) and for the padding.
 static __device__ __forceinline__ int32_t key_token(uint64_t k) { return (int32_t)(uint32_t)(k >> 32); }
 
-// One block of ENC_SORT_THREADS. keys (npow2): (uint32 token << 32 | position) for the N
-// positions, all ones above N, bitonic-sorted ascending: tokens >= 0 first, by token, positions
-// ascending inside a token; negative tokens (as uint32, >= 2^31) and the padding after them.
-// Then the buckets: meta[0] = nb (the distinct tokens >= 0), meta[1 + k] = the first sorted
-// index of bucket k (k < nb), meta[1 + nb] = the number of positions with a token >= 0.
+// One block of ENC_SORT_THREADS (32 warps). Sorts the positions by token, positions ascending
+// inside a token, ignoring negative ids, as keys (uint32 token << 32 | position) in
+// keys[0, nvalid), and lists the buckets: meta[0] = nb (the distinct tokens >= 0), meta[1 + k] =
+// the first sorted index of bucket k (k < nb), meta[1 + nb] = nvalid (the positions with a token
+// >= 0). Two ways, chosen by the largest token (block-uniform):
+//  * every token < ENC_FAST_BINS (char-level vocabularies): a stable counting sort. Warp w owns
+//    the positions [w*per, (w+1)*per) and counts its tokens in its own histogram row (lanes with
+//    the same token meet in __match_any_sync; the lowest adds for them all); the rows are scanned
+//    bin-major, warp-minor, so warp w's positions of a token follow warp w-1's; the warps then
+//    walk their positions again and place each at its row's offset plus its rank among the
+//    lower lanes with the same token.
+//  * else a bitonic sort of the keys of all positions (npow2 of them, ones as padding; negative
+//    ids, as uint32 >= 2^31, sort after the others): the positions are distinct, so the one
+//    order is "by token, positions ascending", whatever the network; then the bucket starts.
+#define ENC_FAST_BINS 256
+#define ENC_WARPS (ENC_SORT_THREADS / 32)
 __global__ void __launch_bounds__(ENC_SORT_THREADS)
 encoder_bucket_kernel(uint64_t *__restrict__ keys, int32_t *__restrict__ meta,
                       const int32_t *__restrict__ inp, int N, int npow2) {
+    __shared__ int s_hist[ENC_WARPS][ENC_FAST_BINS];   // fast path: per-warp counts, then offsets
     __shared__ int s_cnt[ENC_SORT_THREADS];
-    __shared__ int s_nb;
-    const int tid = threadIdx.x;
+    __shared__ int s_nb, s_max;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+
+    // the largest token (block reduction)
+    int mx = -1;
+    for (int i = tid; i < N; i += ENC_SORT_THREADS) mx = max(mx, (int)inp[i]);
+    mx = __reduce_max_sync(0xffffffffu, mx);
+    if (tid == 0) s_max = -1;
+    __syncthreads();
+    if (lane == 0) atomicMax(&s_max, mx);
+    __syncthreads();
+
+    if (s_max < ENC_FAST_BINS) {
+        const int per = (N + ENC_WARPS - 1) / ENC_WARPS;
+        const int lo = min(warp * per, N), hi = min(lo + per, N);
+        const unsigned below = (1u << lane) - 1u;
+        for (int b = lane; b < ENC_FAST_BINS; b += 32) s_hist[warp][b] = 0;
+        __syncwarp();
+        for (int base = lo; base < hi; base += 32) {   // the same number of rounds on every lane
+            const int p = base + lane;
+            const int v = p < hi ? (int)inp[p] : -1;
+            const unsigned peers = __match_any_sync(0xffffffffu, v);
+            if (v >= 0 && (peers & below) == 0) s_hist[warp][v] += __popc(peers);
+            __syncwarp();
+        }
+        __syncthreads();
+        if (tid < ENC_FAST_BINS) {   // bin totals
+            int t = 0;
+            for (int w = 0; w < ENC_WARPS; w++) t += s_hist[w][tid];
+            s_cnt[tid] = t;
+        }
+        __syncthreads();
+        if (tid == 0) {   // bin starts, bucket starts
+            int off = 0, nb = 0;
+            for (int b = 0; b < ENC_FAST_BINS; b++) {
+                const int t = s_cnt[b];
+                s_cnt[b] = off;
+                if (t) meta[1 + nb++] = off;
+                off += t;
+            }
+            meta[0] = nb;
+            meta[1 + nb] = off;
+        }
+        __syncthreads();
+        if (tid < ENC_FAST_BINS) {   // each warp's first slot per bin: bin-major, warp-minor
+            int off = s_cnt[tid];
+            for (int w = 0; w < ENC_WARPS; w++) { const int t = s_hist[w][tid]; s_hist[w][tid] = off; off += t; }
+        }
+        __syncthreads();
+        for (int base = lo; base < hi; base += 32) {
+            const int p = base + lane;
+            const int v = p < hi ? (int)inp[p] : -1;
+            const unsigned peers = __match_any_sync(0xffffffffu, v);
+            const int at = v >= 0 ? s_hist[warp][v] + __popc(peers & below) : 0;
+            __syncwarp();
+            if (v >= 0) {
+                keys[at] = ((uint64_t)(uint32_t)v << 32) | (uint32_t)p;
+                if ((peers & below) == 0) s_hist[warp][v] += __popc(peers);
+            }
+            __syncwarp();
+        }
+        return;
+    }
+
     for (int i = tid; i < npow2; i += ENC_SORT_THREADS)
         keys[i] = i < N ? ((uint64_t)(uint32_t)inp[i] << 32) | (uint32_t)i : ~(uint64_t)0;
     __syncthreads();

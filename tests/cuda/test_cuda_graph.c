@@ -3,7 +3,8 @@
 // stream capture refuses every host synchronisation as CUDA does: kernels/cuda/emu/README.md).
 //
 //   encoder backward: the token bucketing runs on the device; on duplicated tokens at odd
-//     B, T, C (N below, above and exactly at a power of two, token ids up to 70000) dwte and
+//     B, T, C (N below, above and exactly at a power of two, largest token id 255 and 256, the
+//     limit of the counting sort, and 70000) dwte and
 //     dwpe are bitwise the previous implementation's (its host counting sort, reproduced here:
 //     per token the positions in ascending order, added onto the accumulated gradient) and the
 //     CPU backend's; the emulated op makes no device-to-host copy (emu_d2h_count) and is
@@ -83,9 +84,11 @@ static void prev_encoder_backward(float *dwte, float *dwpe, const float *dout, c
 
 static void test_encoder_backward_on_device(void **state) {
     (void)state;
-    // B, T, C, V, distinct tokens: N = 111 odd; N = 1505 > 1024 (several keys per sorting
-    // thread) with ids up to 70000; N = 1024 (no padding); N = 1
-    static const int cases[][5] = { {3, 37, 129, 67, 4}, {5, 301, 33, 70001, 3}, {4, 256, 8, 67, 67}, {1, 1, 3, 2, 1} };
+    // B, T, C, V, distinct tokens: the counting sort (every id < 256): N = 111 odd, C > 128;
+    // N = 1024; ids up to 255; N = 1. The bitonic sort (an id >= 256): N = 1505 > 1024 (several
+    // keys per sorting thread) with ids up to 70000; ids up to 256.
+    static const int cases[][5] = { {3, 37, 129, 67, 4}, {4, 256, 8, 67, 67}, {2, 45, 7, 256, 64}, {1, 1, 3, 2, 1},
+                                    {5, 301, 33, 70001, 3}, {2, 45, 7, 257, 64} };
     Backend *cu = cuda(), *cpu = backend_cpu_create(DTYPE_FP32);
     assert_non_null(cpu);
     TestRng r = test_rng(77);
