@@ -12,7 +12,8 @@
 
 [[noreturn]] void cuda_fatal(const char *what, const char *detail, const char *file, int line) {
     fflush(stdout);
-    fprintf(stderr, "mingpt: error: CUDA backend: %s failed: %s (%s:%d)\n", what, detail, file, line);
+    fprintf(stderr, "mingpt: error: CUDA backend: %s failed: %s (%s:%d)%s\n", what, detail, file, line,
+            cuda_graph_capturing ? " inside a CUDA graph capture (MINGPT_CUDA_GRAPHS=0 trains without graphs)" : "");
     exit(1);
 }
 

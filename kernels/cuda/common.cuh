@@ -79,7 +79,9 @@ void *cuda_scratch(CudaCtx *c, int slot, size_t bytes);
 // ---------------------------------------------------------------- errors
 // A failed CUDA/cuBLAS call inside an op is a fatal error (the op has no error return):
 // print what failed and where, and exit(1).
+// Inside a graph capture (graph.cu) the message adds that MINGPT_CUDA_GRAPHS=0 runs without.
 [[noreturn]] void cuda_fatal(const char *what, const char *detail, const char *file, int line);
+extern thread_local bool cuda_graph_capturing;   // a capture is in progress on this thread (graph.cu)
 #define CUDA_CHECK(x) do { cudaError_t e_ = (x); \
     if (e_ != cudaSuccess) cuda_fatal(#x, cudaGetErrorString(e_), __FILE__, __LINE__); } while (0)
 #define CUBLAS_CHECK(x) do { cublasStatus_t s_ = (x); \

@@ -8,6 +8,8 @@
 // CUDA_CHECK then reports the refused call and exits, a bug of the caller.
 #include "kernels/cuda/cuda_ops.cuh"
 
+thread_local bool cuda_graph_capturing = false;
+
 struct CudaGraph {
     int runs;                 // calls so far: the first runs the ops directly (scratch grows)
     cudaGraphExec_t exec;     // nullptr until captured
@@ -41,12 +43,12 @@ int cuda_graph_run(CudaCtx *c, void **slot, void (*fn)(void *ctx), void *ctx) {
     }
     if (g->exec) { CUDA_CHECK(cudaGraphExecDestroy(g->exec)); g->exec = nullptr; }
     const uint64_t gen = c->scratch_gen;
-    c->capturing = true;
+    c->capturing = cuda_graph_capturing = true;
     CUDA_CHECK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal));
     fn(ctx);
     cudaGraph_t graph = nullptr;
     CUDA_CHECK(cudaStreamEndCapture(c->stream, &graph));
-    c->capturing = false;
+    c->capturing = cuda_graph_capturing = false;
     if (c->scratch_gen != gen) cuda_fatal("graph_run", "a scratch buffer grew during the capture", __FILE__, __LINE__);
     CUDA_CHECK(cudaGraphInstantiate(&g->exec, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph));

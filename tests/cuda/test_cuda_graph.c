@@ -17,12 +17,17 @@
 //     forward or backward), the third and fourth are replays that call no op of the backend
 //     (counted through its table) yet read the new batch; a batch with another number of
 //     ignored targets gets its own graph.
+//   a host synchronisation inside a captured sequence (a download) ends the process with exit
+//     code 1 and a message naming the refused call, that it happened inside a graph capture,
+//     and MINGPT_CUDA_GRAPHS=0; the first, direct run of the same sequence is fine.
 //   training steps (trainer/train_step.c, dropout off): 4 optimizer steps with graphs (the
 //     default) and with MINGPT_CUDA_GRAPHS=0 give bitwise the same losses, norms and parameters,
 //     the first run through one graph, the second through none.
 #include "tests/test_util.h"
 
 #include <stdbool.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "kernels/backend.h"
 #include "kernels/cuda/emu/emu_counters.h"
@@ -231,6 +236,46 @@ static void test_dropout_runs_directly(void **state) {
     bd->destroy(bd); bg->destroy(bg);
 }
 
+// ================================================================ a host sync inside a capture
+static Backend *g_be;
+static float *g_buf;
+static void zero_then_download(void *ctx) {
+    float h[4];
+    (void)ctx;
+    g_be->zero(g_be, g_buf, sizeof h);
+    g_be->download(g_be, h, g_buf, sizeof h);
+}
+
+static void test_host_sync_in_capture_is_reported(void **state) {
+    (void)state;
+    char path[] = "/tmp/mingpt_graph_XXXXXX";
+    const int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(NULL);
+    const pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {   // child: run it directly (fine), then capture it (refused)
+        dup2(fd, 2);
+        g_be = cuda();
+        g_buf = g_be->alloc(g_be, 16);
+        static void *graph;   // (static: reachable for LeakSanitizer at the exit)
+        if (g_be->graph_run(g_be, &graph, zero_then_download, NULL) != 1) _exit(3);
+        g_be->graph_run(g_be, &graph, zero_then_download, NULL);
+        _exit(0);   // not reached
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    char msg[4096] = "";
+    const ssize_t n = pread(fd, msg, sizeof msg - 1, 0);
+    close(fd);
+    unlink(path);
+    msg[n > 0 ? n : 0] = 0;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 1) fail_msg("exit status %d, expected 1; stderr: %s", st, msg);
+    assert_non_null(strstr(msg, "mingpt: error: CUDA backend: cudaStreamSynchronize"));
+    assert_non_null(strstr(msg, "operation not permitted when stream is capturing"));
+    assert_non_null(strstr(msg, "inside a CUDA graph capture (MINGPT_CUDA_GRAPHS=0 trains without graphs)"));
+}
+
 // ================================================================ training steps
 typedef struct { Backend *be; GPT m; AdamW opt; LossScaler ls; TrainStep ts; } Run;
 static void run_init(Run *r, Comm *comm) {
@@ -283,6 +328,7 @@ int main(void) {
         cmocka_unit_test(test_captured_micro_step),
         cmocka_unit_test(test_dropout_runs_directly),
         cmocka_unit_test(test_train_steps_with_graphs),
+        cmocka_unit_test(test_host_sync_in_capture_is_reported),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
