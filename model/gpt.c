@@ -611,13 +611,22 @@ float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, i
         for (int k = 0; k < m->n_graphs && !slot; k++) {
             GPTGraph *q = &m->graphs[k];
             if (q->B == B && q->T == T && q->train == train && q->n_valid == n_valid &&
-                memcmp(&q->loss_scale, &a.loss_scale, sizeof(float)) == 0)
+                q->checkpointing == m->checkpointing && memcmp(&q->loss_scale, &a.loss_scale, sizeof(float)) == 0)
                 slot = q;
         }
-        if (!slot && m->n_graphs < GPT_GRAPHS) {
-            slot = &m->graphs[m->n_graphs++];
-            *slot = (GPTGraph){ .B = B, .T = T, .train = train, .n_valid = n_valid, .loss_scale = a.loss_scale };
+        if (!slot) {   // a new key: a free entry, else the least recently used one's
+            if (m->n_graphs < GPT_GRAPHS) {
+                slot = &m->graphs[m->n_graphs++];
+            } else {
+                slot = &m->graphs[0];
+                for (int k = 1; k < GPT_GRAPHS; k++)
+                    if (m->graphs[k].last_use < slot->last_use) slot = &m->graphs[k];
+                be->graph_free(be, slot->graph);
+            }
+            *slot = (GPTGraph){ .B = B, .T = T, .train = train, .n_valid = n_valid, .loss_scale = a.loss_scale,
+                                .checkpointing = m->checkpointing };
         }
+        slot->last_use = ++m->graph_uses;
     }
     if (!slot) {
         const float loss = gpt_forward(m, idx, targets, B, T, train, dropout_seed, step, args);

@@ -139,9 +139,11 @@ typedef struct {
     bool train;
     long n_valid;
     float loss_scale;
+    bool checkpointing;
     void *graph;              // the backend's (Backend.graph_free)
+    uint64_t last_use;        // GPT.graph_uses when last used
 } GPTGraph;
-#define GPT_GRAPHS 8          // distinct micro-step shapes kept as graphs; more run directly
+#define GPT_GRAPHS 8          // graphs kept per model; a new key replaces the least recently used
 
 // Every buffer below (parameters, gradients, activations) is backend memory: host memory
 // on the CPU backend, device memory on CUDA. Read or write it from the host only when
@@ -187,6 +189,7 @@ typedef struct {
     float mean_loss;
     GPTGraph graphs[GPT_GRAPHS];  // gpt_forward_backward's graphs (n_graphs of them)
     int n_graphs;
+    uint64_t graph_uses;      // gpt_forward_backward calls that went through a graph
     bool in_graph;            // the forward is being captured: the batch is uploaded and the
                               // losses are read outside it (gpt_forward_backward)
 } GPT;
@@ -276,9 +279,10 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
 // gpt_forward followed by gpt_backward(m, NULL, NULL): the same results bit for bit (loss,
 // gradients accumulated into m->grads_memory, the state gpt_forward leaves). targets must not be
 // NULL. On a backend with graph_run (CUDA) the ops of both passes run as one graph per distinct
-// (B, T, train, number of targets != -1, args->loss_scale), up to GPT_GRAPHS of them: the batch
-// is uploaded first, the graph reads it from the model's buffers, and the losses are downloaded
-// after it (the first call of a shape runs directly, the second captures). It runs the two
+// (B, T, train, number of targets != -1, args->loss_scale, m->checkpointing), the GPT_GRAPHS
+// most recently used kept: the batch is uploaded first, the graph reads it from the model's
+// buffers, and the losses are downloaded after it (the first call of a key runs directly, the
+// second captures). It runs the two
 // calls directly instead when the backend has no graphs, when dropout is on (train with a
 // non-zero p: the masks' keys change every step), when args has params_needed, or for a model
 // without its own gradient buffer.

@@ -16,7 +16,9 @@
 //     the second is captured (the capture would fail on any host synchronisation inside the
 //     forward or backward), the third and fourth are replays that call no op of the backend
 //     (counted through its table) yet read the new batch; a batch with another number of
-//     ignored targets gets its own graph.
+//     ignored targets gets its own graph. Ten loss scales, each called three times (direct,
+//     capture, replay), then the first again: the model keeps the GPT_GRAPHS most recently used
+//     graphs, freeing the oldest, and every call still equals the direct one bit for bit.
 //   a host synchronisation inside a captured sequence (a download) ends the process with exit
 //     code 1 and a message naming the refused call, that it happened inside a graph capture,
 //     and MINGPT_CUDA_GRAPHS=0; the first, direct run of the same sequence is fine.
@@ -206,6 +208,43 @@ static void test_captured_micro_step(void **state) {
     graph_case(DTYPE_BF16, false);
 }
 
+static void test_graph_table_keeps_the_recent(void **state) {
+    (void)state;
+    Backend *bd = cuda(), *bg = cuda();
+    GPT md, mg;
+    build(&md, bd, false);
+    build(&mg, bg, false);
+    TestRng r = test_rng(5);
+    int32_t x[GB * GT], y[GB * GT];
+    const size_t P = md.num_params;
+    float *gd = malloc(P * sizeof(float)), *gg = malloc(P * sizeof(float));
+    const int scales[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0 };
+    for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
+        for (int rep = 0; rep < 3; rep++) {
+            for (int i = 0; i < GB * GT; i++) { x[i] = (int32_t)(test_next(&r) % GV); y[i] = (int32_t)(test_next(&r) % GV); }
+            GPTStepArgs args = GPT_STEP_ARGS_DEFAULT;
+            args.loss_scale = 1.0f + 0.5f * (float)scales[k];
+            const float ld = gpt_forward(&md, x, y, GB, GT, true, 1, 0, &args);
+            gpt_backward(&md, NULL, NULL);
+            const float lg = gpt_forward_backward(&mg, x, y, GB, GT, true, 1, 0, &args);
+            assert_memory_equal(&ld, &lg, sizeof ld);
+        }
+        assert_int_equal(mg.n_graphs, k < GPT_GRAPHS ? (int)k + 1 : GPT_GRAPHS);
+    }
+    bd->download(bd, gd, md.grads_memory, P * sizeof(float));
+    bg->download(bg, gg, mg.grads_memory, P * sizeof(float));
+    assert_bitwise("gradients accumulated over 33 micro-steps", gg, gd, P);
+    bool found = false;   // the last key (scale 1.0) is held again, the oldest ones are gone
+    for (int k = 0; k < mg.n_graphs; k++) {
+        found |= mg.graphs[k].loss_scale == 1.0f;
+        assert_true(mg.graphs[k].loss_scale != 1.5f && mg.graphs[k].loss_scale != 2.0f);
+    }
+    assert_true(found);
+    free(gd); free(gg);
+    gpt_free(&md); gpt_free(&mg);
+    bd->destroy(bd); bg->destroy(bg);
+}
+
 // With dropout on, gpt_forward_backward runs directly (each step's masks differ) and still
 // equals gpt_forward + gpt_backward.
 static void test_dropout_runs_directly(void **state) {
@@ -326,6 +365,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encoder_backward_on_device),
         cmocka_unit_test(test_captured_micro_step),
+        cmocka_unit_test(test_graph_table_keeps_the_recent),
         cmocka_unit_test(test_dropout_runs_directly),
         cmocka_unit_test(test_train_steps_with_graphs),
         cmocka_unit_test(test_host_sync_in_capture_is_reported),
