@@ -602,7 +602,8 @@ float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, i
     const bool dropout = train && (s->embd_pdrop > 0.0f || s->resid_pdrop > 0.0f || s->attn_pdrop > 0.0f);
     const int BT = B * T;
     long n_valid = 0;
-    for (int i = 0; i < BT; i++) n_valid += targets[i] != -1;
+    for (int i = 0; i < BT; i++)
+        if (targets[i] != -1) n_valid++;
     // a graph repeats its ops' scalar arguments: it serves one (B, T, train, n_valid, loss
     // scale); the dropout keys change every step, a params_needed hook must run between the
     // layers, and gradients must land in the model's own buffer

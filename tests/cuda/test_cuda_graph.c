@@ -18,7 +18,8 @@
 //     (counted through its table) yet read the new batch; a batch with another number of
 //     ignored targets gets its own graph. Ten loss scales, each called three times (direct,
 //     capture, replay), then the first again: the model keeps the GPT_GRAPHS most recently used
-//     graphs, freeing the oldest, and every call still equals the direct one bit for bit.
+//     graphs, freeing the oldest, and every call still equals the direct one bit for bit. A
+//     change of the matmul precision or a grown scratch buffer makes the next call capture again.
 //   a host synchronisation inside a captured sequence (a download) ends the process with exit
 //     code 1 and a message naming the refused call, that it happened inside a graph capture,
 //     and MINGPT_CUDA_GRAPHS=0; the first, direct run of the same sequence is fine.
@@ -245,6 +246,56 @@ static void test_graph_table_keeps_the_recent(void **state) {
     bd->destroy(bd); bg->destroy(bg);
 }
 
+// A graph is captured again when what it baked in changes: the matmul precision (TF32 on: the
+// emulator rounds the GEMM inputs, so a stale replay would differ in the bits) and a scratch
+// buffer it uses (grown by a larger encoder backward: a stale replay would use freed memory,
+// which the AddressSanitizer build reports).
+static void test_stale_graph_captured_again(void **state) {
+    (void)state;
+    Backend *bd = cuda(), *bg = cuda();
+    g_enc_orig = bg->encoder_forward;
+    bg->encoder_forward = counting_encoder_forward;
+    g_enc_calls = 0;
+    GPT md, mg;
+    build(&md, bd, false);
+    build(&mg, bg, false);
+    TestRng r = test_rng(21);
+    int32_t x[GB * GT], y[GB * GT];
+    // calls 0-2 fp32 (direct, capture, replay); TF32 on; 3-4 (capture, replay); the scratch
+    // grows; 5-6 (capture, replay)
+    const long enc_expected[] = { 1, 2, 2, 3, 3, 4, 4 };
+    for (int k = 0; k < 7; k++) {
+        if (k == 3) { bd->set_matmul_precision(bd, 1); bg->set_matmul_precision(bg, 1); }
+        if (k == 5) {
+            enum { N = 2000, C = 4, V = 8 };
+            int32_t *tok = calloc(N, sizeof(int32_t));
+            float *z = calloc((size_t)N * C, sizeof(float));
+            int32_t *d_tok = up(bg, tok, N * sizeof(int32_t));
+            float *d_out = up(bg, z, (size_t)N * C * sizeof(float)), *d_wte = up(bg, z, V * C * sizeof(float));
+            float *d_wpe = up(bg, z, (size_t)N * C * sizeof(float));
+            bg->encoder_backward(bg, d_wte, d_wpe, d_out, d_tok, 1, N, C);
+            bg->free(bg, d_tok); bg->free(bg, d_out); bg->free(bg, d_wte); bg->free(bg, d_wpe);
+            free(tok); free(z);
+        }
+        for (int i = 0; i < GB * GT; i++) { x[i] = (int32_t)(test_next(&r) % GV); y[i] = (int32_t)(test_next(&r) % GV); }
+        const float ld = gpt_forward(&md, x, y, GB, GT, true, 1, 0, NULL);
+        gpt_backward(&md, NULL, NULL);
+        const float lg = gpt_forward_backward(&mg, x, y, GB, GT, true, 1, 0, NULL);
+        if (memcmp(&ld, &lg, sizeof ld) != 0) fail_msg("call %d: loss %.9g (graph) != %.9g (direct)", k, lg, ld);
+        if (g_enc_calls != enc_expected[k])
+            fail_msg("call %d: the graph backend's ops were called %ld times, expected %ld", k, g_enc_calls, enc_expected[k]);
+    }
+    const size_t P = md.num_params;
+    float *gd = malloc(P * sizeof(float)), *gg = malloc(P * sizeof(float));
+    bd->download(bd, gd, md.grads_memory, P * sizeof(float));
+    bg->download(bg, gg, mg.grads_memory, P * sizeof(float));
+    assert_bitwise("gradients accumulated over 7 micro-steps", gg, gd, P);
+    free(gd); free(gg);
+    gpt_free(&md); gpt_free(&mg);
+    g_enc_calls = 0;
+    bd->destroy(bd); bg->destroy(bg);
+}
+
 // With dropout on, gpt_forward_backward runs directly (each step's masks differ) and still
 // equals gpt_forward + gpt_backward.
 static void test_dropout_runs_directly(void **state) {
@@ -366,6 +417,7 @@ int main(void) {
         cmocka_unit_test(test_encoder_backward_on_device),
         cmocka_unit_test(test_captured_micro_step),
         cmocka_unit_test(test_graph_table_keeps_the_recent),
+        cmocka_unit_test(test_stale_graph_captured_again),
         cmocka_unit_test(test_dropout_runs_directly),
         cmocka_unit_test(test_train_steps_with_graphs),
         cmocka_unit_test(test_host_sync_in_capture_is_reported),
