@@ -3,11 +3,10 @@
 // Backward, deterministically and without atomics: dwpe[t] sums dout[b,t] over b in order;
 // dwte is a scatter by token, done as a gather, all on the device (no host synchronisation,
 // so a CUDA graph can capture it): one block sorts the positions by token, positions
-// ascending inside a token (a stable counting sort in shared memory when every token is below
-// 256, else a bitonic sort of (token, position) keys), and lists the start of each token's run
-// (its bucket); then one thread per (bucket, channel) adds its bucket's rows in order. Both are
-// exactly the CPU backend's summation order, so the results are bitwise equal to it. Three
-// launches in all.
+// ascending inside a token (a radix sort of stable counting sorts in shared memory, one pass
+// when every token is below 256), and lists the start of each token's run (its bucket); then
+// one thread per (bucket, channel) adds its bucket's rows in order. Both are exactly the CPU
+// backend's summation order, so the results are bitwise equal to it. Three launches in all.
 #include "kernels/cuda/cuda_ops.cuh"
 
 #define ENC_SORT_THREADS 1024   // the one block of the bucketing kernel
@@ -39,130 +38,115 @@ __global__ void encoder_backward_wpe_kernel(float *__restrict__ dwpe, const floa
 static __device__ __forceinline__ int32_t key_token(uint64_t k) { return (int32_t)(uint32_t)(k >> 32); }
 
 // One block of ENC_SORT_THREADS (32 warps). Sorts the positions by token, positions ascending
-// inside a token, ignoring negative ids, as keys (uint32 token << 32 | position) in
-// keys[0, nvalid), and lists the buckets: meta[0] = nb (the distinct tokens >= 0), meta[1 + k] =
-// the first sorted index of bucket k (k < nb), meta[1 + nb] = nvalid (the positions with a token
-// >= 0). Two ways, chosen by the largest token (block-uniform):
-//  * every token < ENC_FAST_BINS (char-level vocabularies): a stable counting sort. Warp w owns
-//    the positions [w*per, (w+1)*per) and counts its tokens in its own histogram row (lanes with
-//    the same token meet in __match_any_sync; the lowest adds for them all); the rows are scanned
-//    bin-major, warp-minor, so warp w's positions of a token follow warp w-1's; the warps then
-//    walk their positions again and place each at its row's offset plus its rank among the
-//    lower lanes with the same token.
-//  * else a bitonic sort of the keys of all positions (npow2 of them, ones as padding; negative
-//    ids, as uint32 >= 2^31, sort after the others): the positions are distinct, so the one
-//    order is "by token, positions ascending", whatever the network; then the bucket starts.
-#define ENC_FAST_BINS 256
+// inside a token, ignoring negative ids, into keys[0, nvalid) as (token << 32 | position), and
+// lists the buckets: meta[0] = nb (the distinct tokens >= 0), meta[1 + k] = the first sorted
+// index of bucket k (k < nb), meta[1 + nb] = nvalid (the positions with a token >= 0).
+// The sort is a least-significant-digit radix sort, 8 bits per pass, as many passes as the
+// largest token needs (1 below 256, as for char-level vocabularies; 3 for any Unicode code
+// point), each pass a stable counting sort, so positions stay ascending inside a token. In a
+// pass warp w owns the elements [w*per, (w+1)*per) and counts their digits in its own histogram
+// row (lanes with the same digit meet in __match_any_sync; the lowest adds for them all); the
+// rows are scanned bin-major, warp-minor, so warp w's elements of a digit follow warp w-1's;
+// the warps then walk their elements again and place each at its row's offset plus its rank
+// among the lower lanes with the same digit. Passes alternate between keys and tmp, ending in
+// keys. Then each thread marks the bucket starts in a contiguous chunk of the sorted keys.
+#define ENC_BINS 256
 #define ENC_WARPS (ENC_SORT_THREADS / 32)
 __global__ void __launch_bounds__(ENC_SORT_THREADS)
-encoder_bucket_kernel(uint64_t *__restrict__ keys, int32_t *__restrict__ meta,
-                      const int32_t *__restrict__ inp, int N, int npow2) {
-    __shared__ int s_hist[ENC_WARPS][ENC_FAST_BINS];   // fast path: per-warp counts, then offsets
+encoder_bucket_kernel(uint64_t *__restrict__ keys, uint64_t *__restrict__ tmp, int32_t *__restrict__ meta,
+                      const int32_t *__restrict__ inp, int N) {
+    __shared__ int s_hist[ENC_WARPS][ENC_BINS];   // per-warp digit counts, then offsets
     __shared__ int s_cnt[ENC_SORT_THREADS];
-    __shared__ int s_nb, s_max;
+    __shared__ int s_max, s_n;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const unsigned below = (1u << lane) - 1u;
 
-    // the largest token (block reduction)
+    // the largest token (block reduction): the number of passes
     int mx = -1;
     for (int i = tid; i < N; i += ENC_SORT_THREADS) mx = max(mx, (int)inp[i]);
     mx = __reduce_max_sync(0xffffffffu, mx);
-    if (tid == 0) s_max = -1;
+    if (tid == 0) { s_max = -1; s_n = N; }
     __syncthreads();
     if (lane == 0) atomicMax(&s_max, mx);
     __syncthreads();
+    const int passes = s_max < (1 << 8) ? 1 : s_max < (1 << 16) ? 2 : s_max < (1 << 24) ? 3 : 4;
 
-    if (s_max < ENC_FAST_BINS) {
-        const int per = (N + ENC_WARPS - 1) / ENC_WARPS;
-        const int lo = min(warp * per, N), hi = min(lo + per, N);
-        const unsigned below = (1u << lane) - 1u;
-        for (int b = lane; b < ENC_FAST_BINS; b += 32) s_hist[warp][b] = 0;
+    for (int pass = 0; pass < passes; pass++) {
+        const int shift = 8 * pass, n = s_n;   // pass 0: all N positions; then the valid ones
+        const uint64_t *src = pass % 2 == passes % 2 ? keys : tmp;   // (unused in pass 0)
+        uint64_t *dst = (passes - 1 - pass) % 2 == 0 ? keys : tmp;
+        const int per = (n + ENC_WARPS - 1) / ENC_WARPS;
+        const int lo = min(warp * per, n), hi = min(lo + per, n);
+        for (int b = lane; b < ENC_BINS; b += 32) s_hist[warp][b] = 0;
         __syncwarp();
         for (int base = lo; base < hi; base += 32) {   // the same number of rounds on every lane
-            const int p = base + lane;
-            const int v = p < hi ? (int)inp[p] : -1;
-            const unsigned peers = __match_any_sync(0xffffffffu, v);
-            if (v >= 0 && (peers & below) == 0) s_hist[warp][v] += __popc(peers);
+            const int e = base + lane;
+            int d = -1;   // the element's digit; -1: none (past the end, or a negative token)
+            if (e < hi) {
+                const uint32_t t = pass == 0 ? (uint32_t)inp[e] : (uint32_t)(src[e] >> 32);
+                if (pass > 0 || (int32_t)t >= 0) d = (int)((t >> shift) & (ENC_BINS - 1));
+            }
+            const unsigned peers = __match_any_sync(0xffffffffu, d);
+            if (d >= 0 && (peers & below) == 0) s_hist[warp][d] += __popc(peers);
             __syncwarp();
         }
         __syncthreads();
-        if (tid < ENC_FAST_BINS) {   // bin totals
+        if (tid < ENC_BINS) {   // digit totals
             int t = 0;
             for (int w = 0; w < ENC_WARPS; w++) t += s_hist[w][tid];
             s_cnt[tid] = t;
         }
         __syncthreads();
-        if (tid == 0) {   // bin starts, bucket starts
-            int off = 0, nb = 0;
-            for (int b = 0; b < ENC_FAST_BINS; b++) {
-                const int t = s_cnt[b];
-                s_cnt[b] = off;
-                if (t) meta[1 + nb++] = off;
-                off += t;
-            }
-            meta[0] = nb;
-            meta[1 + nb] = off;
+        if (tid == 0) {   // digit starts; their total is the number of valid positions
+            int off = 0;
+            for (int b = 0; b < ENC_BINS; b++) { const int t = s_cnt[b]; s_cnt[b] = off; off += t; }
+            s_n = off;
         }
         __syncthreads();
-        if (tid < ENC_FAST_BINS) {   // each warp's first slot per bin: bin-major, warp-minor
+        if (tid < ENC_BINS) {   // each warp's first slot per digit: bin-major, warp-minor
             int off = s_cnt[tid];
             for (int w = 0; w < ENC_WARPS; w++) { const int t = s_hist[w][tid]; s_hist[w][tid] = off; off += t; }
         }
         __syncthreads();
         for (int base = lo; base < hi; base += 32) {
-            const int p = base + lane;
-            const int v = p < hi ? (int)inp[p] : -1;
-            const unsigned peers = __match_any_sync(0xffffffffu, v);
-            const int at = v >= 0 ? s_hist[warp][v] + __popc(peers & below) : 0;
+            const int e = base + lane;
+            int d = -1;
+            uint64_t key = 0;
+            if (e < hi) {
+                key = pass == 0 ? ((uint64_t)(uint32_t)inp[e] << 32) | (uint32_t)e : src[e];
+                const uint32_t t = (uint32_t)(key >> 32);
+                if (pass > 0 || (int32_t)t >= 0) d = (int)((t >> shift) & (ENC_BINS - 1));
+            }
+            const unsigned peers = __match_any_sync(0xffffffffu, d);
+            const int at = d >= 0 ? s_hist[warp][d] + __popc(peers & below) : 0;
             __syncwarp();
-            if (v >= 0) {
-                keys[at] = ((uint64_t)(uint32_t)v << 32) | (uint32_t)p;
-                if ((peers & below) == 0) s_hist[warp][v] += __popc(peers);
+            if (d >= 0) {
+                dst[at] = key;
+                if ((peers & below) == 0) s_hist[warp][d] += __popc(peers);
             }
             __syncwarp();
         }
-        return;
+        __syncthreads();
     }
 
-    for (int i = tid; i < npow2; i += ENC_SORT_THREADS)
-        keys[i] = i < N ? ((uint64_t)(uint32_t)inp[i] << 32) | (uint32_t)i : ~(uint64_t)0;
-    __syncthreads();
-    for (int k = 2; k <= npow2; k <<= 1) {
-        for (int j = k >> 1; j > 0; j >>= 1) {
-            for (int i = tid; i < npow2; i += ENC_SORT_THREADS) {
-                const int l = i ^ j;
-                if (l > i) {
-                    const uint64_t a = keys[i], b = keys[l];
-                    if ((a > b) == ((i & k) == 0)) { keys[i] = b; keys[l] = a; }
-                }
-            }
-            __syncthreads();
-        }
-    }
-    // bucket starts: thread tid scans the contiguous chunk [lo, hi) of the sorted keys
-    const int per = (npow2 + ENC_SORT_THREADS - 1) / ENC_SORT_THREADS;
-    const int lo = tid * per < npow2 ? tid * per : npow2, hi = lo + per < npow2 ? lo + per : npow2;
+    // bucket starts: thread tid marks those in the contiguous chunk [lo, hi) of keys[0, nvalid)
+    const int nvalid = s_n;
+    const int per = (nvalid + ENC_SORT_THREADS - 1) / ENC_SORT_THREADS;
+    const int lo = min(tid * per, nvalid), hi = min(lo + per, nvalid);
     int cnt = 0;
-    for (int i = lo; i < hi; i++) {
-        const int32_t v = key_token(keys[i]);
-        cnt += v >= 0 && (i == 0 || key_token(keys[i - 1]) != v);
-    }
+    for (int i = lo; i < hi; i++) cnt += i == 0 || key_token(keys[i - 1]) != key_token(keys[i]);
     s_cnt[tid] = cnt;
     __syncthreads();
-    if (tid == 0) {   // exclusive scan over the 1024 chunk counts
+    if (tid == 0) {   // exclusive scan over the chunk counts
         int off = 0;
         for (int t = 0; t < ENC_SORT_THREADS; t++) { const int x = s_cnt[t]; s_cnt[t] = off; off += x; }
-        s_nb = off;
         meta[0] = off;
+        meta[1 + off] = nvalid;
     }
     __syncthreads();
     int k = s_cnt[tid];
-    for (int i = lo; i < hi; i++) {
-        const int32_t v = key_token(keys[i]);
-        if (v >= 0 && (i == 0 || key_token(keys[i - 1]) != v)) meta[1 + k++] = i;
-        // the end of the last bucket: the first key whose token is negative (or npow2)
-        if (v < 0 && (i == 0 || key_token(keys[i - 1]) >= 0)) meta[1 + s_nb] = i;
-        if (v >= 0 && i == npow2 - 1) meta[1 + s_nb] = npow2;
-    }
+    for (int i = lo; i < hi; i++)
+        if (i == 0 || key_token(keys[i - 1]) != key_token(keys[i])) meta[1 + k++] = i;
 }
 
 // grid (<= nb, ceil(C/ENC_WTE_THREADS)): dwte[token of bucket k, c] += dout[position, c] for the
@@ -198,14 +182,12 @@ void cuda_encoder_backward(CudaCtx *c, float *dwte, float *dwpe, const float *do
     LAUNCH(encoder_backward_wpe_kernel, grid_for(c, (size_t)T * C), BLOCK, 0, c->stream)(dwpe, dout, B, T, C);
     LAUNCH_CHECK();
 
-    // scratch: keys (npow2 uint64) | meta (nb, start[0..nb]: at most N + 2 int32)
-    int npow2 = 1;
-    while (npow2 < N) npow2 <<= 1;
-    const size_t key_bytes = (size_t)npow2 * sizeof(uint64_t);
-    char *s = (char *)cuda_scratch(c, SCR_TOK, key_bytes + ((size_t)N + 2) * sizeof(int32_t));
-    uint64_t *keys = (uint64_t *)s;
-    int32_t *meta = (int32_t *)(s + key_bytes);
-    LAUNCH(encoder_bucket_kernel, 1, ENC_SORT_THREADS, 0, c->stream)(keys, meta, inp, N, npow2);
+    // scratch: keys, tmp (N uint64 each) | meta (nb, start[0..nb]: at most N + 2 int32)
+    const size_t key_bytes = (size_t)N * sizeof(uint64_t);
+    char *s = (char *)cuda_scratch(c, SCR_TOK, 2 * key_bytes + ((size_t)N + 2) * sizeof(int32_t));
+    uint64_t *keys = (uint64_t *)s, *tmp = (uint64_t *)(s + key_bytes);
+    int32_t *meta = (int32_t *)(s + 2 * key_bytes);
+    LAUNCH(encoder_bucket_kernel, 1, ENC_SORT_THREADS, 0, c->stream)(keys, tmp, meta, inp, N);
     LAUNCH_CHECK();
     // at most N buckets; the grid-stride loop needs no more blocks than the device runs at once
     const unsigned gx = (unsigned)N < c->max_grid ? (unsigned)N : c->max_grid;
