@@ -200,7 +200,8 @@ cuda-gate:
 cuda-emu-self: $(EMU_SELF_BIN)
 	@$(B)/cuda-tests/emu/test_emu_features >/dev/null && echo "emu: dialect semantics ok"
 	@$(B)/cuda-tests/emu/test_emu_cublas >/dev/null && echo "emu: cuBLAS shim ok"
-	@$(B)/cuda-tests/emu/test_emu_graph >/dev/null && echo "emu: stream capture and graphs ok"
+	@$(B)/cuda-tests/emu/test_emu_graph > $(B)/cuda-tests/emu/test_emu_graph.log 2>&1 \
+	  && echo "emu: stream capture and graphs ok" || { cat $(B)/cuda-tests/emu/test_emu_graph.log; exit 1; }
 	@sh tests/cuda/emu/run_emu_bugs.sh $(B)/cuda-tests/emu
 define run_cuda_suites
 	@set -e; for t in $(2); do echo "== $$t [$(1)]"; env $(CUDA_TEST_ENV) $(1) $$t > $$t.$(3).log 2>&1 || { cat $$t.$(3).log; echo "FAILED: $$t [$(1)]"; exit 1; }; \
