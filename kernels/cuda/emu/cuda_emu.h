@@ -15,6 +15,8 @@
 //              EMU_DEFER=1 (queue stream work until a sync point)  EMU_LENIENT_EXIT=1
 //              EMU_ALLOW_HOST_PTR=1  EMU_STATS=1
 // Launches are counted per kernel name: emu_launch_count() (emu_counters.h, callable from C).
+// Stream capture and CUDA graphs: a capturing stream records its work, and the calls CUDA
+// refuses inside a capture (host synchronisations, allocations) fail as they do there.
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H 1
 
