@@ -194,6 +194,20 @@ struct Backend {
     // run's memory against them before allocating (model/gpt_cost.h). Returns 0, or non-zero
     // when they cannot be had (nothing is checked then).
     int (*mem_info)(Backend *be, size_t *free_bytes, size_t *total_bytes);
+    // ---- graphs (CUDA graphs). Optional: NULL means every op runs when it is called (the CPU).
+    // graph_run runs fn(ctx), a sequence of this backend's ops, through the graph *graph (NULL
+    // the first time; the backend allocates it): the first call runs fn directly; the second
+    // captures the ops fn enqueues (they do not run while fn executes) and launches them as one
+    // graph; later calls launch that graph without calling fn, as long as it is current (the
+    // backend's scratch buffers, weight-cast copy and matmul precision unchanged since the
+    // capture), else they capture again. The same *graph must always be given the same fn with
+    // the same pointers, sizes and scalar arguments: a replay repeats the captured ops exactly,
+    // reading the buffers' contents at launch. fn may not synchronise with the host (upload,
+    // download, sum_squares, allocation, free): the backend reports it and exits. Returns 1 when
+    // fn was called, 0 when the graph was replayed.
+    int (*graph_run)(Backend *be, void **graph, void (*fn)(void *ctx), void *ctx);
+    // Frees a graph of graph_run (NULL: nothing).
+    void (*graph_free)(Backend *be, void *graph);
 };
 
 // The CPU backend (always available). Never NULL except when out of memory. With BF16 its

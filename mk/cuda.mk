@@ -111,7 +111,7 @@ $(B)/emu-noblas/%.o: %.cu $(CUDA_HDR) $(EMU_DEPS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(filter-out -DEMU_USE_CBLAS,$(EMU_FLAGS)) -c $< -o $@
 
-CUDA_TESTS := test_cuda_ops test_cuda_train test_cuda_cast test_loss_scaler test_cuda_layouts test_cuda_tf32
+CUDA_TESTS := test_cuda_ops test_cuda_train test_cuda_cast test_loss_scaler test_cuda_layouts test_cuda_tf32 test_cuda_graph
 CUDA_EMU_BIN  := $(CUDA_TESTS:%=$(B)/cuda-tests/%)
 ifeq ($(SAN),1)
 # every emulated suite is sanitized already: the ASan run is the plain binaries with its schedule
@@ -123,6 +123,7 @@ CUDA_ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 EMU_SCHEDULE=rand EMU_DEFER=1
 endif
 CUDA_NOBLAS_BIN := $(B)/cuda-tests/test_cuda_ops.noblas $(B)/cuda-tests/test_cuda_train.noblas
 EMU_SELF_BIN  := $(B)/cuda-tests/emu/test_emu_features $(B)/cuda-tests/emu/test_emu_cublas $(B)/cuda-tests/emu/test_emu_cublaslt \
+                 $(B)/cuda-tests/emu/test_emu_graph \
                  $(B)/cuda-tests/emu/emu_bugs $(B)/cuda-tests/emu/emu_bugs.asan
 
 $(B)/cuda-tests/%: tests/cuda/%.c $(EMU_OBJ) $(B)/libmingpt.a tests/test_util.h
@@ -200,6 +201,8 @@ cuda-emu-self: $(EMU_SELF_BIN)
 	@$(B)/cuda-tests/emu/test_emu_features >/dev/null && echo "emu: dialect semantics ok"
 	@$(B)/cuda-tests/emu/test_emu_cublas >/dev/null && echo "emu: cuBLAS shim ok"
 	@$(B)/cuda-tests/emu/test_emu_cublaslt >/dev/null && echo "emu: cuBLASLt shim ok"
+	@$(B)/cuda-tests/emu/test_emu_graph > $(B)/cuda-tests/emu/test_emu_graph.log 2>&1 \
+	  && echo "emu: stream capture and graphs ok" || { cat $(B)/cuda-tests/emu/test_emu_graph.log; exit 1; }
 	@sh tests/cuda/emu/run_emu_bugs.sh $(B)/cuda-tests/emu
 define run_cuda_suites
 	@set -e; for t in $(2); do echo "== $$t [$(1)]"; env $(CUDA_TEST_ENV) $(1) $$t > $$t.$(3).log 2>&1 || { cat $$t.$(3).log; echo "FAILED: $$t [$(1)]"; exit 1; }; \
@@ -227,7 +230,7 @@ cuda-emu-nccl: $(NCCL_EMU_BIN) $(EMU_SO) $(B)/libmingpt_mpi.so
 # `make gpu-tests`: the op, training, layout and loss-scaler suites linked with the nvcc objects
 # instead of the emulated ones, for a machine with a GPU (the cast suite counts emulated launches
 # and stays emulated-only). Not part of `make test`: the CI machine has no GPU.
-GPU_TESTS := test_cuda_ops test_cuda_train test_cuda_layouts test_loss_scaler
+GPU_TESTS := test_cuda_ops test_cuda_train test_cuda_layouts test_loss_scaler test_cuda_graph
 GPU_BIN   := $(GPU_TESTS:%=$(B)/gpu-tests/%)
 $(B)/gpu-tests/%: tests/cuda/%.c $(CUDA_OBJ) $(B)/libmingpt.a tests/test_util.h
 	@mkdir -p $(dir $@)

@@ -327,6 +327,7 @@ void gpt_free(GPT *m) {
     free(m->infer.h);
     free(m->host_losses);
     if (be) {
+        for (int k = 0; k < m->n_graphs; k++) if (be->graph_free) be->graph_free(be, m->graphs[k].graph);
         be->free(be, m->params_memory);
         be->free(be, m->grads_memory);
         be->free(be, m->acts_memory);
@@ -507,6 +508,17 @@ static void need(const GPT *m, const GPTStepArgs *hk, const float *p, const floa
                                                    (size_t)(q - m->params_memory));
 }
 
+// The mean of the per-token losses a->losses over the targets != -1 (m->n_valid of them) into
+// m->mean_loss: one download, summed on the host in a fixed order (bitwise reproducible).
+static float read_loss(GPT *m, const GPTActs *a, const int32_t *targets, int BT) {
+    m->be->download(m->be, m->host_losses, a->losses, (size_t)BT * sizeof(float));
+    double sum = 0.0;
+    for (int i = 0; i < BT; i++)
+        if (targets[i] != -1) sum += m->host_losses[i];
+    m->mean_loss = m->n_valid > 0 ? (float)(sum / m->n_valid) : 0.0f;
+    return m->mean_loss;
+}
+
 // The forward pass of gpt_forward and gpt_forward_inference into the activations `a`; hk:
 // gpt_forward's step arguments, whose params_needed hook (if any) is called before each layer
 // reads its weights (NULL: none).
@@ -521,13 +533,14 @@ static float forward(GPT *m, GPTActs *a, const int32_t *idx, const int32_t *targ
     m->train = train; m->dropout_seed = dropout_seed; m->step = step;
     const float embd_p = train ? s->embd_pdrop : 0.0f;
     float *const all_end = m->params_memory + m->num_params;
-    if (be->cast_weights && be->matmul_dtype != DTYPE_FP32) {   // once per parameter version
+    // (m->in_graph: gpt_forward_backward has cast the weights and uploaded the batch already)
+    if (be->cast_weights && be->matmul_dtype != DTYPE_FP32 && !m->in_graph) {   // once per parameter version
         // the cast reads every weight: wait for them all (a cast per range would need a
         // cast_weights per range, and the low-precision cast is the GPU's, where no hook waits)
         need(m, hk, m->params_memory, all_end);
         be->cast_weights(be, m->params_memory, m->num_params, m->params_version);
     }
-    be->upload(be, m->inputs, idx, (size_t)BT * sizeof(int32_t));
+    if (!m->in_graph) be->upload(be, m->inputs, idx, (size_t)BT * sizeof(int32_t));
 
     // the flat layout: wte, wpe, each block (ln_1 first), ln_f, lm_head (gpt_param_table)
     need(m, hk, m->params_memory, L > 0 ? p->h[0].ln_1_w : p->ln_f_w);
@@ -542,7 +555,7 @@ static float forward(GPT *m, GPTActs *a, const int32_t *idx, const int32_t *targ
     be->matmul_forward(be, a->logits, a->ln_f, p->lm_head_w, NULL, BT, C, V);
 
     if (!targets) { m->n_valid = 0; m->mean_loss = -1.0f; return -1.0f; }
-    be->upload(be, m->targets, targets, (size_t)BT * sizeof(int32_t));
+    if (!m->in_graph) be->upload(be, m->targets, targets, (size_t)BT * sizeof(int32_t));
     long n_valid = 0;
     for (int i = 0; i < BT; i++) n_valid += targets[i] != -1;
     if (fused_loss_grad(m)) {
@@ -553,13 +566,9 @@ static float forward(GPT *m, GPTActs *a, const int32_t *idx, const int32_t *targ
     } else {
         be->crossentropy_forward(be, a->losses, a->probs, a->logits, m->targets, BT, V);
     }
-    be->download(be, m->host_losses, a->losses, (size_t)BT * sizeof(float));
-    double sum = 0.0;   // fixed order on the host: the mean is bitwise reproducible
-    for (int i = 0; i < BT; i++)
-        if (targets[i] != -1) sum += m->host_losses[i];
     m->n_valid = n_valid;
-    m->mean_loss = n_valid > 0 ? (float)(sum / n_valid) : 0.0f;
-    return m->mean_loss;
+    if (m->in_graph) return 0.0f;   // the losses are read after the graph has run
+    return read_loss(m, a, targets, BT);
 }
 
 float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
@@ -567,6 +576,79 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
     m->acts_overwritten = false;
     m->args = args ? *args : GPT_STEP_ARGS_DEFAULT;
     return forward(m, &m->acts, idx, targets, B, T, train, dropout_seed, step, &m->args);
+}
+
+// ---- one micro-step as a backend graph (Backend.graph_run)
+typedef struct {
+    GPT *m;
+    const int32_t *targets;
+    int B, T;
+    bool train;
+    uint64_t dropout_seed, step;
+} GraphStep;
+
+// The graph's ops: the forward (batch already uploaded, losses not read) and the backward.
+static void graph_step_ops(void *ctx) {
+    GraphStep *g = ctx;
+    forward(g->m, &g->m->acts, NULL, g->targets, g->B, g->T, g->train, g->dropout_seed, g->step, &g->m->args);
+    gpt_backward(g->m, NULL, NULL);
+}
+
+float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
+                           bool train, uint64_t dropout_seed, uint64_t step, const GPTStepArgs *args) {
+    const GPTShape *s = &m->shape;
+    Backend *be = m->be;
+    const GPTStepArgs a = args ? *args : GPT_STEP_ARGS_DEFAULT;
+    const bool dropout = train && (s->embd_pdrop > 0.0f || s->resid_pdrop > 0.0f || s->attn_pdrop > 0.0f);
+    const int BT = B * T;
+    long n_valid = 0;
+    for (int i = 0; i < BT; i++)
+        if (targets[i] != -1) n_valid++;
+    // a graph repeats its ops' scalar arguments: it serves one (B, T, train, n_valid, loss
+    // scale); the dropout keys change every step, a params_needed hook must run between the
+    // layers, and gradients must land in the model's own buffer
+    GPTGraph *slot = NULL;
+    if (be->graph_run && !dropout && !a.params_needed && m->grads_memory) {
+        for (int k = 0; k < m->n_graphs && !slot; k++) {
+            GPTGraph *q = &m->graphs[k];
+            if (q->B == B && q->T == T && q->train == train && q->n_valid == n_valid &&
+                q->checkpointing == m->checkpointing && memcmp(&q->loss_scale, &a.loss_scale, sizeof(float)) == 0)
+                slot = q;
+        }
+        if (!slot) {   // a new key: a free entry, else the least recently used one's
+            if (m->n_graphs < GPT_GRAPHS) {
+                slot = &m->graphs[m->n_graphs++];
+            } else {
+                slot = &m->graphs[0];
+                for (int k = 1; k < GPT_GRAPHS; k++)
+                    if (m->graphs[k].last_use < slot->last_use) slot = &m->graphs[k];
+                be->graph_free(be, slot->graph);
+            }
+            *slot = (GPTGraph){ .B = B, .T = T, .train = train, .n_valid = n_valid, .loss_scale = a.loss_scale,
+                                .checkpointing = m->checkpointing };
+        }
+        slot->last_use = ++m->graph_uses;
+    }
+    if (!slot) {
+        const float loss = gpt_forward(m, idx, targets, B, T, train, dropout_seed, step, args);
+        gpt_backward(m, NULL, NULL);
+        return loss;
+    }
+    // what gpt_forward does on the host, before the captured ops
+    m->acts_overwritten = false;
+    m->args = a;
+    m->cur_B = B; m->cur_T = T;
+    m->train = train; m->dropout_seed = dropout_seed; m->step = step;
+    m->n_valid = n_valid;
+    if (be->cast_weights && be->matmul_dtype != DTYPE_FP32)
+        be->cast_weights(be, m->params_memory, m->num_params, m->params_version);
+    be->upload(be, m->inputs, idx, (size_t)BT * sizeof(int32_t));
+    be->upload(be, m->targets, targets, (size_t)BT * sizeof(int32_t));
+    GraphStep g = { m, targets, B, T, train, dropout_seed, step };
+    m->in_graph = true;
+    be->graph_run(be, &slot->graph, graph_step_ops, &g);
+    m->in_graph = false;
+    return read_loss(m, &m->acts, targets, BT);
 }
 
 float gpt_forward_inference(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T) {

@@ -133,6 +133,18 @@ typedef struct {
 // stage 2 places the next op's bucket (trainer/buckets.h, buckets_on_grads_ready).
 typedef void (*GPTGradsReady)(void *ctx, size_t first);
 
+// A captured micro-step of gpt_forward_backward (Backend.graph_run) and what it was captured for.
+typedef struct {
+    int B, T;
+    bool train;
+    long n_valid;
+    float loss_scale;
+    bool checkpointing;
+    void *graph;              // the backend's (Backend.graph_free)
+    uint64_t last_use;        // GPT.graph_uses when last used
+} GPTGraph;
+#define GPT_GRAPHS 8          // graphs kept per model; a new key replaces the least recently used
+
 // Every buffer below (parameters, gradients, activations) is backend memory: host memory
 // on the CPU backend, device memory on CUDA. Read or write it from the host only when
 // be->host_memory, else through gpt_get_params / gpt_set_params / be->download.
@@ -175,6 +187,11 @@ typedef struct {
     uint64_t dropout_seed, step;
     GPTStepArgs args;         // the last gpt_forward's (GPT_STEP_ARGS_DEFAULT before any)
     float mean_loss;
+    GPTGraph graphs[GPT_GRAPHS];  // gpt_forward_backward's graphs (n_graphs of them)
+    int n_graphs;
+    uint64_t graph_uses;      // gpt_forward_backward calls that went through a graph
+    bool in_graph;            // the forward is being captured: the batch is uploaded and the
+                              // losses are read outside it (gpt_forward_backward)
 } GPT;
 
 // Number of dropout sites per step (stream index = step * GPT_DROPOUT_SITES + site in the
@@ -258,6 +275,19 @@ int gpt_init_weights(GPT *m, uint64_t seed);
 // the gpt_backward that follows. Returns the mean loss (not multiplied by args->loss_scale).
 float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
                   bool train, uint64_t dropout_seed, uint64_t step, const GPTStepArgs *args);
+
+// gpt_forward followed by gpt_backward(m, NULL, NULL): the same results bit for bit (loss,
+// gradients accumulated into m->grads_memory, the state gpt_forward leaves). targets must not be
+// NULL. On a backend with graph_run (CUDA) the ops of both passes run as one graph per distinct
+// (B, T, train, number of targets != -1, args->loss_scale, m->checkpointing), the GPT_GRAPHS
+// most recently used kept: the batch is uploaded first, the graph reads it from the model's
+// buffers, and the losses are downloaded after it (the first call of a key runs directly, the
+// second captures). It runs the two
+// calls directly instead when the backend has no graphs, when dropout is on (train with a
+// non-zero p: the masks' keys change every step), when args has params_needed, or for a model
+// without its own gradient buffer.
+float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
+                           bool train, uint64_t dropout_seed, uint64_t step, const GPTStepArgs *args);
 
 // Forward-only pass for evaluation, dropout off: the same ops as gpt_forward(train = false)
 // on the same rows, hence the same logits and loss bit for bit on a given backend, but every

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "config/clock.h"
 
@@ -23,6 +24,12 @@ static int all_gather_params(TrainStep *ts, const ShardPlan *sp) {
     gc->stats.n_gathers++;
     free(counts);
     return rc;
+}
+
+// CUDA graphs for the micro-steps (gpt_forward_backward) unless MINGPT_CUDA_GRAPHS=0.
+static int graphs_enabled(void) {
+    const char *v = getenv("MINGPT_CUDA_GRAPHS");
+    return !(v && strcmp(v, "0") == 0);
 }
 
 int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, uint64_t seed, uint64_t step,
@@ -61,10 +68,17 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
             args.params_needed = buckets_params_needed;
             args.params_ctx = ts->buckets;
         }
-        const float loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
-        // (the forward has waited for every parameter; this only makes sure of it)
-        if (overlap && buckets_gather_wait_all(ts->buckets)) return 1;
-        gpt_backward(m, ready, ts->buckets);
+        float loss;
+        if (!ready && !overlap && m->be->graph_run && graphs_enabled()) {
+            // no hook between the ops: the micro-step may run as one captured graph (the model
+            // falls back to the two calls where a graph cannot serve, e.g. with dropout on)
+            loss = gpt_forward_backward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
+        } else {
+            loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
+            // (the forward has waited for every parameter; this only makes sure of it)
+            if (overlap && buckets_gather_wait_all(ts->buckets)) return 1;
+            gpt_backward(m, ready, ts->buckets);
+        }
         if (z2 && buckets_micro_end(z2)) return 1;
         loss_sum += (double)loss * m->n_valid;
     }

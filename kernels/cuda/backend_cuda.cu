@@ -12,12 +12,16 @@
 
 [[noreturn]] void cuda_fatal(const char *what, const char *detail, const char *file, int line) {
     fflush(stdout);
-    fprintf(stderr, "mingpt: error: CUDA backend: %s failed: %s (%s:%d)\n", what, detail, file, line);
+    fprintf(stderr, "mingpt: error: CUDA backend: %s failed: %s (%s:%d)%s\n", what, detail, file, line,
+            cuda_graph_capturing ? " inside a CUDA graph capture (MINGPT_CUDA_GRAPHS=0 trains without graphs)" : "");
     exit(1);
 }
 
 void *cuda_scratch(CudaCtx *c, int slot, size_t bytes) {
     if (bytes > c->scratch_bytes[slot]) {
+        if (c->capturing)   // (a graph's ops must have run once directly: graph.cu)
+            cuda_fatal("cuda_scratch", "a scratch buffer would grow inside a graph capture", __FILE__, __LINE__);
+        c->scratch_gen++;
         if (c->scratch[slot]) CUDA_CHECK(cudaFree(c->scratch[slot]));  // synchronises with pending work
         c->scratch[slot] = nullptr;
         c->scratch_bytes[slot] = 0;
@@ -28,6 +32,10 @@ void *cuda_scratch(CudaCtx *c, int slot, size_t bytes) {
 }
 
 static CudaCtx *CX(Backend *be) { return (CudaCtx *)be->ctx; }
+static int be_graph_run(Backend *be, void **graph, void (*fn)(void *ctx), void *ctx) {
+    return cuda_graph_run(CX(be), graph, fn, ctx);
+}
+static void be_graph_free(Backend *be, void *graph) { cuda_graph_free(CX(be), graph); }
 
 // ---------------------------------------------------------------- memory
 static void *be_alloc(Backend *be, size_t bytes) {
@@ -77,7 +85,6 @@ static void be_destroy(Backend *be) {
         cudaStreamSynchronize(c->stream);
         for (int i = 0; i < SCR_COUNT; i++) if (c->scratch[i]) cudaFree(c->scratch[i]);
         if (c->wcast.lp) cudaFree(c->wcast.lp);
-        if (c->host_tok) cudaFreeHost(c->host_tok);
         if (c->cublaslt) cublasLtDestroy(c->cublaslt);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
@@ -276,5 +283,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->grad_comm_create = cuda_grad_comm_create;   // comm_nccl.cu
     be->mem_info = be_mem_info;
     be->set_matmul_precision = be_set_matmul_precision;
+    be->graph_run = be_graph_run;
+    be->graph_free = be_graph_free;
     return be;
 }

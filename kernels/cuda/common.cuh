@@ -46,7 +46,7 @@ enum ScratchSlot {
     SCR_DY,        // attention output gradient per head, compute dtype
     SCR_DPRE,      // gradient of the pre-softmax scores, compute dtype (bf16/fp16 only)
     SCR_DQ, SCR_DK, SCR_DV,  // fp32 (B,NH,T,hs)
-    SCR_TOK,       // encoder backward: token buckets
+    SCR_TOK,       // encoder backward: sorted (token, position) keys and bucket starts
     SCR_LT_WS,     // cuBLASLt workspace (CUDA_LT_WORKSPACE bytes)
     SCR_COUNT
 };
@@ -71,9 +71,9 @@ struct CudaCtx {
     unsigned max_grid;           // cap on the grid of grid-stride kernels
     void *scratch[SCR_COUNT];
     size_t scratch_bytes[SCR_COUNT];
-    int32_t *host_tok;           // pinned host buffers of the encoder backward bucketing
-    size_t host_tok_n;
     WeightCast wcast;
+    uint64_t scratch_gen;        // bumped whenever cuda_scratch reallocates a slot (graph.cu)
+    bool capturing;              // a graph capture is in progress on stream (graph.cu)
 };
 
 // Device buffer of at least `bytes` for `slot` (contents undefined). Aborts when the
@@ -83,7 +83,9 @@ void *cuda_scratch(CudaCtx *c, int slot, size_t bytes);
 // ---------------------------------------------------------------- errors
 // A failed CUDA/cuBLAS call inside an op is a fatal error (the op has no error return):
 // print what failed and where, and exit(1).
+// Inside a graph capture (graph.cu) the message adds that MINGPT_CUDA_GRAPHS=0 runs without.
 [[noreturn]] void cuda_fatal(const char *what, const char *detail, const char *file, int line);
+extern thread_local bool cuda_graph_capturing;   // a capture is in progress on this thread (graph.cu)
 #define CUDA_CHECK(x) do { cudaError_t e_ = (x); \
     if (e_ != cudaSuccess) cuda_fatal(#x, cudaGetErrorString(e_), __FILE__, __LINE__); } while (0)
 #define CUBLAS_CHECK(x) do { cublasStatus_t s_ = (x); \

@@ -12,6 +12,10 @@ void cuda_encoder_forward(CudaCtx *c, float *out, const int32_t *inp, const floa
 void cuda_encoder_backward(CudaCtx *c, float *dwte, float *dwpe, const float *dout,
                            const int32_t *inp, int B, int T, int C);
 
+// graph.cu: Backend.graph_run and graph_free
+int cuda_graph_run(CudaCtx *c, void **graph, void (*fn)(void *ctx), void *ctx);
+void cuda_graph_free(CudaCtx *c, void *graph);
+
 // layernorm.cu (res != NULL: res = a + b first, the fused residual + LayerNorm)
 void cuda_layernorm_forward(CudaCtx *c, float *res, float *out, float *mean, float *rstd,
                             const float *a, const float *b, const float *weight,

@@ -1,5 +1,5 @@
 // kernels/cuda/emu/cublaslt_emu.h -- the cuBLASLt subset mingpt uses, on the CPU. Included by
-// cuda_emu.h after its cuBLAS shim (needs emu::gemm_load / gemm_acc, submit, is_dev); not a
+// cuda_emu.h after its cuBLAS shim (needs emu::gemm_load / gemm_acc, submit_on, is_dev); not a
 // header of its own.
 //
 // What is emulated, no more:
@@ -30,8 +30,9 @@
 // evaluates its own approximations (compare with tolerances, as for every GPU result).
 // DGELU_BGRAD's bias gradient sums the fp32 D values of a row in ascending j.
 //
-// Like the cuBLAS shim, a cublasLtMatmul is queued on the emulated stream (EMU_DEFER=1: runs at
-// the next synchronisation) and is not counted as a kernel launch by emu_launch_count().
+// Like the cuBLAS shim, a cublasLtMatmul is queued on its stream (EMU_DEFER=1: runs at the next
+// synchronisation; recorded as a node while the stream is capturing a CUDA graph) and is not
+// counted as a kernel launch by emu_launch_count().
 #ifndef CUBLASLT_EMU_H
 #define CUBLASLT_EMU_H 1
 
@@ -182,7 +183,7 @@ inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
 inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t opdesc, const void* alpha_p, const void* A,
                                      cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc, const void* beta_p,
                                      const void* C, cublasLtMatrixLayout_t Cdesc, void* D, cublasLtMatrixLayout_t Ddesc,
-                                     const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t) {
+                                     const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t stream) {
   using namespace emu::lt;
   if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
   const Desc* d = desc(opdesc);
@@ -231,7 +232,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
   float* bias = (float*)d->bias;
   float* auxp = (float*)d->aux;
   const int64_t aux_ld = d->aux_ld;
-  emu::submit([=] {
+  const cudaError_t enq = emu::submit_on(stream, [=] {
     std::vector<float> a, b, acc;
     emu::gemm_load(tA, tB, M, N, K, (const char*)A, at, lda, (const char*)B, at, ldb, a, b);
     // bias gradients of the operands as stored (before TF32 rounding), fp32, ascending p
@@ -254,7 +255,8 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
       for (int i = 0; i < M; i++) ((float*)D)[(size_t)i + (size_t)j * ldd] = out[(size_t)i * N + j];
     if (bgrad) memcpy(bias, g.data(), g.size() * sizeof(float));
   });
-  return CUBLAS_STATUS_SUCCESS;
+  // recorded when the stream is capturing (a CUDA graph); a capture invalidated before fails it
+  return enq == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 #endif  // CUBLASLT_EMU_H

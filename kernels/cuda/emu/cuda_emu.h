@@ -15,6 +15,8 @@
 //              EMU_DEFER=1 (queue stream work until a sync point)  EMU_LENIENT_EXIT=1
 //              EMU_ALLOW_HOST_PTR=1  EMU_STATS=1
 // Launches are counted per kernel name: emu_launch_count() (emu_counters.h, callable from C).
+// Stream capture and CUDA graphs: a capturing stream records its work, and the calls CUDA
+// refuses inside a capture (host synchronisations, allocations) fail as they do there.
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H 1
 
@@ -158,10 +160,12 @@ inline thread_local bool tl_in_kernel = false;
 struct Stats { std::atomic<long> launches{0}, blocks{0}, threads{0}, switches{0}; };
 // cudaMemset / cudaMemsetAsync calls (a kernel launch each on a real GPU; no kernel here), always counted
 inline std::atomic<long>& memset_calls() { static std::atomic<long> n{0}; return n; }
+// device-to-host copies (emu_d2h_count), always counted
+inline std::atomic<long>& d2h_copies() { static std::atomic<long> n{0}; return n; }
 inline Stats& stats() {
   static Stats s;
-  static bool reg = [] { atexit([] { fprintf(stderr, "[cuda-emu] stats: %ld launches, %ld memsets, %ld blocks, %ld threads, %ld fiber switches\n",
-                                             stats().launches.load(), memset_calls().load(), stats().blocks.load(), stats().threads.load(), stats().switches.load()); });
+  static bool reg = [] { atexit([] { fprintf(stderr, "[cuda-emu] stats: %ld launches, %ld memsets, %ld device-to-host copies, %ld blocks, %ld threads, %ld fiber switches\n",
+                                             stats().launches.load(), memset_calls().load(), d2h_copies().load(), stats().blocks.load(), stats().threads.load(), stats().switches.load()); });
                          return true; }();
   (void)reg;
   return s;
@@ -646,6 +650,87 @@ inline void count_launch(const char* kernel) {
   c.total++;
 }
 
+// ------------------------------------------------------------------ stream capture (CUDA graphs)
+// cudaStreamBeginCapture(s) turns s into a recorder: kernel launches, cudaMemsetAsync,
+// cudaMemcpyAsync and cuBLAS calls enqueued on s become nodes of the capture (nothing runs);
+// cudaStreamEndCapture hands them over as a graph, cudaGraphLaunch submits them in order (a
+// linear graph: the emulator has one FIFO per device anyway). Calls that CUDA refuses during a
+// capture return its error and invalidate the capture, so the emulator shows a host
+// synchronisation inside a captured region: see capture_unsafe / capture_implicit below.
+struct Node { std::function<void()> fn; std::string kernel; int kind; };  // kind: NODE_*
+enum { NODE_OTHER = 0, NODE_KERNEL = 1, NODE_MEMSET = 2 };
+inline thread_local const char tl_thread_tag = 0;  // its address names the host thread
+struct Capture { int mode; const void* thread; bool invalidated; std::vector<Node> nodes; };
+struct Captures { std::mutex m; std::map<const void*, Capture> by_stream; std::atomic<int> active{0}; };
+inline Captures& captures() { static Captures c; return c; }
+// 1 when stream s is capturing (invalidated or not)
+inline bool is_capturing(cudaStream_t s) {
+  Captures& C = captures();
+  if (C.active.load() == 0) return false;
+  std::lock_guard<std::mutex> g(C.m);
+  return C.by_stream.count((const void*)s) != 0;
+}
+// Enqueue fn on stream s: recorded when s is capturing (cudaErrorStreamCaptureInvalidated, not
+// recorded, when that capture was invalidated), else counted (kernels, memsets) and submitted.
+inline cudaError_t submit_on(cudaStream_t s, std::function<void()> fn, const char* kernel = nullptr, int kind = NODE_OTHER) {
+  Captures& C = captures();
+  if (C.active.load() != 0) {
+    std::lock_guard<std::mutex> g(C.m);
+    auto it = C.by_stream.find((const void*)s);
+    if (it != C.by_stream.end()) {
+      if (it->second.invalidated) return cudaErrorStreamCaptureInvalidated;
+      it->second.nodes.push_back(Node{std::move(fn), kernel ? kernel : "", kind});
+      return cudaSuccess;
+    }
+  }
+  if (kind == NODE_KERNEL) count_launch(kernel);
+  else if (kind == NODE_MEMSET) memset_calls()++;
+  submit(std::move(fn));
+  return cudaSuccess;
+}
+// A "potentially unsafe" call (cudaMalloc, cudaFree, cudaMallocHost, cudaDeviceSynchronize, ...)
+// while captures are active: every capture in cudaStreamCaptureModeGlobal, and in
+// ThreadLocal mode those begun by this thread, are invalidated and the call fails with
+// cudaErrorStreamCaptureUnsupported; Relaxed captures allow it. cudaSuccess: the call may go on.
+inline cudaError_t capture_unsafe(const char* fn) {
+  Captures& C = captures();
+  if (C.active.load() == 0) return cudaSuccess;
+  std::lock_guard<std::mutex> g(C.m);
+  bool hit = false;
+  for (auto& kv : C.by_stream) {
+    Capture& c = kv.second;
+    if (c.mode == cudaStreamCaptureModeRelaxed || (c.mode == cudaStreamCaptureModeThreadLocal && c.thread != &tl_thread_tag)) continue;
+    c.invalidated = hit = true;
+  }
+  if (!hit) return cudaSuccess;
+  fprintf(stderr, "[cuda-emu] %s during stream capture: cudaErrorStreamCaptureUnsupported (the capture is invalidated)\n", fn);
+  return set_error(cudaErrorStreamCaptureUnsupported);
+}
+// A synchronous call on the legacy default stream (cudaMemcpy, cudaMemset, ...) while a
+// stream is capturing: the legacy stream would wait for the capturing (blocking) streams, so
+// CUDA refuses it with cudaErrorStreamCaptureImplicit and invalidates those captures, whatever
+// their mode. `stream` (cudaStreamSynchronize, cudaStreamQuery): the same for that stream if it
+// is capturing, with cudaErrorStreamCaptureUnsupported.
+inline cudaError_t capture_implicit(const char* fn, cudaStream_t stream = nullptr, bool legacy = true) {
+  Captures& C = captures();
+  if (C.active.load() == 0) return cudaSuccess;
+  std::lock_guard<std::mutex> g(C.m);
+  if (!legacy) {
+    auto it = C.by_stream.find((const void*)stream);
+    if (it == C.by_stream.end()) return cudaSuccess;
+    it->second.invalidated = true;
+    fprintf(stderr, "[cuda-emu] %s on a capturing stream: cudaErrorStreamCaptureUnsupported (the capture is invalidated)\n", fn);
+    return set_error(cudaErrorStreamCaptureUnsupported);
+  }
+  if (C.by_stream.empty()) return cudaSuccess;
+  for (auto& kv : C.by_stream) kv.second.invalidated = true;
+  fprintf(stderr, "[cuda-emu] %s (legacy default stream) while a stream is capturing: cudaErrorStreamCaptureImplicit "
+          "(the capture is invalidated)\n", fn);
+  return set_error(cudaErrorStreamCaptureImplicit);
+}
+// cudaStreamLegacy (0 or 0x1) and cudaStreamPerThread (0x2) are not streams that can capture
+inline bool special_stream(cudaStream_t s) { return (uintptr_t)s <= 2; }
+
 // ------------------------------------------------------------------ kernel launch
 inline std::map<const void*, int>& func_max_dyn_smem() { static std::map<const void*, int> m; return m; }
 
@@ -727,8 +812,7 @@ template <class Inv, class Addr> struct Launch {
     }
     std::apply([&](const auto&... x) { int i = 0; (check_arg(L, i++, x), ...); }, cl->args);
     LaunchInfo info = L;
-    count_launch(L.kernel);
-    submit([cl, info] { run_grid(info, &invoke_closure<Inv, Tup>, cl.get()); });
+    set_error(submit_on(L.stream, [cl, info] { run_grid(info, &invoke_closure<Inv, Tup>, cl.get()); }, L.kernel, NODE_KERNEL));
   }
 };
 template <class Inv, class Addr>
@@ -764,6 +848,7 @@ extern "C" __attribute__((used)) inline long emu_launch_count(const char* kernel
 }
 
 extern "C" __attribute__((used)) inline long emu_memset_count(void) { return emu::memset_calls().load(); }
+extern "C" __attribute__((used)) inline long emu_d2h_count(void) { return emu::d2h_copies().load(); }
 
 // ------------------------------------------------------------------ 3. device intrinsics
 #define EMU_LOC const char* _file = __builtin_FILE(), int _line = __builtin_LINE()
@@ -931,12 +1016,12 @@ struct CUstream_st { int device; };
 // records not yet executed (EMU_DEFER=1 queues them), `owner` marks the host thread that
 // recorded it last (see cudaEventQuery).
 struct CUevent_st { double t_ms = 0; bool recorded = false; std::atomic<int> pending{0}; std::atomic<const void*> owner{nullptr}; };
-namespace emu { inline thread_local const char tl_thread_tag = 0; }  // its address names the host thread
 inline double emu_now_ms() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 inline cudaError_t cudaMalloc(void** p, size_t n) {
   if (!p) return emu::set_error(cudaErrorInvalidValue);
   *p = nullptr;
+  if (cudaError_t e = emu::capture_unsafe("cudaMalloc")) return e;
   void* q = nullptr;  // exact size (not rounded up) so that AddressSanitizer sees every overrun
   if (posix_memalign(&q, 256, n ? n : 1) != 0) return emu::set_error(cudaErrorMemoryAllocation);
   memset(q, 0xff, n);  // device memory is not zeroed: make uninitialised reads visible (NaN / -1)
@@ -946,6 +1031,7 @@ inline cudaError_t cudaMalloc(void** p, size_t n) {
 }
 inline cudaError_t emu_free(void* p, int kind) {
   if (!p) return cudaSuccess;
+  if (cudaError_t e = emu::capture_unsafe(kind == emu::M_PINNED ? "cudaFreeHost" : "cudaFree")) return e;
   emu::flush();
   auto& r = emu::registry();
   { std::lock_guard<std::mutex> g(r.m);
@@ -994,39 +1080,46 @@ inline cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKi
             fn, dst, src, n, (int)kind);
     return set_error(cudaErrorInvalidValue);
   }
+  if (n && (kind == cudaMemcpyDeviceToHost || (kind == cudaMemcpyDefault && dev_side(src, n) && !dev_side(dst, n)))) d2h_copies()++;
   return cudaSuccess;
 }
 }  // namespace emu
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
   if (cudaError_t e = emu::check_copy(dst, src, n, kind, "cudaMemcpy")) return e;
+  if (cudaError_t e = emu::capture_implicit("cudaMemcpy")) return e;
   emu::flush();
   memmove(dst, src, n);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t) {
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
   if (cudaError_t e = emu::check_copy(dst, src, n, kind, "cudaMemcpyAsync")) return e;
-  emu::submit([=] { memmove(dst, src, n); });
-  return cudaSuccess;
+  return emu::set_error(emu::submit_on(s, [=] { memmove(dst, src, n); }));
 }
 inline cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height, cudaMemcpyKind kind) {
   if (height == 0 || width == 0) return cudaSuccess;
   if (width > dpitch || width > spitch) return emu::set_error(cudaErrorInvalidPitchValue);
   if (cudaError_t e = emu::check_copy(dst, src, 0, kind, "cudaMemcpy2D")) return e;
   if (cudaError_t e = emu::check_copy((char*)dst + (height - 1) * dpitch, (const char*)src + (height - 1) * spitch, width, kind, "cudaMemcpy2D")) return e;
+  if (cudaError_t e = emu::capture_implicit("cudaMemcpy2D")) return e;
   emu::flush();
   for (size_t r = 0; r < height; r++) memmove((char*)dst + r * dpitch, (const char*)src + r * spitch, width);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemset(void* p, int v, size_t n) {
   if (!emu::is_dev(p, n)) { fprintf(stderr, "[cuda-emu] cudaMemset(%p, %zu): not inside a device allocation\n", p, n); return emu::set_error(cudaErrorInvalidValue); }
+  if (cudaError_t e = emu::capture_implicit("cudaMemset")) return e;
   emu::memset_calls()++; emu::flush(); memset(p, v, n); return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t) {
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t s) {
   if (!emu::is_dev(p, n)) { fprintf(stderr, "[cuda-emu] cudaMemsetAsync(%p, %zu): not inside a device allocation\n", p, n); return emu::set_error(cudaErrorInvalidValue); }
-  emu::memset_calls()++; emu::submit([=] { memset(p, v, n); }); return cudaSuccess;
+  return emu::set_error(emu::submit_on(s, [=] { memset(p, v, n); }, nullptr, emu::NODE_MEMSET));
 }
-inline cudaError_t cudaMemcpyToSymbol(const void* sym, const void* src, size_t n, size_t off, cudaMemcpyKind) { emu::flush(); memcpy((char*)sym + off, src, n); return cudaSuccess; }
-inline cudaError_t cudaMemcpyFromSymbol(void* dst, const void* sym, size_t n, size_t off, cudaMemcpyKind) { emu::flush(); memcpy(dst, (const char*)sym + off, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpyToSymbol(const void* sym, const void* src, size_t n, size_t off, cudaMemcpyKind) {
+  if (cudaError_t e = emu::capture_implicit("cudaMemcpyToSymbol")) return e;
+  emu::flush(); memcpy((char*)sym + off, src, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpyFromSymbol(void* dst, const void* sym, size_t n, size_t off, cudaMemcpyKind) {
+  if (cudaError_t e = emu::capture_implicit("cudaMemcpyFromSymbol")) return e;
+  emu::d2h_copies()++; emu::flush(); memcpy(dst, (const char*)sym + off, n); return cudaSuccess; }
 template <class T> inline cudaError_t cudaMemcpyToSymbol(const T& sym, const void* src, size_t n, size_t off = 0, cudaMemcpyKind k = cudaMemcpyHostToDevice) {
   return ::cudaMemcpyToSymbol((const void*)&sym, src, n, off, k); }
 template <class T> inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& sym, size_t n, size_t off = 0, cudaMemcpyKind k = cudaMemcpyDeviceToHost) {
@@ -1051,6 +1144,11 @@ inline const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureImplicit: return "cudaErrorStreamCaptureImplicit";
+    case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
     default: return "cudaErrorUnknown(emu)";
   }
 }
@@ -1061,21 +1159,31 @@ inline const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
     default: return cudaGetErrorName(e);
   }
 }
-inline cudaError_t cudaDeviceSynchronize(void) { emu::flush(); return emu::last_error; }
+inline cudaError_t cudaDeviceSynchronize(void) {
+  if (cudaError_t e = emu::capture_unsafe("cudaDeviceSynchronize")) return e;
+  emu::flush(); return emu::last_error; }
 inline cudaError_t cudaDeviceReset(void) { emu::flush(); return cudaSuccess; }
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = new CUstream_st{emu::tl_device}; return cudaSuccess; }
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { return cudaStreamCreate(s); }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) { emu::flush(); delete s; return cudaSuccess; }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { emu::flush(); return cudaSuccess; }
-inline cudaError_t cudaStreamQuery(cudaStream_t) { emu::flush(); return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (cudaError_t e = emu::capture_implicit("cudaStreamSynchronize", s, emu::special_stream(s))) return e;
+  emu::flush(); return cudaSuccess; }
+inline cudaError_t cudaStreamQuery(cudaStream_t s) {
+  if (cudaError_t e = emu::capture_implicit("cudaStreamQuery", s, emu::special_stream(s))) return e;
+  emu::flush(); return cudaSuccess; }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }  // queue is FIFO: always satisfied
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new CUevent_st(); return cudaSuccess; }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int) { return cudaEventCreate(e); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
-inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  if (emu::is_capturing(s)) return cudaSuccess;  // inside a capture a record only orders streams: no node here
   e->pending.fetch_add(1);
   e->owner.store(&emu::tl_thread_tag);
   emu::submit([e] { e->t_ms = emu_now_ms(); e->recorded = true; e->pending.fetch_sub(1); });
@@ -1096,6 +1204,68 @@ inline cudaError_t cudaEventQuery(cudaEvent_t e) {
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   if (!a->recorded || !b->recorded) return emu::set_error(cudaErrorInvalidResourceHandle);
   *ms = (float)(b->t_ms - a->t_ms); return cudaSuccess; }
+// ---- stream capture and graphs (section "stream capture" above has the rules)
+struct CUgraph_st { std::vector<emu::Node> nodes; };
+struct CUgraphExec_st { std::vector<emu::Node> nodes; };
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+  if (emu::special_stream(s)) {
+    fprintf(stderr, "[cuda-emu] cudaStreamBeginCapture on the legacy default stream: cudaErrorStreamCaptureUnsupported\n");
+    return emu::set_error(cudaErrorStreamCaptureUnsupported);
+  }
+  if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal && mode != cudaStreamCaptureModeRelaxed)
+    return emu::set_error(cudaErrorInvalidValue);
+  emu::Captures& C = emu::captures();
+  std::lock_guard<std::mutex> g(C.m);
+  if (C.by_stream.count((const void*)s)) return emu::set_error(cudaErrorIllegalState);  // already capturing
+  C.by_stream[(const void*)s] = emu::Capture{(int)mode, &emu::tl_thread_tag, false, {}};
+  C.active.fetch_add(1);
+  return cudaSuccess;
+}
+// The graph of the capture (nullptr and cudaErrorStreamCaptureInvalidated when it was invalidated).
+inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* graph) {
+  if (!graph) return emu::set_error(cudaErrorInvalidValue);
+  *graph = nullptr;
+  emu::Captures& C = emu::captures();
+  std::lock_guard<std::mutex> g(C.m);
+  auto it = C.by_stream.find((const void*)s);
+  if (it == C.by_stream.end()) return emu::set_error(cudaErrorIllegalState);  // not capturing
+  if (it->second.mode != cudaStreamCaptureModeRelaxed && it->second.thread != &emu::tl_thread_tag)
+    return emu::set_error(cudaErrorStreamCaptureWrongThread);
+  const bool bad = it->second.invalidated;
+  if (!bad) *graph = new CUgraph_st{std::move(it->second.nodes)};
+  C.by_stream.erase(it);
+  C.active.fetch_sub(1);
+  return bad ? emu::set_error(cudaErrorStreamCaptureInvalidated) : cudaSuccess;
+}
+inline cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* st) {
+  if (!st) return emu::set_error(cudaErrorInvalidValue);
+  emu::Captures& C = emu::captures();
+  std::lock_guard<std::mutex> g(C.m);
+  if (emu::special_stream(s) && !C.by_stream.empty()) return emu::set_error(cudaErrorStreamCaptureImplicit);
+  auto it = C.by_stream.find((const void*)s);
+  *st = it == C.by_stream.end() ? cudaStreamCaptureStatusNone
+      : it->second.invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  if (!exec || !graph) return emu::set_error(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{graph->nodes};
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  return cudaGraphInstantiate(exec, graph, flags);
+}
+// Submits the nodes in capture order on s (recorded into s's capture when s is capturing);
+// launches and memsets count when they are submitted, as direct ones do.
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+  if (!exec) return emu::set_error(cudaErrorInvalidValue);
+  for (const emu::Node& n : exec->nodes)
+    if (cudaError_t e = emu::submit_on(s, n.fn, n.kind == emu::NODE_KERNEL ? n.kernel.c_str() : nullptr, n.kind))
+      return emu::set_error(e);
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) { delete exec; return cudaSuccess; }  // queued nodes hold copies
+inline cudaError_t cudaGraphDestroy(cudaGraph_t graph) { delete graph; return cudaSuccess; }
 inline int emu_device_count() { const char* v = emu::env("EMU_DEVICES"); return v ? atoi(v) : 1; }
 inline cudaError_t cudaGetDeviceCount(int* c) { *c = emu_device_count(); return cudaSuccess; }
 inline cudaError_t cudaSetDevice(int d) { if (d < 0 || d >= emu_device_count()) return emu::set_error(cudaErrorInvalidDevice); emu::tl_device = d; return cudaSuccess; }
@@ -1215,7 +1385,7 @@ inline cublasStatus_t gemm(cublasHandle_t h, const char* fn, cublasOperation_t t
   if (!operand_ok(fn, "A", A, At, tA ? k : m, tA ? m : k, lda, sA, batch) || !operand_ok(fn, "B", B, Bt, tB ? n : k, tB ? k : n, ldb, sB, batch) ||
       !operand_ok(fn, "C", C, Ct, m, n, ldc, sC, batch))
     return CUBLAS_STATUS_INVALID_VALUE;
-  submit([=] {
+  cudaError_t enq = submit_on(h->stream, [=] {
     std::vector<float> a, b, c;
     for (int bt = 0; bt < batch; bt++) {
       const char* Ab = (const char*)A + bt * sA * (long long)dt_size(At);
@@ -1227,7 +1397,7 @@ inline cublasStatus_t gemm(cublasHandle_t h, const char* fn, cublasOperation_t t
         float v = alpha * c[(size_t)i * n + j]; if (beta != 0.f) v += beta * ld_el(Cb, Ct, ci); st_el(Cb, Ct, ci, v); }
     }
   });
-  return CUBLAS_STATUS_SUCCESS;
+  return enq == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;  // a capture invalidated before
 }
 inline bool compute_ok(cublasComputeType_t c) {
   return c == CUBLAS_COMPUTE_32F || c == CUBLAS_COMPUTE_32F_FAST_TF32 || c == CUBLAS_COMPUTE_32F_FAST_16BF || c == CUBLAS_COMPUTE_32F_FAST_16F || c == CUBLAS_COMPUTE_32F_PEDANTIC;

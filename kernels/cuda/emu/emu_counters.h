@@ -20,6 +20,13 @@ long emu_launch_count(const char *kernel);
  * real GPU, none here; EMU_STATS=1 prints them beside the launches). Thread-safe. */
 long emu_memset_count(void);
 
+/* Device-to-host copies issued so far in this process: cudaMemcpy, cudaMemcpyAsync and
+ * cudaMemcpy2D whose kind is cudaMemcpyDeviceToHost (or cudaMemcpyDefault from device memory
+ * to host memory), and cudaMemcpyFromSymbol. On a GPU the host must wait for each before it can
+ * read the result: tests use it to show that an op keeps the host off the critical path.
+ * Counted when issued (also during stream capture). Thread-safe. */
+long emu_d2h_count(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -79,7 +79,7 @@ int main() {
     int zero = 0; cudaMemcpyToSymbol(d_counter, &zero, sizeof zero);
     cudaMemset(df, 0, 4);
     LAUNCH(atomics, 100, 128)(df, 12345);
-    float s; int cnt; cudaMemcpy(&s, df, 4, cudaMemcpyDeviceToHost); cudaMemcpyFromSymbol(&cnt, d_counter, sizeof cnt);
+    float s = 0; int cnt = 0; cudaMemcpy(&s, df, 4, cudaMemcpyDeviceToHost); cudaMemcpyFromSymbol(&cnt, d_counter, sizeof cnt);
     EXPECT(s == 12345.f && cnt == 12345, "atomicAdd float/int from 100 blocks: %g / %d", s, cnt);
 
     LAUNCH(param_copy, 1, 32)(di, 20);
