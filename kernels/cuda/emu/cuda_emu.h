@@ -228,11 +228,12 @@ inline uint64_t fp_state() { return 0; }
 
 // ------------------------------------------------------------------ fibers and the block scheduler
 enum : uint8_t { F_READY, F_BAR, F_WARP, F_DONE };
-enum WOp : uint8_t { W_IDX, W_UP, W_DOWN, W_XOR, W_BALLOT, W_ANY, W_ALL, W_SYNC, W_MATCH, W_RADD, W_RMIN, W_RMAX, W_RAND, W_ROR, W_RXOR };
+enum WOp : uint8_t { W_IDX, W_UP, W_DOWN, W_XOR, W_BALLOT, W_ANY, W_ALL, W_SYNC, W_MATCH, W_RADD, W_RMIN, W_RMAX, W_RAND, W_ROR, W_RXOR, W_WMMA, W_WMMA_X };
 inline const char* wop_name(int op) {
   static const char* n[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
                             "__any_sync", "__all_sync", "__syncwarp", "__match_any_sync", "__reduce_add_sync",
-                            "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync"};
+                            "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
+                            "nvcuda::wmma call", "nvcuda::wmma::mma_sync"};
   return n[op];
 }
 
@@ -402,6 +403,14 @@ inline void complete_warp(Runner& R, unsigned w, unsigned mask) {
       fatal("warp %u of block (%u,%u,%u): mismatched warp collectives: lane %d: %s(mask 0x%08x) at %s:%d vs lane %u: %s(mask 0x%08x) at %s:%d",
             w, blockIdx.x, blockIdx.y, blockIdx.z, first, wop_name(op), mask, L[first].file, L[first].line,
             G.lane, wop_name(G.wop), G.wmask, G.file, G.line);
+    // wmma calls (wmma_emu.h): one call site for the whole warp; W_WMMA also one argument value
+    if ((op == W_WMMA || op == W_WMMA_X) &&
+        (G.line != L[first].line || strcmp(G.file, L[first].file) != 0 || G.warg != L[first].warg))
+      fatal("warp %u of block (%u,%u,%u): divergent nvcuda::wmma calls: lane %d at %s:%d, lane %u at %s:%d",
+            w, blockIdx.x, blockIdx.y, blockIdx.z, first, L[first].file, L[first].line, G.lane, G.file, G.line);
+    if (op == W_WMMA && G.wval != L[first].wval)
+      fatal("warp %u of block (%u,%u,%u): nvcuda::wmma call at %s:%d with non-uniform arguments (lanes %d and %u differ in "
+            "pointer, ldm, layout or fill value)", w, blockIdx.x, blockIdx.y, blockIdx.z, G.file, G.line, first, G.lane);
   }
   uint64_t agg = 0; unsigned bal = 0;
   switch (op) {
@@ -924,6 +933,9 @@ inline __nv_bfloat162 __hfma2(const __nv_bfloat162 a, const __nv_bfloat162 b, co
   return __nv_bfloat162(__hfma(a.x, b.x, c.x), __hfma(a.y, b.y, c.y)); }
 inline __half __hfma(const __half a, const __half b, const __half c) {
   return __float2half(fmaf(__half2float(a), __half2float(b), __half2float(c))); }
+
+// ------------------------------------------------------------------ 4b. tensor cores: nvcuda::wmma
+#include "wmma_emu.h"
 
 // ------------------------------------------------------------------ 5. CUDA runtime API (host)
 struct CUstream_st { int device; };
