@@ -13,7 +13,7 @@
 //
 // Environment: EMU_THREADS=n  EMU_STACK_KB=k  EMU_SCHEDULE=fwd|rev|rand  EMU_SEED=s
 //              EMU_DEFER=1 (queue stream work until a sync point)  EMU_LENIENT_EXIT=1
-//              EMU_ALLOW_HOST_PTR=1  EMU_STATS=1
+//              EMU_ALLOW_HOST_PTR=1  EMU_STATS=1  EMU_SM_COUNT=n (multiprocessors reported)
 // Launches are counted per kernel name: emu_launch_count() (emu_counters.h, callable from C).
 #ifndef CUDA_EMU_H
 #define CUDA_EMU_H 1
@@ -1112,6 +1112,13 @@ inline int emu_device_count() { const char* v = emu::env("EMU_DEVICES"); return 
 inline cudaError_t cudaGetDeviceCount(int* c) { *c = emu_device_count(); return cudaSuccess; }
 inline cudaError_t cudaSetDevice(int d) { if (d < 0 || d >= emu_device_count()) return emu::set_error(cudaErrorInvalidDevice); emu::tl_device = d; return cudaSuccess; }
 inline cudaError_t cudaGetDevice(int* d) { *d = emu::tl_device; return cudaSuccess; }
+// EMU_SM_COUNT=n: the multiprocessor count the device reports (132, an H100's, by default), read at
+// every query, so a test can size grids of grid-stride kernels down between two backends
+inline int emu_sm_count() {
+  const char* e = getenv("EMU_SM_COUNT");
+  const int n = e ? atoi(e) : 0;
+  return n > 0 ? n : 132;
+}
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "cuda-emu CPU (sm_90 limits)");
@@ -1119,12 +1126,12 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
   p->sharedMemPerMultiprocessor = 228 * 1024; p->regsPerBlock = 65536; p->warpSize = 32; p->maxThreadsPerBlock = 1024;
   p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
   p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
-  p->major = 9; p->minor = 0; p->multiProcessorCount = 132; p->maxThreadsPerMultiProcessor = 2048; p->l2CacheSize = 50 << 20;
+  p->major = 9; p->minor = 0; p->multiProcessorCount = emu_sm_count(); p->maxThreadsPerMultiProcessor = 2048; p->l2CacheSize = 50 << 20;
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
   switch (a) {
-    case cudaDevAttrMultiProcessorCount: *v = 132; break;
+    case cudaDevAttrMultiProcessorCount: *v = emu_sm_count(); break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = EMU_MAX_DYN_SMEM; break;
     case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 * 1024; break;
     case cudaDevAttrMaxThreadsPerBlock: *v = 1024; break;
