@@ -37,6 +37,7 @@
 //     diagonal to T: S^T = k q^T, dP^T = v dy^T, dv += (P m)^T dy, dk += dS^T q.
 // dq, dk, dv go straight into dqkv (B,T,3C) (overwritten).
 #include <mma.h>
+#include <algorithm>
 #include <type_traits>
 
 #include "kernels/cuda/cuda_ops.cuh"
@@ -369,7 +370,16 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__r
 bool cuda_flash_attention_ok(const CudaCtx *c, int T, int C, int NH) {
     if (c->dtype == DTYPE_FP32 || NH <= 0 || C % NH) return false;
     const int hs = C / NH;
-    return hs % 16 == 0 && hs <= 128 && T > hs;
+    if (hs % 16 || hs > 128 || T <= hs) return false;
+    // the kernels' shared memory (at hs 128: 77, 101 and 137 KB) within the device's opt-in
+    // limit (sm_80 163 KB, sm_90 227 KB; sm_86/sm_89 99 KB, enough up to hs 80)
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, c->device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    const size_t need = std::max(fa_fwd_smem(hs, 2), std::max(fa_dq_smem(hs, 2), fa_dkv_smem(hs, 2)));
+    return need <= (size_t)optin;
 }
 
 static FlashArgs fa_args(int B, int T, int C, int NH, float attn_p, DropoutKey key) {
