@@ -872,13 +872,53 @@ static void gather_rows(float *dst, const float *src, int B, size_t row, int64_t
     for (int j = 0; j < B; j++) memcpy(dst + (size_t)j * row, src + (size_t)(row0 + j * stride) * row, row * sizeof(float));
 }
 
-static void test_global_rows(void **state) {
-    Fx *f = *state;
-    const int B = 3, W = 3, R0 = 1, T = 7, C = 48, NH = 3, BF = B * W;
+// test_global_rows' attention part at one shape: B local rows of rank R0 of W against the
+// big batch of B*W rows, forward and backward, bitwise.
+static void global_rows_attention(Fx *f, int T, int C, int NH) {
+    const int B = 3, W = 3, R0 = 1, BF = B * W;
     const float p = 0.3f;
     const uint64_t key = dropout_key(7, 11);
     const DropoutKey one = { key, 0, 1 }, rank = { key, R0, W };
     const size_t TC = (size_t)T * C, ATT = (size_t)NH * T * T;   // per batch row
+    float *want = malloc(B * TC * 4);
+    print_message("    T %d, hs %d: %s attention path\n", T, C / NH, fused_attention(f->dt, T, C, NH) ? "fused" : "cuBLAS");
+    float *qf = rnd(BF * 3 * TC, -1, 1), *q = malloc(B * 3 * TC * 4);
+    gather_rows(q, qf, B, 3 * TC, R0, W);
+    float *d_qf = up(f->cu, qf, BF * 3 * TC * 4), *d_q = up(f->cu, q, B * 3 * TC * 4);
+    float *d_of = f->cu->alloc(f->cu, BF * TC * 4), *d_o = f->cu->alloc(f->cu, B * TC * 4);
+    float *d_af = f->cu->alloc(f->cu, BF * ATT * 4), *d_a = f->cu->alloc(f->cu, B * ATT * 4);
+    f->cu->attention_forward(f->cu, d_of, d_af, d_qf, BF, T, C, NH, p, one);
+    f->cu->attention_forward(f->cu, d_o, d_a, d_q, B, T, C, NH, p, rank);
+    float *of = down(f->cu, d_of, BF * TC), *o = down(f->cu, d_o, B * TC);
+    gather_rows(want, of, B, TC, R0, W);
+    check_equal("attention_forward out: rank rows == big batch rows", o, want, B * TC);
+    // backward from the same upstream gradient rows
+    float *dyf = rnd(BF * TC, -1, 1), *dy = malloc(B * TC * 4);
+    gather_rows(dy, dyf, B, TC, R0, W);
+    float *d_dyf = up(f->cu, dyf, BF * TC * 4), *d_dy = up(f->cu, dy, B * TC * 4);
+    float *d_dqf = f->cu->alloc(f->cu, BF * 3 * TC * 4), *d_dq = f->cu->alloc(f->cu, B * 3 * TC * 4);
+    float *d_sf = f->cu->alloc(f->cu, BF * ATT * 4), *d_s = f->cu->alloc(f->cu, B * ATT * 4);
+    f->cu->attention_backward(f->cu, d_dqf, d_sf, d_dyf, d_qf, d_af, BF, T, C, NH, p, one);
+    f->cu->attention_backward(f->cu, d_dq, d_s, d_dy, d_q, d_a, B, T, C, NH, p, rank);
+    float *dqf = down(f->cu, d_dqf, BF * 3 * TC), *dq = down(f->cu, d_dq, B * 3 * TC);
+    float *want3 = malloc(B * 3 * TC * 4);
+    gather_rows(want3, dqf, B, 3 * TC, R0, W);
+    check_equal("attention_backward dqkv: rank rows == big batch rows", dq, want3, B * 3 * TC);
+    // (test_attention compares the CUDA and CPU backends under this mapping)
+
+    f->cu->free(f->cu, d_qf); f->cu->free(f->cu, d_q); f->cu->free(f->cu, d_of); f->cu->free(f->cu, d_o);
+    f->cu->free(f->cu, d_af); f->cu->free(f->cu, d_a); f->cu->free(f->cu, d_dyf); f->cu->free(f->cu, d_dy);
+    f->cu->free(f->cu, d_dqf); f->cu->free(f->cu, d_dq); f->cu->free(f->cu, d_sf); f->cu->free(f->cu, d_s);
+    free(want); free(qf); free(q); free(of); free(o); free(dyf); free(dy); free(dqf); free(dq); free(want3);
+}
+
+static void test_global_rows(void **state) {
+    Fx *f = *state;
+    const int B = 3, W = 3, R0 = 1, T = 7, C = 48, BF = B * W;
+    const float p = 0.3f;
+    const uint64_t key = dropout_key(7, 11);
+    const DropoutKey one = { key, 0, 1 }, rank = { key, R0, W };
+    const size_t TC = (size_t)T * C;   // per batch row
 
     // dropout on (B, T, C) activations: rows of T*C, as the model calls it
     float *xf = rnd(BF * TC, -1, 1), *x = malloc(B * TC * 4), *want = malloc(B * TC * 4);
@@ -906,37 +946,13 @@ static void test_global_rows(void **state) {
     gather_rows(want, gf, B, TC, R0, W);
     check_equal("dropout_backward rank rows == big batch rows", g, want, B * TC);
 
-    // attention, dropout on the probabilities
-    float *qf = rnd(BF * 3 * TC, -1, 1), *q = malloc(B * 3 * TC * 4);
-    gather_rows(q, qf, B, 3 * TC, R0, W);
-    float *d_qf = up(f->cu, qf, BF * 3 * TC * 4), *d_q = up(f->cu, q, B * 3 * TC * 4);
-    float *d_of = f->cu->alloc(f->cu, BF * TC * 4), *d_o = f->cu->alloc(f->cu, B * TC * 4);
-    float *d_af = f->cu->alloc(f->cu, BF * ATT * 4), *d_a = f->cu->alloc(f->cu, B * ATT * 4);
-    f->cu->attention_forward(f->cu, d_of, d_af, d_qf, BF, T, C, NH, p, one);
-    f->cu->attention_forward(f->cu, d_o, d_a, d_q, B, T, C, NH, p, rank);
-    float *of = down(f->cu, d_of, BF * TC), *o = down(f->cu, d_o, B * TC);
-    gather_rows(want, of, B, TC, R0, W);
-    check_equal("attention_forward out: rank rows == big batch rows", o, want, B * TC);
-    // backward from the same upstream gradient rows
-    float *dyf = rnd(BF * TC, -1, 1), *dy = malloc(B * TC * 4);
-    gather_rows(dy, dyf, B, TC, R0, W);
-    float *d_dyf = up(f->cu, dyf, BF * TC * 4), *d_dy = up(f->cu, dy, B * TC * 4);
-    float *d_dqf = f->cu->alloc(f->cu, BF * 3 * TC * 4), *d_dq = f->cu->alloc(f->cu, B * 3 * TC * 4);
-    float *d_sf = f->cu->alloc(f->cu, BF * ATT * 4), *d_s = f->cu->alloc(f->cu, B * ATT * 4);
-    f->cu->attention_backward(f->cu, d_dqf, d_sf, d_dyf, d_qf, d_af, BF, T, C, NH, p, one);
-    f->cu->attention_backward(f->cu, d_dq, d_s, d_dy, d_q, d_a, B, T, C, NH, p, rank);
-    float *dqf = down(f->cu, d_dqf, BF * 3 * TC), *dq = down(f->cu, d_dq, B * 3 * TC);
-    float *want3 = malloc(B * 3 * TC * 4);
-    gather_rows(want3, dqf, B, 3 * TC, R0, W);
-    check_equal("attention_backward dqkv: rank rows == big batch rows", dq, want3, B * 3 * TC);
-    // (test_attention compares the CUDA and CPU backends under this mapping)
+    // attention, dropout on the probabilities: the cuBLAS path (T 7 <= hs 16) and, with bf16/fp16
+    // matmuls, the fused one (hs 32 < T 37)
+    global_rows_attention(f, 7, 48, 3);
+    global_rows_attention(f, 37, 96, 3);
 
     f->cu->free(f->cu, d_xf); f->cu->free(f->cu, d_x); f->cu->free(f->cu, dxf); f->cu->free(f->cu, dx);
-    f->cu->free(f->cu, d_qf); f->cu->free(f->cu, d_q); f->cu->free(f->cu, d_of); f->cu->free(f->cu, d_o);
-    f->cu->free(f->cu, d_af); f->cu->free(f->cu, d_a); f->cu->free(f->cu, d_dyf); f->cu->free(f->cu, d_dy);
-    f->cu->free(f->cu, d_dqf); f->cu->free(f->cu, d_dq); f->cu->free(f->cu, d_sf); f->cu->free(f->cu, d_s);
-    free(xf); free(x); free(want); free(gf); free(g); free(g1); free(qf); free(q); free(of); free(o);
-    free(dyf); free(dy); free(dqf); free(dq); free(want3);
+    free(xf); free(x); free(want); free(gf); free(g); free(g1);
 }
 
 // ================================================================ classifier
