@@ -638,10 +638,10 @@ static void attention_run(Backend *be, const float *qkv, const float *dout, int 
 
 // Causality, bitwise: rows t <= t0 of out and of dq cannot change when everything after t0
 // changes (q, k, v and the output gradient of those positions); t0 = 40 sits inside a tile of
-// either path. Fused path only: the key tiles wholly after a tile of 64 queries are never read
-// (nor their queries and output gradients by that tile's dq): with NaN in every position from
-// 64 on, rows 0..63 of out and dq are still bitwise those of the clean input (were such a tile
-// multiplied in, 0 * NaN would show).
+// either path. Fused path only: the key tiles wholly after a tile of 64 queries are never
+// multiplied in (nor, in its dq, their queries and output gradients): with NaN in every position
+// from 64 on, rows 0..63 of out and dq are still bitwise those of the clean input (were such a
+// tile multiplied in, masked or not, 0 * NaN would show).
 static void test_attention_causal(void **state) {
     Fx *f = *state;
     const int B = 2, T = 100, C = 128, NH = 2, t0 = 40, tile = 64;
