@@ -4,9 +4,12 @@
 // Fragments of one shape, 16x16x16: matrix_a (16x16, m x k) and matrix_b (16x16, k x n) of
 // __nv_bfloat16 or __half, row_major or col_major; accumulator (16x16, m x n) of float. As on
 // the GPU a fragment is distributed over the 32 lanes of a warp: each lane holds num_elements
-// = 8 of its 256 elements in x[] (lane l holds row-major positions 8l .. 8l+7 of the fragment's
-// logical matrix here; the mapping is unspecified on hardware, so kernels may only apply the
-// same operation to every x[i]).
+// = 8 of its 256 elements in x[]. Which ones is unspecified on hardware (and differs between
+// fragment kinds), so kernels may only apply the same operation to every x[i]; here too the
+// kinds differ, so that code combining x[] of fragments of two kinds position by position gets
+// wrong results: element 8l + i of lane l is, in row-major order of the fragment's logical
+// matrix, position 8l + i (matrix_a), 8l + i + 128 mod 256 (accumulator), and in column-major
+// order position 8l + i (matrix_b).
 //
 // Every call (fill_fragment, load_matrix_sync, store_matrix_sync, mma_sync) is warp-collective,
 // as the real ones: the 32 lanes must all make it, from the same call site, in uniform control
@@ -84,6 +87,19 @@ inline uint64_t arg_hash(const void* p, unsigned ldm, int layout) {
   return (uint64_t)(uintptr_t)p * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)ldm << 2 | (uint64_t)layout);
 }
 
+// Logical (row, col) of x[i] of lane l in a fragment of kind Use, and the inverse (lane * 8 + slot).
+template <class Use> inline void pos(int l, int i, int& r, int& c) {
+  int e = l * 8 + i;
+  if (std::is_same<Use, nvcuda::wmma::accumulator>::value) e = (e + 128) % 256;
+  if (std::is_same<Use, nvcuda::wmma::matrix_b>::value) { r = e % 16; c = e / 16; }
+  else { r = e / 16; c = e % 16; }
+}
+template <class Use> inline int where(int r, int c) {
+  if (std::is_same<Use, nvcuda::wmma::matrix_b>::value) return c * 16 + r;
+  const int e = r * 16 + c;
+  return std::is_same<Use, nvcuda::wmma::accumulator>::value ? (e + 128) % 256 : e;
+}
+
 inline float to_f(float v) { return v; }
 inline float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
 inline float to_f(__half v) { return __half2float(v); }
@@ -94,8 +110,8 @@ inline float to_f(__half v) { return __half2float(v); }
 namespace nvcuda {
 namespace wmma {
 
-// logical (row, col) of element i of lane l, in the fragment's 16x16 matrix
-#define EMU_WMMA_RC(l, i) const int r_ = ((l) * 8 + (i)) / 16, c_ = ((l) * 8 + (i)) % 16
+// logical (row, col) of element i of lane l, in the 16x16 matrix of a fragment of kind Use
+#define EMU_WMMA_RC(Use, l, i) int r_, c_; emu::wmma_impl::pos<Use>((int)(l), (i), r_, c_)
 
 template <class Use, int m, int n, int k, class T, class L, class V>
 inline void fill_fragment(fragment<Use, m, n, k, T, L>& f, const V& v, EMU_LOC) {
@@ -113,7 +129,7 @@ inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, L>& f, const T* p, uns
   emu::wmma_impl::check_ptr<T>(1, p, ldm, _file, _line);
   const unsigned lane = emu::wmma_impl::sync(1, emu::wmma_impl::arg_hash(p, ldm, row), _file, _line);
   for (int i = 0; i < 8; i++) {
-    EMU_WMMA_RC(lane, i);
+    EMU_WMMA_RC(Use, lane, i);
     f.x[i] = row ? p[(size_t)r_ * ldm + c_] : p[(size_t)c_ * ldm + r_];
   }
 }
@@ -122,7 +138,7 @@ inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, float>& f, const 
   emu::wmma_impl::check_ptr<float>(1, p, ldm, _file, _line);
   const unsigned lane = emu::wmma_impl::sync(1, emu::wmma_impl::arg_hash(p, ldm, layout), _file, _line);
   for (int i = 0; i < 8; i++) {
-    EMU_WMMA_RC(lane, i);
+    EMU_WMMA_RC(accumulator, lane, i);
     f.x[i] = layout == mem_row_major ? p[(size_t)r_ * ldm + c_] : p[(size_t)c_ * ldm + r_];
   }
 }
@@ -131,7 +147,7 @@ inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, 
   emu::wmma_impl::check_ptr<float>(2, p, ldm, _file, _line);
   const unsigned lane = emu::wmma_impl::sync(2, emu::wmma_impl::arg_hash(p, ldm, layout), _file, _line);
   for (int i = 0; i < 8; i++) {
-    EMU_WMMA_RC(lane, i);
+    EMU_WMMA_RC(accumulator, lane, i);
     (layout == mem_row_major ? p[(size_t)r_ * ldm + c_] : p[(size_t)c_ * ldm + r_]) = f.x[i];
   }
 }
@@ -147,18 +163,18 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, float>& d, const fragment
   if (!emu::tl_runner || !emu::tl_in_kernel) emu::fatal("%s called outside a kernel (%s:%d)", "nvcuda::wmma::mma_sync", _file, _line);
   emu::warp_op(emu::W_WMMA_X, 0xffffffffu, (uint64_t)(uintptr_t)&mine, 3, 32, _file, _line);
   const unsigned lane = emu::tl_runner->f[emu::tl_runner->cur].lane;
-  // element (r, c) of a fragment: lane (r*16 + c) / 8, slot (r*16 + c) % 8
+  // element (r, c) of a fragment: lane where / 8, slot where % 8
   auto A = [](int r, int c) {
-    const int e = r * 16 + c;
+    const int e = emu::wmma_impl::where<matrix_a>(r, c);
     return emu::wmma_impl::to_f(((const fragment<matrix_a, 16, 16, 16, T, LA>*)emu::wmma_impl::peer(e / 8)->a)->x[e % 8]);
   };
   auto B = [](int r, int c) {
-    const int e = r * 16 + c;
+    const int e = emu::wmma_impl::where<matrix_b>(r, c);
     return emu::wmma_impl::to_f(((const fragment<matrix_b, 16, 16, 16, T, LB>*)emu::wmma_impl::peer(e / 8)->b)->x[e % 8]);
   };
   float out[8];
   for (int i = 0; i < 8; i++) {
-    EMU_WMMA_RC(lane, i);
+    EMU_WMMA_RC(accumulator, lane, i);
     float s = c.x[i];
     for (int kk = 0; kk < 16; kk++) s += A(r_, kk) * B(kk, c_);
     out[i] = s;

@@ -2,7 +2,8 @@
 // against a double reference (valid CUDA: also compiled by nvcc): D = A B + C for 16x16x16
 // fragments of __nv_bfloat16 and __half, A and B row- or col-major at an ldm larger than 16,
 // C loaded and D stored in either memory layout, element-wise ops on x[] (scale by 2 through
-// every element), and two mma_sync in a row accumulating in place (d == c).
+// every element), two mma_sync in a row accumulating in place (d == c), and fragment kinds
+// holding their elements at different positions of x[].
 //
 // Tolerance: the inputs are exact in the 16-bit type, so every product a*b is exact in fp32
 // (8+8 or 11+11 significant bits); D = c + sum_k a_k b_k summed in fp32 in some order: each of
@@ -47,6 +48,20 @@ __global__ void fill_kernel(float* d) {
     wmma::fill_fragment(fc, 3.0f);
     wmma::mma_sync(fc, fa, fb, fc);
     wmma::store_matrix_sync(d, fc, 16, wmma::mem_row_major);
+}
+
+// x[] of an accumulator and of a matrix_a loaded from the same 16x16 values (small integers,
+// exact in either type): out[lane] = how many of the lane's 8 elements agree position by
+// position. On a GPU the two mappings differ (and are unspecified); the emulator makes them
+// differ too, so that code pairing x[] across fragment kinds fails there as well.
+__global__ void mapping_kernel(int* out, const float* m32, const __half* m16) {
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> fc;
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa;
+    wmma::load_matrix_sync(fc, m32, 16, wmma::mem_row_major);
+    wmma::load_matrix_sync(fa, m16, 16);
+    int same = 0;
+    for (int i = 0; i < fc.num_elements; i++) same += fc.x[i] == __half2float(fa.x[i]);
+    out[threadIdx.x] = same;
 }
 
 static float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -119,6 +134,20 @@ int main() {
     fails += bad != 0;
     printf("%-4s wmma fill_fragment: D = fill(1) fill(0.5) + fill(3) = 11 everywhere (%d wrong)\n", bad ? "FAIL" : "ok", bad);
     cudaFree(dd);
+    {
+        float m32[256]; __half m16[256]; int same[32], total = 0;
+        for (int i = 0; i < 256; i++) { m32[i] = (float)i; m16[i] = __float2half((float)i); }
+        float* d32; __half* d16; int* dout;
+        cudaMalloc(&d32, sizeof m32); cudaMalloc(&d16, sizeof m16); cudaMalloc(&dout, sizeof same);
+        cudaMemcpy(d32, m32, sizeof m32, cudaMemcpyHostToDevice);
+        cudaMemcpy(d16, m16, sizeof m16, cudaMemcpyHostToDevice);
+        LAUNCH(mapping_kernel, 1, 32)(dout, d32, d16);
+        cudaMemcpy(same, dout, sizeof same, cudaMemcpyDeviceToHost);
+        for (int l = 0; l < 32; l++) total += same[l];
+        fails += total == 256;
+        printf("%-4s wmma fragment kinds map x[] to different positions (%d of 256 pair up)\n", total == 256 ? "FAIL" : "ok", total);
+        cudaFree(d32); cudaFree(d16); cudaFree(dout);
+    }
     printf("%s\n", fails ? "FAILED" : "all wmma checks passed");
     return fails != 0;
 }
