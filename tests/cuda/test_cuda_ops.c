@@ -72,9 +72,10 @@ static const Dims DIMS[] = { {3, 7, 48, 3, 67, 0.1f}, {2, 37, 80, 5, 67, 0.0f} }
 #define NDIMS ((int)(sizeof DIMS / sizeof DIMS[0]))
 // Shapes of the fused attention path (bf16/fp16; fp32 runs them on the cuBLAS path): T not a
 // multiple of the 64-query / 32-key tiles (37, 100, 130), hs 32, 64, 80, 128, dropout on and
-// off; the second row of DIMS (hs 16, T 37) is fused too, its first (T 7 < hs) is not.
+// off; the second row of DIMS (hs 16, T 37) is fused too, its first (T 7 < hs) is not, nor the
+// last row here (hs 24, not a multiple of 16: the cuBLAS path in every dtype).
 static const Dims FDIMS[] = { {3, 37, 96, 3, 67, 0.1f}, {1, 100, 128, 2, 67, 0.0f}, {2, 100, 160, 2, 67, 0.1f},
-                              {1, 130, 256, 2, 67, 0.1f} };
+                              {1, 130, 256, 2, 67, 0.1f}, {2, 37, 72, 3, 67, 0.1f} };
 #define NFDIMS ((int)(sizeof FDIMS / sizeof FDIMS[0]))
 
 // Whether the CUDA backend takes the fused attention path (cuda_flash_attention_ok, on a device
