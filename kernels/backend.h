@@ -85,6 +85,10 @@ struct Backend {
                             int N, int C, int OC);
     // Dropout on the attention probabilities: batch row b is global row k.row0 + b*k.row_stride,
     // element (b,h,t,t2) has global index dropout_global_index(k, b, NH*T*T, (h*T + t)*T + t2).
+    // att (B*NH*T*T floats) is what attention_backward needs, saved by this backend for its own
+    // backward: the probabilities (B,NH,T,T) (the CPU backend; CUDA's cuBLAS path), or, on
+    // CUDA's fused path (bf16/fp16, hs a multiple of 16 up to 128, T > hs), the log-sum-exp of
+    // each score row and the per-head output (kernels/cuda/flash_attention.cu).
     void (*attention_forward)(Backend *be, float *out, float *att, const float *qkv,
                               int B, int T, int C, int NH, float attn_p, DropoutKey k);
     // Incremental inference over a key/value cache (model/gpt.h: gpt_infer_feed): the keys and
@@ -94,7 +98,8 @@ struct Backend {
     // matmul_dtype.
     void (*attention_forward_cached)(Backend *be, float *out, float *att, float *kcache, float *vcache,
                                      const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH);
-    // dqkv (B,T,3C) = the gradient given dout (B,T,C), overwritten; scratch (B,NH,T,T) too.
+    // dqkv (B,T,3C) = the gradient given dout (B,T,C), overwritten; scratch (B,NH,T,T) too;
+    // att as this backend's attention_forward left it.
     void (*attention_backward)(Backend *be, float *dqkv, float *scratch, const float *dout,
                                const float *qkv, const float *att, int B, int T, int C, int NH,
                                float attn_p, DropoutKey k);

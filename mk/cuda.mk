@@ -71,7 +71,8 @@ OPENBLAS_INC ?= /usr/include/x86_64-linux-gnu/openblas-openmp
 EMU_MPI_CFLAGS := $(shell mpicc -showme:compile 2>/dev/null)
 EMU_MPI_LIBS   := $(shell mpicc -showme:link 2>/dev/null)
 EMU_H      := kernels/cuda/emu/cuda_emu.h
-EMU_DEPS   := $(EMU_H) kernels/cuda/emu/nccl_emu.h kernels/cuda/emu/cublaslt_emu.h kernels/cuda/emu/emu_counters.h
+EMU_DEPS   := $(EMU_H) kernels/cuda/emu/nccl_emu.h kernels/cuda/emu/cublaslt_emu.h kernels/cuda/emu/emu_counters.h \
+              kernels/cuda/emu/wmma_emu.h
 EMU_FLAGS  := -x c++ -std=c++17 -O2 -g -I. -I$(CUDA_HOME)/include -I$(OPENBLAS_INC) $(EMU_MPI_CFLAGS) -DEMU_USE_CBLAS \
               -include $(EMU_H) -Wall -Wextra -Werror $(SAN_FLAGS)
 ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
@@ -123,7 +124,7 @@ CUDA_ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 EMU_SCHEDULE=rand EMU_DEFER=1
 endif
 CUDA_NOBLAS_BIN := $(B)/cuda-tests/test_cuda_ops.noblas $(B)/cuda-tests/test_cuda_train.noblas
 EMU_SELF_BIN  := $(B)/cuda-tests/emu/test_emu_features $(B)/cuda-tests/emu/test_emu_cublas $(B)/cuda-tests/emu/test_emu_cublaslt \
-                 $(B)/cuda-tests/emu/test_emu_graph \
+                 $(B)/cuda-tests/emu/test_emu_graph $(B)/cuda-tests/emu/test_emu_wmma \
                  $(B)/cuda-tests/emu/emu_bugs $(B)/cuda-tests/emu/emu_bugs.asan
 
 $(B)/cuda-tests/%: tests/cuda/%.c $(EMU_OBJ) $(B)/libmingpt.a tests/test_util.h
@@ -203,6 +204,7 @@ cuda-emu-self: $(EMU_SELF_BIN)
 	@$(B)/cuda-tests/emu/test_emu_cublaslt >/dev/null && echo "emu: cuBLASLt shim ok"
 	@$(B)/cuda-tests/emu/test_emu_graph > $(B)/cuda-tests/emu/test_emu_graph.log 2>&1 \
 	  && echo "emu: stream capture and graphs ok" || { cat $(B)/cuda-tests/emu/test_emu_graph.log; exit 1; }
+	@$(B)/cuda-tests/emu/test_emu_wmma >/dev/null && echo "emu: wmma ok"
 	@sh tests/cuda/emu/run_emu_bugs.sh $(B)/cuda-tests/emu
 define run_cuda_suites
 	@set -e; for t in $(2); do echo "== $$t [$(1)]"; env $(CUDA_TEST_ENV) $(1) $$t > $$t.$(3).log 2>&1 || { cat $$t.$(3).log; echo "FAILED: $$t [$(1)]"; exit 1; }; \

@@ -1,6 +1,8 @@
 // kernels/cuda/attention.cu — causal multi-head self-attention: cuBLAS strided-batched
 // GEMMs for the two products, causal softmax forward/backward kernels, attention dropout
-// with the counter-based masks of kernels/dropout_rng.h.
+// with the counter-based masks of kernels/dropout_rng.h. With bf16/fp16 matmul inputs, hs a
+// multiple of 16 up to 128 and T > hs, the fused kernels of flash_attention.cu run instead
+// (no T x T tensor; `att` then holds what they save); fp32 and other shapes take this path.
 //
 // Forward, per (b,h) with q,k,v (T,hs):
 //   permute   qkv (B,T,3C) -> q,k,v (B,NH,T,hs) in the compute dtype (the rounding point)
@@ -267,6 +269,10 @@ static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const 
 void cuda_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T,
                             int C, int NH, float attn_p, DropoutKey key) {
     if (B <= 0 || T <= 0) return;
+    if (cuda_flash_attention_ok(c, T, C, NH)) {
+        cuda_flash_attention_forward(c, out, att, qkv, B, T, C, NH, attn_p, key);
+        return;
+    }
     const AttnDims d = attn_dims(B, T, C, NH, attn_p);
     switch (c->dtype) {
     case DTYPE_BF16: attention_forward_t<__nv_bfloat16>(c, out, att, qkv, d, key); break;
@@ -279,6 +285,10 @@ void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const floa
                              const float *qkv, const float *att, int B, int T, int C, int NH,
                              float attn_p, DropoutKey key) {
     if (B <= 0 || T <= 0) return;
+    if (cuda_flash_attention_ok(c, T, C, NH)) {
+        cuda_flash_attention_backward(c, dqkv, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
+        return;
+    }
     const AttnDims d = attn_dims(B, T, C, NH, attn_p);
     switch (c->dtype) {
     case DTYPE_BF16: attention_backward_t<__nv_bfloat16>(c, dqkv, scratch, dout, qkv, att, d, key); break;

@@ -86,6 +86,14 @@ void cuda_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv
 void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
                              const float *qkv, const float *att, int B, int T, int C, int NH,
                              float attn_p, DropoutKey k);
+// flash_attention.cu: the fused path of the two above (bf16/fp16, hs a multiple of 16 up to 128,
+// T > hs: cuda_flash_attention_ok); `att` then holds the log-sum-exp rows and the per-head output
+// (see the file), which only its backward reads
+bool cuda_flash_attention_ok(const CudaCtx *c, int T, int C, int NH);
+void cuda_flash_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+                                  float attn_p, DropoutKey key);
+void cuda_flash_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                   const float *att, int B, int T, int C, int NH, float attn_p, DropoutKey key);
 // key/value-cache attention of inference (Backend.attention_forward_cached), fp32 in every dtype
 void cuda_attention_forward_cached(CudaCtx *c, float *out, float *att, float *kcache, float *vcache,
                                    const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH);

@@ -2,7 +2,8 @@
 # tests/cuda/check_dialect.sh — the gate on the CUDA kernel dialect (kernels/cuda/emu/README.md):
 # every kernels/cuda/*.cu / *.cuh (the emulation layer in kernels/cuda/emu/ excepted) must
 # launch through LAUNCH(...) only, and use no inline PTX, no CUB/Thrust and no logic under
-# __CUDA_ARCH__, so that the emulator runs exactly the code the GPU runs.
+# __CUDA_ARCH__, and reach the tensor cores only through nvcuda::wmma, so that the emulator
+# runs exactly the code the GPU runs.
 # Comments are stripped before matching (a comment may name what is forbidden).
 # usage: check_dialect.sh [DIR]   (default kernels/cuda of this checkout)
 dir=${1:-$(dirname "$0")/../../kernels/cuda}
@@ -29,7 +30,8 @@ for f in $files; do
     check '(cub/|thrust/|cub::|thrust::|<cub>|<thrust>)' 'CUB / Thrust'
     check '__CUDA_ARCH__' '__CUDA_ARCH__ (architecture-specific logic the emulator cannot run)'
     check 'extern[[:space:]]+__shared__' 'extern __shared__ (use DYNAMIC_SHARED(T, name) from kernels/cuda/emu/launch.cuh)'
-    check '(mma\.sync|wgmma|nvcuda::wmma|cp\.async|__nanosleep)' 'tensor-core / async-copy / spin primitives the emulator lacks'
+    # tensor cores only through nvcuda::wmma (kernels/cuda/emu/wmma_emu.h emulates it)
+    check '(mma\.sync|wgmma|cp\.async|__nanosleep)' 'tensor-core PTX / async-copy / spin primitives the emulator lacks (use nvcuda::wmma)'
 done
 n=$(echo "$files" | wc -l)
 if [ $fail -ne 0 ]; then echo "check_dialect: FAILED"; exit 1; fi

@@ -11,7 +11,8 @@ usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues]
   default: bf16 matmul inputs (use_amp), weights cast once per step (the weight-cast cache,
   Backend.cast_weights), bias / bias+GELU / bias gradient as cuBLASLt epilogues of the GEMMs;
   --per-call: every matmul rounds its weight itself, as before the cache;
-  --fp32: fp32 matmul inputs (nothing rounded);
+  --fp32: fp32 matmul inputs (nothing rounded; attention on the cuBLAS path, the fused kernels
+  being bf16/fp16 only);
   --no-epilogues: the bias add, bias+GELU, bias-gradient column sums and GELU backward as separate
   kernels (the cuBLAS path, as before cuBLASLt; also where cuBLASLt refuses a shape)
 """
@@ -96,7 +97,39 @@ def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None):
         op(phase, name + " dbias colsum", N * OC, 4 * N * OC)
 
 
+# The fused attention (kernels/cuda/flash_attention.cu; bf16/fp16, hs a multiple of 16 up to
+# 128, T > hs: the tutorial's hs 64, T 128): per head, the tiles it computes (16x32 units of a
+# warp: 16 query rows x 32 keys; rows past T of a partial tile are computed too) and the rows
+# of q/k/v/dy it loads from the fp32 tensors (a k/v tile is loaded again by every query tile
+# that needs it; counted as DRAM reads, though a head's 32 KB of k and v may well stay in L2).
+FA_ROWS, FA_COLS = 64, 32
+
+
+def fused_tiles():
+    fq = fkv = 0          # forward and dq kernel: units of work, k/v rows loaded
+    for q0 in range(0, T, FA_ROWS):
+        nk = (min(q0 + FA_ROWS, T) - 1) // FA_COLS + 1
+        for kt in range(nk):
+            k0 = kt * FA_COLS
+            fkv += min(FA_COLS, T - k0)
+            fq += sum(1 for w in range(FA_ROWS // 16) if q0 + 16 * w < T and q0 + 16 * w + 15 >= k0)
+    dkv = dq_rows = 0     # dk/dv kernel: units of work, q/dy rows loaded
+    nq = (T + FA_COLS - 1) // FA_COLS
+    for k0 in range(0, T, FA_ROWS):
+        for qt in range(k0 // FA_COLS, nq):
+            q0 = qt * FA_COLS
+            dq_rows += min(FA_COLS, T - q0)
+            dkv += sum(1 for w in range(FA_ROWS // 16) if k0 + 16 * w < T and k0 + 16 * w <= q0 + FA_COLS - 1)
+    return fq * 16 * FA_COLS, fkv, dkv * 16 * FA_COLS, dq_rows
+
+
 def attention_fwd(phase):
+    if not fp32_mode:   # one fused kernel: q k^T and P v (wmma) on the computed tiles only
+        pairs, kv_rows, _, _ = fused_tiles()
+        BNH = B * NH
+        op(phase, "attn fused forward (flash)", 4 * pairs * hs * BNH,
+           4 * BTC + 2 * 4 * hs * kv_rows * BNH + 8 * BTC + 4 * BNH * T, "bgemm")
+        return
     op(phase, "attn permute q,k,v", 0, 4 * 3 * BTC + lp * 3 * BTC)
     op(phase, "attn q k^T GEMM (batched)", 2 * BNT2 * hs, lp * 2 * BTC + 4 * BNT2, "bgemm")
     op(phase, "attn causal softmax+dropout", 8 * BNT2, 4 * BNT2 * 2 + lp * BNT2 * (0 if fp32_mode and False else 1))
@@ -105,6 +138,14 @@ def attention_fwd(phase):
 
 
 def attention_bwd(phase):
+    if not fp32_mode:   # dq kernel (S, dP recomputed, dq; D = rowsum(dy y)), then the dk/dv kernel
+        pairs, kv_rows, pairs_kv, q_rows = fused_tiles()
+        BNH = B * NH
+        op(phase, "attn fused dq (+ D)", 6 * pairs * hs * BNH,
+           3 * 4 * BTC + 2 * 4 * hs * kv_rows * BNH + 4 * BTC + 3 * 4 * BNH * T, "bgemm")
+        op(phase, "attn fused dk, dv", 8 * pairs_kv * hs * BNH,
+           2 * 4 * BTC + 2 * 4 * hs * q_rows * BNH + 8 * BTC + 2 * 4 * q_rows * BNH, "bgemm")
+        return
     op(phase, "attn permute q,k,v + dout", 0, 4 * 4 * BTC + lp * 4 * BTC)
     op(phase, "attn dropout(att) operand", BNT2, 4 * BNT2 + lp * BNT2)
     op(phase, "attn dv = att^T dy GEMM", 2 * BNT2 * hs, lp * (BNT2 + BTC) + 4 * BTC, "bgemm")
@@ -209,6 +250,10 @@ print(f"{'phase':10} {'op (x count)':46} {'GFLOP':>9} {'MB':>9} {'bound ms':>9} 
 for (ph, name), (n, fl, by, kind, tb, te) in groups.items():
     label = f"{name} x{n}" if n > 1 else name
     print(f"{ph:10} {label:46} {fl/1e9:9.2f} {by/1e6:9.1f} {tb*1e3:9.3f} {te*1e3:8.3f}")
+att = [g for (ph, name), g in groups.items() if name.startswith("attn ")]
+print(f"\nattention ({'cuBLAS path: permutes, batched GEMMs, softmax' if fp32_mode else 'fused kernels: forward, dq, dk/dv'}): "
+      f"{sum(g[0] for g in att)} launches, {sum(g[2] for g in att)/1e9:.1f} GB, {sum(g[4] for g in att)*1e3:.1f} ms bound, "
+      f"{sum(g[5] for g in att)*1e3:.1f} ms expected")
 model_flops = 6 * P * BT + 12 * L * T * C * BT   # PaLM's count: 6N per token + attention
 print(f"\ntotal: {tot_f/1e12:.3f} TFLOP executed ({gemm_f/1e12:.3f} in GEMMs), {tot_b/1e9:.1f} GB moved")
 print(f"roofline bound: {tot_t*1e3:.1f} ms/step (GEMMs {gemm_t*1e3:.1f} ms, memory-bound ops {mem_t*1e3:.1f} ms)")

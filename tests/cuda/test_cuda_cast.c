@@ -34,6 +34,11 @@
 //     write): a training step of a model with dropout on zeroes memory twice, the gradient buffer
 //     (gpt_zero_grad) and, once in gpt_backward, the residual stream's gradient, whatever the
 //     number of layers (with activation checkpointing too); the same in every matmul dtype.
+//   attention launches (kernels/cuda/flash_attention.cu): with bf16/fp16 inputs, hs 32 and
+//     T 40 > hs, attention_forward is one kernel launch (flash_fwd_kernel) and
+//     attention_backward two (flash_bwd_dq_kernel, flash_bwd_dkv_kernel), nothing else and no
+//     memset; the cuBLAS path (fp32, or T 16 <= hs 16) launches 3 kernels forward and 5 backward
+//     besides its 2 and 4 cuBLAS calls (which the emulator does not count as launches).
 #include "tests/test_util.h"
 
 #include "dist/comm.h"
@@ -496,6 +501,45 @@ static void test_backward_memsets(void **state) {
     memsets_check(DTYPE_FP16, 1);
 }
 
+// launches of attention_forward and attention_backward at (T, C, NH) in dtype dt: every kernel,
+// then those of the fused path's own kernels
+static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_fwd, long want_bwd, long want_fused) {
+    const int B = 2;
+    Backend *be = cuda(dt);
+    const size_t BTC = (size_t)B * T * C, NATT = (size_t)B * NH * T * T;
+    float *h = malloc(3 * BTC * sizeof(float));
+    for (size_t i = 0; i < 3 * BTC; i++) h[i] = (float)((i * 7919) % 200) / 100.0f - 1.0f;
+    float *qkv = dev_from(be, h, 3 * BTC), *dout = dev_from(be, h, BTC), *out = be->alloc(be, BTC * 4),
+          *att = be->alloc(be, NATT * 4), *dqkv = be->alloc(be, 3 * BTC * 4), *scr = be->alloc(be, NATT * 4);
+    const DropoutKey key = { 99, 0, 1 };
+    static const char *const FUSED[] = { "flash_fwd_kernel", "flash_bwd_dq_kernel", "flash_bwd_dkv_kernel" };
+    long fused0 = 0;
+    for (int i = 0; i < 3; i++) fused0 += emu_launch_count(FUSED[i]);
+    const long n0 = emu_launch_count(NULL), m0 = emu_memset_count();
+    be->attention_forward(be, out, att, qkv, B, T, C, NH, 0.1f, key);
+    const long n1 = emu_launch_count(NULL);
+    be->attention_backward(be, dqkv, scr, dout, qkv, att, B, T, C, NH, 0.1f, key);
+    const long n2 = emu_launch_count(NULL);
+    long fused = -fused0;
+    for (int i = 0; i < 3; i++) fused += emu_launch_count(FUSED[i]);
+    print_message("    attention, %s, T %d, hs %d: %ld launches forward, %ld backward (%ld of the fused kernels)\n",
+                  dt == DTYPE_FP32 ? "fp32" : dt == DTYPE_BF16 ? "bf16" : "fp16", T, C / NH, n1 - n0, n2 - n1, fused);
+    assert_int_equal(n1 - n0, want_fwd);
+    assert_int_equal(n2 - n1, want_bwd);
+    assert_int_equal(fused, want_fused);
+    assert_int_equal(emu_memset_count(), m0);
+    be->free(be, qkv); be->free(be, dout); be->free(be, out); be->free(be, att); be->free(be, dqkv); be->free(be, scr);
+    free(h);
+    be->destroy(be);
+}
+static void test_attention_launches(void **state) {
+    (void)state;
+    attention_launches(DTYPE_BF16, 40, 64, 2, 1, 2, 3);    // fused
+    attention_launches(DTYPE_FP16, 40, 64, 2, 1, 2, 3);    // fused
+    attention_launches(DTYPE_BF16, 16, 48, 3, 3, 5, 0);    // T <= hs: cuBLAS path
+    attention_launches(DTYPE_FP32, 40, 64, 2, 3, 5, 0);    // fp32: cuBLAS path
+}
+
 static void test_train_bf16(void **state) { (void)state; train_check(DTYPE_BF16, 1); }
 static void test_train_bf16_accum3(void **state) { (void)state; train_check(DTYPE_BF16, 3); }
 static void test_train_fp16_accum2(void **state) { (void)state; train_check(DTYPE_FP16, 2); }
@@ -507,6 +551,7 @@ int main(void) {
         cmocka_unit_test(test_ops_fp32),
         cmocka_unit_test(test_epilogues),
         cmocka_unit_test(test_backward_memsets),
+        cmocka_unit_test(test_attention_launches),
         cmocka_unit_test(test_train_bf16),
         cmocka_unit_test(test_train_bf16_accum3),
         cmocka_unit_test(test_train_fp16_accum2),

@@ -29,6 +29,23 @@
 //     and is itself rounded (u); dq = dpre k and dk = dpre^T q add a rounding of k / q and
 //     the accumulation: coef e2 = e1 + 3u + u^2 + 4 u32 + 2.2 g(T) on mag sum P |k|
 //     (resp. |q|); dv = attd^T dy: coef 2u + u^2 + 2.2 g(T) on mag sum att m |dy|.
+//   * fused attention (bf16/fp16, hs a multiple of 16 up to 128, T > hs: kernels/cuda/
+//     flash_attention.cu): the same rounding points, but the softmax is online over key tiles
+//     of 32: a row's terms exp(s - m_j) are taken against the running max of their tile and
+//     rescaled once per later tile by alpha = exp(m_j - m_j+1) (an exp and a multiply, each
+//     within 2 u32), the sum l alike, then O / l: with nk = ceil(T/32) tiles a probability is
+//     off by at most 6 (nk + 1) u32 more than above, so E_t grows by that. The dropped-out
+//     probabilities are rounded before the division by l instead of after: the same one
+//     rounding (u) of the same relative size. att holds the log-sum-exp lse_t = m + log l of
+//     each row instead of probabilities: against the exact log sum exp(scale q.k) of the
+//     unrounded inputs, every score is within D_t and log-sum-exp is 1-Lipschitz in the max
+//     norm, l's relative error is at most (T + 6 nk) u32 (sum and rescales) and m + log l rounds
+//     once: |d lse| <= D_t + (T + 6 nk + 2) u32 + u32 |lse|. The backward recomputes P from q,
+//     k and lse (P = att (1 + d), |d| <= E_t, the forward's bound) and takes
+//     D = rowsum(dy * y) from the forward's own y (off by at most cout_t sum att m |dy||v|,
+//     cout_t the forward coefficient below; that is cout_t times the sum term of P below):
+//     dq, dk coef e2 + cout_t + E_t (1 + e2 + cout_t) for the query row t of each term, dv
+//     ev + E_t (1 + ev).
 //   * ops without matmuls run in fp32 in every mode; their outputs are short fp32
 //     computations (at most C + 8 or V + 8 roundings along any path), so
 //     coef = 2.2 g(C + 8) (resp. V) against the magnitude of the terms, or bitwise equality
@@ -53,6 +70,21 @@ typedef struct { int B, T, C, NH, V; float attn_p; } Dims;
 // keys per softmax row), C > 64, N = 74 > 2 * 32 (three partial-sum chunks), dropout off.
 static const Dims DIMS[] = { {3, 7, 48, 3, 67, 0.1f}, {2, 37, 80, 5, 67, 0.0f} };
 #define NDIMS ((int)(sizeof DIMS / sizeof DIMS[0]))
+// Shapes of the fused attention path (bf16/fp16; fp32 runs them on the cuBLAS path): T not a
+// multiple of the 64-query / 32-key tiles (37, 100, 130), hs 32, 64, 80, 128, dropout on and
+// off; the second row of DIMS (hs 16, T 37) is fused too, its first (T 7 < hs) is not, nor the
+// last row here (hs 24, not a multiple of 16: the cuBLAS path in every dtype).
+static const Dims FDIMS[] = { {3, 37, 96, 3, 67, 0.1f}, {1, 100, 128, 2, 67, 0.0f}, {2, 100, 160, 2, 67, 0.1f},
+                              {1, 130, 256, 2, 67, 0.1f}, {2, 37, 72, 3, 67, 0.1f} };
+#define NFDIMS ((int)(sizeof FDIMS / sizeof FDIMS[0]))
+
+// Whether the CUDA backend takes the fused attention path (cuda_flash_attention_ok, on a device
+// with at least the 137 KB of opt-in shared memory per block that hs 128 needs: the emulator's
+// sm_90 limits, an A100's or an H100's).
+static bool fused_attention(ComputeDtype dt, int T, int C, int NH) {
+    const int hs = C / NH;
+    return dt != DTYPE_FP32 && hs % 16 == 0 && hs <= 128 && T > hs;
+}
 
 typedef struct {
     ComputeDtype dt;
@@ -525,12 +557,15 @@ static const int64_t ROWMAP[][2] = { {0, 1}, {1, 3} };
 static void test_attention(void **state) {
     Fx *f = *state;
     for (int mi = 0; mi < NROWMAP; mi++)
-    for (int k = 0; k < NDIMS; k++) {
+    for (int k = 0; k < NDIMS + NFDIMS; k++) {
         const DropoutKey key = { dropout_key(42, 7), ROWMAP[mi][0], ROWMAP[mi][1] };
-        if (mi > 0 && DIMS[k].attn_p <= 0) continue;   // no mask: the mapping cannot matter
-        print_message("    rows: local b = global %lld + %lld b\n", (long long)key.row0, (long long)key.row_stride);
-        const Dims *D = &DIMS[k];
+        const Dims *D = k < NDIMS ? &DIMS[k] : &FDIMS[k - NDIMS];
+        if (mi > 0 && D->attn_p <= 0) continue;   // no mask: the mapping cannot matter
         const int B = D->B, T = D->T, C = D->C, NH = D->NH, hs = C / NH;
+        const bool fused = fused_attention(f->dt, T, C, NH);
+        print_message("    rows: local b = global %lld + %lld b; B %d T %d hs %d NH %d, %s path\n", (long long)key.row0,
+                      (long long)key.row_stride, B, T, hs, NH, fused ? "fused" : "cuBLAS");
+        const int nk = (T + 31) / 32;   // key tiles of the fused path
         const float p = D->attn_p;
         const size_t BTC = (size_t)B * T * C, NATT = (size_t)B * NH * T * T;
         const double u = f->u, scale = 1.0 / sqrt((double)hs);
@@ -542,6 +577,9 @@ static void test_attention(void **state) {
         float *g_out = down(f->cu, d_out, BTC), *g_att = down(f->cu, d_att, NATT);
 
         double *m_att = dzeros(NATT), *m_out = dzeros(BTC);
+        double *Erow = dzeros((size_t)B * NH * T), *Crow = dzeros((size_t)B * NH * T);   // E_t, cout_t
+        float *lse_ref = malloc((size_t)B * NH * T * sizeof(float));
+        double *m_lse = dzeros((size_t)B * NH * T);
         double worst_E = 0;
         #define Q(b, t, h, i) qkv[((size_t)(b) * T + (t)) * 3 * C + (size_t)(h) * hs + (i)]
         #define K(b, t, h, i) qkv[((size_t)(b) * T + (t)) * 3 * C + C + (size_t)(h) * hs + (i)]
@@ -556,31 +594,55 @@ static void test_attention(void **state) {
                         for (int i = 0; i < hs; i++) s += fabs(Q(b, t, h, i)) * fabs(K(b, t2, h, i));
                         Dt = fmax(Dt, scale * s * (2 * u + u * u + 2.2 * gam(hs)));
                     }
-                    const double E = expm1(2 * Dt) + 2 * (T + 4) * U32;
+                    const double E = expm1(2 * Dt) + 2 * (T + 4) * U32 + (fused ? 6 * (nk + 1) * U32 : 0);
+                    const double cout = E * (1 + u) * (1 + u) + 2 * u + u * u + 2.2 * gam(T);
+                    const size_t rix = ((size_t)b * NH + h) * T + t;
+                    Erow[rix] = E;
+                    Crow[rix] = cout;
                     worst_E = fmax(worst_E, E);
+                    if (fused) {   // the exact log-sum-exp of the scaled scores
+                        double mx = -INFINITY, l = 0;
+                        for (int t2 = 0; t2 <= t; t2++) {
+                            double s = 0;
+                            for (int i = 0; i < hs; i++) s += (double)Q(b, t, h, i) * K(b, t2, h, i);
+                            mx = fmax(mx, s * scale);
+                        }
+                        for (int t2 = 0; t2 <= t; t2++) {
+                            double s = 0;
+                            for (int i = 0; i < hs; i++) s += (double)Q(b, t, h, i) * K(b, t2, h, i);
+                            l += exp(s * scale - mx);
+                        }
+                        lse_ref[rix] = (float)(mx + log(l));
+                        m_lse[rix] = Dt + (T + 6 * nk + 2) * U32 + U32 * fabs(mx + log(l));
+                    }
                     for (int t2 = 0; t2 < T; t2++) m_att[row + t2] = att[row + t2];
                     for (int i = 0; i < hs; i++) {
                         double a = 0;
                         for (int t2 = 0; t2 <= t; t2++) a += att[row + t2] * drop_mult(p, key, b, (size_t)NH * T * T, row + t2) * fabs(VV(b, t2, h, i));
-                        m_out[((size_t)b * T + t) * C + (size_t)h * hs + i] = a * (E * (1 + u) * (1 + u) + 2 * u + u * u + 2.2 * gam(T));
+                        m_out[((size_t)b * T + t) * C + (size_t)h * hs + i] = a * cout;
                     }
                     for (int t2 = 0; t2 < T; t2++) m_att[row + t2] *= E;
                 }
-        check("attention_forward att", g_att, att, m_att, NATT, 1.0, 0, 1e-30);
-        check("attention_forward out", g_out, out, m_out, BTC, 1.0, 0, T * f->abs_lp);
-        for (size_t i = 0; i < NATT; i++) {   // causal: exactly 0 above the diagonal
-            const size_t t = (i / T) % T, t2 = i % T;
-            if (t2 > t) assert_true(g_att[i] == 0.0f);
+        if (fused) {   // att: the log-sum-exp rows (then the per-head output, internal to the backward)
+            check("attention_forward (fused) log-sum-exp", g_att, lse_ref, m_lse, (size_t)B * NH * T, 1.0, 0, 1e-30);
+        } else {
+            check("attention_forward att", g_att, att, m_att, NATT, 1.0, 0, 1e-30);
+            for (size_t i = 0; i < NATT; i++) {   // causal: exactly 0 above the diagonal
+                const size_t t = (i / T) % T, t2 = i % T;
+                if (t2 > t) assert_true(g_att[i] == 0.0f);
+            }
         }
+        check(fused ? "attention_forward (fused) out" : "attention_forward out", g_out, out, m_out, BTC, 1.0, 0, T * f->abs_lp);
 
-        // backward from the CPU's att (both get the very same saved activation); dqkv is
-        // overwritten (NaN before)
+        // backward: the cuBLAS path from the CPU's att (both get the very same saved
+        // activation), the fused path from its own forward's att (what it saves is its own);
+        // dqkv is overwritten (NaN before)
         float *dout = rnd(BTC, -1, 1), *dqkv = nans(3 * BTC), *r_dqkv = copyf(dqkv, 3 * BTC);
         float *scratch = malloc(NATT * 4);
         f->cpu->attention_backward(f->cpu, r_dqkv, scratch, dout, qkv, att, B, T, C, NH, p, key);
         float *d_dout = up(f->cu, dout, BTC * 4), *d_dqkv = up(f->cu, dqkv, 3 * BTC * 4),
               *d_att2 = up(f->cu, att, NATT * 4), *d_scr = f->cu->alloc(f->cu, NATT * 4);
-        f->cu->attention_backward(f->cu, d_dqkv, d_scr, d_dout, d_qkv, d_att2, B, T, C, NH, p, key);
+        f->cu->attention_backward(f->cu, d_dqkv, d_scr, d_dout, d_qkv, fused ? d_att : d_att2, B, T, C, NH, p, key);
         float *g_dqkv = down(f->cu, d_dqkv, 3 * BTC);
         double *m_d = dzeros(3 * BTC), *P = dzeros((size_t)T * T);
         const double e1 = 2 * u + u * u + 2.2 * gam(hs) + 2.2 * gam(T);
@@ -598,8 +660,11 @@ static void test_attention(void **state) {
                         P[(size_t)t * T + t2] = drop_mult(p, key, b, (size_t)NH * T * T, base + (size_t)t * T + t2) * Dv;
                         sumP += att[base + (size_t)t * T + t2] * P[(size_t)t * T + t2];
                     }
+                    // fused: the row's factor over e2 (see the header), folded into P
+                    const size_t rix = ((size_t)b * NH + h) * T + t;
+                    const double F = fused ? 1 + (Crow[rix] + Erow[rix] * (1 + e2 + Crow[rix])) / e2 : 1;
                     for (int t2 = 0; t2 <= t; t2++)
-                        P[(size_t)t * T + t2] = att[base + (size_t)t * T + t2] * scale * (P[(size_t)t * T + t2] + sumP);
+                        P[(size_t)t * T + t2] = att[base + (size_t)t * T + t2] * scale * (P[(size_t)t * T + t2] + sumP) * F;
                 }
                 for (int t = 0; t < T; t++)
                     for (int i = 0; i < hs; i++) {
@@ -607,7 +672,8 @@ static void test_attention(void **state) {
                         for (int t2 = 0; t2 <= t; t2++) mq += P[(size_t)t * T + t2] * fabs(K(b, t2, h, i));
                         for (int t1 = t; t1 < T; t1++) {   // t is the key position here
                             mk += P[(size_t)t1 * T + t] * fabs(Q(b, t1, h, i));
-                            mv += att[base + (size_t)t1 * T + t] * drop_mult(p, key, b, (size_t)NH * T * T, base + (size_t)t1 * T + t) * fabs(DY(b, t1, h, i));
+                            const double Fv = fused ? 1 + Erow[((size_t)b * NH + h) * T + t1] * (1 + ev) / ev : 1;
+                            mv += att[base + (size_t)t1 * T + t] * drop_mult(p, key, b, (size_t)NH * T * T, base + (size_t)t1 * T + t) * fabs(DY(b, t1, h, i)) * Fv;
                         }
                         const size_t o = ((size_t)b * T + t) * 3 * C + (size_t)h * hs + i;
                         m_d[o] = e2 * mq;
@@ -615,7 +681,8 @@ static void test_attention(void **state) {
                         m_d[o + 2 * C] = ev * mv;
                     }
             }
-        check("attention_backward dqkv", g_dqkv, r_dqkv, m_d, 3 * BTC, 1.0, 2 * U32, T * f->abs_lp);
+        check(fused ? "attention_backward (fused) dqkv" : "attention_backward dqkv", g_dqkv, r_dqkv, m_d, 3 * BTC, 1.0,
+              2 * U32, T * f->abs_lp);
         print_message("    (attention: dropout p %.2f, worst softmax factor E %.3g)\n", p, worst_E);
         #undef Q
         #undef K
@@ -625,7 +692,97 @@ static void test_attention(void **state) {
         f->cu->free(f->cu, d_dout); f->cu->free(f->cu, d_dqkv); f->cu->free(f->cu, d_att2); f->cu->free(f->cu, d_scr);
         free(qkv); free(out); free(att); free(g_out); free(g_att); free(m_att); free(m_out);
         free(dout); free(dqkv); free(r_dqkv); free(scratch); free(g_dqkv); free(m_d); free(P);
+        free(Erow); free(Crow); free(lse_ref); free(m_lse);
     }
+}
+
+// Run attention forward and backward on `be` (B,T,C,NH, dropout p, key): out (B,T,C), att
+// (B,NH,T,T) and dqkv (B,T,3C) come back in host arrays the caller frees.
+static void attention_run(Backend *be, const float *qkv, const float *dout, int B, int T, int C, int NH, float p,
+                          DropoutKey key, float **out, float **att, float **dqkv) {
+    const size_t BTC = (size_t)B * T * C, NATT = (size_t)B * NH * T * T;
+    float *d_qkv = up(be, qkv, 3 * BTC * 4), *d_dout = up(be, dout, BTC * 4), *d_out = be->alloc(be, BTC * 4),
+          *d_att = be->alloc(be, NATT * 4), *d_dqkv = be->alloc(be, 3 * BTC * 4), *d_scr = be->alloc(be, NATT * 4);
+    be->attention_forward(be, d_out, d_att, d_qkv, B, T, C, NH, p, key);
+    be->attention_backward(be, d_dqkv, d_scr, d_dout, d_qkv, d_att, B, T, C, NH, p, key);
+    *out = down(be, d_out, BTC);
+    *att = down(be, d_att, NATT);
+    *dqkv = down(be, d_dqkv, 3 * BTC);
+    be->free(be, d_qkv); be->free(be, d_dout); be->free(be, d_out); be->free(be, d_att); be->free(be, d_dqkv);
+    be->free(be, d_scr);
+}
+
+// Causality, bitwise: rows t <= t0 of out and of dq cannot change when everything after t0
+// changes (q, k, v and the output gradient of those positions); t0 = 40 sits inside a tile of
+// either path. Fused path only: the key tiles wholly after a tile of 64 queries are never
+// multiplied in (nor, in its dq, their queries and output gradients): with NaN in every position
+// from 64 on, rows 0..63 of out and dq are still bitwise those of the clean input (were such a
+// tile multiplied in, masked or not, 0 * NaN would show).
+static void test_attention_causal(void **state) {
+    Fx *f = *state;
+    const int B = 2, T = 100, C = 128, NH = 2, t0 = 40, tile = 64;
+    const float p = 0.1f;
+    const DropoutKey key = { dropout_key(42, 9), 0, 1 };
+    const size_t BTC = (size_t)B * T * C;
+    float *qkv = rnd(3 * BTC, -1, 1), *dout = rnd(BTC, -1, 1);
+    float *out0, *att0, *dq0;
+    attention_run(f->cu, qkv, dout, B, T, C, NH, p, key, &out0, &att0, &dq0);
+    for (int pass = 0; pass < 2; pass++) {
+        const bool nan_pass = pass == 1;
+        if (nan_pass && !fused_attention(f->dt, T, C, NH)) continue;
+        const int from = nan_pass ? tile : t0 + 1;   // first position changed
+        float *q2 = copyf(qkv, 3 * BTC), *do2 = copyf(dout, BTC);
+        for (int b = 0; b < B; b++)
+            for (int t = from; t < T; t++) {
+                for (int i = 0; i < 3 * C; i++) {
+                    float *x = &q2[((size_t)b * T + t) * 3 * C + i];
+                    *x = nan_pass ? NAN : *x * -3.0f + 0.5f;
+                }
+                for (int i = 0; i < C; i++) {
+                    float *x = &do2[((size_t)b * T + t) * C + i];
+                    *x = nan_pass ? NAN : *x * 2.0f - 1.0f;
+                }
+            }
+        float *out1, *att1, *dq1;
+        attention_run(f->cu, q2, do2, B, T, C, NH, p, key, &out1, &att1, &dq1);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < from; t++) {
+                const size_t o = ((size_t)b * T + t) * C, g = ((size_t)b * T + t) * 3 * C;
+                for (int i = 0; i < C; i++) assert_true(isfinite(out1[o + i]) && isfinite(dq1[g + i]));
+                if (memcmp(out0 + o, out1 + o, C * sizeof(float)) || memcmp(dq0 + g, dq1 + g, C * sizeof(float)))
+                    fail_msg("attention (%s): row %d of batch %d changed when positions >= %d changed to %s",
+                             fused_attention(f->dt, T, C, NH) ? "fused" : "cuBLAS", t, b, from, nan_pass ? "NaN" : "other values");
+            }
+        print_message("    attention: out and dq of rows < %d bitwise unchanged by %s from %d on\n", from,
+                      nan_pass ? "NaN" : "other values", from);
+        free(q2); free(do2); free(out1); free(att1); free(dq1);
+    }
+    free(qkv); free(dout); free(out0); free(att0); free(dq0);
+}
+
+// The grid-stride kernels' results do not depend on the grid: B*NH = 35 heads (one tile of
+// queries each) over the 16 blocks of a backend on a one-multiprocessor device (EMU_SM_COUNT,
+// the emulator's; on a GPU both backends are alike) give bitwise the outputs of the default grid.
+static void test_attention_grid(void **state) {
+    Fx *f = *state;
+    const int B = 5, T = 37, C = 112, NH = 7;
+    const float p = 0.1f;
+    const DropoutKey key = { dropout_key(42, 11), 2, 3 };
+    char err[512] = "";
+    setenv("EMU_SM_COUNT", "1", 1);
+    Backend *small = backend_cuda_create(f->dt, 0, err, sizeof err);
+    unsetenv("EMU_SM_COUNT");
+    assert_non_null(small);
+    const size_t BTC = (size_t)B * T * C, NATT = (size_t)B * NH * T * T;
+    float *qkv = rnd(3 * BTC, -1, 1), *dout = rnd(BTC, -1, 1);
+    float *o0, *a0, *g0, *o1, *a1, *g1;
+    attention_run(f->cu, qkv, dout, B, T, C, NH, p, key, &o0, &a0, &g0);
+    attention_run(small, qkv, dout, B, T, C, NH, p, key, &o1, &a1, &g1);
+    check_equal("attention out, 16 blocks vs default grid", o1, o0, BTC);
+    check_equal("attention att, 16 blocks vs default grid", a1, a0, NATT);
+    check_equal("attention dqkv, 16 blocks vs default grid", g1, g0, 3 * BTC);
+    small->destroy(small);
+    free(qkv); free(dout); free(o0); free(a0); free(g0); free(o1); free(a1); free(g1);
 }
 
 // Incremental inference's attention over a key/value cache: fp32 in every dtype group (nothing is
@@ -791,13 +948,53 @@ static void gather_rows(float *dst, const float *src, int B, size_t row, int64_t
     for (int j = 0; j < B; j++) memcpy(dst + (size_t)j * row, src + (size_t)(row0 + j * stride) * row, row * sizeof(float));
 }
 
-static void test_global_rows(void **state) {
-    Fx *f = *state;
-    const int B = 3, W = 3, R0 = 1, T = 7, C = 48, NH = 3, BF = B * W;
+// test_global_rows' attention part at one shape: B local rows of rank R0 of W against the
+// big batch of B*W rows, forward and backward, bitwise.
+static void global_rows_attention(Fx *f, int T, int C, int NH) {
+    const int B = 3, W = 3, R0 = 1, BF = B * W;
     const float p = 0.3f;
     const uint64_t key = dropout_key(7, 11);
     const DropoutKey one = { key, 0, 1 }, rank = { key, R0, W };
     const size_t TC = (size_t)T * C, ATT = (size_t)NH * T * T;   // per batch row
+    float *want = malloc(B * TC * 4);
+    print_message("    T %d, hs %d: %s attention path\n", T, C / NH, fused_attention(f->dt, T, C, NH) ? "fused" : "cuBLAS");
+    float *qf = rnd(BF * 3 * TC, -1, 1), *q = malloc(B * 3 * TC * 4);
+    gather_rows(q, qf, B, 3 * TC, R0, W);
+    float *d_qf = up(f->cu, qf, BF * 3 * TC * 4), *d_q = up(f->cu, q, B * 3 * TC * 4);
+    float *d_of = f->cu->alloc(f->cu, BF * TC * 4), *d_o = f->cu->alloc(f->cu, B * TC * 4);
+    float *d_af = f->cu->alloc(f->cu, BF * ATT * 4), *d_a = f->cu->alloc(f->cu, B * ATT * 4);
+    f->cu->attention_forward(f->cu, d_of, d_af, d_qf, BF, T, C, NH, p, one);
+    f->cu->attention_forward(f->cu, d_o, d_a, d_q, B, T, C, NH, p, rank);
+    float *of = down(f->cu, d_of, BF * TC), *o = down(f->cu, d_o, B * TC);
+    gather_rows(want, of, B, TC, R0, W);
+    check_equal("attention_forward out: rank rows == big batch rows", o, want, B * TC);
+    // backward from the same upstream gradient rows
+    float *dyf = rnd(BF * TC, -1, 1), *dy = malloc(B * TC * 4);
+    gather_rows(dy, dyf, B, TC, R0, W);
+    float *d_dyf = up(f->cu, dyf, BF * TC * 4), *d_dy = up(f->cu, dy, B * TC * 4);
+    float *d_dqf = f->cu->alloc(f->cu, BF * 3 * TC * 4), *d_dq = f->cu->alloc(f->cu, B * 3 * TC * 4);
+    float *d_sf = f->cu->alloc(f->cu, BF * ATT * 4), *d_s = f->cu->alloc(f->cu, B * ATT * 4);
+    f->cu->attention_backward(f->cu, d_dqf, d_sf, d_dyf, d_qf, d_af, BF, T, C, NH, p, one);
+    f->cu->attention_backward(f->cu, d_dq, d_s, d_dy, d_q, d_a, B, T, C, NH, p, rank);
+    float *dqf = down(f->cu, d_dqf, BF * 3 * TC), *dq = down(f->cu, d_dq, B * 3 * TC);
+    float *want3 = malloc(B * 3 * TC * 4);
+    gather_rows(want3, dqf, B, 3 * TC, R0, W);
+    check_equal("attention_backward dqkv: rank rows == big batch rows", dq, want3, B * 3 * TC);
+    // (test_attention compares the CUDA and CPU backends under this mapping)
+
+    f->cu->free(f->cu, d_qf); f->cu->free(f->cu, d_q); f->cu->free(f->cu, d_of); f->cu->free(f->cu, d_o);
+    f->cu->free(f->cu, d_af); f->cu->free(f->cu, d_a); f->cu->free(f->cu, d_dyf); f->cu->free(f->cu, d_dy);
+    f->cu->free(f->cu, d_dqf); f->cu->free(f->cu, d_dq); f->cu->free(f->cu, d_sf); f->cu->free(f->cu, d_s);
+    free(want); free(qf); free(q); free(of); free(o); free(dyf); free(dy); free(dqf); free(dq); free(want3);
+}
+
+static void test_global_rows(void **state) {
+    Fx *f = *state;
+    const int B = 3, W = 3, R0 = 1, T = 7, C = 48, BF = B * W;
+    const float p = 0.3f;
+    const uint64_t key = dropout_key(7, 11);
+    const DropoutKey one = { key, 0, 1 }, rank = { key, R0, W };
+    const size_t TC = (size_t)T * C;   // per batch row
 
     // dropout on (B, T, C) activations: rows of T*C, as the model calls it
     float *xf = rnd(BF * TC, -1, 1), *x = malloc(B * TC * 4), *want = malloc(B * TC * 4);
@@ -825,37 +1022,13 @@ static void test_global_rows(void **state) {
     gather_rows(want, gf, B, TC, R0, W);
     check_equal("dropout_backward rank rows == big batch rows", g, want, B * TC);
 
-    // attention, dropout on the probabilities
-    float *qf = rnd(BF * 3 * TC, -1, 1), *q = malloc(B * 3 * TC * 4);
-    gather_rows(q, qf, B, 3 * TC, R0, W);
-    float *d_qf = up(f->cu, qf, BF * 3 * TC * 4), *d_q = up(f->cu, q, B * 3 * TC * 4);
-    float *d_of = f->cu->alloc(f->cu, BF * TC * 4), *d_o = f->cu->alloc(f->cu, B * TC * 4);
-    float *d_af = f->cu->alloc(f->cu, BF * ATT * 4), *d_a = f->cu->alloc(f->cu, B * ATT * 4);
-    f->cu->attention_forward(f->cu, d_of, d_af, d_qf, BF, T, C, NH, p, one);
-    f->cu->attention_forward(f->cu, d_o, d_a, d_q, B, T, C, NH, p, rank);
-    float *of = down(f->cu, d_of, BF * TC), *o = down(f->cu, d_o, B * TC);
-    gather_rows(want, of, B, TC, R0, W);
-    check_equal("attention_forward out: rank rows == big batch rows", o, want, B * TC);
-    // backward from the same upstream gradient rows
-    float *dyf = rnd(BF * TC, -1, 1), *dy = malloc(B * TC * 4);
-    gather_rows(dy, dyf, B, TC, R0, W);
-    float *d_dyf = up(f->cu, dyf, BF * TC * 4), *d_dy = up(f->cu, dy, B * TC * 4);
-    float *d_dqf = f->cu->alloc(f->cu, BF * 3 * TC * 4), *d_dq = f->cu->alloc(f->cu, B * 3 * TC * 4);
-    float *d_sf = f->cu->alloc(f->cu, BF * ATT * 4), *d_s = f->cu->alloc(f->cu, B * ATT * 4);
-    f->cu->attention_backward(f->cu, d_dqf, d_sf, d_dyf, d_qf, d_af, BF, T, C, NH, p, one);
-    f->cu->attention_backward(f->cu, d_dq, d_s, d_dy, d_q, d_a, B, T, C, NH, p, rank);
-    float *dqf = down(f->cu, d_dqf, BF * 3 * TC), *dq = down(f->cu, d_dq, B * 3 * TC);
-    float *want3 = malloc(B * 3 * TC * 4);
-    gather_rows(want3, dqf, B, 3 * TC, R0, W);
-    check_equal("attention_backward dqkv: rank rows == big batch rows", dq, want3, B * 3 * TC);
-    // (test_attention compares the CUDA and CPU backends under this mapping)
+    // attention, dropout on the probabilities: the cuBLAS path (T 7 <= hs 16) and, with bf16/fp16
+    // matmuls, the fused one (hs 32 < T 37)
+    global_rows_attention(f, 7, 48, 3);
+    global_rows_attention(f, 37, 96, 3);
 
     f->cu->free(f->cu, d_xf); f->cu->free(f->cu, d_x); f->cu->free(f->cu, dxf); f->cu->free(f->cu, dx);
-    f->cu->free(f->cu, d_qf); f->cu->free(f->cu, d_q); f->cu->free(f->cu, d_of); f->cu->free(f->cu, d_o);
-    f->cu->free(f->cu, d_af); f->cu->free(f->cu, d_a); f->cu->free(f->cu, d_dyf); f->cu->free(f->cu, d_dy);
-    f->cu->free(f->cu, d_dqf); f->cu->free(f->cu, d_dq); f->cu->free(f->cu, d_sf); f->cu->free(f->cu, d_s);
-    free(xf); free(x); free(want); free(gf); free(g); free(g1); free(qf); free(q); free(of); free(o);
-    free(dyf); free(dy); free(dqf); free(dq); free(want3);
+    free(xf); free(x); free(want); free(gf); free(g); free(g1);
 }
 
 // ================================================================ classifier
@@ -1025,6 +1198,8 @@ int main(void) {
         cmocka_unit_test(test_matmul_backward),
         cmocka_unit_test(test_matmul_backward_dgelu),
         cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_causal),
+        cmocka_unit_test(test_attention_grid),
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_gelu_backward),
         cmocka_unit_test(test_dropout),

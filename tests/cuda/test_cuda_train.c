@@ -10,6 +10,8 @@
 // fp32 and bf16 also run with 2 micro-steps per step (gradient accumulation: the parameter
 // gradients are zeroed once per step and every matmul's dbias / dweight adds both micro-steps'
 // sums; a backend that overwrote instead would halve those gradients, which shows in the norms).
+// A second shape (hs 32 < T 40) runs bf16 through the fused attention kernels, with the batch
+// rows placed as one process and as two data-parallel ranks would place them (dropout masks).
 // fp16 runs with the dynamic loss scaler (trainer/loss_scaler.h): at step 2 the scale is forced
 // to 2^24, so dlogits (2^24/64) overflow fp16 in the lm_head's backward GEMM: the step must be
 // skipped (parameters and AdamW state untouched, S halved), the reference skips it too, and
@@ -25,9 +27,17 @@
 #include "model/gpt.h"
 #include "trainer/adamw.h"
 
-enum { V = 65, BLOCK = 16, B = 4, T = 16, STEPS = 10, FORCED_STEP = 2, MAX_MICRO = 2 };
-static const GPTShape SHAPE = { .vocab_size = V, .block_size = BLOCK, .n_layer = 2, .n_head = 3,
-                                .n_embd = 48, .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+enum { V = 65, BLOCK = 16, B = 4, T_MAX = 40, STEPS = 10, FORCED_STEP = 2, MAX_MICRO = 2 };
+static const GPTShape SHAPE16 = { .vocab_size = V, .block_size = BLOCK, .n_layer = 2, .n_head = 3,
+                                  .n_embd = 48, .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+// hs 32 < T 40: low-precision runs take the fused attention path (kernels/cuda/flash_attention.cu;
+// SHAPE16, T 16 = hs, keeps the cuBLAS one)
+static const GPTShape SHAPE_FUSED = { .vocab_size = V, .block_size = T_MAX, .n_layer = 2, .n_head = 2,
+                                      .n_embd = 64, .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+// the run's shape, sequence length and batch rows (set by each test before train_compare)
+static GPTShape SHAPE;
+static int T = 16;
+static GPTStepArgs g_args;
 static const float LR = 1e-3f, B1 = 0.9f, B2 = 0.95f, EPS = 1e-8f, WD = 0.1f;
 static const double CLIP = 1.0;
 static const uint64_t SEED = 1337;
@@ -163,7 +173,7 @@ static int step(Run *r, int s, int n_micro, const int32_t *x, const int32_t *y, 
     gpt_zero_grad(&r->m);
     double sum = 0;
     for (int k = 0; k < n_micro; k++) {
-        sum += gpt_forward(&r->m, x + k * B * T, y + k * B * T, B, T, true, SEED, (uint64_t)(s * n_micro + k), NULL);
+        sum += gpt_forward(&r->m, x + k * B * T, y + k * B * T, B, T, true, SEED, (uint64_t)(s * n_micro + k), &g_args);
         gpt_backward(&r->m, NULL, NULL);
     }
     *loss = (float)(sum / n_micro);
@@ -183,7 +193,7 @@ static int step(Run *r, int s, int n_micro, const int32_t *x, const int32_t *y, 
 static float forward_only(Run *r, int s, int n_micro, const int32_t *x, const int32_t *y) {
     double sum = 0;
     for (int k = 0; k < n_micro; k++)
-        sum += gpt_forward(&r->m, x + k * B * T, y + k * B * T, B, T, true, SEED, (uint64_t)(s * n_micro + k), NULL);
+        sum += gpt_forward(&r->m, x + k * B * T, y + k * B * T, B, T, true, SEED, (uint64_t)(s * n_micro + k), &g_args);
     return (float)(sum / n_micro);
 }
 
@@ -210,7 +220,7 @@ static void train_compare(ComputeDtype dt, int n_micro) {
 
     double loss_max = 0, norm_max = 0, clipped_max = 0;   // the largest relative differences seen
 
-    int32_t x[MAX_MICRO * B * T], y[MAX_MICRO * B * T];
+    int32_t x[MAX_MICRO * B * T_MAX], y[MAX_MICRO * B * T_MAX];
     int skipped = 0, forced_skipped = 0;
     float first_loss = 0, last_loss = 0;
     for (int s = 0; s < STEPS; s++) {
@@ -292,11 +302,31 @@ static void train_compare(ComputeDtype dt, int n_micro) {
     cu->destroy(cu); cpu->destroy(cpu); cpu_lp->destroy(cpu_lp);
 }
 
-static void test_train_fp32(void **state) { train_compare(DTYPE_FP32, 1); }
-static void test_train_fp32_accum2(void **state) { train_compare(DTYPE_FP32, 2); }
-static void test_train_bf16(void **state) { train_compare(DTYPE_BF16, 1); }
-static void test_train_bf16_accum2(void **state) { train_compare(DTYPE_BF16, 2); }
-static void test_train_fp16_loss_scaler(void **state) { train_compare(DTYPE_FP16, 1); }
+static void setup_run(const GPTShape *shape, int t, int64_t row0, int64_t row_stride) {
+    SHAPE = *shape;
+    T = t;
+    g_args = GPT_STEP_ARGS_DEFAULT;
+    g_args.batch_row0 = row0;
+    g_args.batch_row_stride = row_stride;
+}
+static void test_train_fp32(void **state) { setup_run(&SHAPE16, 16, 0, 1); train_compare(DTYPE_FP32, 1); }
+static void test_train_fp32_accum2(void **state) { setup_run(&SHAPE16, 16, 0, 1); train_compare(DTYPE_FP32, 2); }
+static void test_train_bf16(void **state) { setup_run(&SHAPE16, 16, 0, 1); train_compare(DTYPE_BF16, 1); }
+static void test_train_bf16_accum2(void **state) { setup_run(&SHAPE16, 16, 0, 1); train_compare(DTYPE_BF16, 2); }
+static void test_train_fp16_loss_scaler(void **state) { setup_run(&SHAPE16, 16, 0, 1); train_compare(DTYPE_FP16, 1); }
+// The fused attention path in training (bf16), its dropout masks keyed by global batch rows as
+// the CPU's: one process ({0, 1}) and two data-parallel placements of the local rows (rank 1 of
+// 3: {1, 3}; micro-step 1 of rank 0 of 2 with B = 4: {8, 2}); a mask drawn for the wrong rows
+// would move the loss far beyond the tolerance.
+static void test_train_bf16_fused(void **state) {
+    static const int64_t rows[][2] = { {0, 1}, {1, 3}, {8, 2} };
+    for (int i = 0; i < 3; i++) {
+        print_message("    fused attention (hs 32, T 40), batch rows %lld + %lld b\n", (long long)rows[i][0],
+                      (long long)rows[i][1]);
+        setup_run(&SHAPE_FUSED, T_MAX, rows[i][0], rows[i][1]);
+        train_compare(DTYPE_BF16, 1);
+    }
+}
 
 int main(void) {
     const struct CMUnitTest tests[] = {
@@ -305,6 +335,7 @@ int main(void) {
         cmocka_unit_test(test_train_bf16),
         cmocka_unit_test(test_train_bf16_accum2),
         cmocka_unit_test(test_train_fp16_loss_scaler),
+        cmocka_unit_test(test_train_bf16_fused),
     };
     return cmocka_run_group_tests_name("cuda training vs cpu", tests, NULL, NULL);
 }

@@ -19,7 +19,11 @@ case_ thrust         1 'void f() { thrust::sort(a, b); }'
 case_ cuda_arch      1 '#if __CUDA_ARCH__ >= 800
 #endif'
 case_ extern_smem    1 '__global__ void k(float *o) { extern __shared__ float buf[]; o[0] = buf[0]; }'
-case_ wmma           1 'using namespace nvcuda::wmma;'
+case_ mma_ptx        1 '__device__ void f() { const char *s = "ok"; (void)s; } // then: mma.sync.aligned.m16n8k16
+void g() { mma.sync(d, a, b, c); }'
+case_ wgmma          1 'void f() { wgmma_fence(); }'
+case_ wmma_ok        0 '#include <mma.h>
+__device__ void f(float *p) { nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> c; nvcuda::wmma::fill_fragment(c, 0.0f); nvcuda::wmma::store_matrix_sync(p, c, 16, nvcuda::wmma::mem_row_major); }'
 case_ in_comment     0 '// never k<<<1,1>>>(), asm, thrust::, __CUDA_ARCH__
 /* nor <<< in a block
    comment */ void f() { LAUNCH(k, 1, 32)(p); const char *s = "<<< in a string"; (void)s; }'

@@ -13,7 +13,7 @@
 //
 // Environment: EMU_THREADS=n  EMU_STACK_KB=k  EMU_SCHEDULE=fwd|rev|rand  EMU_SEED=s
 //              EMU_DEFER=1 (queue stream work until a sync point)  EMU_LENIENT_EXIT=1
-//              EMU_ALLOW_HOST_PTR=1  EMU_STATS=1
+//              EMU_ALLOW_HOST_PTR=1  EMU_STATS=1  EMU_SM_COUNT=n (multiprocessors reported)
 // Launches are counted per kernel name: emu_launch_count() (emu_counters.h, callable from C).
 // Stream capture and CUDA graphs: a capturing stream records its work, and the calls CUDA
 // refuses inside a capture (host synchronisations, allocations) fail as they do there.
@@ -232,11 +232,12 @@ inline uint64_t fp_state() { return 0; }
 
 // ------------------------------------------------------------------ fibers and the block scheduler
 enum : uint8_t { F_READY, F_BAR, F_WARP, F_DONE };
-enum WOp : uint8_t { W_IDX, W_UP, W_DOWN, W_XOR, W_BALLOT, W_ANY, W_ALL, W_SYNC, W_MATCH, W_RADD, W_RMIN, W_RMAX, W_RAND, W_ROR, W_RXOR };
+enum WOp : uint8_t { W_IDX, W_UP, W_DOWN, W_XOR, W_BALLOT, W_ANY, W_ALL, W_SYNC, W_MATCH, W_RADD, W_RMIN, W_RMAX, W_RAND, W_ROR, W_RXOR, W_WMMA, W_WMMA_X };
 inline const char* wop_name(int op) {
   static const char* n[] = {"__shfl_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync", "__ballot_sync",
                             "__any_sync", "__all_sync", "__syncwarp", "__match_any_sync", "__reduce_add_sync",
-                            "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync"};
+                            "__reduce_min_sync", "__reduce_max_sync", "__reduce_and_sync", "__reduce_or_sync", "__reduce_xor_sync",
+                            "nvcuda::wmma call", "nvcuda::wmma::mma_sync"};
   return n[op];
 }
 
@@ -406,6 +407,14 @@ inline void complete_warp(Runner& R, unsigned w, unsigned mask) {
       fatal("warp %u of block (%u,%u,%u): mismatched warp collectives: lane %d: %s(mask 0x%08x) at %s:%d vs lane %u: %s(mask 0x%08x) at %s:%d",
             w, blockIdx.x, blockIdx.y, blockIdx.z, first, wop_name(op), mask, L[first].file, L[first].line,
             G.lane, wop_name(G.wop), G.wmask, G.file, G.line);
+    // wmma calls (wmma_emu.h): one call site for the whole warp; W_WMMA also one argument value
+    if ((op == W_WMMA || op == W_WMMA_X) &&
+        (G.line != L[first].line || strcmp(G.file, L[first].file) != 0 || G.warg != L[first].warg))
+      fatal("warp %u of block (%u,%u,%u): divergent nvcuda::wmma calls: lane %d at %s:%d, lane %u at %s:%d",
+            w, blockIdx.x, blockIdx.y, blockIdx.z, first, L[first].file, L[first].line, G.lane, G.file, G.line);
+    if (op == W_WMMA && G.wval != L[first].wval)
+      fatal("warp %u of block (%u,%u,%u): nvcuda::wmma call at %s:%d with non-uniform arguments (lanes %d and %u differ in "
+            "pointer, ldm, layout or fill value)", w, blockIdx.x, blockIdx.y, blockIdx.z, G.file, G.line, first, G.lane);
   }
   uint64_t agg = 0; unsigned bal = 0;
   switch (op) {
@@ -1010,6 +1019,9 @@ inline __nv_bfloat162 __hfma2(const __nv_bfloat162 a, const __nv_bfloat162 b, co
 inline __half __hfma(const __half a, const __half b, const __half c) {
   return __float2half(fmaf(__half2float(a), __half2float(b), __half2float(c))); }
 
+// ------------------------------------------------------------------ 4b. tensor cores: nvcuda::wmma
+#include "wmma_emu.h"
+
 // ------------------------------------------------------------------ 5. CUDA runtime API (host)
 struct CUstream_st { int device; };
 // An event completes when the stream work queued before its record has run. `pending` counts
@@ -1270,6 +1282,13 @@ inline int emu_device_count() { const char* v = emu::env("EMU_DEVICES"); return 
 inline cudaError_t cudaGetDeviceCount(int* c) { *c = emu_device_count(); return cudaSuccess; }
 inline cudaError_t cudaSetDevice(int d) { if (d < 0 || d >= emu_device_count()) return emu::set_error(cudaErrorInvalidDevice); emu::tl_device = d; return cudaSuccess; }
 inline cudaError_t cudaGetDevice(int* d) { *d = emu::tl_device; return cudaSuccess; }
+// EMU_SM_COUNT=n: the multiprocessor count the device reports (132, an H100's, by default), read at
+// every query, so a test can size grids of grid-stride kernels down between two backends
+inline int emu_sm_count() {
+  const char* e = getenv("EMU_SM_COUNT");
+  const int n = e ? atoi(e) : 0;
+  return n > 0 ? n : 132;
+}
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
   memset(p, 0, sizeof *p);
   snprintf(p->name, sizeof p->name, "cuda-emu CPU (sm_90 limits)");
@@ -1277,12 +1296,12 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
   p->sharedMemPerMultiprocessor = 228 * 1024; p->regsPerBlock = 65536; p->warpSize = 32; p->maxThreadsPerBlock = 1024;
   p->maxThreadsDim[0] = 1024; p->maxThreadsDim[1] = 1024; p->maxThreadsDim[2] = 64;
   p->maxGridSize[0] = 2147483647; p->maxGridSize[1] = 65535; p->maxGridSize[2] = 65535;
-  p->major = 9; p->minor = 0; p->multiProcessorCount = 132; p->maxThreadsPerMultiProcessor = 2048; p->l2CacheSize = 50 << 20;
+  p->major = 9; p->minor = 0; p->multiProcessorCount = emu_sm_count(); p->maxThreadsPerMultiProcessor = 2048; p->l2CacheSize = 50 << 20;
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
   switch (a) {
-    case cudaDevAttrMultiProcessorCount: *v = 132; break;
+    case cudaDevAttrMultiProcessorCount: *v = emu_sm_count(); break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = EMU_MAX_DYN_SMEM; break;
     case cudaDevAttrMaxSharedMemoryPerBlock: *v = 48 * 1024; break;
     case cudaDevAttrMaxThreadsPerBlock: *v = 1024; break;

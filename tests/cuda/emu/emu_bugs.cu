@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <mma.h>
 #include "kernels/cuda/emu/launch.cuh"
 
 __global__ void divergent_sync(float* x) {
@@ -58,6 +59,20 @@ __global__ void read_uninit_smem(float* out) {
 __global__ void write_oob(float* x, int n) { x[threadIdx.x + n] = 1; } // n = allocation size
 __global__ void big_smem(float* out) { DYNAMIC_SHARED(float, buf); buf[threadIdx.x] = 1; __syncthreads(); out[threadIdx.x] = buf[0]; }
 
+// nvcuda::wmma calls are warp-collective: half the warp loads from another call site
+__global__ void wmma_divergent(float* x) {
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f;
+    if (threadIdx.x < 16) nvcuda::wmma::load_matrix_sync(f, x, 16, nvcuda::wmma::mem_row_major);
+    else nvcuda::wmma::load_matrix_sync(f, x, 16, nvcuda::wmma::mem_col_major);
+    nvcuda::wmma::store_matrix_sync(x, f, 16, nvcuda::wmma::mem_row_major);
+}
+// ... and take one pointer: each lane passes its own row
+__global__ void wmma_nonuniform(float* x) {
+    nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f;
+    nvcuda::wmma::load_matrix_sync(f, x + (threadIdx.x & 1) * 8, 16, nvcuda::wmma::mem_row_major);
+    nvcuda::wmma::store_matrix_sync(x, f, 16, nvcuda::wmma::mem_row_major);
+}
+
 int main(int argc, char** argv) {
     const char* c = argc > 1 ? argv[1] : "";
     float* d; cudaMalloc(&d, 64 * sizeof(float)); cudaMemset(d, 0, 64 * sizeof(float));
@@ -68,6 +83,8 @@ int main(int argc, char** argv) {
     else if (!strcmp(c, "shfl_after_exit")) LAUNCH(shfl_after_exit, 1, 32)(d, 20);
     else if (!strcmp(c, "shfl_partial_warp")) LAUNCH(shfl_partial_warp, 1, 48)(d);
     else if (!strcmp(c, "mismatched_collectives")) LAUNCH(mismatched_collectives, 1, 32)(d);
+    else if (!strcmp(c, "wmma_divergent")) { float* m; cudaMalloc(&m, 256 * sizeof(float)); LAUNCH(wmma_divergent, 1, 32)(m); }
+    else if (!strcmp(c, "wmma_nonuniform")) { float* m; cudaMalloc(&m, 512 * sizeof(float)); LAUNCH(wmma_nonuniform, 1, 32)(m); }
     else if (!strcmp(c, "racy_sum")) {
         float* in; cudaMalloc(&in, 256 * sizeof(float));
         float hin[256]; for (int i = 0; i < 256; i++) hin[i] = 1.0f;

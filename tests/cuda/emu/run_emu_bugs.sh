@@ -16,6 +16,8 @@ check exit_before_sync      'completed, cudaSuccess' EMU_LENIENT_EXIT=1
 check shfl_after_exit       'already exited|exited while'
 check shfl_partial_warp     'do not exist'
 check mismatched_collectives 'mismatched warp collectives'
+check wmma_divergent        'divergent nvcuda::wmma calls'
+check wmma_nonuniform       'non-uniform arguments'
 check racy_sum              'RACE DETECTED'
 check uninit_smem           'poisoned'
 check host_ptr              'does not point into device memory'
