@@ -114,7 +114,8 @@ struct Config {
   int threads = 1;
   int schedule = 0;  // 0 forward, 1 reverse, 2 random
   unsigned seed = 1;
-  bool defer = false, lenient_exit = false, allow_host_ptr = false, stats = false;
+  bool defer = false, lenient_exit = false, allow_host_ptr = false;
+  int stats = 0;   // EMU_STATS: 1 totals at exit, 2 also the launches per kernel name
 };
 inline const char* env(const char* n) { const char* v = getenv(n); return (v && *v) ? v : nullptr; }
 inline Config& cfg() {
@@ -130,7 +131,7 @@ inline Config& cfg() {
     c.defer = env("EMU_DEFER") && atoi(env("EMU_DEFER"));
     c.lenient_exit = env("EMU_LENIENT_EXIT") && atoi(env("EMU_LENIENT_EXIT"));
     c.allow_host_ptr = env("EMU_ALLOW_HOST_PTR") && atoi(env("EMU_ALLOW_HOST_PTR"));
-    c.stats = env("EMU_STATS") && atoi(env("EMU_STATS"));
+    c.stats = env("EMU_STATS") ? std::max(0, atoi(env("EMU_STATS"))) : 0;
     return c;
   }();
   return c;
@@ -650,7 +651,24 @@ inline std::string kernel_base_name(const char* s) {
   return std::string(s, n);
 }
 struct LaunchCounts { std::mutex m; std::map<std::string, long> by_name; long total = 0; };
-inline LaunchCounts& launch_counts() { static LaunchCounts c; return c; }
+inline LaunchCounts& launch_counts() {
+  static LaunchCounts c;
+  // EMU_STATS=2: the launches per kernel name at exit, most first (after the totals line)
+  static bool reg = [] {
+    if (cfg().stats >= 2)
+      atexit([] {
+        LaunchCounts& L = launch_counts();
+        std::lock_guard<std::mutex> g(L.m);
+        std::vector<std::pair<long, std::string>> v;
+        for (auto& kv : L.by_name) v.push_back({kv.second, kv.first});
+        std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+        for (auto& e : v) fprintf(stderr, "[cuda-emu] %8ld  %s\n", e.first, e.second.c_str());
+      });
+    return true;
+  }();
+  (void)reg;
+  return c;
+}
 inline void count_launch(const char* kernel) {
   std::string k = kernel_base_name(kernel);
   LaunchCounts& c = launch_counts();
