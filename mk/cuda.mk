@@ -173,7 +173,7 @@ $(B)/cuda-tests/cuda_probe: tests/cuda/cuda_probe.c $(CUDA_OBJ) $(B)/libmingpt.a
 
 # ---------------------------------------------------------------- targets
 .PHONY: cuda-build cuda-build-all cuda-test cuda-gate cuda-emu cuda-emu-rand cuda-emu-rev cuda-emu-defer \
-        cuda-emu-noblas cuda-emu-asan cuda-emu-self cuda-negative cuda-emu-nccl
+        cuda-emu-noblas cuda-emu-asan cuda-emu-self cuda-negative cuda-emu-nccl cuda-emu-counts
 # compile in parallel even when make runs without -j (the nvcc calls dominate the build)
 CUDA_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # after ./mingpt: libmingpt.a and the nvcc objects are then built, so the sub-make (its own
@@ -191,7 +191,7 @@ EXTRA_TESTS += cuda-test
 # machine make the suites up to 10x slower
 CUDA_TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cuda-test: cuda-gate cuda-emu-self cuda-emu cuda-emu-rev cuda-emu-rand cuda-emu-defer cuda-emu-noblas \
-           cuda-emu-asan cuda-negative cuda-emu-nccl
+           cuda-emu-asan cuda-negative cuda-emu-nccl cuda-emu-counts
 	@echo "cuda: all emulated suites, gate and negative tests passed"
 
 cuda-gate:
@@ -224,6 +224,9 @@ cuda-emu-asan: $(CUDA_ASAN_BIN)
 	$(call run_cuda_suites,$(CUDA_ASAN_ENV),$(CUDA_ASAN_BIN),asan)
 cuda-negative: mingpt $(B)/cuda-tests/cuda_probe
 	@bash tests/cuda/test_cuda_negative.sh $(B)/cuda-tests/cuda_probe
+# launches, memsets and host copies of one tutorial-shaped training step; roofline.py's bytes
+cuda-emu-counts: mingpt $(EMU_SO) data
+	@bash tests/cuda/test_step_counts.sh ./mingpt $(EMU_SO)
 # 2 and 3 MPI ranks (processes) on the emulated backend, its NCCL over MPI
 cuda-emu-nccl: $(NCCL_EMU_BIN) $(EMU_SO) $(B)/libmingpt_mpi.so
 	@env $(CUDA_TEST_ENV) bash tests/cuda/test_nccl_emu.sh $(NCCL_EMU_BIN) $(EMU_SO) $(B)/libmingpt_mpi.so

@@ -1,0 +1,80 @@
+#!/bin/bash
+# tests/cuda/test_step_counts.sh MINGPT EMU_SO — what one training step of the tutorial's model
+# (gpt2_train_cfg.yaml: 8 layers, 8 heads, dropout 0.1, mixed precision) asks of a GPU, counted on
+# the emulated CUDA backend, and the bytes it moves on paper (tests/cuda/roofline.py).
+#
+# The run is the tutorial config made small enough for the emulator (n_embd 128, so head size 16
+# and the fused attention path; block_size 32, batch 2): the number of kernel launches does not
+# depend on the widths, only on the layers and the ops. One step = the difference between a run
+# of 2 iterations and a run of 1 (the same start-up, the same final evaluation), read from the
+# emulator's exit statistics (EMU_STATS=2: totals, then launches per kernel name).
+#
+# Asserted (bf16 and fp16):
+#   * kernel launches per step <= MAX_LAUNCHES (the count today; the GPU-speed goal is 160:
+#     lower this bound whenever a fusion lands so that no change brings launches back);
+#   * exactly 2 memsets per step (the gradient buffer, the residual stream's gradient) and at most
+#     2 device-to-host copies (the losses and the gradient norm: nothing else synchronises);
+#   * the fused kernels ran: one fused attention forward per layer and no separate bias, bias +
+#     GELU, GELU-backward or bias-gradient column-sum kernel (the cuBLASLt epilogues).
+# And tests/cuda/roofline.py's bytes per bf16 step of the full-size tutorial config <= MAX_GB.
+mingpt=$(realpath "${1:?usage: test_step_counts.sh MINGPT EMU_SO}") && emu_so=$(realpath "${2:?}") || exit 1
+cd "$(dirname "$0")/../.." || exit 1
+MAX_LAUNCHES=367   # today's count (bf16 and fp16); the goal is <= 160
+MAX_GB=58.5        # roofline.py's total today; the goal is <= 35
+N_LAYER=8
+pass=0; fail=0
+ok() { pass=$((pass+1)); echo "ok   $1"; }
+ko() { fail=$((fail+1)); echo "FAIL $1"; [ -n "$2" ] && printf '%s\n' "$2" | tail -30 | sed 's/^/     /'; }
+# under `make test SAN=1`: no leak report from the emulator's process-lifetime allocations
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+work=$(mktemp -d) || exit 1
+trap 'rm -rf "$work"' EXIT
+
+# run ITERS DTYPE: the emulator's statistics of a run of ITERS iterations, "name count" lines
+# plus "=launches N", "=memsets N", "=d2h N"
+run() {
+    local out=$work/$2.$1.txt
+    MINGPT_CUDA_LIB=$emu_so EMU_STATS=2 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout 600 "$mingpt" \
+        data_config.path="$PWD/data/input.txt" gpt_config.n_embd=128 data_config.block_size=32 \
+        trainer_config.batch_size=2 trainer_config.device=cuda trainer_config.amp_dtype="$2" \
+        trainer_config.max_iters="$1" trainer_config.eval_iters=1 trainer_config.log_every=1 \
+        hydra.run.dir="$work/run.$2.$1" > "$out" 2>&1 || { echo "=failed"; cat "$out" >&2; return 1; }
+    sed -n 's/^\[cuda-emu\] stats: \([0-9]*\) launches, \([0-9]*\) memsets, \([0-9]*\) device-to-host.*/=launches \1\n=memsets \2\n=d2h \3/p' "$out"
+    sed -n 's/^\[cuda-emu\] *\([0-9][0-9]*\)  \([A-Za-z_0-9]*\)$/\2 \1/p' "$out"
+}
+# value NAME FILE: the count of NAME in a run's statistics (0 when absent)
+value() { awk -v k="$1" '$1 == k { v = $2 } END { print v + 0 }' "$2"; }
+
+[ -f data/input.txt ] || { echo "no data/input.txt (make data)"; exit 1; }
+for dt in bfloat16 float16; do
+    run 1 $dt > "$work/s1" 2> "$work/e1" && run 2 $dt > "$work/s2" 2> "$work/e2"
+    if [ $? -ne 0 ] || ! grep -q '^=launches' "$work/s1" || ! grep -q '^=launches' "$work/s2"; then
+        ko "$dt: the emulated runs" "$(cat "$work/e1" "$work/e2")"; continue
+    fi
+    d() { echo $(( $(value "$1" "$work/s2") - $(value "$1" "$work/s1") )); }
+    launches=$(d =launches) memsets=$(d =memsets) d2h=$(d =d2h)
+    echo "     $dt: one step = $launches launches, $memsets memsets, $d2h device-to-host copies; by kernel:"
+    awk '{print $1}' "$work/s1" "$work/s2" | grep -v '^=' | sort -u | while read -r k; do
+        n=$(d "$k"); [ "$n" -ne 0 ] && printf '     %6d  %s\n' "$n" "$k"; done | sort -rn
+    [ "$launches" -gt 0 ] && [ "$launches" -le $MAX_LAUNCHES ] &&
+        ok "$dt: $launches kernel launches per step (<= $MAX_LAUNCHES; goal 160)" ||
+        ko "$dt: $launches kernel launches per step, more than $MAX_LAUNCHES"
+    [ "$memsets" -eq 2 ] && ok "$dt: 2 memsets per step" || ko "$dt: $memsets memsets per step, expected 2"
+    [ "$d2h" -le 2 ] && ok "$dt: $d2h device-to-host copies per step (<= 2)" ||
+        ko "$dt: $d2h device-to-host copies per step, expected at most 2"
+    flash=$(d flash_fwd_kernel)
+    [ "$flash" -eq $N_LAYER ] && ok "$dt: the fused attention forward ran once per layer" ||
+        ko "$dt: fused attention forward launches per step: $flash, expected $N_LAYER"
+    sep=$(( $(d add_bias_kernel) + $(d bias_gelu_kernel) + $(d gelu_backward_kernel) + $(d gelu_backward_inplace_kernel) + $(d colsum_partial_kernel) ))
+    [ "$sep" -eq 0 ] && ok "$dt: no separate bias, bias + GELU, GELU backward or bias-gradient kernel (cuBLASLt epilogues)" ||
+        ko "$dt: $sep separate bias / GELU / bias-gradient kernel launches per step"
+done
+
+gb=$(python3 tests/cuda/roofline.py | sed -n 's/^total: .*, \([0-9.]*\) GB moved$/\1/p')
+if [ -n "$gb" ] && awk -v g="$gb" -v m=$MAX_GB 'BEGIN { exit !(g <= m) }'; then
+    ok "roofline.py: $gb GB per bf16 step of the tutorial config (<= $MAX_GB; goal 35)"
+else
+    ko "roofline.py: '$gb' GB per bf16 step, expected <= $MAX_GB"
+fi
+echo "test_step_counts.sh: $pass passed, $fail failed"
+[ $fail -eq 0 ]
