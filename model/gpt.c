@@ -794,7 +794,10 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         // MLP branch (without dropout the branch's gradient is dres itself: no copy)
         const float *dbr = branch_grad(m, l, SITE_MLP_RESID, resid_p, BTC);
         if (gelu_recomputed(be)) be->gelu_forward(be, h->fch_gelu, h->fch, 4 * BTC);   // into d->dfch
-        if (be->matmul_backward_dgelu) {
+        // The fused op writes c_fc's bias gradient during c_proj's backward, before the hook
+        // that follows c_proj: only where every gradient has its place from the start (not under
+        // ZeRO stage 2, whose trainer binds c_fc's gradients after that hook: gpt_bind_grad).
+        if (be->matmul_backward_dgelu && m->grads_memory) {
             // c_proj's backward, the GELU backward and c_fc's bias gradient in one op; the
             // gradient of the pre-activation goes to dfch_gelu (free here; fch_gelu may be dfch)
             be->matmul_backward_dgelu(be, d->dfch_gelu, gw->c_fc_b, gw->mlp_proj_w, gw->mlp_proj_b, dbr,
