@@ -511,7 +511,7 @@ static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_
     for (size_t i = 0; i < 3 * BTC; i++) h[i] = (float)((i * 7919) % 200) / 100.0f - 1.0f;
     float *qkv = dev_from(be, h, 3 * BTC), *dout = dev_from(be, h, BTC), *out = be->alloc(be, BTC * 4),
           *att = be->alloc(be, NATT * 4), *dqkv = be->alloc(be, 3 * BTC * 4), *scr = be->alloc(be, NATT * 4);
-    const DropoutKey key = { 99, 0, 1 };
+    const DropoutKey key = { 99, 0, 1, NULL };
     static const char *const FUSED[] = { "flash_fwd_kernel", "flash_bwd_dq_kernel", "flash_bwd_dkv_kernel" };
     long fused0 = 0;
     for (int i = 0; i < 3; i++) fused0 += emu_launch_count(FUSED[i]);
