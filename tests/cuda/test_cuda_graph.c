@@ -9,7 +9,7 @@
 //     per token the positions in ascending order, added onto the accumulated gradient) and the
 //     CPU backend's; the emulated op makes no device-to-host copy (emu_d2h_count) and is
 //     captured into a stream capture without invalidating it.
-//   a captured micro-step (gpt_forward_backward, Backend.graph_run): a small GPT (dropout off,
+//   a captured micro-step (gpt_forward_backward, Backend.graph_run): a small GPT (dropout off and 0.1,
 //     fp32 and bf16, activation checkpointing off and on) trained through gpt_forward_backward
 //     on one CUDA backend and through gpt_forward + gpt_backward on another gives bitwise the
 //     same loss and gradients on four different batches of one shape: the first runs directly,
