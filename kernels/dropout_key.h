@@ -11,10 +11,16 @@
 // draw exactly the masks of one process with batch N*B: local row j of the op's input is
 // global row row0 + j * row_stride (rank r of W: row0 = r, row_stride = W; micro-step m of a
 // gradient accumulation adds W*m*B to row0). One process: {key, 0, 1}, global = local.
-typedef struct {
+// dev (backends with device memory, CUDA): NULL, or a DropoutKey in backend memory whose key,
+// row0 and row_stride the kernels read when they run instead of the three fields here (which
+// still hold the same values, for backends that ignore dev). A CUDA graph repeats its kernels'
+// arguments, so a captured step reads the per-step key from a fixed buffer that the host
+// rewrites before each replay (model/gpt.c, gpt_forward_backward).
+typedef struct DropoutKey {
     uint64_t key;         // dropout_key(seed, rng_stream(RNG_DOMAIN_DROPOUT, ...))
     int64_t row0;         // global row of local row 0
     int64_t row_stride;   // global rows between consecutive local rows
+    const struct DropoutKey *dev;   // NULL: the fields above; else read from there at run time
 } DropoutKey;
 
 #endif

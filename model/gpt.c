@@ -326,6 +326,7 @@ void gpt_free(GPT *m) {
     free(m->acts.h);
     free(m->infer.h);
     free(m->host_losses);
+    free(m->drop_keys_host);
     if (be) {
         for (int k = 0; k < m->n_graphs; k++) if (be->graph_free) be->graph_free(be, m->graphs[k].graph);
         be->free(be, m->params_memory);
@@ -333,6 +334,7 @@ void gpt_free(GPT *m) {
         be->free(be, m->acts_memory);
         be->free(be, m->inputs);
         be->free(be, m->targets);
+        be->free(be, m->drop_keys_dev);
     }
     if (m->owned_be) m->owned_be->destroy(m->owned_be);
     memset(m, 0, sizeof *m);
@@ -428,10 +430,19 @@ int gpt_grads_ready_points(const GPTShape *s, size_t *out) {
 // Dropout sites within one step: 0 = embedding, then three per block.
 enum { SITE_EMBD = 0, SITE_ATTN = 1, SITE_ATTN_RESID = 2, SITE_MLP_RESID = 3 };
 
-static DropoutKey site_key(const GPT *m, int layer, int site) {
-    int index = site == SITE_EMBD ? 0 : 1 + 3 * layer + (site - 1);
+// Key of site `index` (0 = embedding, 1 + 3 * layer + site - 1) of the current step.
+static DropoutKey index_key(const GPT *m, int index) {
     uint64_t stream = rng_stream(RNG_DOMAIN_DROPOUT, m->step * GPT_DROPOUT_SITES + (uint64_t)index);
-    return (DropoutKey){ dropout_key(m->dropout_seed, stream), m->args.batch_row0, m->args.batch_row_stride };
+    return (DropoutKey){ dropout_key(m->dropout_seed, stream), m->args.batch_row0, m->args.batch_row_stride, NULL };
+}
+
+// The key an op gets; while m->dev_keys, with .dev pointing at its copy in backend memory
+// (gpt_forward_backward wrote the step's keys there), which the kernels read when they run.
+static DropoutKey site_key(const GPT *m, int layer, int site) {
+    const int index = site == SITE_EMBD ? 0 : 1 + 3 * layer + (site - 1);
+    DropoutKey k = index_key(m, index);
+    if (m->dev_keys) k.dev = m->drop_keys_dev + index;
+    return k;
 }
 
 // A training forward with a backend that fuses the loss and its gradient computes dlogits
@@ -605,10 +616,18 @@ float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, i
     for (int i = 0; i < BT; i++)
         if (targets[i] != -1) n_valid++;
     // a graph repeats its ops' scalar arguments: it serves one (B, T, train, n_valid, loss
-    // scale); the dropout keys change every step, a params_needed hook must run between the
-    // layers, and gradients must land in the model's own buffer
+    // scale); the dropout keys, which change every step, are read from backend memory (written
+    // before each launch); a params_needed hook must run between the layers, and gradients
+    // must land in the model's own buffer
+    const int n_sites = 1 + 3 * s->n_layer;
+    if (dropout && be->graph_run && be->upload_async && !m->drop_keys_dev) {
+        m->drop_keys_dev = be->alloc(be, (size_t)n_sites * sizeof(DropoutKey));
+        m->drop_keys_host = calloc((size_t)n_sites, sizeof(DropoutKey));
+        if (!m->drop_keys_dev || !m->drop_keys_host)
+            fatal_error("gpt_forward_backward: out of memory for %d dropout keys", n_sites);
+    }
     GPTGraph *slot = NULL;
-    if (be->graph_run && !dropout && !a.params_needed && m->grads_memory) {
+    if (be->graph_run && (!dropout || m->drop_keys_dev) && !a.params_needed && m->grads_memory) {
         for (int k = 0; k < m->n_graphs && !slot; k++) {
             GPTGraph *q = &m->graphs[k];
             if (q->B == B && q->T == T && q->train == train && q->n_valid == n_valid &&
@@ -644,9 +663,15 @@ float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, i
         be->cast_weights(be, m->params_memory, m->num_params, m->params_version);
     be->upload(be, m->inputs, idx, (size_t)BT * sizeof(int32_t));
     be->upload(be, m->targets, targets, (size_t)BT * sizeof(int32_t));
+    if (dropout) {   // this step's keys, where the graph's kernels read them
+        for (int i = 0; i < n_sites; i++) m->drop_keys_host[i] = index_key(m, i);
+        be->upload_async(be, m->drop_keys_dev, m->drop_keys_host, (size_t)n_sites * sizeof(DropoutKey));
+    }
     GraphStep g = { m, targets, B, T, train, dropout_seed, step };
     m->in_graph = true;
+    m->dev_keys = dropout;
     be->graph_run(be, &slot->graph, graph_step_ops, &g);
+    m->dev_keys = false;
     m->in_graph = false;
     return read_loss(m, &m->acts, targets, BT);
 }

@@ -192,6 +192,11 @@ typedef struct {
     uint64_t graph_uses;      // gpt_forward_backward calls that went through a graph
     bool in_graph;            // the forward is being captured: the batch is uploaded and the
                               // losses are read outside it (gpt_forward_backward)
+    // The step's dropout keys, one per site (1 + 3 n_layer), in backend memory (drop_keys_dev,
+    // allocated by the first gpt_forward_backward that needs it) and their host copy: a graph
+    // with dropout reads them at run time (DropoutKey.dev) while dev_keys is set.
+    DropoutKey *drop_keys_dev, *drop_keys_host;
+    bool dev_keys;
 } GPT;
 
 // Number of dropout sites per step (stream index = step * GPT_DROPOUT_SITES + site in the
@@ -282,10 +287,11 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
 // (B, T, train, number of targets != -1, args->loss_scale, m->checkpointing), the GPT_GRAPHS
 // most recently used kept: the batch is uploaded first, the graph reads it from the model's
 // buffers, and the losses are downloaded after it (the first call of a key runs directly, the
-// second captures). It runs the two
-// calls directly instead when the backend has no graphs, when dropout is on (train with a
-// non-zero p: the masks' keys change every step), when args has params_needed, or for a model
-// without its own gradient buffer.
+// second captures). With dropout on the keys of the step's masks (which change every step) are
+// written to a fixed backend buffer (Backend.upload_async) before the graph, whose kernels read
+// them there, so the graph serves every step. It runs the two calls directly instead when the
+// backend has no graphs (or, with dropout on, no upload_async), when args has params_needed, or
+// for a model without its own gradient buffer.
 float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
                            bool train, uint64_t dropout_seed, uint64_t step, const GPTStepArgs *args);
 

@@ -126,7 +126,7 @@ typedef struct { float *inp, *w, *bias, *dout, *qkv, *dy; } OpInputs;
 static void run_ops(OpRun *r, const OpInputs *in, float attn_p) {
     const int N = B * T;
     Backend *be = r->be;
-    const DropoutKey dk = { 12345, 0, 1 };
+    const DropoutKey dk = { 12345, 0, 1, NULL };
     r->out = calloc((size_t)N * OC, 4); r->pre = calloc((size_t)N * OC, 4);
     r->dinp = calloc((size_t)N * C, 4); r->dw = calloc((size_t)OC * C, 4); r->db = calloc(OC, 4);
     r->att = calloc((size_t)B * NH * T * T, 4); r->atty = calloc((size_t)N * C, 4);

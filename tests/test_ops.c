@@ -400,7 +400,7 @@ static const AttCfg att_cfgs[] = { {3, 7, 12, 3}, {2, 9, 39, 3}, {2, 1, 10, 2} }
 static const float att_ps[] = { 0.0f, 0.25f };
 #define ATT_KEY 0x1234abcdULL
 // A key with the one-process row map (global index = local index).
-#define DK(k) ((DropoutKey){ (k), 0, 1 })
+#define DK(k) ((DropoutKey){ (k), 0, 1, NULL })
 
 static void attention_fwd_case(const AttCfg *cf, float p, float range, uint64_t seed) {
     const int B = cf->B, T = cf->T, C = cf->C, NH = cf->NH;
@@ -811,7 +811,7 @@ static void test_dropout_global_rows(void **state) {
     attention_forward(ao, att, qkv, Bg, T, C, NH, p, DK(key));
     attention_backward(dqkv, scr, dy, qkv, att, Bg, T, C, NH, p, DK(key));
     for (int rk = 0; rk < W; rk++) {
-        const DropoutKey dk = { key, rk, W };
+        const DropoutKey dk = { key, rk, W, NULL };
         float *lx = falloc(Bl * row), *ldy = falloc(Bl * row), *lq = falloc(Bl * rowq);
         for (int j = 0; j < Bl; j++) {
             const long g = rk + (long)W * j;

@@ -71,7 +71,7 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
         float loss;
         if (!ready && !overlap && m->be->graph_run && graphs_enabled()) {
             // no hook between the ops: the micro-step may run as one captured graph (the model
-            // falls back to the two calls where a graph cannot serve, e.g. with dropout on)
+            // falls back to the two calls where a graph cannot serve: see gpt_forward_backward)
             loss = gpt_forward_backward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
         } else {
             loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);

@@ -96,8 +96,9 @@ static __device__ __forceinline__ uint64_t att_row_index(const DropoutKey &k, in
 // dropped-out probabilities in the compute dtype.
 template <class T>
 __global__ void softmax_forward_kernel(float *__restrict__ att, T *__restrict__ attd, int rows, int nht,
-                                       int Tn, float scale, bool use_drop, DropoutKey dk, uint32_t thr,
+                                       int Tn, float scale, bool use_drop, DropoutKey kin, uint32_t thr,
                                        float keep_scale) {
+    const DropoutKey dk = dropout_key_at(kin);
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= rows) return;  // warp-uniform
@@ -121,8 +122,9 @@ __global__ void softmax_forward_kernel(float *__restrict__ att, T *__restrict__ 
 // batch_len = NH*T*T elements per batch row
 template <class T>
 __global__ void dropout_att_kernel(T *__restrict__ attd, const float *__restrict__ att, size_t n,
-                                   size_t batch_len, bool use_drop, DropoutKey dk, uint32_t thr,
+                                   size_t batch_len, bool use_drop, DropoutKey kin, uint32_t thr,
                                    float keep_scale) {
+    const DropoutKey dk = dropout_key_at(kin);
     const bool flat = dk.row0 == 0 && dk.row_stride == 1;   // one process: the flat index
     GRID_STRIDE(i, n) {
         const uint64_t gi = flat ? (uint64_t)i
@@ -137,7 +139,8 @@ __global__ void dropout_att_kernel(T *__restrict__ attd, const float *__restrict
 template <class T>
 __global__ void softmax_backward_kernel(T *dpre, const float *datt, const float *__restrict__ att,
                                         int rows, int nht, int Tn, float scale, bool use_drop,
-                                        DropoutKey dk, uint32_t thr, float keep_scale) {
+                                        DropoutKey kin, uint32_t thr, float keep_scale) {
+    const DropoutKey dk = dropout_key_at(kin);
     const int lane = threadIdx.x & 31;
     const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
     if (row >= rows) return;

@@ -73,6 +73,26 @@ static void be_upload(Backend *be, void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, CX(be)->stream));
     CUDA_CHECK(cudaStreamSynchronize(CX(be)->stream));  // the caller may reuse src at once
 }
+// Through the pinned staging buffer: waits only for the previous upload_async's copy to have
+// read the buffer (long done when a download came in between), never for the stream.
+static void be_upload_async(Backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    CudaCtx *c = CX(be);
+    if (c->capturing) cuda_fatal("upload_async", "called inside a graph capture", __FILE__, __LINE__);
+    if (c->stage_done) CUDA_CHECK(cudaEventSynchronize(c->stage_done));
+    else CUDA_CHECK(cudaEventCreate(&c->stage_done));
+    if (bytes > c->stage_bytes) {
+        if (c->stage) CUDA_CHECK(cudaFreeHost(c->stage));
+        c->stage = nullptr;
+        c->stage_bytes = 0;
+        CUDA_CHECK(cudaMallocHost(&c->stage, bytes));
+        c->stage_bytes = bytes;
+    }
+    memcpy(c->stage, src, bytes);
+    cuda_cast_touch(c, dst, bytes);
+    CUDA_CHECK(cudaMemcpyAsync(dst, c->stage, bytes, cudaMemcpyHostToDevice, c->stream));
+    CUDA_CHECK(cudaEventRecord(c->stage_done, c->stream));
+}
 static void be_download(Backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, CX(be)->stream));
@@ -85,6 +105,8 @@ static void be_destroy(Backend *be) {
         cudaStreamSynchronize(c->stream);
         for (int i = 0; i < SCR_COUNT; i++) if (c->scratch[i]) cudaFree(c->scratch[i]);
         if (c->wcast.lp) cudaFree(c->wcast.lp);
+        if (c->stage) cudaFreeHost(c->stage);
+        if (c->stage_done) cudaEventDestroy(c->stage_done);
         if (c->cublaslt) cublasLtDestroy(c->cublaslt);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
@@ -255,6 +277,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->free = be_free;
     be->zero = be_zero;
     be->upload = be_upload;
+    be->upload_async = be_upload_async;
     be->download = be_download;
     be->destroy = be_destroy;
     be->encoder_forward = be_encoder_forward;

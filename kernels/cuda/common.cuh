@@ -30,6 +30,15 @@ extern "C" {
 #define MINGPT_HD static inline __host__ __device__
 #include "kernels/dropout_rng.h"
 
+// The key a kernel uses: k itself, or the DropoutKey k.dev points to in device memory (read
+// when the kernel runs: a replayed graph gets the step's key, kernels/dropout_key.h).
+static __device__ __forceinline__ DropoutKey dropout_key_at(const DropoutKey &k) {
+    if (!k.dev) return k;
+    DropoutKey r = *k.dev;
+    r.dev = nullptr;
+    return r;
+}
+
 // ---------------------------------------------------------------- context
 // Scratch slots: device buffers owned by the backend, grown on first use to the largest
 // size asked for (so after the first training step nothing is allocated any more).
@@ -74,6 +83,9 @@ struct CudaCtx {
     WeightCast wcast;
     uint64_t scratch_gen;        // bumped whenever cuda_scratch reallocates a slot (graph.cu)
     bool capturing;              // a graph capture is in progress on stream (graph.cu)
+    void *stage;                 // pinned staging of Backend.upload_async (stage_bytes), and the
+    size_t stage_bytes;          // event recorded after its last copy (nullptr before the first)
+    cudaEvent_t stage_done;
 };
 
 // Device buffer of at least `bytes` for `slot` (contents undefined). Aborts when the

@@ -19,15 +19,17 @@ static __device__ __forceinline__ uint64_t global_elem(const DropoutKey &k, size
 }
 
 // out = inp * keep(i) / (1 - p); out may alias inp (element-wise, read before write).
-__global__ void dropout_forward_kernel(float *out, const float *inp, size_t n, size_t row_len, DropoutKey k,
+__global__ void dropout_forward_kernel(float *out, const float *inp, size_t n, size_t row_len, DropoutKey kin,
                                        uint32_t thr, float scale) {
+    const DropoutKey k = dropout_key_at(kin);
     GRID_STRIDE(i, n) out[i] = dropout_keep(k.key, global_elem(k, i, row_len), thr) ? inp[i] * scale : 0.0f;
 }
 
 // dinp = dout * keep(i) / (1 - p), overwritten: the product rounded (__fmul_rn), as the CPU
 // backend computes it, so both give the same bits
 __global__ void dropout_backward_kernel(float *__restrict__ dinp, const float *__restrict__ dout,
-                                        size_t n, size_t row_len, DropoutKey k, uint32_t thr, float scale) {
+                                        size_t n, size_t row_len, DropoutKey kin, uint32_t thr, float scale) {
+    const DropoutKey k = dropout_key_at(kin);
     GRID_STRIDE(i, n) dinp[i] = dropout_keep(k.key, global_elem(k, i, row_len), thr) ? __fmul_rn(dout[i], scale) : 0.0f;
 }
 

@@ -117,6 +117,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restr
                                                                float *__restrict__ ybuf, const float *__restrict__ qkv,
                                                                FlashArgs a) {
     DYNAMIC_SHARED(FaSmem, smem);
+    a.dk = dropout_key_at(a.dk);   // the step's key (graph replays: read from a.dk.dev)
     const int hs = a.hs, Tn = a.T, C = a.NH * hs;
     T *sq = (T *)smem;                            // FA_ROWS x hs
     T *sk = sq + FA_ROWS * hs;                    // FA_COLS x hs
@@ -212,6 +213,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__re
                                                                   const float *__restrict__ lse,
                                                                   const float *__restrict__ ybuf, FlashArgs a) {
     DYNAMIC_SHARED(FaSmem, smem);
+    a.dk = dropout_key_at(a.dk);   // the step's key (graph replays: read from a.dk.dev)
     const int hs = a.hs, Tn = a.T, C = a.NH * hs;
     T *sq = (T *)smem;                    // FA_ROWS x hs
     T *sdo = sq + FA_ROWS * hs;           // FA_ROWS x hs
@@ -294,6 +296,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__r
                                                                    const float *__restrict__ qkv,
                                                                    const float *__restrict__ lse, FlashArgs a) {
     DYNAMIC_SHARED(FaSmem, smem);
+    a.dk = dropout_key_at(a.dk);   // the step's key (graph replays: read from a.dk.dev)
     const int hs = a.hs, Tn = a.T, C = a.NH * hs;
     T *sk = (T *)smem;                    // FA_ROWS x hs (keys)
     T *sv = sk + FA_ROWS * hs;            // FA_ROWS x hs

@@ -9,7 +9,7 @@
 //     per token the positions in ascending order, added onto the accumulated gradient) and the
 //     CPU backend's; the emulated op makes no device-to-host copy (emu_d2h_count) and is
 //     captured into a stream capture without invalidating it.
-//   a captured micro-step (gpt_forward_backward, Backend.graph_run): a small GPT (dropout off,
+//   a captured micro-step (gpt_forward_backward, Backend.graph_run): a small GPT (dropout off and 0.1,
 //     fp32 and bf16, activation checkpointing off and on) trained through gpt_forward_backward
 //     on one CUDA backend and through gpt_forward + gpt_backward on another gives bitwise the
 //     same loss and gradients on four different batches of one shape: the first runs directly,
@@ -23,9 +23,14 @@
 //   a host synchronisation inside a captured sequence (a download) ends the process with exit
 //     code 1 and a message naming the refused call, that it happened inside a graph capture,
 //     and MINGPT_CUDA_GRAPHS=0; the first, direct run of the same sequence is fine.
-//   training steps (trainer/train_step.c, dropout off): 4 optimizer steps with graphs (the
-//     default) and with MINGPT_CUDA_GRAPHS=0 give bitwise the same losses, norms and parameters,
-//     the first run through one graph, the second through none.
+//   with dropout 0.1 (the same batch at 6 steps, so only the masks differ; rows placed as
+//     data-parallel ranks from the fourth on) every step after the second replays the one
+//     graph, whose kernels read the step's dropout keys from device memory: each step's loss
+//     (all different) and gradients bitwise the direct launches', fp32 and bf16; graph_case
+//     above with dropout 0.1 too (fp32, checkpointing, bf16).
+//   training steps (trainer/train_step.c, dropout off and 0.1): 4 optimizer steps with graphs
+//     (the default) and with MINGPT_CUDA_GRAPHS=0 give bitwise the same losses, norms and
+//     parameters, the first run through one graph, the second through none.
 #include "tests/test_util.h"
 
 #include <stdbool.h>
@@ -155,22 +160,24 @@ static void counting_encoder_forward(Backend *be, float *out, const int32_t *inp
     g_enc_orig(be, out, inp, wte, wpe, B, T, C);
 }
 
-static void build(GPT *m, Backend *be, bool checkpointing) {
+// dropout: GSHAPE's 0.1 at every site, else 0
+static void build_d(GPT *m, Backend *be, bool checkpointing, bool dropout) {
     char err[256];
     GPTShape s = GSHAPE;
-    s.embd_pdrop = s.resid_pdrop = s.attn_pdrop = 0.0f;   // graphs need dropout off
+    if (!dropout) s.embd_pdrop = s.resid_pdrop = s.attn_pdrop = 0.0f;
     if (gpt_build_on(m, &s, GB, GT, be, err, sizeof err)) fail_msg("gpt_build_on: %s", err);
     m->checkpointing = checkpointing;
     gpt_init_weights(m, 5);
 }
+static void build(GPT *m, Backend *be, bool checkpointing) { build_d(m, be, checkpointing, false); }
 
-static void graph_case(ComputeDtype dt, bool checkpointing) {
+static void graph_case(ComputeDtype dt, bool checkpointing, bool dropout) {
     Backend *bd = cuda_dt(dt), *bg = cuda_dt(dt);
     g_enc_orig = bg->encoder_forward;
     bg->encoder_forward = counting_encoder_forward;
     GPT md, mg;
-    build(&md, bd, checkpointing);
-    build(&mg, bg, checkpointing);
+    build_d(&md, bd, checkpointing, dropout);
+    build_d(&mg, bg, checkpointing, dropout);
     TestRng r = test_rng(99);
     const size_t N = (size_t)GB * GT, P = md.num_params;
     int32_t x[GB * GT], y[GB * GT];
@@ -200,8 +207,9 @@ static void graph_case(ComputeDtype dt, bool checkpointing) {
                      k, g_enc_calls, enc_expected[k]);
     }
     assert_int_equal(mg.n_graphs, 2);
-    print_message("    %s%s: loss and %zu gradients bitwise equal on 5 batches (direct, capture, 2 replays, new graph)\n",
-                  dt == DTYPE_FP32 ? "fp32" : "bf16", checkpointing ? ", checkpointing" : "", P);
+    print_message("    %s%s%s: loss and %zu gradients bitwise equal on 5 batches (direct, capture, 2 replays, new graph)\n",
+                  dt == DTYPE_FP32 ? "fp32" : "bf16", checkpointing ? ", checkpointing" : "",
+                  dropout ? ", dropout 0.1" : "", P);
     free(gd); free(gg);
     gpt_free(&md); gpt_free(&mg);
     g_enc_calls = 0;
@@ -210,9 +218,12 @@ static void graph_case(ComputeDtype dt, bool checkpointing) {
 
 static void test_captured_micro_step(void **state) {
     (void)state;
-    graph_case(DTYPE_FP32, false);
-    graph_case(DTYPE_FP32, true);
-    graph_case(DTYPE_BF16, false);
+    graph_case(DTYPE_FP32, false, false);
+    graph_case(DTYPE_FP32, true, false);
+    graph_case(DTYPE_BF16, false, false);
+    graph_case(DTYPE_FP32, false, true);
+    graph_case(DTYPE_FP32, true, true);
+    graph_case(DTYPE_BF16, false, true);
 }
 
 static void test_graph_table_keeps_the_recent(void **state) {
@@ -302,34 +313,56 @@ static void test_stale_graph_captured_again(void **state) {
     bd->destroy(bd); bg->destroy(bg);
 }
 
-// With dropout on, gpt_forward_backward runs directly (each step's masks differ) and still
-// equals gpt_forward + gpt_backward.
-static void test_dropout_runs_directly(void **state) {
-    (void)state;
-    Backend *bd = cuda(), *bg = cuda();
+// With dropout on, the steps replay one graph: the same batch at steps 0..5 (only the masks
+// differ, so a replay that kept the captured keys would repeat a loss), with the rows placed
+// as rank 0 or 1 of 2 data-parallel ranks from step 3 on (row0, row_stride in the keys' buffer
+// too), and each step's loss and gradients are bitwise gpt_forward + gpt_backward's.
+static void dropout_replay_case(ComputeDtype dt) {
+    Backend *bd = cuda_dt(dt), *bg = cuda_dt(dt);
+    g_enc_orig = bg->encoder_forward;
+    bg->encoder_forward = counting_encoder_forward;
+    g_enc_calls = 0;
     GPT md, mg;
-    char err[256];
-    if (gpt_build_on(&md, &GSHAPE, GB, GT, bd, err, sizeof err) || gpt_build_on(&mg, &GSHAPE, GB, GT, bg, err, sizeof err))
-        fail_msg("gpt_build_on: %s", err);
-    gpt_init_weights(&md, 5); gpt_init_weights(&mg, 5);
+    build_d(&md, bd, false, true);
+    build_d(&mg, bg, false, true);
     TestRng r = test_rng(3);
     int32_t x[GB * GT], y[GB * GT];
+    for (int i = 0; i < GB * GT; i++) { x[i] = (int32_t)(test_next(&r) % GV); y[i] = (int32_t)(test_next(&r) % GV); }
     const size_t P = md.num_params;
     float *gd = malloc(P * sizeof(float)), *gg = malloc(P * sizeof(float));
-    for (int k = 0; k < 3; k++) {
-        for (int i = 0; i < GB * GT; i++) { x[i] = (int32_t)(test_next(&r) % GV); y[i] = (int32_t)(test_next(&r) % GV); }
-        const float ld = gpt_forward(&md, x, y, GB, GT, true, 7, (uint64_t)k, NULL);
+    float losses[6];
+    for (int k = 0; k < 6; k++) {
+        GPTStepArgs args = GPT_STEP_ARGS_DEFAULT;
+        if (k >= 3) { args.batch_row0 = k % 2; args.batch_row_stride = 2; }
+        gpt_zero_grad(&md);
+        gpt_zero_grad(&mg);
+        const float ld = gpt_forward(&md, x, y, GB, GT, true, 7, (uint64_t)k, &args);
         gpt_backward(&md, NULL, NULL);
-        const float lg = gpt_forward_backward(&mg, x, y, GB, GT, true, 7, (uint64_t)k, NULL);
-        assert_memory_equal(&ld, &lg, sizeof ld);
+        const float lg = gpt_forward_backward(&mg, x, y, GB, GT, true, 7, (uint64_t)k, &args);
+        if (memcmp(&ld, &lg, sizeof ld) != 0) fail_msg("step %d: loss %.9g (graph) != %.9g (direct)", k, lg, ld);
+        for (int j = 0; j < k; j++)
+            if (losses[j] == ld) fail_msg("steps %d and %d: the same loss %.9g (the masks did not change)", j, k, ld);
+        losses[k] = ld;
+        bd->download(bd, gd, md.grads_memory, P * sizeof(float));
+        bg->download(bg, gg, mg.grads_memory, P * sizeof(float));
+        assert_bitwise("gradients with dropout (graph vs direct)", gg, gd, P);
+        const long expected = k == 0 ? 1 : 2;   // direct, capture, then replays only
+        if (g_enc_calls != expected)
+            fail_msg("step %d: the graph backend's ops were called %ld times, expected %ld", k, g_enc_calls, expected);
     }
-    bd->download(bd, gd, md.grads_memory, P * sizeof(float));
-    bg->download(bg, gg, mg.grads_memory, P * sizeof(float));
-    assert_bitwise("gradients with dropout (accumulated over 3 steps)", gg, gd, P);
-    assert_int_equal(mg.n_graphs, 0);
+    assert_int_equal(mg.n_graphs, 1);
+    print_message("    %s: 6 steps with dropout 0.1 (direct, capture, 4 replays) bitwise equal to direct launches\n",
+                  dt == DTYPE_FP32 ? "fp32" : "bf16");
     free(gd); free(gg);
     gpt_free(&md); gpt_free(&mg);
+    g_enc_calls = 0;
     bd->destroy(bd); bg->destroy(bg);
+}
+
+static void test_dropout_steps_replayed(void **state) {
+    (void)state;
+    dropout_replay_case(DTYPE_FP32);
+    dropout_replay_case(DTYPE_BF16);
 }
 
 // ================================================================ a host sync inside a capture
@@ -374,21 +407,20 @@ static void test_host_sync_in_capture_is_reported(void **state) {
 
 // ================================================================ training steps
 typedef struct { Backend *be; GPT m; AdamW opt; LossScaler ls; TrainStep ts; } Run;
-static void run_init(Run *r, Comm *comm) {
+static void run_init(Run *r, Comm *comm, bool dropout) {
     r->be = cuda();
-    build(&r->m, r->be, false);
+    build_d(&r->m, r->be, false, dropout);
     if (adamw_init(&r->opt, r->be, r->m.num_params)) fail_msg("adamw_init");
     loss_scaler_init(&r->ls, 0);
     r->ts = (TrainStep){ .model = &r->m, .opt = &r->opt, .scaler = &r->ls, .comm = comm, .grad_clip = 1.0,
                          .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f };
 }
 
-static void test_train_steps_with_graphs(void **state) {
-    (void)state;
+static void train_steps_case(bool dropout) {
     Comm *comm = comm_single_create();
     Run g, d;
-    run_init(&g, comm);
-    run_init(&d, comm);
+    run_init(&g, comm, dropout);
+    run_init(&d, comm, dropout);
     TestRng r = test_rng(11);
     int32_t x[GB * GT], y[GB * GT];
     for (int step = 0; step < 4; step++) {
@@ -418,13 +450,19 @@ static void test_train_steps_with_graphs(void **state) {
     comm->destroy(comm);
 }
 
+static void test_train_steps_with_graphs(void **state) {
+    (void)state;
+    train_steps_case(false);
+    train_steps_case(true);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encoder_backward_on_device),
         cmocka_unit_test(test_captured_micro_step),
         cmocka_unit_test(test_graph_table_keeps_the_recent),
         cmocka_unit_test(test_stale_graph_captured_again),
-        cmocka_unit_test(test_dropout_runs_directly),
+        cmocka_unit_test(test_dropout_steps_replayed),
         cmocka_unit_test(test_train_steps_with_graphs),
         cmocka_unit_test(test_host_sync_in_capture_is_reported),
     };

@@ -558,7 +558,7 @@ static void test_attention(void **state) {
     Fx *f = *state;
     for (int mi = 0; mi < NROWMAP; mi++)
     for (int k = 0; k < NDIMS + NFDIMS; k++) {
-        const DropoutKey key = { dropout_key(42, 7), ROWMAP[mi][0], ROWMAP[mi][1] };
+        const DropoutKey key = { dropout_key(42, 7), ROWMAP[mi][0], ROWMAP[mi][1], NULL };
         const Dims *D = k < NDIMS ? &DIMS[k] : &FDIMS[k - NDIMS];
         if (mi > 0 && D->attn_p <= 0) continue;   // no mask: the mapping cannot matter
         const int B = D->B, T = D->T, C = D->C, NH = D->NH, hs = C / NH;
@@ -722,7 +722,7 @@ static void test_attention_causal(void **state) {
     Fx *f = *state;
     const int B = 2, T = 100, C = 128, NH = 2, t0 = 40, tile = 64;
     const float p = 0.1f;
-    const DropoutKey key = { dropout_key(42, 9), 0, 1 };
+    const DropoutKey key = { dropout_key(42, 9), 0, 1, NULL };
     const size_t BTC = (size_t)B * T * C;
     float *qkv = rnd(3 * BTC, -1, 1), *dout = rnd(BTC, -1, 1);
     float *out0, *att0, *dq0;
@@ -767,7 +767,7 @@ static void test_attention_grid(void **state) {
     Fx *f = *state;
     const int B = 5, T = 37, C = 112, NH = 7;
     const float p = 0.1f;
-    const DropoutKey key = { dropout_key(42, 11), 2, 3 };
+    const DropoutKey key = { dropout_key(42, 11), 2, 3, NULL };
     char err[512] = "";
     setenv("EMU_SM_COUNT", "1", 1);
     Backend *small = backend_cuda_create(f->dt, 0, err, sizeof err);
@@ -895,7 +895,7 @@ static void test_dropout(void **state) {
     const float ps[] = { 0.0f, 0.1f, 0.5f };
     for (int mi = 0; mi < 4; mi++)
     for (int k = 0; k < 3; k++) {
-        const DropoutKey dk = { key, maps[mi].row0, maps[mi].stride };
+        const DropoutKey dk = { key, maps[mi].row0, maps[mi].stride, NULL };
         const long row_len = maps[mi].row_len;
         print_message("    dropout p %.1f, rows of %ld, local row j = global %lld + %lld j\n", ps[k], row_len,
                       (long long)dk.row0, (long long)dk.row_stride);
@@ -954,7 +954,7 @@ static void global_rows_attention(Fx *f, int T, int C, int NH) {
     const int B = 3, W = 3, R0 = 1, BF = B * W;
     const float p = 0.3f;
     const uint64_t key = dropout_key(7, 11);
-    const DropoutKey one = { key, 0, 1 }, rank = { key, R0, W };
+    const DropoutKey one = { key, 0, 1, NULL }, rank = { key, R0, W, NULL };
     const size_t TC = (size_t)T * C, ATT = (size_t)NH * T * T;   // per batch row
     float *want = malloc(B * TC * 4);
     print_message("    T %d, hs %d: %s attention path\n", T, C / NH, fused_attention(f->dt, T, C, NH) ? "fused" : "cuBLAS");
@@ -993,7 +993,7 @@ static void test_global_rows(void **state) {
     const int B = 3, W = 3, R0 = 1, T = 7, C = 48, BF = B * W;
     const float p = 0.3f;
     const uint64_t key = dropout_key(7, 11);
-    const DropoutKey one = { key, 0, 1 }, rank = { key, R0, W };
+    const DropoutKey one = { key, 0, 1, NULL }, rank = { key, R0, W, NULL };
     const size_t TC = (size_t)T * C;   // per batch row
 
     // dropout on (B, T, C) activations: rows of T*C, as the model calls it
@@ -1029,6 +1029,65 @@ static void test_global_rows(void **state) {
 
     f->cu->free(f->cu, d_xf); f->cu->free(f->cu, d_x); f->cu->free(f->cu, dxf); f->cu->free(f->cu, dx);
     free(xf); free(x); free(want); free(gf); free(g); free(g1);
+}
+
+// ================================================================ keys in device memory
+// A DropoutKey whose .dev points at a key in device memory (what a CUDA graph's kernels get,
+// model/gpt.c): the kernels use that key, not the by-value fields (set to another key, another
+// placement here), so every output is bitwise the one the pointed-to key gives by value.
+static void dev_key_case(Fx *f, DropoutKey want, DropoutKey viadev, int T, int C, int NH) {
+    const int B = 3;
+    const float p = 0.3f;
+    const size_t TC = (size_t)T * C, ATT = (size_t)NH * T * T, N3 = B * 3 * TC;
+    float *x = rnd(B * TC, -1, 1), *q = rnd(N3, -1, 1);
+    float *d_x = up(f->cu, x, B * TC * 4), *d_y1 = f->cu->alloc(f->cu, B * TC * 4), *d_y2 = f->cu->alloc(f->cu, B * TC * 4);
+    f->cu->dropout_forward(f->cu, d_y1, d_x, (long)(B * TC), (long)TC, p, want);
+    f->cu->dropout_forward(f->cu, d_y2, d_x, (long)(B * TC), (long)TC, p, viadev);
+    float *y1 = down(f->cu, d_y1, B * TC), *y2 = down(f->cu, d_y2, B * TC);
+    check_equal("dropout_forward, key read from device memory", y2, y1, B * TC);
+    free(y1); free(y2);
+    f->cu->dropout_backward(f->cu, d_y1, d_x, (long)(B * TC), (long)TC, p, want);
+    f->cu->dropout_backward(f->cu, d_y2, d_x, (long)(B * TC), (long)TC, p, viadev);
+    y1 = down(f->cu, d_y1, B * TC); y2 = down(f->cu, d_y2, B * TC);
+    check_equal("dropout_backward, key read from device memory", y2, y1, B * TC);
+    float *d_q = up(f->cu, q, N3 * 4);
+    float *d_a1 = f->cu->alloc(f->cu, B * ATT * 4), *d_a2 = f->cu->alloc(f->cu, B * ATT * 4);
+    f->cu->attention_forward(f->cu, d_y1, d_a1, d_q, B, T, C, NH, p, want);
+    f->cu->attention_forward(f->cu, d_y2, d_a2, d_q, B, T, C, NH, p, viadev);
+    float *o1 = down(f->cu, d_y1, B * TC), *o2 = down(f->cu, d_y2, B * TC);
+    check_equal("attention_forward, key read from device memory", o2, o1, B * TC);
+    float *d_g1 = f->cu->alloc(f->cu, N3 * 4), *d_g2 = f->cu->alloc(f->cu, N3 * 4);
+    float *d_s = f->cu->alloc(f->cu, B * ATT * 4);
+    f->cu->attention_backward(f->cu, d_g1, d_s, d_x, d_q, d_a1, B, T, C, NH, p, want);
+    f->cu->attention_backward(f->cu, d_g2, d_s, d_x, d_q, d_a1, B, T, C, NH, p, viadev);
+    float *g1 = down(f->cu, d_g1, N3), *g2 = down(f->cu, d_g2, N3);
+    check_equal("attention_backward dqkv, key read from device memory", g2, g1, N3);
+    print_message("    T %d, hs %d (%s attention): dropout and attention with the key in device memory bitwise equal\n",
+                  T, C / NH, fused_attention(f->dt, T, C, NH) ? "fused" : "cuBLAS");
+    f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_y1); f->cu->free(f->cu, d_y2); f->cu->free(f->cu, d_q);
+    f->cu->free(f->cu, d_a1); f->cu->free(f->cu, d_a2); f->cu->free(f->cu, d_g1); f->cu->free(f->cu, d_g2);
+    f->cu->free(f->cu, d_s);
+    free(x); free(q); free(y1); free(y2); free(o1); free(o2); free(g1); free(g2);
+}
+
+static void test_dropout_key_in_device_memory(void **state) {
+    Fx *f = *state;
+    const DropoutKey want = { dropout_key(5, 77), 1, 3, NULL };   // rank 1 of 3
+    DropoutKey *d_key = up(f->cu, &want, sizeof want);
+    const DropoutKey viadev = { dropout_key(5, 78), 0, 1, d_key };
+    // the value fields alone draw other masks: the comparison above could not pass by them
+    float *x = rnd(64, 1, 2);
+    float *d_x = up(f->cu, x, 64 * 4), *d_y1 = f->cu->alloc(f->cu, 64 * 4), *d_y2 = f->cu->alloc(f->cu, 64 * 4);
+    DropoutKey byvalue = viadev;
+    byvalue.dev = NULL;
+    f->cu->dropout_forward(f->cu, d_y1, d_x, 64, 16, 0.5f, want);
+    f->cu->dropout_forward(f->cu, d_y2, d_x, 64, 16, 0.5f, byvalue);
+    float *y1 = down(f->cu, d_y1, 64), *y2 = down(f->cu, d_y2, 64);
+    assert_true(memcmp(y1, y2, 64 * 4) != 0);
+    dev_key_case(f, want, viadev, 7, 48, 3);    // cuBLAS attention path (T <= hs)
+    dev_key_case(f, want, viadev, 37, 96, 3);   // fused with bf16/fp16 matmuls (hs 32 < T 37)
+    f->cu->free(f->cu, d_key); f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_y1); f->cu->free(f->cu, d_y2);
+    free(x); free(y1); free(y2);
 }
 
 // ================================================================ classifier
@@ -1204,6 +1263,7 @@ int main(void) {
         cmocka_unit_test(test_gelu_backward),
         cmocka_unit_test(test_dropout),
         cmocka_unit_test(test_global_rows),
+        cmocka_unit_test(test_dropout_key_in_device_memory),
         cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_sum_squares),
