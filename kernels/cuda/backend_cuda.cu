@@ -85,6 +85,7 @@ static void be_destroy(Backend *be) {
         cudaStreamSynchronize(c->stream);
         for (int i = 0; i < SCR_COUNT; i++) if (c->scratch[i]) cudaFree(c->scratch[i]);
         if (c->wcast.lp) cudaFree(c->wcast.lp);
+        free(c->adamw_segs);
         if (c->cublaslt) cublasLtDestroy(c->cublaslt);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
@@ -171,6 +172,13 @@ static void be_adamw_update(Backend *be, float *p, const float *g, float *m, flo
                             float step_size, float bc2_sqrt) {
     cuda_cast_touch(CX(be), p, n * sizeof(float));
     cuda_adamw_update(CX(be), p, g, m, v, n, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt);
+}
+static void be_adamw_update_segments(Backend *be, float *p, const float *g, float *m, float *v,
+                                     const AdamWSegment *segs, int n_segs, float beta1, float beta2, float eps,
+                                     float decay_factor, float step_size, float bc2_sqrt) {
+    for (int k = 0; k < n_segs; k++) cuda_cast_touch(CX(be), p + segs[k].offset, segs[k].n * sizeof(float));
+    cuda_adamw_update_segments(CX(be), p, g, m, v, segs, n_segs, beta1, beta2, eps, decay_factor, step_size,
+                               bc2_sqrt);
 }
 static double be_sum_squares(Backend *be, const float *x, size_t n) { return cuda_sum_squares(CX(be), x, n); }
 static void be_scale(Backend *be, float *x, size_t n, float s) {
@@ -276,6 +284,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->crossentropy_softmax_backward = be_crossentropy_softmax_backward;
     be->crossentropy_forward_backward = be_crossentropy_forward_backward;
     be->adamw_update = be_adamw_update;
+    be->adamw_update_segments = be_adamw_update_segments;
     be->sum_squares = be_sum_squares;
     be->scale = be_scale;
     be->accumulate = be_accumulate;

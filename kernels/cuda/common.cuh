@@ -48,6 +48,7 @@ enum ScratchSlot {
     SCR_DQ, SCR_DK, SCR_DV,  // fp32 (B,NH,T,hs)
     SCR_TOK,       // encoder backward: sorted (token, position) keys and bucket starts
     SCR_LT_WS,     // cuBLASLt workspace (CUDA_LT_WORKSPACE bytes)
+    SCR_ADAMW,     // adamw_update_segments' segment table (adamw.cu), uploaded once per new content
     SCR_COUNT
 };
 
@@ -74,6 +75,8 @@ struct CudaCtx {
     WeightCast wcast;
     uint64_t scratch_gen;        // bumped whenever cuda_scratch reallocates a slot (graph.cu)
     bool capturing;              // a graph capture is in progress on stream (graph.cu)
+    AdamWSegment *adamw_segs;    // host copy of the segments whose table SCR_ADAMW holds (adamw.cu)
+    int adamw_nsegs;             // their count; 0: no table uploaded
 };
 
 // Device buffer of at least `bytes` for `slot` (contents undefined). Aborts when the
