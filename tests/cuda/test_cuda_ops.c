@@ -1176,6 +1176,45 @@ static void test_adamw_segments(void **state) {
     free(p); free(g); free(m); free(v); free(rp); free(rm); free(rv);
 }
 
+// adamw_update_segments inside a CUDA graph (Backend.graph_run): once its table is on the device
+// the op neither allocates nor synchronises, so it captures (the emulator refuses either inside a
+// capture, and exits) and its replays give the direct calls' bits.
+typedef struct { Backend *be; float *p, *g, *m, *v; const AdamWSegment *segs; int ns; } SegCall;
+static void seg_call(void *ctx) {
+    const SegCall *c = ctx;
+    c->be->adamw_update_segments(c->be, c->p, c->g, c->m, c->v, c->segs, c->ns, 0.9f, 0.95f, 1e-8f, 0.9997f, 3e-4f,
+                                 0.3f);
+}
+static void test_adamw_segments_graph(void **state) {
+    Fx *f = *state;
+    const AdamWSegment segs[] = { {3, 1000, 1}, {1003, 77, 0}, {1200, 513, 1} };
+    const size_t n = 1800;
+    float *p = rnd(n, -1, 1), *g = rnd(n, -1e-2f, 1e-2f), *mv = rnd(n, 0, 1e-4f);
+    SegCall c[2];
+    for (int k = 0; k < 2; k++)
+        c[k] = (SegCall){ f->cu, up(f->cu, p, n * 4), up(f->cu, g, n * 4), up(f->cu, mv, n * 4), up(f->cu, mv, n * 4),
+                          segs, 3 };
+    void *graph = NULL;
+    for (int it = 0; it < 4; it++) {
+        seg_call(&c[0]);   // direct
+        const int called = f->cu->graph_run(f->cu, &graph, seg_call, &c[1]);
+        assert_int_equal(called, it < 2);   // run, captured, then replayed
+    }
+    f->cu->graph_free(f->cu, graph);
+    for (int b = 0; b < 3; b++) {
+        float *bufs0[3] = { c[0].p, c[0].m, c[0].v }, *bufs1[3] = { c[1].p, c[1].m, c[1].v };
+        float *a = down(f->cu, bufs0[b], n), *r = down(f->cu, bufs1[b], n);
+        check_equal(b == 0 ? "adamw_update_segments graph replays p" : b == 1 ? "adamw_update_segments graph replays m"
+                                                                               : "adamw_update_segments graph replays v",
+                    r, a, n);
+        free(a); free(r);
+    }
+    for (int k = 0; k < 2; k++) {
+        f->cu->free(f->cu, c[k].p); f->cu->free(f->cu, c[k].g); f->cu->free(f->cu, c[k].m); f->cu->free(f->cu, c[k].v);
+    }
+    free(p); free(g); free(mv);
+}
+
 // trainer/adamw.c's adamw_step_range on CUDA: one adamw launch per optimizer step, the same bits
 // as its per-tensor loop (the backend's adamw_update_segments set NULL), over the whole buffer
 // and over ranges [lo, hi) that cut tensors as ZeRO's shards do (params absolute, grads and
@@ -1307,6 +1346,7 @@ int main(void) {
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_adamw_segments),
         cmocka_unit_test(test_adamw_step_range_one_launch),
+        cmocka_unit_test(test_adamw_segments_graph),
         cmocka_unit_test(test_sum_squares),
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_accumulate),
