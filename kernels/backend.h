@@ -46,6 +46,7 @@ typedef struct {
     size_t n;
     int decays;
 } AdamWSegment;
+
 struct Backend {
     const char *name;            // "cpu", "cuda"
     ComputeDtype matmul_dtype;   // see above; DTYPE_FP32 = full precision
