@@ -38,6 +38,15 @@ typedef enum { DTYPE_FP32 = 0, DTYPE_BF16 = 1, DTYPE_FP16 = 2 } ComputeDtype;
 
 typedef struct Backend Backend;
 typedef struct Comm Comm;   // dist/comm.h
+
+// One segment of Backend.adamw_update_segments: elements [offset, offset + n) of the flat
+// buffers (element indices, not bytes); decays != 0: the update's decay_factor applies, else 1.
+typedef struct {
+    size_t offset;
+    size_t n;
+    int decays;
+} AdamWSegment;
+
 struct Backend {
     const char *name;            // "cpu", "cuda"
     ComputeDtype matmul_dtype;   // see above; DTYPE_FP32 = full precision
@@ -153,6 +162,16 @@ struct Backend {
     void (*adamw_update)(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
                          float beta1, float beta2, float eps, float decay_factor,
                          float step_size, float bc2_sqrt);
+    // adamw_update over n_segs segments of the flat buffers p, g, m, v at once: segment k updates
+    // elements [segs[k].offset, segs[k].offset + segs[k].n) of each of the four (the same index
+    // in all), with decay_factor where segs[k].decays, else 1. Segments do not overlap; n 0 is
+    // allowed. Bitwise the results of one adamw_update per segment. segs is host memory, read
+    // during the call only (a backend may keep a copy: CUDA uploads the table once per new
+    // content and runs one launch per call). Optional: NULL means the caller calls adamw_update
+    // per segment (the CPU backend).
+    void (*adamw_update_segments)(Backend *be, float *p, const float *g, float *m, float *v,
+                                  const AdamWSegment *segs, int n_segs, float beta1, float beta2,
+                                  float eps, float decay_factor, float step_size, float bc2_sqrt);
     // sum of x[i]^2 in double, in a fixed order (independent of thread/block count).
     double (*sum_squares)(Backend *be, const float *x, size_t n);
     // x *= s
@@ -177,7 +196,7 @@ struct Backend {
     // n, version) again: nothing to do. params NULL or n 0: drop the copy. No-op for FP32.
     // The caller promises that the buffer's content changes only together with `version`
     // (model/gpt.h: gpt_params_changed). Both backends also drop the copy when one of their
-    // own calls writes into that range (zero, upload, adamw_update, scale) or frees the
+    // own calls writes into that range (zero, upload, adamw_update[_segments], scale) or frees the
     // buffer, a safety net the caller must not rely on.
     // Called by gpt_forward and gpt_forward_inference (model/gpt.c) before their first op when
     // matmul_dtype is not FP32. Aborts (like the ops) when out of memory.

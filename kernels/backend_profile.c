@@ -180,6 +180,11 @@ static void s_adamw_update(Backend *be, float *p, const float *g, float *m, floa
                            float eps, float decay, float step, float bc2) {
     TIMED(P_ADAMW, g_orig.adamw_update(be, p, g, m, v, n, b1, b2, eps, decay, step, bc2));
 }
+// (the one-launch form times into the same row: a call per optimizer step instead of per tensor)
+static void s_adamw_update_segments(Backend *be, float *p, const float *g, float *m, float *v, const AdamWSegment *segs,
+                                    int n_segs, float b1, float b2, float eps, float decay, float step, float bc2) {
+    TIMED(P_ADAMW, g_orig.adamw_update_segments(be, p, g, m, v, segs, n_segs, b1, b2, eps, decay, step, bc2));
+}
 static double s_sum_squares(Backend *be, const float *x, size_t n) {
     double r = 0;
     TIMED(P_SUMSQ, r = g_orig.sum_squares(be, x, n));
@@ -216,7 +221,7 @@ int backend_profile_install(Backend *be, char *err, size_t errlen) {
     WRAP(attention_forward); WRAP(attention_forward_cached); WRAP(attention_backward);
     WRAP(gelu_forward); WRAP(gelu_backward); WRAP(dropout_forward); WRAP(dropout_backward);
     WRAP(crossentropy_forward); WRAP(crossentropy_softmax_backward); WRAP(crossentropy_forward_backward);
-    WRAP(adamw_update); WRAP(sum_squares); WRAP(scale); WRAP(accumulate); WRAP(cast_weights);
+    WRAP(adamw_update); WRAP(adamw_update_segments); WRAP(sum_squares); WRAP(scale); WRAP(accumulate); WRAP(cast_weights);
 #undef WRAP
     return 0;
 }

@@ -11,6 +11,8 @@ int adamw_init(AdamW *opt, Backend *be, size_t n) {
     opt->v = be->alloc(be, n * sizeof(float));
     opt->step = 0;
     opt->n = n;
+    opt->segs = NULL;
+    opt->segs_cap = 0;
     if (!opt->m || !opt->v) { adamw_free(opt); return 1; }
     return 0;
 }
@@ -21,6 +23,9 @@ void adamw_free(AdamW *opt) {
         opt->be->free(opt->be, opt->v);
     }
     opt->m = opt->v = NULL;
+    free(opt->segs);
+    opt->segs = NULL;
+    opt->segs_cap = 0;
 }
 
 void adamw_step(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors,
@@ -35,11 +40,33 @@ void adamw_step_range(AdamW *opt, float *params, const float *grads, const Param
     const float bc1 = 1.0f - powf(beta1, (float)opt->step);
     const float bc2_sqrt = sqrtf(1.0f - powf(beta2, (float)opt->step));
     const float step_size = lr / bc1;
+    const float decay_factor = 1.0f - lr * weight_decay;
+    if (be->adamw_update_segments && n_tensors > 0) {
+        // params + lo: the four buffers then share each segment's offset (element i at i - lo)
+        if (opt->segs_cap < n_tensors) {
+            AdamWSegment *s = realloc(opt->segs, (size_t)n_tensors * sizeof *s);
+            if (s) { opt->segs = s; opt->segs_cap = n_tensors; }
+        }
+        if (opt->segs_cap >= n_tensors) {   // (else, out of host memory: the loop below)
+            int ns = 0;
+            for (int k = 0; k < n_tensors; k++) {
+                const ParamTensor *t = &tensors[k];
+                const size_t a = t->offset > lo ? t->offset : lo;
+                const size_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+                if (a >= b) continue;
+                opt->segs[ns++] = (AdamWSegment){ .offset = a - lo, .n = b - a, .decays = t->decay ? 1 : 0 };
+            }
+            if (ns > 0)
+                be->adamw_update_segments(be, params + lo, grads, opt->m, opt->v, opt->segs, ns, beta1, beta2, eps,
+                                          decay_factor, step_size, bc2_sqrt);
+            return;
+        }
+    }
     for (int k = 0; k < n_tensors; k++) {
         const ParamTensor *t = &tensors[k];
         const size_t a = t->offset > lo ? t->offset : lo, b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
         if (a >= b) continue;
-        const float decay = t->decay ? 1.0f - lr * weight_decay : 1.0f;
+        const float decay = t->decay ? decay_factor : 1.0f;
         be->adamw_update(be, params + a, grads + (a - lo), opt->m + (a - lo), opt->v + (a - lo), b - a, beta1,
                          beta2, eps, decay, step_size, bc2_sqrt);
     }

@@ -13,6 +13,8 @@ typedef struct {
     float *v;        // (n) second moment (torch exp_avg_sq), backend memory
     long step;       // optimizer steps taken (torch state['step'])
     size_t n;
+    AdamWSegment *segs;   // host scratch of adamw_step_range (Backend.adamw_update_segments)
+    int segs_cap;
 } AdamW;
 
 // Allocates zeroed moments for n parameters on be. Non-zero on out of memory.
@@ -30,7 +32,9 @@ void adamw_step(AdamW *opt, float *params, const float *grads, const ParamTensor
 // adamw_step over the part [lo, hi) of the flat buffer only (ZeRO: this rank's shard,
 // dist/shard.h): params is the whole flat buffer; grads, opt->m and opt->v hold that part only
 // (element i of the flat buffer at index i - lo). Each tensor's elements inside [lo, hi) get its
-// decay rule. adamw_step is adamw_step_range over [0, opt->n).
+// decay rule. adamw_step is adamw_step_range over [0, opt->n). Where the backend has
+// adamw_update_segments, the whole range is one call of it (on CUDA one kernel launch), else one
+// adamw_update per tensor; the results are the same bits.
 void adamw_step_range(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors, int n_tensors,
                       size_t lo, size_t hi, float lr, float beta1, float beta2, float eps, float weight_decay);
 

@@ -107,6 +107,7 @@ static void be_destroy(Backend *be) {
         if (c->wcast.lp) cudaFree(c->wcast.lp);
         if (c->stage) cudaFreeHost(c->stage);
         if (c->stage_done) cudaEventDestroy(c->stage_done);
+        free(c->adamw_segs);
         if (c->cublaslt) cublasLtDestroy(c->cublaslt);
         if (c->cublas) cublasDestroy(c->cublas);
         if (c->stream) cudaStreamDestroy(c->stream);
@@ -193,6 +194,13 @@ static void be_adamw_update(Backend *be, float *p, const float *g, float *m, flo
                             float step_size, float bc2_sqrt) {
     cuda_cast_touch(CX(be), p, n * sizeof(float));
     cuda_adamw_update(CX(be), p, g, m, v, n, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt);
+}
+static void be_adamw_update_segments(Backend *be, float *p, const float *g, float *m, float *v,
+                                     const AdamWSegment *segs, int n_segs, float beta1, float beta2, float eps,
+                                     float decay_factor, float step_size, float bc2_sqrt) {
+    for (int k = 0; k < n_segs; k++) cuda_cast_touch(CX(be), p + segs[k].offset, segs[k].n * sizeof(float));
+    cuda_adamw_update_segments(CX(be), p, g, m, v, segs, n_segs, beta1, beta2, eps, decay_factor, step_size,
+                               bc2_sqrt);
 }
 static double be_sum_squares(Backend *be, const float *x, size_t n) { return cuda_sum_squares(CX(be), x, n); }
 static void be_scale(Backend *be, float *x, size_t n, float s) {
@@ -299,6 +307,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->crossentropy_softmax_backward = be_crossentropy_softmax_backward;
     be->crossentropy_forward_backward = be_crossentropy_forward_backward;
     be->adamw_update = be_adamw_update;
+    be->adamw_update_segments = be_adamw_update_segments;
     be->sum_squares = be_sum_squares;
     be->scale = be_scale;
     be->accumulate = be_accumulate;

@@ -57,6 +57,7 @@ enum ScratchSlot {
     SCR_DQ, SCR_DK, SCR_DV,  // fp32 (B,NH,T,hs)
     SCR_TOK,       // encoder backward: sorted (token, position) keys and bucket starts
     SCR_LT_WS,     // cuBLASLt workspace (CUDA_LT_WORKSPACE bytes)
+    SCR_ADAMW,     // adamw_update_segments' segment table (adamw.cu), uploaded once per new content
     SCR_COUNT
 };
 
@@ -86,6 +87,8 @@ struct CudaCtx {
     void *stage;                 // pinned staging of Backend.upload_async (stage_bytes), and the
     size_t stage_bytes;          // event recorded after its last copy (nullptr before the first)
     cudaEvent_t stage_done;
+    AdamWSegment *adamw_segs;    // host copy of the segments whose table SCR_ADAMW holds (adamw.cu)
+    int adamw_nsegs;             // their count; 0: no table uploaded
 };
 
 // Device buffer of at least `bytes` for `slot` (contents undefined). Aborts when the

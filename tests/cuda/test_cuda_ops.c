@@ -61,6 +61,8 @@
 #include "kernels/backend.h"
 #include "tests/cuda/backend_util.h"
 #include "kernels/dropout_rng.h"
+#include "kernels/cuda/emu/emu_counters.h"
+#include "trainer/adamw.h"
 
 #define U32 (1.0 / 16777216.0)
 #define SAFETY 1.05
@@ -1190,6 +1192,142 @@ static void test_adamw(void **state) {
     free(p); free(g); free(m); free(v); free(rp); free(rm); free(rv); free(gp); free(gm); free(gv);
 }
 
+// adamw_update_segments (one launch over all tensors) against one adamw_update per segment, bit
+// for bit: segments of odd sizes with and without decay, an empty one, three steps.
+static void test_adamw_segments(void **state) {
+    Fx *f = *state;
+    assert_non_null(f->cu->adamw_update_segments);
+    const AdamWSegment segs[] = { {0, 1, 1}, {1, 37, 0}, {38, 255, 1}, {293, 0, 1}, {293, 256, 0},
+                                  {549, 257, 1}, {806, 3, 0}, {809, 5003, 1}, {5812, 7, 0} };
+    const int ns = (int)(sizeof segs / sizeof segs[0]);
+    const size_t n = 5812 + 7 + 5;   // 5 trailing elements no segment covers: untouched
+    float *p = rnd(n, -1, 1), *g = rnd(n, -1e-2f, 1e-2f), *m = calloc(n, 4), *v = calloc(n, 4);
+    float *d_p[2], *d_g = up(f->cu, g, n * 4), *d_m[2], *d_v[2];
+    for (int k = 0; k < 2; k++) { d_p[k] = up(f->cu, p, n * 4); d_m[k] = up(f->cu, m, n * 4); d_v[k] = up(f->cu, v, n * 4); }
+    float *rp = copyf(p, n), *rm = copyf(m, n), *rv = copyf(v, n);   // the CPU backend, per segment
+    const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, lr = 3e-4f, wd = 0.1f;
+    for (int step = 1; step <= 3; step++) {
+        const float bc2 = sqrtf(1 - powf(b2, (float)step)), ss = lr / (1 - powf(b1, (float)step));
+        const float decay = 1.0f - lr * wd;
+        for (int k = 0; k < ns; k++) {
+            const size_t o = segs[k].offset, len = segs[k].n;
+            const float dk = segs[k].decays ? decay : 1.0f;
+            f->cu->adamw_update(f->cu, d_p[0] + o, d_g + o, d_m[0] + o, d_v[0] + o, len, b1, b2, eps, dk, ss, bc2);
+            f->cpu->adamw_update(f->cpu, rp + o, g + o, rm + o, rv + o, len, b1, b2, eps, dk, ss, bc2);
+        }
+        const long all0 = emu_launch_count(NULL), seg0 = emu_launch_count("adamw_segments_kernel");
+        f->cu->adamw_update_segments(f->cu, d_p[1], d_g, d_m[1], d_v[1], segs, ns, b1, b2, eps, decay, ss, bc2);
+        assert_int_equal(emu_launch_count(NULL) - all0, 1);   // one launch, whatever the segment count
+        assert_int_equal(emu_launch_count("adamw_segments_kernel") - seg0, 1);
+    }
+    float *ref[3] = { down(f->cu, d_p[0], n), down(f->cu, d_m[0], n), down(f->cu, d_v[0], n) };
+    float *got[3] = { down(f->cu, d_p[1], n), down(f->cu, d_m[1], n), down(f->cu, d_v[1], n) };
+    check_equal("adamw_update_segments p vs per-segment adamw_update", got[0], ref[0], n);
+    check_equal("adamw_update_segments m vs per-segment adamw_update", got[1], ref[1], n);
+    check_equal("adamw_update_segments v vs per-segment adamw_update", got[2], ref[2], n);
+    check_equal("adamw_update_segments p vs cpu", got[0], rp, n);
+    check_equal("adamw_update_segments m vs cpu", got[1], rm, n);
+    check_equal("adamw_update_segments v vs cpu", got[2], rv, n);
+    check_equal("adamw_update_segments: elements outside every segment", got[0] + 5819, p + 5819, 5);
+    for (int k = 0; k < 3; k++) { free(ref[k]); free(got[k]); }
+    for (int k = 0; k < 2; k++) { f->cu->free(f->cu, d_p[k]); f->cu->free(f->cu, d_m[k]); f->cu->free(f->cu, d_v[k]); }
+    f->cu->free(f->cu, d_g);
+    free(p); free(g); free(m); free(v); free(rp); free(rm); free(rv);
+}
+
+// adamw_update_segments inside a CUDA graph (Backend.graph_run): once its table is on the device
+// the op neither allocates nor synchronises, so it captures (the emulator refuses either inside a
+// capture, and exits) and its replays give the direct calls' bits.
+typedef struct { Backend *be; float *p, *g, *m, *v; const AdamWSegment *segs; int ns; } SegCall;
+static void seg_call(void *ctx) {
+    const SegCall *c = ctx;
+    c->be->adamw_update_segments(c->be, c->p, c->g, c->m, c->v, c->segs, c->ns, 0.9f, 0.95f, 1e-8f, 0.9997f, 3e-4f,
+                                 0.3f);
+}
+static void test_adamw_segments_graph(void **state) {
+    Fx *f = *state;
+    const AdamWSegment segs[] = { {3, 1000, 1}, {1003, 77, 0}, {1200, 513, 1} };
+    const size_t n = 1800;
+    float *p = rnd(n, -1, 1), *g = rnd(n, -1e-2f, 1e-2f), *mv = rnd(n, 0, 1e-4f);
+    SegCall c[2];
+    for (int k = 0; k < 2; k++)
+        c[k] = (SegCall){ f->cu, up(f->cu, p, n * 4), up(f->cu, g, n * 4), up(f->cu, mv, n * 4), up(f->cu, mv, n * 4),
+                          segs, 3 };
+    void *graph = NULL;
+    for (int it = 0; it < 4; it++) {
+        seg_call(&c[0]);   // direct
+        const int called = f->cu->graph_run(f->cu, &graph, seg_call, &c[1]);
+        assert_int_equal(called, it < 2);   // run, captured, then replayed
+    }
+    f->cu->graph_free(f->cu, graph);
+    for (int b = 0; b < 3; b++) {
+        float *bufs0[3] = { c[0].p, c[0].m, c[0].v }, *bufs1[3] = { c[1].p, c[1].m, c[1].v };
+        float *a = down(f->cu, bufs0[b], n), *r = down(f->cu, bufs1[b], n);
+        check_equal(b == 0 ? "adamw_update_segments graph replays p" : b == 1 ? "adamw_update_segments graph replays m"
+                                                                               : "adamw_update_segments graph replays v",
+                    r, a, n);
+        free(a); free(r);
+    }
+    for (int k = 0; k < 2; k++) {
+        f->cu->free(f->cu, c[k].p); f->cu->free(f->cu, c[k].g); f->cu->free(f->cu, c[k].m); f->cu->free(f->cu, c[k].v);
+    }
+    free(p); free(g); free(mv);
+}
+
+// trainer/adamw.c's adamw_step_range on CUDA: one adamw launch per optimizer step, the same bits
+// as its per-tensor loop (the backend's adamw_update_segments set NULL), over the whole buffer
+// and over ranges [lo, hi) that cut tensors as ZeRO's shards do (params absolute, grads and
+// moments relative to lo); the segment table changes between the ranges and is uploaded again.
+static void test_adamw_step_range_one_launch(void **state) {
+    Fx *f = *state;
+    const size_t sizes[] = { 129, 1, 4096, 37, 255, 2048, 3, 1000, 5 };
+    enum { NT = sizeof sizes / sizeof sizes[0] };
+    ParamTensor t[NT];
+    size_t N = 0;
+    for (int k = 0; k < NT; k++) {
+        memset(&t[k], 0, sizeof t[k]);
+        t[k].offset = N; t[k].numel = sizes[k]; t[k].decay = k % 3 != 1;
+        N += sizes[k];
+    }
+    const size_t ranges[][2] = { {0, N}, {130, 4300}, {4227, 4227 + 37 + 100}, {N - 1004, N}, {5, 6} };
+    float *p = rnd(N, -1, 1), *g = rnd(N, -1e-2f, 1e-2f);
+    for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+        const size_t lo = ranges[r][0], hi = ranges[r][1], len = hi - lo;
+        float *d_p[2], *d_g = up(f->cu, g + lo, len * 4);
+        AdamW opt[2];
+        for (int k = 0; k < 2; k++) {
+            d_p[k] = up(f->cu, p, N * 4);
+            assert_int_equal(adamw_init(&opt[k], f->cu, len), 0);
+        }
+        void (*segs_op)(Backend *, float *, const float *, float *, float *, const AdamWSegment *, int, float, float,
+                        float, float, float, float) = f->cu->adamw_update_segments;
+        for (int step = 0; step < 3; step++) {
+            const float lr = step == 1 ? 1e-3f : 3e-4f;
+            f->cu->adamw_update_segments = NULL;   // the per-tensor loop
+            adamw_step_range(&opt[0], d_p[0], d_g, t, NT, lo, hi, lr, 0.9f, 0.95f, 1e-8f, 0.1f);
+            f->cu->adamw_update_segments = segs_op;
+            const long all0 = emu_launch_count(NULL), adamw0 = emu_launch_count("adamw_kernel");
+            adamw_step_range(&opt[1], d_p[1], d_g, t, NT, lo, hi, lr, 0.9f, 0.95f, 1e-8f, 0.1f);
+            assert_int_equal(emu_launch_count(NULL) - all0, 1);
+            assert_int_equal(emu_launch_count("adamw_kernel") - adamw0, 0);
+        }
+        float *a = down(f->cu, d_p[0], N), *b = down(f->cu, d_p[1], N);
+        check_equal("adamw_step_range params: one launch vs per tensor", b, a, N);
+        check_equal("adamw_step_range params outside [lo, hi) untouched", b, p, lo);
+        check_equal("adamw_step_range params outside [lo, hi) untouched", b + hi, p + hi, N - hi);
+        free(a); free(b);
+        a = down(f->cu, opt[0].m, len); b = down(f->cu, opt[1].m, len);
+        check_equal("adamw_step_range m: one launch vs per tensor", b, a, len);
+        free(a); free(b);
+        a = down(f->cu, opt[0].v, len); b = down(f->cu, opt[1].v, len);
+        check_equal("adamw_step_range v: one launch vs per tensor", b, a, len);
+        free(a); free(b);
+        for (int k = 0; k < 2; k++) { adamw_free(&opt[k]); f->cu->free(f->cu, d_p[k]); }
+        f->cu->free(f->cu, d_g);
+    }
+    free(p); free(g);
+}
+
 static void test_sum_squares(void **state) {
     Fx *f = *state;
     const size_t sizes[] = { 1, 255, 70001 };   // one element, under one block, many strides
@@ -1266,6 +1404,9 @@ int main(void) {
         cmocka_unit_test(test_dropout_key_in_device_memory),
         cmocka_unit_test(test_crossentropy),
         cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_adamw_segments),
+        cmocka_unit_test(test_adamw_step_range_one_launch),
+        cmocka_unit_test(test_adamw_segments_graph),
         cmocka_unit_test(test_sum_squares),
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_accumulate),
