@@ -74,6 +74,8 @@ struct CudaCtx {
     WeightCast wcast;
     uint64_t scratch_gen;        // bumped whenever cuda_scratch reallocates a slot (graph.cu)
     bool capturing;              // a graph capture is in progress on stream (graph.cu)
+    unsigned *ticket;            // device counter, 0 between launches: the last-block ticket of
+                                 // layernorm_backward_kernel (layernorm.cu), which resets it
 };
 
 // Device buffer of at least `bytes` for `slot` (contents undefined). Aborts when the
