@@ -54,6 +54,7 @@ __global__ void layernorm_forward_kernel(float *res, float *__restrict__ out, fl
 //     part[(k*2 + 0)*C + c], dbias likewise. Which block does it does not change the sum:
 //     the result depends only on (N, C), bitwise, like the two-kernel colsum (bias_grad.cu).
 #define LNB_WARPS 8
+#define LNB_COLS 4    // finalize: columns per thread summed side by side
 __global__ void layernorm_backward_kernel(float *__restrict__ dinp, float *dweight, float *dbias,
                                           float *part, unsigned *ticket,
                                           const float *__restrict__ dout, const float *__restrict__ inp,
@@ -110,13 +111,23 @@ __global__ void layernorm_backward_kernel(float *__restrict__ dinp, float *dweig
     __syncthreads();
     if (!last) return;     // block-uniform
     __threadfence();
-    for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) {   // 3. the chunks, in index order
-        const int j = i / C, c = i % C;
-        float *out = j == 0 ? dweight : dbias;
-        if (!out) continue;
-        float acc = 0.0f;
-        for (int k = 0; k < (int)gridDim.x; k++) acc += __ldcg(part + ((size_t)k * 2 + j) * C + c);
-        out[c] += acc;
+    // 3. the chunks, in index order. Each column is one serial chain of gridDim.x adds; a thread
+    // runs LNB_COLS columns' chains side by side (independent loads in flight, same order each).
+    for (int i0 = threadIdx.x; i0 < 2 * C; i0 += LNB_COLS * blockDim.x) {
+        float acc[LNB_COLS];
+        for (int q = 0; q < LNB_COLS; q++) acc[q] = 0.0f;
+        for (int k = 0; k < (int)gridDim.x; k++) {
+            const float *pk = part + (size_t)k * 2 * C;   // chunk k: dweight's C sums, then dbias's
+            for (int q = 0; q < LNB_COLS; q++) {
+                const int i = i0 + q * blockDim.x;
+                if (i < 2 * C) acc[q] += __ldcg(pk + i);
+            }
+        }
+        for (int q = 0; q < LNB_COLS; q++) {
+            const int i = i0 + q * blockDim.x;
+            float *out = i < C ? dweight : dbias;
+            if (i < 2 * C && out) out[i < C ? i : i - C] += acc[q];
+        }
     }
 }
 
