@@ -104,6 +104,7 @@ static void be_destroy(Backend *be) {
     if (c) {
         cudaStreamSynchronize(c->stream);
         for (int i = 0; i < SCR_COUNT; i++) if (c->scratch[i]) cudaFree(c->scratch[i]);
+        if (c->ticket) cudaFree(c->ticket);
         if (c->wcast.lp) cudaFree(c->wcast.lp);
         if (c->stage) cudaFreeHost(c->stage);
         if (c->stage_done) cudaEventDestroy(c->stage_done);
@@ -269,6 +270,12 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     c->max_grid = (unsigned)(prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1) * 16;
     if (cudaStreamCreate(&c->stream) != cudaSuccess)
         return fail(be, err, errlen, "CUDA backend: cudaStreamCreate failed");
+    if (cudaMalloc(&c->ticket, sizeof *c->ticket) != cudaSuccess ||
+        cudaMemset(c->ticket, 0, sizeof *c->ticket) != cudaSuccess) {
+        c->ticket = NULL;
+        (void)cudaGetLastError();
+        return fail(be, err, errlen, "CUDA backend: cannot allocate a device counter (out of device memory?)");
+    }
     cublasStatus_t s = cublasCreate(&c->cublas);
     if (s != CUBLAS_STATUS_SUCCESS) { c->cublas = NULL; return fail(be, err, errlen, "CUDA backend: cublasCreate failed: %s", cublasGetStatusString(s)); }
     cublasSetStream(c->cublas, c->stream);

@@ -89,6 +89,8 @@ struct CudaCtx {
     cudaEvent_t stage_done;
     AdamWSegment *adamw_segs;    // host copy of the segments whose table SCR_ADAMW holds (adamw.cu)
     int adamw_nsegs;             // their count; 0: no table uploaded
+    unsigned *ticket;            // device counter, 0 between launches: the last-block ticket of
+                                 // layernorm_backward_kernel (layernorm.cu), which resets it
 };
 
 // Device buffer of at least `bytes` for `slot` (contents undefined). Aborts when the

@@ -4,7 +4,7 @@
 // One warp per row: two passes over the row (mean, then the variance of the deviations, so
 // no cancellation), butterfly shuffles for the reductions. Backward: dinp per row as in
 // forward; dweight/dbias are column sums over rows, done deterministically in two stages
-// (fixed chunks of rows, then the chunks summed in order; bias_grad.cu).
+// (fixed chunks of rows, then the chunks summed in order, as bias_grad.cu), all in one launch.
 #include "kernels/cuda/cuda_ops.cuh"
 
 #define LN_EPS 1e-5f
@@ -41,62 +41,93 @@ __global__ void layernorm_forward_kernel(float *res, float *__restrict__ out, fl
     }
 }
 
-// dinp += rstd * (w*dout - mean(w*dout) - norm * mean(w*dout*norm)), one warp per row.
-__global__ void layernorm_backward_dinp_kernel(float *__restrict__ dinp, const float *__restrict__ dout,
-                                               const float *__restrict__ inp,
-                                               const float *__restrict__ weight,
-                                               const float *__restrict__ mean,
-                                               const float *__restrict__ rstd, int N, int C) {
-    const int lane = threadIdx.x & 31;
-    const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (row >= N) return;
-    const size_t base = (size_t)row * C;
-    const float *x = inp + base, *d = dout + base;
-    const float m = mean[row], rs = rstd[row];
-    float s1 = 0.0f, s2 = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        const float dn = weight[c] * d[c];
-        s1 += dn;
-        s2 += dn * ((x[c] - m) * rs);
-    }
-    const float mdn = warp_sum(s1) / (float)C, mdnn = warp_sum(s2) / (float)C;
-    float *dx = dinp + base;
-    for (int c = lane; c < C; c += 32) {
-        const float norm = (x[c] - m) * rs;
-        dx[c] += rs * (weight[c] * d[c] - mdn - norm * mdnn);
-    }
-}
-
-// Partial column sums over one chunk of `rows` rows (cuda_colsum_rows(N)): part[(chunk*2 + 0)*C + c] =
-// sum norm*dout (dweight), part[(chunk*2 + 1)*C + c] = sum dout (dbias).
-// Block (32, 8): threadIdx.x = channel within a 32-wide tile, threadIdx.y = row phase.
-__global__ void layernorm_backward_partial_kernel(float *__restrict__ part, const float *__restrict__ dout,
-                                                  const float *__restrict__ inp,
-                                                  const float *__restrict__ mean,
-                                                  const float *__restrict__ rstd, int N, int C, int rows) {
-    __shared__ float sw[8][33], sb[8][33];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int c = blockIdx.x * 32 + tx;
-    const int r0 = blockIdx.y * rows;
+// The whole backward in one launch: block k owns the chunk of `rows` rows (cuda_colsum_rows(N))
+// starting at k*rows; 256 threads = 8 warps.
+//  1. dinp += rstd * (w*dout - mean(w*dout) - norm * mean(w*dout*norm)), one warp per row
+//     (warp w takes rows r0+w, r0+w+8, ...), butterfly shuffles for the two row means.
+//  2. the chunk's partial column sums, per 32-channel tile: lane = channel, warp = row phase
+//     (rows r0+w, r0+w+8, ...), the 8 phases then added in order: part[(k*2 + 0)*C + c] =
+//     sum norm*dout (dweight), part[(k*2 + 1)*C + c] = sum dout (dbias). The rows were just
+//     read by step 1: this pass is served by L2.
+//  3. the block that finishes last (a ticket counter in device memory, which atomicInc wraps
+//     back to 0 for the next launch) adds the chunks in index order: dweight[c] += sum_k
+//     part[(k*2 + 0)*C + c], dbias likewise. Which block does it does not change the sum:
+//     the result depends only on (N, C), bitwise, like the two-kernel colsum (bias_grad.cu).
+#define LNB_WARPS 8
+#define LNB_COLS 4    // finalize: columns per thread summed side by side
+__global__ void layernorm_backward_kernel(float *__restrict__ dinp, float *dweight, float *dbias,
+                                          float *part, unsigned *ticket,
+                                          const float *__restrict__ dout, const float *__restrict__ inp,
+                                          const float *__restrict__ weight, const float *__restrict__ mean,
+                                          const float *__restrict__ rstd, int N, int C, int rows) {
+    __shared__ float sw[LNB_WARPS][33], sb[LNB_WARPS][33];
+    __shared__ bool last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int r0 = blockIdx.x * rows;
     const int r1 = r0 + rows < N ? r0 + rows : N;
-    float aw = 0.0f, ab = 0.0f;
-    if (c < C)
-        for (int r = r0 + ty; r < r1; r += 8) {
-            const float d = dout[(size_t)r * C + c];
-            aw += (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d;
-            ab += d;
+    for (int row = r0 + warp; row < r1; row += LNB_WARPS) {   // 1. dinp, warp-uniform loop
+        const size_t base = (size_t)row * C;
+        const float *x = inp + base, *d = dout + base;
+        const float m = mean[row], rs = rstd[row];
+        float s1 = 0.0f, s2 = 0.0f;
+        for (int c = lane; c < C; c += 32) {
+            const float dn = weight[c] * d[c];
+            s1 += dn;
+            s2 += dn * ((x[c] - m) * rs);
         }
-    sw[ty][tx] = aw;
-    sb[ty][tx] = ab;
+        const float mdn = warp_sum(s1) / (float)C, mdnn = warp_sum(s2) / (float)C;
+        float *dx = dinp + base;
+        for (int c = lane; c < C; c += 32) {
+            const float norm = (x[c] - m) * rs;
+            dx[c] += rs * (weight[c] * d[c] - mdn - norm * mdnn);
+        }
+    }
+    for (int c0 = 0; c0 < C; c0 += 32) {                     // 2. this chunk's partial sums
+        const int c = c0 + lane;
+        float aw = 0.0f, ab = 0.0f;
+        if (c < C)
+            for (int r = r0 + warp; r < r1; r += LNB_WARPS) {
+                const float d = dout[(size_t)r * C + c];
+                aw += (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d;
+                ab += d;
+            }
+        sw[warp][lane] = aw;
+        sb[warp][lane] = ab;
+        __syncthreads();
+        if (warp == 0 && c < C) {
+            float w = 0.0f, b = 0.0f;
+            for (int k = 0; k < LNB_WARPS; k++) {
+                w += sw[k][lane];
+                b += sb[k][lane];
+            }
+            part[((size_t)blockIdx.x * 2 + 0) * C + c] = w;
+            part[((size_t)blockIdx.x * 2 + 1) * C + c] = b;
+        }
+        __syncthreads();   // sw/sb are reused by the next tile
+    }
+    __threadfence();       // this block's partials are visible before its ticket is taken
     __syncthreads();
-    if (ty == 0 && c < C) {
-        float w = 0.0f, b = 0.0f;
-        for (int k = 0; k < 8; k++) {
-            w += sw[k][tx];
-            b += sb[k][tx];
+    if (threadIdx.x == 0) last = atomicInc(ticket, gridDim.x - 1) == gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;     // block-uniform
+    __threadfence();
+    // 3. the chunks, in index order. Each column is one serial chain of gridDim.x adds; a thread
+    // runs LNB_COLS columns' chains side by side (independent loads in flight, same order each).
+    for (int i0 = threadIdx.x; i0 < 2 * C; i0 += LNB_COLS * blockDim.x) {
+        float acc[LNB_COLS];
+        for (int q = 0; q < LNB_COLS; q++) acc[q] = 0.0f;
+        for (int k = 0; k < (int)gridDim.x; k++) {
+            const float *pk = part + (size_t)k * 2 * C;   // chunk k: dweight's C sums, then dbias's
+            for (int q = 0; q < LNB_COLS; q++) {
+                const int i = i0 + q * blockDim.x;
+                if (i < 2 * C) acc[q] += __ldcg(pk + i);
+            }
         }
-        part[((size_t)blockIdx.y * 2 + 0) * C + c] = w;
-        part[((size_t)blockIdx.y * 2 + 1) * C + c] = b;
+        for (int q = 0; q < LNB_COLS; q++) {
+            const int i = i0 + q * blockDim.x;
+            float *out = i < C ? dweight : dbias;
+            if (i < 2 * C && out) out[i < C ? i : i - C] += acc[q];
+        }
     }
 }
 
@@ -118,13 +149,9 @@ void cuda_layernorm_backward(CudaCtx *c, float *dinp, float *dweight, float *dbi
                              const float *dout, const float *inp, const float *weight,
                              const float *mean, const float *rstd, int N, int C) {
     if (N <= 0) return;
-    LAUNCH(layernorm_backward_dinp_kernel, ceil_div(N, ROWS_PER_BLOCK), 32 * ROWS_PER_BLOCK, 0, c->stream)(
-        dinp, dout, inp, weight, mean, rstd, N, C);
-    LAUNCH_CHECK();
     const int rows = cuda_colsum_rows(N), nchunk = (int)ceil_div(N, rows);
     float *part = (float *)cuda_scratch(c, SCR_PART, (size_t)nchunk * 2 * C * sizeof(float));
-    LAUNCH(layernorm_backward_partial_kernel, dim3(ceil_div(C, 32), nchunk), dim3(32, 8), 0, c->stream)(
-        part, dout, inp, mean, rstd, N, C, rows);
+    LAUNCH(layernorm_backward_kernel, nchunk, 32 * LNB_WARPS, 0, c->stream)(
+        dinp, dweight, dbias, part, c->ticket, dout, inp, weight, mean, rstd, N, C, rows);
     LAUNCH_CHECK();
-    cuda_colsum_finalize(c, dweight, dbias, part, nchunk, 2, C);
 }

@@ -178,6 +178,10 @@ op("fwd", "cross-entropy + dlogits (fused)", 7 * BT * V, 8 * BT * V)
 # Activation gradients (dln, dfch_gelu, dfch, datty, dqkv, dbranch) are overwritten by the one op
 # that writes each (kernels/backend.h): no zeroing, and each is written without being read.
 # dres accumulates through the LayerNorm backwards (read + write) from one zeroing.
+# A LayerNorm backward is one kernel (kernels/cuda/layernorm.cu): dinp (read dout, inp, dinp;
+# write dinp: 16 BTC) then the chunk's column sums re-reading dout and inp (8 BTC, counted here
+# although the block has just read those rows and L2 likely serves them); the chunk partials
+# and their in-order finalize are 2C per 32 rows, negligible.
 matmul_bwd("bwd", "lm_head", BT, C, V, bias=False)
 op("bwd", "zero dres + ln_f backward", 20 * BTC, 4 * BTC + 16 * BTC + 8 * BTC)
 for l in range(L):

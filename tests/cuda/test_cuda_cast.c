@@ -39,6 +39,8 @@
 //     attention_backward two (flash_bwd_dq_kernel, flash_bwd_dkv_kernel), nothing else and no
 //     memset; the cuBLAS path (fp32, or T 16 <= hs 16) launches 3 kernels forward and 5 backward
 //     besides its 2 and 4 cuBLAS calls (which the emulator does not count as launches).
+//   LayerNorm backward (kernels/cuda/layernorm.cu): one launch, no memset, and dweight/dbias
+//     bitwise the deterministic chunked column sum, over three grids in a row.
 #include "tests/test_util.h"
 
 #include "dist/comm.h"
@@ -548,6 +550,71 @@ static void test_train_bf16(void **state) { (void)state; train_check(DTYPE_BF16,
 static void test_train_bf16_accum3(void **state) { (void)state; train_check(DTYPE_BF16, 3); }
 static void test_train_fp16_accum2(void **state) { (void)state; train_check(DTYPE_FP16, 2); }
 
+// ================================================================ LayerNorm backward
+// One launch (layernorm_backward_kernel) and no memset per layernorm_backward, and dweight/dbias
+// bitwise the deterministic column sum's order: per chunk of 32 rows, 8 row phases (rows r0+p,
+// r0+p+8, ...) each summed in row order, the phases added in order, then the chunks added in
+// index order and the total added to the gradient. Three calls of different grids in a row (the
+// ticket counter must be back at 0 after each).
+static void ln_colsum_ref(float *dw, float *db, const float *x, const float *dout, const float *mean,
+                          const float *rstd, int n, int c_) {
+    for (int c = 0; c < c_; c++) {
+        float accw = 0.0f, accb = 0.0f;
+        for (int r0 = 0; r0 < n; r0 += 32) {
+            const int r1 = r0 + 32 < n ? r0 + 32 : n;
+            float w = 0.0f, b = 0.0f;
+            for (int p = 0; p < 8; p++) {
+                float aw = 0.0f, ab = 0.0f;
+                for (int r = r0 + p; r < r1; r += 8) {
+                    const float d = dout[(size_t)r * c_ + c];
+                    aw += (x[(size_t)r * c_ + c] - mean[r]) * rstd[r] * d;
+                    ab += d;
+                }
+                w += aw;
+                b += ab;
+            }
+            accw += w;
+            accb += b;
+        }
+        dw[c] += accw;
+        db[c] += accb;
+    }
+}
+static void test_layernorm_backward_launches(void **state) {
+    (void)state;
+    Backend *be = cuda(DTYPE_FP32);
+    TestRng r = test_rng(23);
+    static const int SH[][2] = { {333, 77}, {40, 32}, {2000, 45} };
+    for (int k = 0; k < 3; k++) {
+        const int n = SH[k][0], c_ = SH[k][1];
+        const size_t nc = (size_t)n * c_;
+        float *x = malloc(nc * 4), *dout = malloc(nc * 4), *w = malloc(c_ * 4), *mean = malloc(n * 4),
+              *rstd = malloc(n * 4), *dw = malloc(c_ * 4), *db = malloc(c_ * 4), *gw = malloc(c_ * 4),
+              *gb = malloc(c_ * 4);
+        assert_true(x && dout && w && mean && rstd && dw && db && gw && gb);
+        test_fill(&r, x, (long)nc, -1, 1.5f); test_fill(&r, dout, (long)nc, -1, 1);
+        test_fill(&r, w, c_, 0.5f, 1.5f); test_fill(&r, mean, n, -0.3f, 0.3f); test_fill(&r, rstd, n, 0.5f, 2);
+        test_fill(&r, dw, c_, -1, 1); test_fill(&r, db, c_, -1, 1);
+        float *d_x = dev_from(be, x, nc), *d_dout = dev_from(be, dout, nc), *d_w = dev_from(be, w, c_),
+              *d_mean = dev_from(be, mean, n), *d_rstd = dev_from(be, rstd, n), *d_dinp = dev_from(be, dout, nc),
+              *d_dw = dev_from(be, dw, c_), *d_db = dev_from(be, db, c_);
+        const Count c0 = count("layernorm_backward_kernel");
+        const long m0 = emu_memset_count();
+        be->layernorm_backward(be, d_dinp, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, n, c_);
+        assert_count(c0, "layernorm_backward_kernel", 1, 1, "layernorm_backward");
+        assert_int_equal(emu_memset_count(), m0);
+        be->download(be, gw, d_dw, c_ * 4);
+        be->download(be, gb, d_db, c_ * 4);
+        ln_colsum_ref(dw, db, x, dout, mean, rstd, n, c_);
+        if (memcmp(gw, dw, c_ * 4) || memcmp(gb, db, c_ * 4))
+            fail_msg("layernorm_backward N %d C %d: dweight/dbias not bitwise the chunked column sum", n, c_);
+        be->free(be, d_x); be->free(be, d_dout); be->free(be, d_w); be->free(be, d_mean); be->free(be, d_rstd);
+        be->free(be, d_dinp); be->free(be, d_dw); be->free(be, d_db);
+        free(x); free(dout); free(w); free(mean); free(rstd); free(dw); free(db); free(gw); free(gb);
+    }
+    be->destroy(be);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops_bf16),
@@ -556,6 +623,7 @@ int main(void) {
         cmocka_unit_test(test_epilogues),
         cmocka_unit_test(test_backward_memsets),
         cmocka_unit_test(test_attention_launches),
+        cmocka_unit_test(test_layernorm_backward_launches),
         cmocka_unit_test(test_train_bf16),
         cmocka_unit_test(test_train_bf16_accum3),
         cmocka_unit_test(test_train_fp16_accum2),

@@ -347,6 +347,67 @@ static void test_layernorm(void **state) {
     }
 }
 
+// LayerNorm backward is one kernel: a block per chunk of 32 rows writes dinp and the chunk's
+// partial dweight/dbias sums, the last block to finish adds the chunks in order (a ticket counter
+// it resets). Odd shapes from one chunk to 63 (a short last chunk, a partial channel tile), each
+// accumulated twice into non-zero gradients on both backends: every call must see the counter
+// at 0 (else no block or the wrong one finalises and the sums go missing). Run twice on fresh
+// copies, the CUDA results are bitwise equal: which block finalises does not change them.
+static void test_layernorm_backward_shapes(void **state) {
+    Fx *f = *state;
+    static const int SH[][2] = { {333, 77}, {40, 32}, {5, 3}, {2000, 45}, {33, 130} };
+    for (size_t k = 0; k < sizeof SH / sizeof SH[0]; k++) {
+        const int N = SH[k][0], C = SH[k][1];
+        const size_t NC = (size_t)N * C;
+        float *x = rnd(NC, -1, 1.5f), *w = rnd(C, 0.5f, 1.5f), *bias = rnd(C, -0.5f, 0.5f);
+        float *out = malloc(NC * 4), *mean = malloc(N * 4), *rstd = malloc(N * 4);
+        assert_true(out && mean && rstd);
+        f->cpu->layernorm_forward(f->cpu, out, mean, rstd, x, w, bias, N, C);
+        float *dout = rnd(NC, -1, 1), *dinp = rnd(NC, -1, 1), *dw = rnd(C, -1, 1), *db = rnd(C, -1, 1);
+        float *r_dinp = copyf(dinp, NC), *r_dw = copyf(dw, C), *r_db = copyf(db, C);
+        for (int rep = 0; rep < 2; rep++)
+            f->cpu->layernorm_backward(f->cpu, r_dinp, r_dw, r_db, dout, x, w, mean, rstd, N, C);
+        float *d_x = up(f->cu, x, NC * 4), *d_w = up(f->cu, w, C * 4), *d_mean = up(f->cu, mean, N * 4),
+              *d_rstd = up(f->cu, rstd, N * 4), *d_dout = up(f->cu, dout, NC * 4);
+        float *g[2][3];
+        for (int run = 0; run < 2; run++) {
+            float *d_dinp = up(f->cu, dinp, NC * 4), *d_dw = up(f->cu, dw, C * 4), *d_db = up(f->cu, db, C * 4);
+            for (int rep = 0; rep < 2; rep++)
+                f->cu->layernorm_backward(f->cu, d_dinp, d_dw, d_db, d_dout, d_x, d_w, d_mean, d_rstd, N, C);
+            g[run][0] = down(f->cu, d_dinp, NC); g[run][1] = down(f->cu, d_dw, C); g[run][2] = down(f->cu, d_db, C);
+            f->cu->free(f->cu, d_dinp); f->cu->free(f->cu, d_dw); f->cu->free(f->cu, d_db);
+        }
+        // magnitudes as in test_layernorm, twice (two accumulated gradients)
+        double *mag = dzeros(NC), *mw = dzeros(C), *mb = dzeros(C);
+        for (int n = 0; n < N; n++) {
+            double s1 = 0, s2 = 0;
+            for (int c = 0; c < C; c++) {
+                const double norm = ((double)x[(size_t)n * C + c] - mean[n]) * rstd[n];
+                const double wd = fabs((double)w[c] * dout[(size_t)n * C + c]);
+                s1 += wd; s2 += wd * fabs(norm);
+                mw[c] += 2 * fabs(norm) * fabs(dout[(size_t)n * C + c]);
+                mb[c] += 2 * fabs(dout[(size_t)n * C + c]);
+            }
+            for (int c = 0; c < C; c++) {
+                const double norm = ((double)x[(size_t)n * C + c] - mean[n]) * rstd[n];
+                mag[(size_t)n * C + c] = 2 * rstd[n] * (fabs((double)w[c] * dout[(size_t)n * C + c]) + s1 / C + fabs(norm) * s2 / C);
+            }
+        }
+        print_message("    N %d, C %d (%d chunks of 32 rows), accumulated twice:\n", N, C, (N + 31) / 32);
+        check("layernorm_backward dinp", g[0][0], r_dinp, mag, NC, 2.2 * gam(C + 8), 4 * U32, 0);
+        check("layernorm_backward dweight", g[0][1], r_dw, mw, C, 2.2 * gam(N + 8), 4 * U32, 0);
+        check("layernorm_backward dbias", g[0][2], r_db, mb, C, 2.2 * gam(N + 8), 4 * U32, 0);
+        check_equal("layernorm_backward dinp, second run", g[1][0], g[0][0], NC);
+        check_equal("layernorm_backward dweight, second run", g[1][1], g[0][1], C);
+        check_equal("layernorm_backward dbias, second run", g[1][2], g[0][2], C);
+        f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_mean); f->cu->free(f->cu, d_rstd);
+        f->cu->free(f->cu, d_dout);
+        for (int run = 0; run < 2; run++) for (int j = 0; j < 3; j++) free(g[run][j]);
+        free(x); free(w); free(bias); free(out); free(mean); free(rstd); free(dout); free(dinp); free(dw); free(db);
+        free(r_dinp); free(r_dw); free(r_db); free(mag); free(mw); free(mb);
+    }
+}
+
 // ================================================================ matmul
 typedef struct { int N, C, OC; bool bias; } MMShape;
 // c_attn (C -> 3C), lm_head (no bias, OC = V), the MLP's c_proj (4C -> C) at N = 74, and N, C,
@@ -1390,6 +1451,7 @@ int main(void) {
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_encoder),
         cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_layernorm_backward_shapes),
         cmocka_unit_test(test_matmul_forward),
         cmocka_unit_test(test_matmul_gelu_forward),
         cmocka_unit_test(test_matmul_backward),
