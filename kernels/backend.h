@@ -30,14 +30,14 @@
 // producer write the rounded copy itself, once, into a buffer the model owns (model/gpt.c lays
 // it out beside the fp32 activations, lp_size bytes per element), and let the matmuls take that
 // copy: the same values multiplied, bitwise, only no rounding pass. The model uses them for the
-// LayerNorm outputs (ln_1 -> attn.c_attn, ln_2 -> mlp.c_fc, ln_f -> lm_head), forward and
-// backward (the weight gradient multiplies the same copy), and then keeps no fp32 LayerNorm
-// output (no op reads it). Each backend rounds at exactly the same points: CUDA in the
-// LayerNorm kernel's store (bf16/fp16), the CPU by converting the fp32 row output (bf16 for its
-// bf16 GEMMs, else fp32 values rounded to the type); the CPU backend's matmuls then slice the
-// copy by rows as they slice the operand they would convert, so its results are unchanged.
-// Still rounded per call: the attention output (attn.c_proj), the GELU output (mlp.c_proj), and
-// the backward's output gradients (dout) of every matmul.
+// LayerNorm outputs (ln_1 -> attn.c_attn, ln_2 -> mlp.c_fc, ln_f -> lm_head) and the attention
+// output (-> attn.c_proj), forward and backward (the weight gradient multiplies the same copy),
+// and then keeps no fp32 copy of those (no op reads it). Each backend rounds at exactly the same
+// points: CUDA in the producing kernel's store (the LayerNorm's, the fused attention's or the
+// cuBLAS path's unpermute), the CPU by converting the fp32 output (bf16 for its bf16 GEMMs, else
+// fp32 values rounded to the type); the CPU backend's matmuls then slice the copy by rows as they
+// slice the operand they would convert, so its results are unchanged. Still rounded per call:
+// the GELU output (mlp.c_proj) and the backward's output gradients (dout) of every matmul.
 #ifndef MINGPT_BACKEND_H
 #define MINGPT_BACKEND_H
 
@@ -241,6 +241,10 @@ struct Backend {
     void (*layernorm_forward_lp)(Backend *be, float *res, float *out, void *out_lp, float *mean, float *rstd,
                                  const float *a, const float *b, const float *weight, const float *bias,
                                  int N, int C);
+    // attention_forward that also writes out_lp (B,T,C), out rounded to matmul_dtype; out NULL:
+    // no fp32 output (attention_backward does not read it).
+    void (*attention_forward_lp)(Backend *be, float *out, void *out_lp, float *att, const float *qkv,
+                                 int B, int T, int C, int NH, float attn_p, DropoutKey k);
     // matmul_forward, matmul_gelu_forward and matmul_backward with the input given by its copy
     // inp_lp (N,C) (written by a *_lp producer) instead of the fp32 inp: bitwise their results.
     void (*matmul_forward_lp)(Backend *be, float *out, const void *inp_lp, const float *weight,

@@ -163,7 +163,7 @@ static bool gelu_recomputed(const Backend *be) { return be && be->gelu_forward; 
 // none, the fp32 outputs are kept): the backend's lp_size when it has the *_lp ops and its
 // matmuls run in low precision (kernels/backend.h).
 static size_t lp_size(const Backend *be) {
-    return be && be->matmul_dtype != DTYPE_FP32 && be->lp_size && be->layernorm_forward_lp &&
+    return be && be->matmul_dtype != DTYPE_FP32 && be->lp_size && be->layernorm_forward_lp && be->attention_forward_lp &&
            be->matmul_forward_lp && be->matmul_gelu_forward_lp && be->matmul_backward_lp ? be->lp_size : 0;
 }
 
@@ -201,7 +201,8 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, 
         h.ln_1_lp = lp ? take_lp(&b, BTC, lp) : NULL;
         h.qkv = take(&b, 3 * BTC);
         h.att = take(&b, B * NH * T * T);
-        h.atty = take(&b, BTC);
+        h.atty = lp ? NULL : take(&b, BTC);
+        h.atty_lp = lp ? take_lp(&b, BTC, lp) : NULL;
         h.res_2 = take(&b, BTC);
         h.ln_2 = lp ? NULL : take(&b, BTC); h.ln_2_mean = take(&b, BT); h.ln_2_rstd = take(&b, BT);
         h.ln_2_lp = lp ? take_lp(&b, BTC, lp) : NULL;
@@ -522,10 +523,14 @@ static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recomput
         be->attention_forward_cached(be, h->atty + o, h->att, kv->kcache + layer, kv->vcache + layer, h->qkv, B,
                                      kv->p0, T, N, kv->T_max, C, NH);
     } else {
-        be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
+        if (h->atty_lp)
+            be->attention_forward_lp(be, NULL, h->atty_lp, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
+        else
+            be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
     }
     const long NC = (long)N * C, row_len = kv ? C : (long)T * C;   // dropout's batch rows (off with kv)
-    be->matmul_forward(be, a->branch + o, h->atty + o, w->attn_proj_w, w->attn_proj_b, N, C, C);
+    mm_forward(be, a->branch + o, h->atty ? h->atty + o : NULL, lp_at(be, h->atty_lp, o), w->attn_proj_w,
+               w->attn_proj_b, N, C, C);
     be->dropout_forward(be, a->branch + o, a->branch + o, NC, row_len, resid_p, site_key(m, l, SITE_ATTN_RESID));
     float *ln_2 = h->ln_2 ? h->ln_2 + o : NULL;
     void *ln_2_lp = lp_at(be, h->ln_2_lp, o);
@@ -861,8 +866,8 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         if (ready) ready(ready_ctx, (size_t)(w->ln_2_w - m->params_memory));
         // attention branch
         dbr = branch_grad(m, l, SITE_ATTN_RESID, resid_p, BTC);
-        be->matmul_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr, h->atty,
-                        w->attn_proj_w, BT, C, C);
+        mm_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr, h->atty, h->atty_lp,
+                    w->attn_proj_w, BT, C, C);
         if (ready) ready(ready_ctx, (size_t)(w->attn_proj_w - m->params_memory));
         be->attention_backward(be, d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
                            site_key(m, l, SITE_ATTN));

@@ -74,8 +74,9 @@ typedef struct {
     float *res_3;                          // (B,T,C) block output
     // With a backend that has the *_lp ops (kernels/backend.h) and low-precision matmuls, the
     // training layouts keep the LayerNorm outputs only as the copies the matmuls multiply
-    // (Backend.lp_size bytes per element; ln_1 and ln_2 are then NULL); NULL otherwise.
-    void *ln_1_lp, *ln_2_lp;               // (B,T,C)
+    // (Backend.lp_size bytes per element; ln_1 and ln_2 are then NULL), and the attention output
+    // likewise (atty then NULL); NULL otherwise.
+    void *ln_1_lp, *ln_2_lp, *atty_lp;     // (B,T,C)
 } BlockActs;
 
 typedef struct {

@@ -316,8 +316,8 @@ static void test_weight_cast_cache(void **state) {
 }
 
 // ---------------------------------------------------------------- produced operands
-// With the *_lp ops (kernels/backend.h) the LayerNorms write the rounded copies the matmuls
-// multiply and the training layout keeps no fp32 LayerNorm outputs: fewer activation floats, and
+// With the *_lp ops (kernels/backend.h) the LayerNorms and the attention write the rounded copies the matmuls
+// multiply and the training layout keeps no fp32 LayerNorm or attention outputs: fewer activation floats, and
 // training steps (with and without activation checkpointing, in whole and in small chunks) give
 // bitwise the losses and parameters of the same backend whose matmuls round their inputs.
 static void produced_matches_rounded(ComputeDtype dt, int emulate, int ckpt, long chunk) {
@@ -330,12 +330,14 @@ static void produced_matches_rounded(ComputeDtype dt, int emulate, int ckpt, lon
     assert_non_null(a.m.acts.h[0].ln_1_lp);
     assert_null(a.m.acts.h[0].ln_1);
     assert_null(a.m.acts.ln_f);
+    assert_null(a.m.acts.h[0].atty);
+    assert_non_null(a.m.acts.h[0].atty_lp);
     assert_null(b.m.acts.h[0].ln_1_lp);
-    // the fp32 copies of ln_1, ln_2 (per layer unless checkpointing) and ln_f are gone; lp copies of
+    // the fp32 copies of ln_1, ln_2, atty (per layer unless checkpointing) and ln_f are gone; lp copies of
     // 2 bytes save half of them, fp32-valued ones (emulated) cost the same
     const size_t BTC = (size_t)fx.B * fx.T * fx.C, sets = ckpt ? 1 : (size_t)fx.L;
-    if (a.be->lp_size == 2) assert_true(a.m.num_acts + (2 * sets + 1) * BTC / 2 <= b.m.num_acts);
-    else assert_true(a.m.num_acts <= b.m.num_acts + 4 * (2 * sets + 1));   // (16-byte alignment)
+    if (a.be->lp_size == 2) assert_true(a.m.num_acts + (3 * sets + 1) * BTC / 2 <= b.m.num_acts);
+    else assert_true(a.m.num_acts <= b.m.num_acts + 4 * (3 * sets + 1));   // (16-byte alignment)
     const int half = fx.B / 2 > 0 ? fx.B / 2 : 1;
     for (int step = 0; step < 3; step++) {
         MicroBatch mb[2] = { { fx.idx, fx.targets, half }, { fx.idx + half * fx.T, fx.targets + half * fx.T, fx.B - half } };

@@ -39,7 +39,8 @@ enum { LP_NONE, LP_BF16, LP_EMULATE };
 
 // Scratch buffers for converted copies (SLOT_ATTN: the attention's work memory, bf16 or fp32);
 // they grow during the first iteration and are then reused, so steady-state steps do not allocate.
-enum { SLOT_A, SLOT_B, SLOT_C, SLOT_ATTN, N_SLOTS };
+// SLOT_OUT: an op's fp32 output that only its low-precision copy keeps (the *_lp producers).
+enum { SLOT_A, SLOT_B, SLOT_C, SLOT_ATTN, SLOT_OUT, N_SLOTS };
 typedef struct {
     int lp;                     // LP_*
     long lp_chunk;              // elements of a converted chunk (LP_CHUNK; tests set less)
@@ -278,6 +279,20 @@ static void cpu_matmul_backward_lp(Backend *be, float *dinp, float *dweight, flo
     matmul_backward_rows(be, dinp, dweight, dbias, dout, NULL, inp_lp, weight, N, C, OC);
 }
 
+// dst (n,) = y rounded as operand() rounds a matmul input: bf16 (LP_BF16) or fp32 values rounded
+// to the type (LP_EMULATE); per element, so a matmul's chunks of it are the bits operand gives.
+static void store_lp(Backend *be, void *dst, const float *y, size_t n) {
+    const CpuCtx *c = be->ctx;
+    if (c->lp == LP_BF16) {
+        bf16_from_floats(dst, y, n);
+        return;
+    }
+    float *d = dst;
+    const int mode = lp_mode(be);
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) d[i] = lp_round(y[i], mode);
+}
+
 // Backend.layernorm_forward_lp: the fp32 op (into scratch when out is NULL), then its output
 // rounded into out_lp as a matmul would round it (operand's conversion, whole rows at once: the
 // rounding is per element, so a matmul's chunks of it are the bits operand gives them).
@@ -286,17 +301,10 @@ static void cpu_layernorm_forward_lp(Backend *be, float *res, float *out, void *
                                      int N, int C) {
     CpuCtx *c = be->ctx;
     const size_t n = (size_t)N * C;
-    float *y = out ? out : slot(c, SLOT_A, n * sizeof(float));
+    float *y = out ? out : slot(c, SLOT_OUT, n * sizeof(float));
     if (res) residual_layernorm_forward(res, y, mean, rstd, a, b, weight, bias, N, C);
     else layernorm_forward(y, mean, rstd, a, weight, bias, N, C);
-    if (c->lp == LP_BF16) {
-        bf16_from_floats(out_lp, y, n);
-    } else {
-        float *dst = out_lp;
-        const int mode = lp_mode(be);
-        #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) dst[i] = lp_round(y[i], mode);
-    }
+    store_lp(be, out_lp, y, n);
 }
 
 // Batch rows [b0, b0 + n) of an attention op: the dropout key's rows move with them.
@@ -325,6 +333,15 @@ static void cpu_attention_forward(Backend *be, float *out, float *att, const flo
             attention_forward_lp(o, a, rounded(be, SLOT_A, x, (size_t)n * 3 * tc), n, T, C, NH, attn_p,
                                  rows_from(key, b0), lp_mode(be), slot(c, SLOT_ATTN, attention_work_bytes(T, C, NH)));
     }
+}
+// Backend.attention_forward_lp: the op (into scratch when out is NULL), then its output rounded.
+static void cpu_attention_forward_produce(Backend *be, float *out, void *out_lp, float *att, const float *qkv,
+                                          int B, int T, int C, int NH, float attn_p, DropoutKey key) {
+    CpuCtx *c = be->ctx;
+    const size_t n = (size_t)B * T * C;
+    float *y = out ? out : slot(c, SLOT_OUT, n * sizeof(float));
+    cpu_attention_forward(be, y, att, qkv, B, T, C, NH, attn_p, key);
+    store_lp(be, out_lp, y, n);
 }
 // Inference runs in fp32 (kernels/backend.h): no operand rounding whatever matmul_dtype.
 static void cpu_attention_forward_cached(Backend *be, float *out, float *att, float *kcache, float *vcache,
@@ -518,6 +535,7 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
     if (c->lp != LP_NONE) {   // producers write the matmuls' operands (kernels/backend.h)
         be->lp_size = c->lp == LP_BF16 ? sizeof(uint16_t) : sizeof(float);
         be->layernorm_forward_lp = cpu_layernorm_forward_lp;
+        be->attention_forward_lp = cpu_attention_forward_produce;
         be->matmul_forward_lp = cpu_matmul_forward_lp;
         be->matmul_gelu_forward_lp = cpu_matmul_gelu_forward_lp;
         be->matmul_backward_lp = cpu_matmul_backward_lp;

@@ -149,7 +149,11 @@ static void be_matmul_backward_lp(Backend *be, float *dinp, float *dweight, floa
 }
 static void be_attention_forward(Backend *be, float *out, float *att, const float *qkv,
                                  int B, int T, int C, int NH, float attn_p, DropoutKey key) {
-    cuda_attention_forward(CX(be), out, att, qkv, B, T, C, NH, attn_p, key);
+    cuda_attention_forward(CX(be), out, nullptr, att, qkv, B, T, C, NH, attn_p, key);
+}
+static void be_attention_forward_lp(Backend *be, float *out, void *out_lp, float *att, const float *qkv,
+                                    int B, int T, int C, int NH, float attn_p, DropoutKey key) {
+    cuda_attention_forward(CX(be), out, out_lp, att, qkv, B, T, C, NH, attn_p, key);
 }
 static void be_attention_forward_cached(Backend *be, float *out, float *att, float *kcache, float *vcache,
                                         const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH) {
@@ -287,6 +291,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     if (matmul_dtype != DTYPE_FP32) {   // low-precision activation copies (kernels/backend.h)
         be->lp_size = dtype_size(matmul_dtype);
         be->layernorm_forward_lp = be_layernorm_forward_lp;
+        be->attention_forward_lp = be_attention_forward_lp;
         be->matmul_forward_lp = be_matmul_forward_lp;
         be->matmul_gelu_forward_lp = be_matmul_gelu_forward_lp;
         be->matmul_backward_lp = be_matmul_backward_lp;

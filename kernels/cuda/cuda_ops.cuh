@@ -84,7 +84,8 @@ void cuda_gelu_backward(CudaCtx *c, float *dinp, const float *inp, const float *
 
 // attention.cu (attention dropout: batch row b is global row k.row0 + b*k.row_stride, element
 // (b,h,t,t2) of att has mask index dropout_global_index(k, b, NH*T*T, (h*T + t)*T + t2))
-void cuda_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T,
+// out_lp non-NULL: the output's compute-dtype copy too (Backend.attention_forward_lp); out NULL: none in fp32
+void cuda_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T,
                             int C, int NH, float attn_p, DropoutKey k);
 void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
                              const float *qkv, const float *att, int B, int T, int C, int NH,
@@ -93,7 +94,7 @@ void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const floa
 // T > hs: cuda_flash_attention_ok); `att` then holds the log-sum-exp rows and the per-head output
 // (see the file), which only its backward reads
 bool cuda_flash_attention_ok(const CudaCtx *c, int T, int C, int NH);
-void cuda_flash_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+void cuda_flash_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T, int C, int NH,
                                   float attn_p, DropoutKey key);
 void cuda_flash_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                    const float *att, int B, int T, int C, int NH, float attn_p, DropoutKey key);

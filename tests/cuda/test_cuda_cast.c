@@ -26,8 +26,10 @@
 //     alone and fused with the residual add, writes the bf16/fp16 copy with no round_kernel; the
 //     matmul_forward / matmul_gelu_forward taking it launch none, matmul_backward only dout's;
 //     outputs bitwise those of the fp32 output rounded per call. In training the counting
-//     wrapper expects no rounding for the produced inputs (c_attn, c_fc and lm_head, forward and
-//     backward: 2 (2 L + 1) such calls per micro-step), and the reference run has no copies.
+//     wrapper expects no rounding for the produced inputs (c_attn, c_fc and lm_head from the
+//     LayerNorms, attn.c_proj from the attention; forward and backward: 2 (3 L + 1) such calls
+//     per micro-step), and the reference run has no copies. The attention (fused and cuBLAS
+//     path) writes its copy in the launches it makes anyway, bitwise its fp32 output rounded.
 //   epilogues (kernels/cuda/matmul.cu: cuBLASLt; GEMMs are library calls, not counted as kernel
 //     launches, like the cuBLAS shim's): a matmul_forward with bias and a matmul_gelu_forward
 //     launch no kernel beyond the operand roundings (fp32: none at all; bf16 with the weight in
@@ -530,8 +532,8 @@ static void train_check(ComputeDtype dt, int n_micro) {
         snprintf(what, sizeof what, "step %d (%d micro-steps)", s, n_micro);
         const long produced = c.k.produced;
         counted(&c, dirty, what, assert_int_equal(train_step(&c.ts, mb, n_micro, B, T, 7, (uint64_t)s, 0, &rc), 0));
-        // c_attn, c_fc and lm_head take the LayerNorms' copies, forward and backward
-        assert_int_equal(c.k.produced - produced, (long)n_micro * 2 * (2 * SHAPE.n_layer + 1));
+        // c_attn, c_fc and lm_head take the LayerNorms' copies, attn.c_proj the attention's, forward and backward
+        assert_int_equal(c.k.produced - produced, (long)n_micro * 2 * (3 * SHAPE.n_layer + 1));
         assert_int_equal(train_step(&p.ts, mb, n_micro, B, T, 7, (uint64_t)s, 0, &rp), 0);
         if (memcmp(&rc.loss, &rp.loss, sizeof rc.loss) != 0 || rc.applied != rp.applied)
             fail_msg("%s: loss %.9g applied %d vs per-call %.9g applied %d", what, rc.loss, rc.applied, rp.loss, rp.applied);
@@ -633,6 +635,23 @@ static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_
     assert_int_equal(n2 - n1, want_bwd);
     assert_int_equal(fused, want_fused);
     assert_int_equal(emu_memset_count(), m0);
+    if (dt != DTYPE_FP32) {
+        // attention_forward_lp: the copy in the same launches, no fp32 output, bitwise the output rounded
+        // (a matmul of each against the same weight: the same result)
+        assert_int_equal(be->lp_size, 2);
+        void *out_lp = be->alloc(be, BTC * be->lp_size);
+        float *att2 = be->alloc(be, NATT * 4), *w = dev_from(be, h, (size_t)C * C);
+        float *y1 = be->alloc(be, BTC * 4), *y2 = be->alloc(be, BTC * 4);
+        const long r0 = emu_launch_count(ROUND), l0 = emu_launch_count(NULL);
+        be->attention_forward_lp(be, NULL, out_lp, att2, qkv, B, T, C, NH, 0.1f, key);
+        assert_int_equal(emu_launch_count(NULL) - l0, want_fwd);
+        assert_int_equal(emu_launch_count(ROUND) - r0, 0);
+        be->matmul_forward(be, y1, out, w, NULL, B * T, C, C);
+        be->matmul_forward_lp(be, y2, out_lp, w, NULL, B * T, C, C);
+        assert_dev_equal(be, y1, y2, BTC, "attention_forward_lp");
+        assert_dev_equal(be, att, att2, NATT, "attention_forward_lp (saved for the backward)");
+        be->free(be, out_lp); be->free(be, att2); be->free(be, w); be->free(be, y1); be->free(be, y2);
+    }
     be->free(be, qkv); be->free(be, dout); be->free(be, out); be->free(be, att); be->free(be, dqkv); be->free(be, scr);
     free(h);
     be->destroy(be);
