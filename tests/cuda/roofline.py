@@ -7,7 +7,7 @@ and the DRAM bytes (each kernel reads its inputs and writes its outputs once; te
 tens of MB do not stay in the 50 MB L2 between kernels). Prints the table used in
 docs/gpu_performance.md. No GPU was used: these are estimates.
 
-usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues] [--round-ln]
+usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues] [--round-activations]
   default: bf16 matmul inputs (use_amp), weights cast once per step (the weight-cast cache,
   Backend.cast_weights), bias / bias+GELU / bias gradient as cuBLASLt epilogues of the GEMMs;
   --per-call: every matmul rounds its weight itself, as before the cache;
@@ -15,9 +15,9 @@ usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues] [--
   being bf16/fp16 only);
   --no-epilogues: the bias add, bias+GELU, bias-gradient column sums and GELU backward as separate
   kernels (the cuBLAS path, as before cuBLASLt; also where cuBLASLt refuses a shape);
-  --round-ln: the LayerNorm outputs in fp32, rounded by each matmul that reads them (c_attn,
-  c_fc, lm_head, forward and backward), as before the LayerNorms wrote the bf16 copies
-  themselves (Backend.layernorm_forward_lp)
+  --round-activations: the LayerNorm and attention outputs in fp32, rounded by each matmul that
+  reads them (c_attn, c_fc, lm_head, attn.c_proj, forward and backward), as before their
+  producers wrote the bf16 copies themselves (Backend.layernorm_forward_lp, attention_forward_lp)
 """
 import sys
 
@@ -40,9 +40,10 @@ lp = 4 if "--fp32" in sys.argv else 2   # bytes of a matmul input element
 fp32_mode = lp == 4
 per_call = "--per-call" in sys.argv     # weights rounded per matmul (no weight-cast cache)
 epilogues = "--no-epilogues" not in sys.argv   # cuBLASLt epilogues (kernels/cuda/matmul.cu)
-# the LayerNorms write their outputs only as the matmuls' bf16 operands (kernels/backend.h)
-ln_lp = not fp32_mode and "--round-ln" not in sys.argv
-ln_out = lp if ln_lp else 4   # bytes a LayerNorm writes per output element
+# the LayerNorms and the attention write their outputs only as the matmuls' bf16 operands
+# (kernels/backend.h)
+ln_lp = not fp32_mode and "--round-activations" not in sys.argv
+ln_out = lp if ln_lp else 4   # bytes such a producer writes per output element
 ops = []   # (phase, name, flops, bytes, kind)
 
 
@@ -136,7 +137,7 @@ def attention_fwd(phase):
         pairs, kv_rows, _, _ = fused_tiles()
         BNH = B * NH
         op(phase, "attn fused forward (flash)", 4 * pairs * hs * BNH,
-           4 * BTC + 2 * 4 * hs * kv_rows * BNH + 8 * BTC + 4 * BNH * T, "bgemm")
+           4 * BTC + 2 * 4 * hs * kv_rows * BNH + (4 + ln_out) * BTC + 4 * BNH * T, "bgemm")
         return
     op(phase, "attn permute q,k,v", 0, 4 * 3 * BTC + lp * 3 * BTC)
     op(phase, "attn q k^T GEMM (batched)", 2 * BNT2 * hs, lp * 2 * BTC + 4 * BNT2, "bgemm")
@@ -172,7 +173,7 @@ for l in range(L):
     ph = "fwd/layer"
     matmul_fwd(ph, "c_attn", BT, C, 3 * C, produced=ln_lp)
     attention_fwd(ph)
-    matmul_fwd(ph, "attn.c_proj", BT, C, C)
+    matmul_fwd(ph, "attn.c_proj", BT, C, C, produced=ln_lp)
     op(ph, "dropout (resid)", BTC, 8 * BTC)
     op(ph, "residual + ln_2", 9 * BTC, (12 + ln_out) * BTC)
     matmul_fwd(ph, "c_fc", BT, C, 4 * C, gelu=True, produced=ln_lp)
@@ -200,7 +201,7 @@ for l in range(L):
         matmul_bwd(ph, "c_fc", BT, C, 4 * C, produced=ln_lp)
     op(ph, "ln_2 backward", 20 * BTC, 16 * BTC + 8 * BTC)
     op(ph, "dropout backward", BTC, 8 * BTC)
-    matmul_bwd(ph, "attn.c_proj", BT, C, C)
+    matmul_bwd(ph, "attn.c_proj", BT, C, C, produced=ln_lp)
     attention_bwd(ph)
     matmul_bwd(ph, "c_attn", BT, C, 3 * C, produced=ln_lp)
     op(ph, "ln_1 backward", 20 * BTC, 16 * BTC + 8 * BTC)
