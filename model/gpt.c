@@ -159,9 +159,9 @@ static float *take(Bump *b, size_t n) {
 // until gelu_backward of the same block), refilled from fch when the backward needs it.
 static bool gelu_recomputed(const Backend *be) { return be && be->gelu_forward; }
 
-// Bytes per element of the LayerNorm outputs' low-precision copies in the training layouts (0:
-// none, the fp32 outputs are kept): the backend's lp_size when it has the *_lp ops and its
-// matmuls run in low precision (kernels/backend.h).
+// Bytes per element of the low-precision copies of the LayerNorm and attention outputs in the
+// training layouts (0: none, the fp32 outputs are kept): the backend's lp_size when it has the
+// *_lp ops and its matmuls run in low precision (kernels/backend.h).
 static size_t lp_size(const Backend *be) {
     return be && be->matmul_dtype != DTYPE_FP32 && be->lp_size && be->layernorm_forward_lp && be->attention_forward_lp &&
            be->matmul_forward_lp && be->matmul_gelu_forward_lp && be->matmul_backward_lp ? be->lp_size : 0;
@@ -181,7 +181,8 @@ typedef enum { ACTS_TRAIN, ACTS_CHECKPOINT, ACTS_INFER } ActsMode;
 
 // Carves the activations of a (B,T) batch in `mode` from base; returns the floats used. With
 // base == NULL it only counts; a->h (n_layer entries) and g may then be NULL.
-// lp: lp_size (training layouts only; the inference layout keeps fp32 LayerNorm outputs).
+// lp: lp_size (training layouts only; the inference layout, whose ops include the cached
+// attention, keeps the fp32 LayerNorm and attention outputs).
 static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, size_t lp, ActsMode mode,
                           float *base, GPTActs *a, GPTGradScratch *g) {
     const size_t C = s->n_embd, NH = s->n_head, V = s->vocab_size, L = s->n_layer;
