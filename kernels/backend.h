@@ -22,6 +22,22 @@
 // outputs are fp32 (torch.autocast's placement: Linear and attention matmuls in low
 // precision, LayerNorm / softmax / cross-entropy / optimizer in fp32). Master weights,
 // gradients and optimizer state stay fp32.
+//
+// Who rounds a matmul's activation operand: the value a GEMM multiplies is always the fp32
+// activation rounded to nearest even in matmul_dtype. Rounding it in a pass of its own before
+// each GEMM (the plain matmul ops) reads 4 and writes 2 bytes per element and costs a launch on a
+// GPU, for each matmul that reads it, forward and backward. The optional *_lp ops below let the
+// producer write the rounded copy itself, once, into a buffer the model owns (model/gpt.c lays
+// it out beside the fp32 activations, lp_size bytes per element), and let the matmuls take that
+// copy: the same values multiplied, bitwise, only no rounding pass. The model uses them for the
+// LayerNorm outputs (ln_1 -> attn.c_attn, ln_2 -> mlp.c_fc, ln_f -> lm_head) and the attention
+// output (-> attn.c_proj), forward and backward (the weight gradient multiplies the same copy),
+// and then keeps no fp32 copy of those (no op reads it). Each backend rounds at exactly the same
+// points: CUDA in the producing kernel's store (the LayerNorm's, the fused attention's or the
+// cuBLAS path's unpermute), the CPU by converting the fp32 output (bf16 for its bf16 GEMMs, else
+// fp32 values rounded to the type); the CPU backend's matmuls then slice the copy by rows as they
+// slice the operand they would convert, so its results are unchanged. Still rounded per call:
+// the GELU output (mlp.c_proj) and the backward's output gradients (dout) of every matmul.
 #ifndef MINGPT_BACKEND_H
 #define MINGPT_BACKEND_H
 
@@ -237,6 +253,30 @@ struct Backend {
     int (*graph_run)(Backend *be, void **graph, void (*fn)(void *ctx), void *ctx);
     // Frees a graph of graph_run (NULL: nothing).
     void (*graph_free)(Backend *be, void *graph);
+
+    // ---- mixed precision: producers write the matmuls' operands (see the top of this file).
+    // Optional, all together: lp_size 0 (always when matmul_dtype is FP32) means none of these.
+    // lp_size: bytes per element of an operand copy (CUDA 2: bf16/fp16; CPU 2 with its bf16
+    // GEMMs, else 4: fp32 values rounded to the type). Copies are row-major like their fp32
+    // tensors and must be 16-byte aligned.
+    size_t lp_size;
+    // layernorm_forward (res and b NULL) or residual_layernorm_forward (both non-NULL) that also
+    // writes out_lp (N,C), out rounded to matmul_dtype; out NULL: no fp32 output is stored.
+    void (*layernorm_forward_lp)(Backend *be, float *res, float *out, void *out_lp, float *mean, float *rstd,
+                                 const float *a, const float *b, const float *weight, const float *bias,
+                                 int N, int C);
+    // attention_forward that also writes out_lp (B,T,C), out rounded to matmul_dtype; out NULL:
+    // no fp32 output (attention_backward does not read it).
+    void (*attention_forward_lp)(Backend *be, float *out, void *out_lp, float *att, const float *qkv,
+                                 int B, int T, int C, int NH, float attn_p, DropoutKey k);
+    // matmul_forward, matmul_gelu_forward and matmul_backward with the input given by its copy
+    // inp_lp (N,C) (written by a *_lp producer) instead of the fp32 inp: bitwise their results.
+    void (*matmul_forward_lp)(Backend *be, float *out, const void *inp_lp, const float *weight,
+                              const float *bias, int N, int C, int OC);
+    void (*matmul_gelu_forward_lp)(Backend *be, float *pre, float *out, const void *inp_lp, const float *weight,
+                                   const float *bias, int N, int C, int OC);
+    void (*matmul_backward_lp)(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
+                               const void *inp_lp, const float *weight, int N, int C, int OC);
 };
 
 // The CPU backend (always available). Never NULL except when out of memory. With BF16 its
@@ -256,7 +296,7 @@ int backend_cpu_bf16_fast(void);
 // make it small).
 void backend_cpu_set_low_precision_chunk(Backend *be, long elements);
 // CPU backend only: emulate the low precision even where bf16 hardware exists (tests compare
-// the two paths).
+// the two paths). Call it before building a model on the backend (its Backend.lp_size changes).
 void backend_cpu_emulate_low_precision(Backend *be);
 
 // The CUDA backend's constructor (kernels/cuda/backend_cuda.cu). A weak symbol: defined only in

@@ -138,6 +138,28 @@ static void s_matmul_backward(Backend *be, float *dinp, float *dw, float *db, co
     // the bias's gradient is NULL exactly when the forward had no bias (lm_head)
     TIMED(P_MM_BWD + role(C, OC, db), g_orig.matmul_backward(be, dinp, dw, db, dout, inp, w, N, C, OC));
 }
+// The producers of the matmuls' low-precision operands and the matmuls taking them (kernels/backend.h)
+// count in the rows of the ops they stand for.
+static void s_layernorm_forward_lp(Backend *be, float *res, float *out, void *out_lp, float *mean, float *rstd,
+                                   const float *a, const float *b, const float *w, const float *bias, int N, int C) {
+    TIMED(res ? P_RESLN_FWD : P_LN_FWD, g_orig.layernorm_forward_lp(be, res, out, out_lp, mean, rstd, a, b, w, bias, N, C));
+}
+static void s_attention_forward_lp(Backend *be, float *out, void *out_lp, float *att, const float *qkv, int B, int T,
+                                   int C, int NH, float p, DropoutKey k) {
+    TIMED(P_ATT_FWD, g_orig.attention_forward_lp(be, out, out_lp, att, qkv, B, T, C, NH, p, k));
+}
+static void s_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, const float *w, const float *bias, int N,
+                                int C, int OC) {
+    TIMED(P_MM_FWD + role(C, OC, bias), g_orig.matmul_forward_lp(be, out, inp_lp, w, bias, N, C, OC));
+}
+static void s_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, const void *inp_lp, const float *w,
+                                     const float *bias, int N, int C, int OC) {
+    TIMED(P_MMGELU_FWD + role(C, OC, bias), g_orig.matmul_gelu_forward_lp(be, pre, out, inp_lp, w, bias, N, C, OC));
+}
+static void s_matmul_backward_lp(Backend *be, float *dinp, float *dw, float *db, const float *dout, const void *inp_lp,
+                                 const float *w, int N, int C, int OC) {
+    TIMED(P_MM_BWD + role(C, OC, db), g_orig.matmul_backward_lp(be, dinp, dw, db, dout, inp_lp, w, N, C, OC));
+}
 static void s_attention_forward(Backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH,
                                 float p, DropoutKey k) {
     TIMED(P_ATT_FWD, g_orig.attention_forward(be, out, att, qkv, B, T, C, NH, p, k));
@@ -222,6 +244,8 @@ int backend_profile_install(Backend *be, char *err, size_t errlen) {
     WRAP(gelu_forward); WRAP(gelu_backward); WRAP(dropout_forward); WRAP(dropout_backward);
     WRAP(crossentropy_forward); WRAP(crossentropy_softmax_backward); WRAP(crossentropy_forward_backward);
     WRAP(adamw_update); WRAP(adamw_update_segments); WRAP(sum_squares); WRAP(scale); WRAP(accumulate); WRAP(cast_weights);
+    WRAP(layernorm_forward_lp); WRAP(attention_forward_lp); WRAP(matmul_forward_lp); WRAP(matmul_gelu_forward_lp);
+    WRAP(matmul_backward_lp);
 #undef WRAP
     return 0;
 }

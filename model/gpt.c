@@ -159,6 +159,20 @@ static float *take(Bump *b, size_t n) {
 // until gelu_backward of the same block), refilled from fch when the backward needs it.
 static bool gelu_recomputed(const Backend *be) { return be && be->gelu_forward; }
 
+// Bytes per element of the low-precision copies of the LayerNorm and attention outputs in the
+// training layouts (0: none, the fp32 outputs are kept): the backend's lp_size when it has the
+// *_lp ops and its matmuls run in low precision (kernels/backend.h).
+static size_t lp_size(const Backend *be) {
+    return be && be->matmul_dtype != DTYPE_FP32 && be->lp_size && be->layernorm_forward_lp && be->attention_forward_lp &&
+           be->matmul_forward_lp && be->matmul_gelu_forward_lp && be->matmul_backward_lp ? be->lp_size : 0;
+}
+
+// A low-precision copy of n elements of lp bytes each, 16-byte aligned (cuBLASLt's preference).
+static void *take_lp(Bump *b, size_t n, size_t lp) {
+    b->used = (b->used + 3) / 4 * 4;
+    return take(b, (n * lp + 15) / 16 * 4);
+}
+
 // What an activation layout keeps (see GPT):
 //   ACTS_TRAIN       every layer's BlockActs, plus the backward's gradient scratch;
 //   ACTS_CHECKPOINT  one working set of BlockActs shared by every layer, res_3 per layer, scratch;
@@ -167,8 +181,10 @@ typedef enum { ACTS_TRAIN, ACTS_CHECKPOINT, ACTS_INFER } ActsMode;
 
 // Carves the activations of a (B,T) batch in `mode` from base; returns the floats used. With
 // base == NULL it only counts; a->h (n_layer entries) and g may then be NULL.
-static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, ActsMode mode, float *base,
-                          GPTActs *a, GPTGradScratch *g) {
+// lp: lp_size (training layouts only; the inference layout, whose ops include the cached
+// attention, keeps the fp32 LayerNorm and attention outputs).
+static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, size_t lp, ActsMode mode,
+                          float *base, GPTActs *a, GPTGradScratch *g) {
     const size_t C = s->n_embd, NH = s->n_head, V = s->vocab_size, L = s->n_layer;
     const size_t BT = B * T, BTC = BT * C;
     Bump b = { base, 0 };
@@ -176,17 +192,21 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, 
     GPTGradScratch g_count;
     if (!a) a = &a_count;
     if (!g) g = &g_count;
+    if (mode == ACTS_INFER) lp = 0;
     a->encoded = take(&b, BTC);
     // a block's working set: one per layer in ACTS_TRAIN, else one for all
     const size_t n_sets = mode == ACTS_TRAIN ? L : 1;
     for (size_t l = 0; l < n_sets; l++) {
         BlockActs h;
-        h.ln_1 = take(&b, BTC); h.ln_1_mean = take(&b, BT); h.ln_1_rstd = take(&b, BT);
+        h.ln_1 = lp ? NULL : take(&b, BTC); h.ln_1_mean = take(&b, BT); h.ln_1_rstd = take(&b, BT);
+        h.ln_1_lp = lp ? take_lp(&b, BTC, lp) : NULL;
         h.qkv = take(&b, 3 * BTC);
         h.att = take(&b, B * NH * T * T);
-        h.atty = take(&b, BTC);
+        h.atty = lp ? NULL : take(&b, BTC);
+        h.atty_lp = lp ? take_lp(&b, BTC, lp) : NULL;
         h.res_2 = take(&b, BTC);
-        h.ln_2 = take(&b, BTC); h.ln_2_mean = take(&b, BT); h.ln_2_rstd = take(&b, BT);
+        h.ln_2 = lp ? NULL : take(&b, BTC); h.ln_2_mean = take(&b, BT); h.ln_2_rstd = take(&b, BT);
+        h.ln_2_lp = lp ? take_lp(&b, BTC, lp) : NULL;
         h.fch = take(&b, 4 * BTC);
         h.fch_gelu = gelu_rec && mode != ACTS_INFER ? NULL : take(&b, 4 * BTC);   // else dfch, below
         h.res_3 = mode == ACTS_CHECKPOINT ? NULL : take(&b, BTC);                  // else per layer, below
@@ -198,7 +218,8 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, 
             float *res_3 = take(&b, BTC);
             if (a->h) a->h[l].res_3 = res_3;
         }
-    a->ln_f = take(&b, BTC); a->ln_f_mean = take(&b, BT); a->ln_f_rstd = take(&b, BT);
+    a->ln_f = lp ? NULL : take(&b, BTC); a->ln_f_mean = take(&b, BT); a->ln_f_rstd = take(&b, BT);
+    a->ln_f_lp = lp ? take_lp(&b, BTC, lp) : NULL;
     a->logits = take(&b, BT * V);
     a->probs = take(&b, BT * V);
     a->losses = take(&b, BT);
@@ -222,7 +243,7 @@ static ActsMode train_mode(const GPTBuildOptions *opt) {
 }
 
 size_t gpt_count_acts(const GPTShape *s, int B, int T, const Backend *be, const GPTBuildOptions *opt) {
-    return layout_acts(s, (size_t)B, (size_t)T, gelu_recomputed(be), train_mode(opt), NULL, NULL, NULL);
+    return layout_acts(s, (size_t)B, (size_t)T, gelu_recomputed(be), lp_size(be), train_mode(opt), NULL, NULL, NULL);
 }
 
 // ============================================================================
@@ -264,10 +285,11 @@ int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const G
     m->T = T;
     m->checkpointing = train_mode(opt) == ACTS_CHECKPOINT;
     const bool gelu_rec = gelu_recomputed(be);
-    m->num_acts = layout_acts(s, (size_t)B, (size_t)T, gelu_rec, train_mode(opt), NULL, NULL, NULL);
+    const size_t lp = lp_size(be);
+    m->num_acts = layout_acts(s, (size_t)B, (size_t)T, gelu_rec, lp, train_mode(opt), NULL, NULL, NULL);
     // The evaluation batch: as many rows as the inference layout fits in the same floats (every
     // term of a layout is proportional to B; one row of it is smaller than a training row).
-    const size_t infer_row = layout_acts(s, 1, (size_t)T, gelu_rec, ACTS_INFER, NULL, NULL, NULL);
+    const size_t infer_row = layout_acts(s, 1, (size_t)T, gelu_rec, 0, ACTS_INFER, NULL, NULL, NULL);
     const size_t rows = m->num_acts / infer_row, max_rows = (size_t)INT_MAX / (size_t)T;
     m->B_infer = (int)(rows < max_rows ? rows : max_rows);
     if (m->B_infer < B) {   // cannot happen: a training layout holds at least a whole working set per row
@@ -296,8 +318,8 @@ int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const G
     if (!m->params_memory || (own_grads && !m->grads_memory) || !m->acts_memory || !m->inputs || !m->targets) goto oom;
     bind_params(m, m->params_memory, &m->params);
     if (own_grads) bind_params(m, m->grads_memory, &m->grads);
-    layout_acts(s, (size_t)B, (size_t)T, gelu_rec, train_mode(opt), m->acts_memory, &m->acts, &m->scratch);
-    layout_acts(s, (size_t)m->B_infer, (size_t)T, gelu_rec, ACTS_INFER, m->acts_memory, &m->infer, NULL);
+    layout_acts(s, (size_t)B, (size_t)T, gelu_rec, lp, train_mode(opt), m->acts_memory, &m->acts, &m->scratch);
+    layout_acts(s, (size_t)m->B_infer, (size_t)T, gelu_rec, 0, ACTS_INFER, m->acts_memory, &m->infer, NULL);
     return 0;
 oom:
     snprintf(err, errlen, "model: out of %s memory (%zu parameters, %zu activation floats)",
@@ -449,6 +471,28 @@ static DropoutKey site_key(const GPT *m, int layer, int site) {
 // right away (into acts.probs); gpt_backward then starts from it.
 static bool fused_loss_grad(const GPT *m) { return m->train && m->be->crossentropy_forward_backward; }
 
+// The ops whose input or output may be a low-precision copy (BlockActs.ln_1_lp): the *_lp op
+// when the layout keeps the copy (non-NULL), else the plain op on the fp32 tensor. res and b
+// NULL: a LayerNorm alone, else the residual add fused with it.
+static void ln_forward(Backend *be, float *res, float *out, void *out_lp, float *mean, float *rstd,
+                       const float *a, const float *b, const float *w, const float *bias, int N, int C) {
+    if (out_lp) be->layernorm_forward_lp(be, res, out, out_lp, mean, rstd, a, b, w, bias, N, C);
+    else if (res) be->residual_layernorm_forward(be, res, out, mean, rstd, a, b, w, bias, N, C);
+    else be->layernorm_forward(be, out, mean, rstd, a, w, bias, N, C);
+}
+static void mm_forward(Backend *be, float *out, const float *inp, const void *inp_lp, const float *w,
+                       const float *bias, int N, int C, int OC) {
+    if (inp_lp) be->matmul_forward_lp(be, out, inp_lp, w, bias, N, C, OC);
+    else be->matmul_forward(be, out, inp, w, bias, N, C, OC);
+}
+static void mm_backward(Backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                        const void *inp_lp, const float *w, int N, int C, int OC) {
+    if (inp_lp) be->matmul_backward_lp(be, dinp, dw, dbias, dout, inp_lp, w, N, C, OC);
+    else be->matmul_backward(be, dinp, dw, dbias, dout, inp, w, N, C, OC);
+}
+// Row r's element offset o (r * C) of a copy lp (NULL: NULL).
+static void *lp_at(const Backend *be, void *lp, size_t o) { return lp ? (char *)lp + o * be->lp_size : NULL; }
+
 // Input of block l: the embedding for block 0, else the previous block's output.
 static float *block_input(const GPTActs *a, int l) { return l == 0 ? a->encoded : a->h[l - 1].res_3; }
 
@@ -479,8 +523,8 @@ static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recomput
     BlockActs *h = &a->h[l];
     const float *x = block_input(a, l);
     if (l == 0 || recompute)
-        be->layernorm_forward(be, h->ln_1, h->ln_1_mean, h->ln_1_rstd, x, w->ln_1_w, w->ln_1_b, BT, C);
-    be->matmul_forward(be, h->qkv, h->ln_1, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
+        ln_forward(be, NULL, h->ln_1, h->ln_1_lp, h->ln_1_mean, h->ln_1_rstd, x, NULL, w->ln_1_w, w->ln_1_b, BT, C);
+    mm_forward(be, h->qkv, h->ln_1, h->ln_1_lp, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
     // Rows r0 .. BT-1 go on after the attention (all but in the last block of an incremental
     // forward, where every row's keys and values are cached and the last row attends); o is row
     // r0's offset.
@@ -491,25 +535,34 @@ static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recomput
         be->attention_forward_cached(be, h->atty + o, h->att, kv->kcache + layer, kv->vcache + layer, h->qkv, B,
                                      kv->p0, T, N, kv->T_max, C, NH);
     } else {
-        be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
+        if (h->atty_lp)
+            be->attention_forward_lp(be, NULL, h->atty_lp, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
+        else
+            be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
     }
     const long NC = (long)N * C, row_len = kv ? C : (long)T * C;   // dropout's batch rows (off with kv)
-    be->matmul_forward(be, a->branch + o, h->atty + o, w->attn_proj_w, w->attn_proj_b, N, C, C);
+    mm_forward(be, a->branch + o, h->atty ? h->atty + o : NULL, lp_at(be, h->atty_lp, o), w->attn_proj_w,
+               w->attn_proj_b, N, C, C);
     be->dropout_forward(be, a->branch + o, a->branch + o, NC, row_len, resid_p, site_key(m, l, SITE_ATTN_RESID));
-    be->residual_layernorm_forward(be, h->res_2 + o, h->ln_2 + o, h->ln_2_mean + r0, h->ln_2_rstd + r0, x + o,
-                                   a->branch + o, w->ln_2_w, w->ln_2_b, N, C);
-    be->matmul_gelu_forward(be, h->fch + 4 * o, h->fch_gelu + 4 * o, h->ln_2 + o, w->c_fc_w, w->c_fc_b, N, C, 4 * C);
+    float *ln_2 = h->ln_2 ? h->ln_2 + o : NULL;
+    void *ln_2_lp = lp_at(be, h->ln_2_lp, o);
+    ln_forward(be, h->res_2 + o, ln_2, ln_2_lp, h->ln_2_mean + r0, h->ln_2_rstd + r0, x + o, a->branch + o,
+               w->ln_2_w, w->ln_2_b, N, C);
+    if (ln_2_lp)
+        be->matmul_gelu_forward_lp(be, h->fch + 4 * o, h->fch_gelu + 4 * o, ln_2_lp, w->c_fc_w, w->c_fc_b, N, C, 4 * C);
+    else
+        be->matmul_gelu_forward(be, h->fch + 4 * o, h->fch_gelu + 4 * o, ln_2, w->c_fc_w, w->c_fc_b, N, C, 4 * C);
     if (recompute) return;
     be->matmul_forward(be, a->branch + o, h->fch_gelu + 4 * o, w->mlp_proj_w, w->mlp_proj_b, N, 4 * C, C);
     be->dropout_forward(be, a->branch + o, a->branch + o, NC, row_len, resid_p, site_key(m, l, SITE_MLP_RESID));
     const bool last = l == s->n_layer - 1;
-    be->residual_layernorm_forward(be, h->res_3 + o,
-                                   (last ? a->ln_f : a->h[l + 1].ln_1) + o,
-                                   (last ? a->ln_f_mean : a->h[l + 1].ln_1_mean) + r0,
-                                   (last ? a->ln_f_rstd : a->h[l + 1].ln_1_rstd) + r0,
-                                   h->res_2 + o, a->branch + o,
-                                   last ? p->ln_f_w : p->h[l + 1].ln_1_w,
-                                   last ? p->ln_f_b : p->h[l + 1].ln_1_b, N, C);
+    float *next = last ? a->ln_f : a->h[l + 1].ln_1;
+    ln_forward(be, h->res_3 + o, next ? next + o : NULL, lp_at(be, last ? a->ln_f_lp : a->h[l + 1].ln_1_lp, o),
+               (last ? a->ln_f_mean : a->h[l + 1].ln_1_mean) + r0,
+               (last ? a->ln_f_rstd : a->h[l + 1].ln_1_rstd) + r0,
+               h->res_2 + o, a->branch + o,
+               last ? p->ln_f_w : p->h[l + 1].ln_1_w,
+               last ? p->ln_f_b : p->h[l + 1].ln_1_b, N, C);
 }
 
 // GPTStepArgs.params_needed of hk (NULL: none) for the parameters from p to q (views into
@@ -563,7 +616,7 @@ static float forward(GPT *m, GPTActs *a, const int32_t *idx, const int32_t *targ
         block_forward(m, a, l, B, T, false, NULL);
     }
     need(m, hk, p->ln_f_w, all_end);
-    be->matmul_forward(be, a->logits, a->ln_f, p->lm_head_w, NULL, BT, C, V);
+    mm_forward(be, a->logits, a->ln_f, a->ln_f_lp, p->lm_head_w, NULL, BT, C, V);
 
     if (!targets) { m->n_valid = 0; m->mean_loss = -1.0f; return -1.0f; }
     if (!m->in_graph) be->upload(be, m->targets, targets, (size_t)BT * sizeof(int32_t));
@@ -701,7 +754,7 @@ int gpt_infer_begin(GPTInfer *g, GPT *m, char *err, size_t errlen) {
     g->acts.h = calloc(L, sizeof(BlockActs));
     g->tokens = malloc(T * sizeof(int32_t));
     g->logits = malloc((size_t)s->vocab_size * sizeof(float));
-    const size_t n_acts = layout_acts(s, 1, T, gelu_recomputed(be), ACTS_INFER, NULL, NULL, NULL);
+    const size_t n_acts = layout_acts(s, 1, T, gelu_recomputed(be), 0, ACTS_INFER, NULL, NULL, NULL);
     g->acts_memory = be->alloc(be, n_acts * sizeof(float));
     g->kv_memory = be->alloc(be, 2 * L * T * C * sizeof(float));
     g->inputs = be->alloc(be, T * sizeof(int32_t));
@@ -711,7 +764,7 @@ int gpt_infer_begin(GPTInfer *g, GPT *m, char *err, size_t errlen) {
         gpt_infer_end(g);
         return 1;
     }
-    layout_acts(s, 1, T, gelu_recomputed(be), ACTS_INFER, g->acts_memory, &g->acts, NULL);
+    layout_acts(s, 1, T, gelu_recomputed(be), 0, ACTS_INFER, g->acts_memory, &g->acts, NULL);
     return 0;
 }
 
@@ -801,7 +854,7 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
     // The activation gradients below (d->dln, dfch_gelu, dfch, datty, dqkv, dbranch) are
     // overwritten by the one op that writes each (kernels/backend.h): nothing to zero. d->dres
     // accumulates through every LayerNorm backward: it starts at 0.
-    be->matmul_backward(be, d->dln, g->lm_head_w, NULL, dlogits, a->ln_f, p->lm_head_w, BT, C, V);
+    mm_backward(be, d->dln, g->lm_head_w, NULL, dlogits, a->ln_f, a->ln_f_lp, p->lm_head_w, BT, C, V);
     zero(be, d->dres, BTC);
     be->layernorm_backward(be, d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(a, s->n_layer),
                        p->ln_f_w, a->ln_f_mean, a->ln_f_rstd, BT, C);
@@ -828,13 +881,13 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
             be->matmul_backward_dgelu(be, d->dfch_gelu, gw->c_fc_b, gw->mlp_proj_w, gw->mlp_proj_b, dbr,
                                       h->fch_gelu, w->mlp_proj_w, h->fch, BT, 4 * C, C);
             if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
-            be->matmul_backward(be, d->dln, gw->c_fc_w, NULL, d->dfch_gelu, h->ln_2, w->c_fc_w, BT, C, 4 * C);
+            mm_backward(be, d->dln, gw->c_fc_w, NULL, d->dfch_gelu, h->ln_2, h->ln_2_lp, w->c_fc_w, BT, C, 4 * C);
         } else {
             be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, h->fch_gelu,
                                 w->mlp_proj_w, BT, 4 * C, C);
             if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
             be->gelu_backward(be, d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
-            be->matmul_backward(be, d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, h->ln_2, w->c_fc_w, BT, C, 4 * C);
+            mm_backward(be, d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, h->ln_2, h->ln_2_lp, w->c_fc_w, BT, C, 4 * C);
         }
         if (ready) ready(ready_ctx, (size_t)(w->c_fc_w - m->params_memory));
         be->layernorm_backward(be, d->dres, gw->ln_2_w, gw->ln_2_b, d->dln, h->res_2, w->ln_2_w,
@@ -842,12 +895,12 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         if (ready) ready(ready_ctx, (size_t)(w->ln_2_w - m->params_memory));
         // attention branch
         dbr = branch_grad(m, l, SITE_ATTN_RESID, resid_p, BTC);
-        be->matmul_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr, h->atty,
-                        w->attn_proj_w, BT, C, C);
+        mm_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr, h->atty, h->atty_lp,
+                    w->attn_proj_w, BT, C, C);
         if (ready) ready(ready_ctx, (size_t)(w->attn_proj_w - m->params_memory));
         be->attention_backward(be, d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
                            site_key(m, l, SITE_ATTN));
-        be->matmul_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, w->c_attn_w, BT, C, 3 * C);
+        mm_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, h->ln_1_lp, w->c_attn_w, BT, C, 3 * C);
         if (ready) ready(ready_ctx, (size_t)(w->c_attn_w - m->params_memory));
         be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(a, l), w->ln_1_w,
                            h->ln_1_mean, h->ln_1_rstd, BT, C);

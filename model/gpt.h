@@ -72,12 +72,18 @@ typedef struct {
     float *fch;                            // (B,T,4C) c_fc output (GELU input)
     float *fch_gelu;                       // (B,T,4C)
     float *res_3;                          // (B,T,C) block output
+    // With a backend that has the *_lp ops (kernels/backend.h) and low-precision matmuls, the
+    // training layouts keep the LayerNorm outputs only as the copies the matmuls multiply
+    // (Backend.lp_size bytes per element; ln_1 and ln_2 are then NULL), and the attention output
+    // likewise (atty then NULL); NULL otherwise.
+    void *ln_1_lp, *ln_2_lp, *atty_lp;     // (B,T,C)
 } BlockActs;
 
 typedef struct {
     float *encoded;                        // (B,T,C) drop(wte + wpe), the input of block 0
     BlockActs *h;                          // (L)
     float *ln_f, *ln_f_mean, *ln_f_rstd;   // (B,T,C), (B,T), (B,T)
+    void *ln_f_lp;                         // (B,T,C) as BlockActs.ln_1_lp (ln_f then NULL), or NULL
     float *logits;                         // (B,T,V)
     float *probs;                          // (B,T,V) softmax; becomes dlogits in backward
     float *losses;                         // (B,T) per-token loss

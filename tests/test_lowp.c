@@ -249,18 +249,28 @@ static void test_chunked_low_precision(void **state) {
 // (a stale copy after an AdamW step, a gpt_set_params or a direct write would change them).
 typedef struct { Backend *be; GPT m; AdamW opt; LossScaler scaler; TrainStep ts; } CastRun;
 
-static void cast_run_init(CastRun *r, ComputeDtype dt, int emulate, int cached, Comm *comm, const Fixture *fx) {
+// produced 0: the backend without the *_lp ops (every matmul rounds its input itself); ckpt:
+// activation checkpointing; chunk > 0: the low-precision chunk in elements.
+static void run_init(CastRun *r, ComputeDtype dt, int emulate, int cached, int produced, int ckpt, long chunk,
+                     Comm *comm, const Fixture *fx) {
     char err[256];
     r->be = backend_cpu_create(dt);
     if (emulate) backend_cpu_emulate_low_precision(r->be);
     if (!cached) r->be->cast_weights = NULL;
+    if (!produced) r->be->lp_size = 0;
+    if (chunk > 0) backend_cpu_set_low_precision_chunk(r->be, chunk);
     GPTShape s = { fx->V, fx->T, fx->L, fx->NH, fx->C, 0.1f, 0.1f, 0.1f };
-    if (gpt_build_on(&r->m, &s, fx->B, fx->T, r->be, err, sizeof err)) fail_msg("gpt_build_on: %s", err);
+    const GPTBuildOptions opt = { .activation_checkpointing = ckpt != 0 };
+    if (gpt_build_with(&r->m, &s, fx->B, fx->T, r->be, &opt, err, sizeof err)) fail_msg("gpt_build_with: %s", err);
     gpt_set_params(&r->m, fx->params);
     if (adamw_init(&r->opt, r->be, r->m.num_params)) fail_msg("adamw_init");
     loss_scaler_init(&r->scaler, dt == DTYPE_FP16);
     r->ts = (TrainStep){ .model = &r->m, .opt = &r->opt, .scaler = &r->scaler, .comm = comm, .grad_clip = 1.0,
                          .lr = 3e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f };
+}
+
+static void cast_run_init(CastRun *r, ComputeDtype dt, int emulate, int cached, Comm *comm, const Fixture *fx) {
+    run_init(r, dt, emulate, cached, 1, 0, 0, comm, fx);
 }
 
 static void cast_run_free(CastRun *r) {
@@ -305,6 +315,55 @@ static void test_weight_cast_cache(void **state) {
     cache_matches_uncached(DTYPE_FP16, 1);
 }
 
+// ---------------------------------------------------------------- produced operands
+// With the *_lp ops (kernels/backend.h) the LayerNorms and the attention write the rounded copies the matmuls
+// multiply and the training layout keeps no fp32 LayerNorm or attention outputs: fewer activation floats, and
+// training steps (with and without activation checkpointing, in whole and in small chunks) give
+// bitwise the losses and parameters of the same backend whose matmuls round their inputs.
+static void produced_matches_rounded(ComputeDtype dt, int emulate, int ckpt, long chunk) {
+    Fixture fx = load_fixture();
+    Comm *comm = comm_single_create();
+    CastRun a, b;
+    run_init(&a, dt, emulate, 1, 1, ckpt, chunk, comm, &fx);
+    run_init(&b, dt, emulate, 1, 0, ckpt, chunk, comm, &fx);
+    assert_true(a.be->lp_size == (emulate || !backend_cpu_low_precision_is_fast(a.be) ? 4u : 2u));
+    assert_non_null(a.m.acts.h[0].ln_1_lp);
+    assert_null(a.m.acts.h[0].ln_1);
+    assert_null(a.m.acts.ln_f);
+    assert_null(a.m.acts.h[0].atty);
+    assert_non_null(a.m.acts.h[0].atty_lp);
+    assert_null(b.m.acts.h[0].ln_1_lp);
+    // the fp32 copies of ln_1, ln_2, atty (per layer unless checkpointing) and ln_f are gone; lp copies of
+    // 2 bytes save half of them, fp32-valued ones (emulated) cost the same
+    const size_t BTC = (size_t)fx.B * fx.T * fx.C, sets = ckpt ? 1 : (size_t)fx.L;
+    if (a.be->lp_size == 2) assert_true(a.m.num_acts + (3 * sets + 1) * BTC / 2 <= b.m.num_acts);
+    else assert_true(a.m.num_acts <= b.m.num_acts + 4 * (3 * sets + 1));   // (16-byte alignment)
+    const int half = fx.B / 2 > 0 ? fx.B / 2 : 1;
+    for (int step = 0; step < 3; step++) {
+        MicroBatch mb[2] = { { fx.idx, fx.targets, half }, { fx.idx + half * fx.T, fx.targets + half * fx.T, fx.B - half } };
+        StepResult ra, rb;
+        assert_int_equal(train_step(&a.ts, mb, 2, half, fx.T, 7, (uint64_t)step, 0, &ra), 0);
+        assert_int_equal(train_step(&b.ts, mb, 2, half, fx.T, 7, (uint64_t)step, 0, &rb), 0);
+        assert_true(ra.loss == rb.loss);
+        const float la = gpt_forward(&a.m, fx.idx, fx.targets, fx.B, fx.T, false, 0, 0, NULL);
+        const float lb = gpt_forward(&b.m, fx.idx, fx.targets, fx.B, fx.T, false, 0, 0, NULL);
+        assert_true(la == lb);
+    }
+    assert_memory_equal(a.m.params_memory, b.m.params_memory, a.m.num_params * sizeof(float));
+    cast_run_free(&a); cast_run_free(&b);
+    comm->destroy(comm);
+    free_fixture(&fx);
+}
+
+static void test_produced_operands(void **state) {
+    produced_matches_rounded(DTYPE_BF16, 0, 0, 0);
+    produced_matches_rounded(DTYPE_BF16, 0, 1, 0);
+    produced_matches_rounded(DTYPE_BF16, 1, 0, 0);
+    produced_matches_rounded(DTYPE_BF16, 1, 1, 300);   // chunks of a few rows: the copy sliced like the operand
+    produced_matches_rounded(DTYPE_FP16, 1, 0, 0);
+    produced_matches_rounded(DTYPE_FP16, 1, 1, 300);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_step_matches_pytorch),
@@ -314,6 +373,7 @@ int main(void) {
         cmocka_unit_test(test_bf16_fast_vs_emulated),
         cmocka_unit_test(test_chunked_low_precision),
         cmocka_unit_test(test_weight_cast_cache),
+        cmocka_unit_test(test_produced_operands),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,7 +39,8 @@ enum { LP_NONE, LP_BF16, LP_EMULATE };
 
 // Scratch buffers for converted copies (SLOT_ATTN: the attention's work memory, bf16 or fp32);
 // they grow during the first iteration and are then reused, so steady-state steps do not allocate.
-enum { SLOT_A, SLOT_B, SLOT_C, SLOT_ATTN, N_SLOTS };
+// SLOT_OUT: an op's fp32 output that only its low-precision copy keeps (the *_lp producers).
+enum { SLOT_A, SLOT_B, SLOT_C, SLOT_ATTN, SLOT_OUT, N_SLOTS };
 typedef struct {
     int lp;                     // LP_*
     long lp_chunk;              // elements of a converted chunk (LP_CHUNK; tests set less)
@@ -213,36 +214,97 @@ static int lp_rows(const Backend *be, int N, long width) {
     return r < 1 ? 1 : r >= N ? N : (int)r;
 }
 
-static void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
-                               const float *bias, int N, int C, int OC) {
+// The input operand of rows [n0, n0 + r) of a matmul: converted from inp into scratch slot k, or,
+// when the producer wrote the copy (inp_lp, Backend.layernorm_forward_lp), that copy's rows.
+static Operand input_rows(Backend *be, int k, const float *inp, const void *inp_lp, int n0, int r, int C) {
+    const CpuCtx *c = be->ctx;
+    if (!inp_lp) return operand(be, k, inp + (size_t)n0 * C, (size_t)r * C);
+    if (c->lp == LP_BF16) return (Operand){ GEMM_BF16, (const uint16_t *)inp_lp + (size_t)n0 * C };
+    return (Operand){ GEMM_F32, (const float *)inp_lp + (size_t)n0 * C };
+}
+
+static void matmul_forward_rows(Backend *be, float *out, const float *inp, const void *inp_lp, const float *weight,
+                                const float *bias, int N, int C, int OC) {
     const Operand w = weight_operand(be, SLOT_B, weight, (size_t)OC * C);
     for (int n0 = 0, R = lp_rows(be, N, C); n0 < N; n0 += R) {
         const int r = N - n0 < R ? N - n0 : R;
-        const Operand x = operand(be, SLOT_A, inp + (size_t)n0 * C, (size_t)r * C);
+        const Operand x = input_rows(be, SLOT_A, inp, inp_lp, n0, r, C);
         matmul_forward_t(x.t, out + (size_t)n0 * OC, x.p, w.p, bias, r, C, OC);
+    }
+}
+static void cpu_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
+                               const float *bias, int N, int C, int OC) {
+    matmul_forward_rows(be, out, inp, NULL, weight, bias, N, C, OC);
+}
+static void cpu_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, const float *weight,
+                                  const float *bias, int N, int C, int OC) {
+    matmul_forward_rows(be, out, NULL, inp_lp, weight, bias, N, C, OC);
+}
+static void matmul_gelu_forward_rows(Backend *be, float *pre, float *out, const float *inp, const void *inp_lp,
+                                     const float *weight, const float *bias, int N, int C, int OC) {
+    const Operand w = weight_operand(be, SLOT_B, weight, (size_t)OC * C);
+    for (int n0 = 0, R = lp_rows(be, N, C); n0 < N; n0 += R) {
+        const int r = N - n0 < R ? N - n0 : R;
+        const Operand x = input_rows(be, SLOT_A, inp, inp_lp, n0, r, C);
+        matmul_gelu_forward_t(x.t, pre + (size_t)n0 * OC, out + (size_t)n0 * OC, x.p, w.p, bias, r, C, OC);
     }
 }
 static void cpu_matmul_gelu_forward(Backend *be, float *pre, float *out, const float *inp,
                                     const float *weight, const float *bias, int N, int C, int OC) {
-    const Operand w = weight_operand(be, SLOT_B, weight, (size_t)OC * C);
-    for (int n0 = 0, R = lp_rows(be, N, C); n0 < N; n0 += R) {
-        const int r = N - n0 < R ? N - n0 : R;
-        const Operand x = operand(be, SLOT_A, inp + (size_t)n0 * C, (size_t)r * C);
-        matmul_gelu_forward_t(x.t, pre + (size_t)n0 * OC, out + (size_t)n0 * OC, x.p, w.p, bias, r, C, OC);
-    }
+    matmul_gelu_forward_rows(be, pre, out, inp, NULL, weight, bias, N, C, OC);
 }
-static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
-                                const float *dout, const float *inp, const float *weight,
-                                int N, int C, int OC) {
+static void cpu_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, const void *inp_lp,
+                                       const float *weight, const float *bias, int N, int C, int OC) {
+    matmul_gelu_forward_rows(be, pre, out, NULL, inp_lp, weight, bias, N, C, OC);
+}
+static void matmul_backward_rows(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
+                                 const float *inp, const void *inp_lp, const float *weight, int N, int C, int OC) {
     // dbias is a plain fp32 reduction (autocast sums bias gradients in fp32).
     if (dbias) bias_backward(dbias, dout, N, OC);
     const Operand w = dinp ? weight_operand(be, SLOT_B, weight, (size_t)OC * C) : (Operand){ GEMM_F32, NULL };
     for (int n0 = 0, R = lp_rows(be, N, C > OC ? C : OC); n0 < N; n0 += R) {   // dweight sums the chunks
         const int r = N - n0 < R ? N - n0 : R;
         const Operand d = operand(be, SLOT_C, dout + (size_t)n0 * OC, (size_t)r * OC);
-        const Operand x = dweight ? operand(be, SLOT_A, inp + (size_t)n0 * C, (size_t)r * C) : (Operand){ d.t, NULL };
+        const Operand x = dweight ? input_rows(be, SLOT_A, inp, inp_lp, n0, r, C) : (Operand){ d.t, NULL };
         matmul_backward_t(d.t, dinp ? dinp + (size_t)n0 * C : NULL, dweight, d.p, x.p, w.p, r, C, OC);
     }
+}
+static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
+                                const float *dout, const float *inp, const float *weight,
+                                int N, int C, int OC) {
+    matmul_backward_rows(be, dinp, dweight, dbias, dout, inp, NULL, weight, N, C, OC);
+}
+static void cpu_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
+                                   const void *inp_lp, const float *weight, int N, int C, int OC) {
+    matmul_backward_rows(be, dinp, dweight, dbias, dout, NULL, inp_lp, weight, N, C, OC);
+}
+
+// dst (n,) = y rounded as operand() rounds a matmul input: bf16 (LP_BF16) or fp32 values rounded
+// to the type (LP_EMULATE); per element, so a matmul's chunks of it are the bits operand gives.
+static void store_lp(Backend *be, void *dst, const float *y, size_t n) {
+    const CpuCtx *c = be->ctx;
+    if (c->lp == LP_BF16) {
+        bf16_from_floats(dst, y, n);
+        return;
+    }
+    float *d = dst;
+    const int mode = lp_mode(be);
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) d[i] = lp_round(y[i], mode);
+}
+
+// Backend.layernorm_forward_lp: the fp32 op (into scratch when out is NULL), then its output
+// rounded into out_lp as a matmul would round it (operand's conversion, whole rows at once: the
+// rounding is per element, so a matmul's chunks of it are the bits operand gives them).
+static void cpu_layernorm_forward_lp(Backend *be, float *res, float *out, void *out_lp, float *mean, float *rstd,
+                                     const float *a, const float *b, const float *weight, const float *bias,
+                                     int N, int C) {
+    CpuCtx *c = be->ctx;
+    const size_t n = (size_t)N * C;
+    float *y = out ? out : slot(c, SLOT_OUT, n * sizeof(float));
+    if (res) residual_layernorm_forward(res, y, mean, rstd, a, b, weight, bias, N, C);
+    else layernorm_forward(y, mean, rstd, a, weight, bias, N, C);
+    store_lp(be, out_lp, y, n);
 }
 
 // Batch rows [b0, b0 + n) of an attention op: the dropout key's rows move with them.
@@ -271,6 +333,15 @@ static void cpu_attention_forward(Backend *be, float *out, float *att, const flo
             attention_forward_lp(o, a, rounded(be, SLOT_A, x, (size_t)n * 3 * tc), n, T, C, NH, attn_p,
                                  rows_from(key, b0), lp_mode(be), slot(c, SLOT_ATTN, attention_work_bytes(T, C, NH)));
     }
+}
+// Backend.attention_forward_lp: the op (into scratch when out is NULL), then its output rounded.
+static void cpu_attention_forward_produce(Backend *be, float *out, void *out_lp, float *att, const float *qkv,
+                                          int B, int T, int C, int NH, float attn_p, DropoutKey key) {
+    CpuCtx *c = be->ctx;
+    const size_t n = (size_t)B * T * C;
+    float *y = out ? out : slot(c, SLOT_OUT, n * sizeof(float));
+    cpu_attention_forward(be, y, att, qkv, B, T, C, NH, attn_p, key);
+    store_lp(be, out_lp, y, n);
 }
 // Inference runs in fp32 (kernels/backend.h): no operand rounding whatever matmul_dtype.
 static void cpu_attention_forward_cached(Backend *be, float *out, float *att, float *kcache, float *vcache,
@@ -461,12 +532,21 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
         .accumulate = cpu_accumulate,
         .cast_weights = cpu_cast_weights,
     };
+    if (c->lp != LP_NONE) {   // producers write the matmuls' operands (kernels/backend.h)
+        be->lp_size = c->lp == LP_BF16 ? sizeof(uint16_t) : sizeof(float);
+        be->layernorm_forward_lp = cpu_layernorm_forward_lp;
+        be->attention_forward_lp = cpu_attention_forward_produce;
+        be->matmul_forward_lp = cpu_matmul_forward_lp;
+        be->matmul_gelu_forward_lp = cpu_matmul_gelu_forward_lp;
+        be->matmul_backward_lp = cpu_matmul_backward_lp;
+    }
     return be;
 }
 
 void backend_cpu_emulate_low_precision(Backend *be) {
     CpuCtx *c = be->ctx;
     if (c->lp == LP_BF16) c->lp = LP_EMULATE;
+    if (be->lp_size) be->lp_size = sizeof(float);   // the copies are now rounded fp32 values (build models after this)
 }
 
 void backend_cpu_set_low_precision_chunk(Backend *be, long elements) {

@@ -59,11 +59,18 @@ __global__ void permute_out_kernel(T *__restrict__ dst, const float *__restrict_
 }
 
 // out (B,T,C) <- y (B,NH,T,hs)
-__global__ void unpermute_kernel(float *__restrict__ out, const float *__restrict__ y, int B, int NH,
-                                 int Tn, int hs) {
+// out NULL: not written; out_lp non-NULL: the output rounded to T too (attn.c_proj's operand,
+// kernels/backend.h: attention_forward_lp)
+template <class T>
+__global__ void unpermute_kernel(float *__restrict__ out, T *__restrict__ out_lp, const float *__restrict__ y, int B,
+                                 int NH, int Tn, int hs) {
     const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
-    GRID_STRIDE(idx, total) out[head_to_rows(idx, NH, Tn, hs, (size_t)C)] = y[idx];
+    GRID_STRIDE(idx, total) {
+        const size_t o = head_to_rows(idx, NH, Tn, hs, (size_t)C);
+        if (out) out[o] = y[idx];
+        if (out_lp) store_as(out_lp + o, y[idx]);
+    }
 }
 
 // dqkv (B,T,3C) = (dq | dk | dv) each (B,NH,T,hs)
@@ -210,7 +217,7 @@ static AttnHeads<T> attn_heads(CudaCtx *c, const float *qkv, const AttnDims &d) 
 }
 
 template <class T>
-static void attention_forward_t(CudaCtx *c, float *out, float *att, const float *qkv, const AttnDims &d,
+static void attention_forward_t(CudaCtx *c, float *out, T *out_lp, float *att, const float *qkv, const AttnDims &d,
                                 DropoutKey key) {
     const int hs = d.hs, Tn = d.T;
     const long long sh = d.sh, sa = d.sa;
@@ -226,7 +233,7 @@ static void attention_forward_t(CudaCtx *c, float *out, float *att, const float 
     // y (T x hs) = attd v: column-major y^T = v^T(as stored) * attd^T(as stored)
     const void *A = h.need_attd ? (const void *)attd : (const void *)att;
     cuda_gemm(c, false, false, hs, Tn, Tn, h.v, hs, sh, A, Tn, sa, 1.0f, 0.0f, y, hs, sh, d.BH);
-    LAUNCH(unpermute_kernel, grid_for(c, d.nhead), BLOCK, 0, c->stream)(out, y, d.B, d.NH, Tn, hs);
+    LAUNCH((unpermute_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(out, out_lp, y, d.B, d.NH, Tn, hs);
     LAUNCH_CHECK();
 }
 
@@ -269,18 +276,18 @@ static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const 
     LAUNCH_CHECK();
 }
 
-void cuda_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T,
+void cuda_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T,
                             int C, int NH, float attn_p, DropoutKey key) {
     if (B <= 0 || T <= 0) return;
     if (cuda_flash_attention_ok(c, T, C, NH)) {
-        cuda_flash_attention_forward(c, out, att, qkv, B, T, C, NH, attn_p, key);
+        cuda_flash_attention_forward(c, out, out_lp, att, qkv, B, T, C, NH, attn_p, key);
         return;
     }
     const AttnDims d = attn_dims(B, T, C, NH, attn_p);
     switch (c->dtype) {
-    case DTYPE_BF16: attention_forward_t<__nv_bfloat16>(c, out, att, qkv, d, key); break;
-    case DTYPE_FP16: attention_forward_t<__half>(c, out, att, qkv, d, key); break;
-    default: attention_forward_t<float>(c, out, att, qkv, d, key); break;
+    case DTYPE_BF16: attention_forward_t<__nv_bfloat16>(c, out, (__nv_bfloat16 *)out_lp, att, qkv, d, key); break;
+    case DTYPE_FP16: attention_forward_t<__half>(c, out, (__half *)out_lp, att, qkv, d, key); break;
+    default: attention_forward_t<float>(c, out ? out : (float *)out_lp, out ? (float *)out_lp : nullptr, att, qkv, d, key); break;
     }
 }
 

@@ -128,12 +128,12 @@ static void be_encoder_backward(Backend *be, float *dwte, float *dwpe, const flo
 }
 static void be_layernorm_forward(Backend *be, float *out, float *mean, float *rstd, const float *inp,
                                  const float *weight, const float *bias, int N, int C) {
-    cuda_layernorm_forward(CX(be), nullptr, out, mean, rstd, inp, nullptr, weight, bias, N, C);
+    cuda_layernorm_forward(CX(be), nullptr, out, nullptr, mean, rstd, inp, nullptr, weight, bias, N, C);
 }
 static void be_residual_layernorm_forward(Backend *be, float *res, float *out, float *mean, float *rstd,
                                           const float *a, const float *b, const float *weight,
                                           const float *bias, int N, int C) {
-    cuda_layernorm_forward(CX(be), res, out, mean, rstd, a, b, weight, bias, N, C);
+    cuda_layernorm_forward(CX(be), res, out, nullptr, mean, rstd, a, b, weight, bias, N, C);
 }
 static void be_layernorm_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                                   const float *dout, const float *inp, const float *weight,
@@ -142,20 +142,42 @@ static void be_layernorm_backward(Backend *be, float *dinp, float *dweight, floa
 }
 static void be_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
                               const float *bias, int N, int C, int OC) {
-    cuda_matmul_forward(CX(be), out, inp, weight, bias, N, C, OC);
+    cuda_matmul_forward(CX(be), out, inp, nullptr, weight, bias, N, C, OC);
 }
 static void be_matmul_gelu_forward(Backend *be, float *pre, float *out, const float *inp,
                                    const float *weight, const float *bias, int N, int C, int OC) {
-    cuda_matmul_gelu_forward(CX(be), pre, out, inp, weight, bias, N, C, OC);
+    cuda_matmul_gelu_forward(CX(be), pre, out, inp, nullptr, weight, bias, N, C, OC);
 }
 static void be_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                                const float *dout, const float *inp, const float *weight,
                                int N, int C, int OC) {
-    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, inp, nullptr, weight, N, C, OC);
+}
+// Backend.layernorm_forward_lp and the matmuls' _lp twins: the producer writes the operand
+static void be_layernorm_forward_lp(Backend *be, float *res, float *out, void *out_lp, float *mean, float *rstd,
+                                    const float *a, const float *b, const float *weight, const float *bias,
+                                    int N, int C) {
+    cuda_layernorm_forward(CX(be), res, out, out_lp, mean, rstd, a, b, weight, bias, N, C);
+}
+static void be_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, const float *weight,
+                                 const float *bias, int N, int C, int OC) {
+    cuda_matmul_forward(CX(be), out, nullptr, inp_lp, weight, bias, N, C, OC);
+}
+static void be_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, const void *inp_lp,
+                                      const float *weight, const float *bias, int N, int C, int OC) {
+    cuda_matmul_gelu_forward(CX(be), pre, out, nullptr, inp_lp, weight, bias, N, C, OC);
+}
+static void be_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
+                                  const void *inp_lp, const float *weight, int N, int C, int OC) {
+    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, nullptr, inp_lp, weight, N, C, OC);
 }
 static void be_attention_forward(Backend *be, float *out, float *att, const float *qkv,
                                  int B, int T, int C, int NH, float attn_p, DropoutKey key) {
-    cuda_attention_forward(CX(be), out, att, qkv, B, T, C, NH, attn_p, key);
+    cuda_attention_forward(CX(be), out, nullptr, att, qkv, B, T, C, NH, attn_p, key);
+}
+static void be_attention_forward_lp(Backend *be, float *out, void *out_lp, float *att, const float *qkv,
+                                    int B, int T, int C, int NH, float attn_p, DropoutKey key) {
+    cuda_attention_forward(CX(be), out, out_lp, att, qkv, B, T, C, NH, attn_p, key);
 }
 static void be_attention_forward_cached(Backend *be, float *out, float *att, float *kcache, float *vcache,
                                         const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH) {
@@ -304,6 +326,14 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->matmul_gelu_forward = be_matmul_gelu_forward;
     be->matmul_backward = be_matmul_backward;
     be->matmul_backward_dgelu = be_matmul_backward_dgelu;
+    if (matmul_dtype != DTYPE_FP32) {   // low-precision activation copies (kernels/backend.h)
+        be->lp_size = dtype_size(matmul_dtype);
+        be->layernorm_forward_lp = be_layernorm_forward_lp;
+        be->attention_forward_lp = be_attention_forward_lp;
+        be->matmul_forward_lp = be_matmul_forward_lp;
+        be->matmul_gelu_forward_lp = be_matmul_gelu_forward_lp;
+        be->matmul_backward_lp = be_matmul_backward_lp;
+    }
     be->attention_forward = be_attention_forward;
     be->attention_backward = be_attention_backward;
     be->attention_forward_cached = be_attention_forward_cached;

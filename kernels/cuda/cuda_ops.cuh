@@ -16,8 +16,9 @@ void cuda_encoder_backward(CudaCtx *c, float *dwte, float *dwpe, const float *do
 int cuda_graph_run(CudaCtx *c, void **graph, void (*fn)(void *ctx), void *ctx);
 void cuda_graph_free(CudaCtx *c, void *graph);
 
-// layernorm.cu (res != NULL: res = a + b first, the fused residual + LayerNorm)
-void cuda_layernorm_forward(CudaCtx *c, float *res, float *out, float *mean, float *rstd,
+// layernorm.cu (res != NULL: res = a + b first, the fused residual + LayerNorm; out_lp non-NULL:
+// the output's compute-dtype copy too, Backend.layernorm_forward_lp; out NULL: no fp32 output)
+void cuda_layernorm_forward(CudaCtx *c, float *res, float *out, void *out_lp, float *mean, float *rstd,
                             const float *a, const float *b, const float *weight,
                             const float *bias, int N, int C);
 void cuda_layernorm_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
@@ -63,10 +64,12 @@ void cuda_cast_touch(CudaCtx *c, const void *p, size_t bytes);
 // A matmul weight (n elements) as a GEMM operand: its slice of the cast copy when it lies wholly
 // inside the cached buffer, else as cuda_gemm_operand (rounded per call into SCR_W_LP).
 const void *cuda_weight_operand(CudaCtx *c, const float *weight, size_t n);
-void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const float *weight,
+// inp_lp non-NULL: inp's compute-dtype copy, written by its producer (Backend.matmul_forward_lp):
+// the GEMM takes it and nothing is rounded; inp is then not read (may be NULL). NULL: inp rounded.
+void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *inp_lp, const float *weight,
                          const float *bias, int N, int C, int OC);
 void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const float *inp, const float *weight, int N,
+                          const float *dout, const float *inp, const void *inp_lp, const float *weight, int N,
                           int C, int OC);
 // Backend.matmul_backward_dgelu (kernels/backend.h)
 void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float *dweight, float *dbias,
@@ -74,14 +77,15 @@ void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float
                                 int N, int C, int OC);
 
 // gelu.cu
-void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp,
+void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp, const void *inp_lp,
                               const float *weight, const float *bias, int N, int C, int OC);
 // dinp may be dout (in place)
 void cuda_gelu_backward(CudaCtx *c, float *dinp, const float *inp, const float *dout, long N);
 
 // attention.cu (attention dropout: batch row b is global row k.row0 + b*k.row_stride, element
 // (b,h,t,t2) of att has mask index dropout_global_index(k, b, NH*T*T, (h*T + t)*T + t2))
-void cuda_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T,
+// out_lp non-NULL: the output's compute-dtype copy too (Backend.attention_forward_lp); out NULL: none in fp32
+void cuda_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T,
                             int C, int NH, float attn_p, DropoutKey k);
 void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
                              const float *qkv, const float *att, int B, int T, int C, int NH,
@@ -90,7 +94,7 @@ void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const floa
 // T > hs: cuda_flash_attention_ok); `att` then holds the log-sum-exp rows and the per-head output
 // (see the file), which only its backward reads
 bool cuda_flash_attention_ok(const CudaCtx *c, int T, int C, int NH);
-void cuda_flash_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T, int C, int NH,
+void cuda_flash_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T, int C, int NH,
                                   float attn_p, DropoutKey key);
 void cuda_flash_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout, const float *qkv,
                                    const float *att, int B, int T, int C, int NH, float attn_p, DropoutKey key);

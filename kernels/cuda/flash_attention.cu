@@ -113,7 +113,8 @@ static size_t fa_fwd_smem(int hs, size_t ts) {
 }
 
 template <class T>
-__global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restrict__ out, float *__restrict__ lse,
+__global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restrict__ out, T *__restrict__ out_lp,
+                                                               float *__restrict__ lse,
                                                                float *__restrict__ ybuf, const float *__restrict__ qkv,
                                                                FlashArgs a) {
     DYNAMIC_SHARED(FaSmem, smem);
@@ -193,7 +194,9 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restr
             const int rr = warp * 16 + i / hs, c = i % hs, tt = q0 + rr;
             if (tt >= Tn) continue;
             const float y = so[rr * hs + c] * sinv[rr];
-            out[((size_t)b * Tn + tt) * C + (size_t)h * hs + c] = y;
+            const size_t o = ((size_t)b * Tn + tt) * C + (size_t)h * hs + c;
+            if (out) out[o] = y;
+            if (out_lp) store_as(out_lp + o, y);   // attn.c_proj's operand (kernels/backend.h)
             ybuf[((size_t)bh * Tn + tt) * hs + c] = y;
         }
         if (lane < 16 && wq0 + lane < Tn) lse[(size_t)bh * Tn + wq0 + lane] = slse[warp * 16 + lane];
@@ -399,11 +402,11 @@ static FlashArgs fa_args(int B, int T, int C, int NH, float attn_p, DropoutKey k
 static unsigned fa_grid(const CudaCtx *c, size_t items) { return (unsigned)(items < c->max_grid ? items : c->max_grid); }
 
 template <class T>
-static void flash_forward_t(CudaCtx *c, float *out, float *att, const float *qkv, const FlashArgs &a) {
+static void flash_forward_t(CudaCtx *c, float *out, T *out_lp, float *att, const float *qkv, const FlashArgs &a) {
     const size_t bht = (size_t)a.B * a.NH * a.T, smem = fa_fwd_smem(a.hs, sizeof(T));
     CUDA_CHECK(cudaFuncSetAttribute(flash_fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const size_t items = (size_t)a.B * a.NH * ceil_div(a.T, FA_ROWS);
-    LAUNCH((flash_fwd_kernel<T>), fa_grid(c, items), FA_THREADS, smem, c->stream)(out, att, att + bht, qkv, a);
+    LAUNCH((flash_fwd_kernel<T>), fa_grid(c, items), FA_THREADS, smem, c->stream)(out, out_lp, att, att + bht, qkv, a);
     LAUNCH_CHECK();
 }
 
@@ -422,11 +425,11 @@ static void flash_backward_t(CudaCtx *c, float *dqkv, float *scratch, const floa
     LAUNCH_CHECK();
 }
 
-void cuda_flash_attention_forward(CudaCtx *c, float *out, float *att, const float *qkv, int B, int T, int C, int NH,
-                                  float attn_p, DropoutKey key) {
+void cuda_flash_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T,
+                                  int C, int NH, float attn_p, DropoutKey key) {
     const FlashArgs a = fa_args(B, T, C, NH, attn_p, key);
-    if (c->dtype == DTYPE_FP16) flash_forward_t<__half>(c, out, att, qkv, a);
-    else flash_forward_t<__nv_bfloat16>(c, out, att, qkv, a);
+    if (c->dtype == DTYPE_FP16) flash_forward_t<__half>(c, out, (__half *)out_lp, att, qkv, a);
+    else flash_forward_t<__nv_bfloat16>(c, out, (__nv_bfloat16 *)out_lp, att, qkv, a);
 }
 
 void cuda_flash_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout, const float *qkv,

@@ -48,11 +48,11 @@ __global__ void gelu_backward_inplace_kernel(float *d, const float *__restrict__
     GRID_STRIDE(i, n) d[i] = dgelu_f(inp[i]) * d[i];
 }
 
-void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp,
+void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp, const void *inp_lp,
                               const float *weight, const float *bias, int N, int C, int OC) {
     if (N <= 0 || OC <= 0) return;
     const void *A = cuda_weight_operand(c, weight, (size_t)OC * C);
-    const void *B = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
+    const void *B = inp_lp ? inp_lp : cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
     if (bias && cuda_lt_matmul(c, true, false, OC, N, C, A, C, B, C, 0.0f, out, OC, CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
                                (float *)bias, pre, OC))
         return;

@@ -9,9 +9,12 @@
 
 #define LN_EPS 1e-5f
 
-// FUSED: res = a + b, then normalise res; else normalise a.
-template <bool FUSED>
-__global__ void layernorm_forward_kernel(float *res, float *__restrict__ out, float *__restrict__ mean,
+// FUSED: res = a + b, then normalise res; else normalise a. out NULL: no fp32 output; out_lp
+// non-NULL: the output rounded to T too (the operand of the matmul that reads it: round_kernel's
+// rounding, so the GEMM multiplies the same values; kernels/backend.h, layernorm_forward_lp).
+template <bool FUSED, class T>
+__global__ void layernorm_forward_kernel(float *res, float *__restrict__ out, T *__restrict__ out_lp,
+                                         float *__restrict__ mean,
                                          float *__restrict__ rstd, const float *a, const float *b,
                                          const float *__restrict__ weight,
                                          const float *__restrict__ bias, int N, int C) {
@@ -33,8 +36,11 @@ __global__ void layernorm_forward_kernel(float *res, float *__restrict__ out, fl
         v += d * d;
     }
     const float rs = rsqrtf(warp_sum(v) / (float)C + LN_EPS);
-    float *o = out + base;
-    for (int c = lane; c < C; c += 32) o[c] = ((x[c] - m) * rs) * weight[c] + bias[c];
+    for (int c = lane; c < C; c += 32) {
+        const float y = ((x[c] - m) * rs) * weight[c] + bias[c];
+        if (out) out[base + c] = y;
+        if (out_lp) store_as(out_lp + base + c, y);
+    }
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = rs;
@@ -131,18 +137,31 @@ __global__ void layernorm_backward_kernel(float *__restrict__ dinp, float *dweig
     }
 }
 
-void cuda_layernorm_forward(CudaCtx *c, float *res, float *out, float *mean, float *rstd,
+template <class T>
+static void layernorm_forward_launch(CudaCtx *c, float *res, float *out, T *out_lp, float *mean, float *rstd,
+                                     const float *a, const float *b, const float *weight, const float *bias,
+                                     int N, int C) {
+    const unsigned grid = ceil_div(N, ROWS_PER_BLOCK);
+    if (res)
+        LAUNCH((layernorm_forward_kernel<true, T>), grid, 32 * ROWS_PER_BLOCK, 0, c->stream)(
+            res, out, out_lp, mean, rstd, a, b, weight, bias, N, C);
+    else
+        LAUNCH((layernorm_forward_kernel<false, T>), grid, 32 * ROWS_PER_BLOCK, 0, c->stream)(
+            nullptr, out, out_lp, mean, rstd, a, nullptr, weight, bias, N, C);
+    LAUNCH_CHECK();
+}
+
+void cuda_layernorm_forward(CudaCtx *c, float *res, float *out, void *out_lp, float *mean, float *rstd,
                             const float *a, const float *b, const float *weight,
                             const float *bias, int N, int C) {
     if (N <= 0) return;
-    const unsigned grid = ceil_div(N, ROWS_PER_BLOCK);
-    if (res)
-        LAUNCH((layernorm_forward_kernel<true>), grid, 32 * ROWS_PER_BLOCK, 0, c->stream)(
-            res, out, mean, rstd, a, b, weight, bias, N, C);
-    else
-        LAUNCH((layernorm_forward_kernel<false>), grid, 32 * ROWS_PER_BLOCK, 0, c->stream)(
-            nullptr, out, mean, rstd, a, nullptr, weight, bias, N, C);
-    LAUNCH_CHECK();
+    if (out_lp && c->dtype == DTYPE_BF16)
+        layernorm_forward_launch(c, res, out, (__nv_bfloat16 *)out_lp, mean, rstd, a, b, weight, bias, N, C);
+    else if (out_lp && c->dtype == DTYPE_FP16)
+        layernorm_forward_launch(c, res, out, (__half *)out_lp, mean, rstd, a, b, weight, bias, N, C);
+    else   // fp32 mode: the copy is the output itself (Backend.lp_size is 0 there; not reached by the model)
+        layernorm_forward_launch(c, res, out ? out : (float *)out_lp, out ? (float *)out_lp : (float *)nullptr,
+                                 mean, rstd, a, b, weight, bias, N, C);
 }
 
 void cuda_layernorm_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,

@@ -187,11 +187,11 @@ const void *cuda_weight_operand(CudaCtx *c, const float *weight, size_t n) {
     return cuda_gemm_operand(c, SCR_W_LP, weight, n);
 }
 
-void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const float *weight,
+void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *inp_lp, const float *weight,
                          const float *bias, int N, int C, int OC) {
     if (N <= 0 || OC <= 0) return;
     const void *A = cuda_weight_operand(c, weight, (size_t)OC * C);
-    const void *B = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
+    const void *B = inp_lp ? inp_lp : cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
     if (bias && cuda_lt_matmul(c, true, false, OC, N, C, A, C, B, C, 0.0f, out, OC, CUBLASLT_EPILOGUE_BIAS,
                                (float *)bias, nullptr, 0))
         return;
@@ -203,12 +203,13 @@ void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const float *
     }
 }
 
-// dweight += dout^T inp and dbias += column sums of dout, given dout's GEMM operand D: one
-// cuBLASLt GEMM with the BGRADB epilogue and one accumulate, else the cuBLAS GEMM and colsums.
+// dweight += dout^T inp and dbias += column sums of dout, given dout's GEMM operand D (and inp's,
+// inp_lp, when its producer wrote it): one cuBLASLt GEMM with the BGRADB epilogue and one
+// accumulate, else the cuBLAS GEMM and colsums.
 static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *dbias, const float *dout,
-                            const float *inp, int N, int C, int OC) {
+                            const float *inp, const void *inp_lp, int N, int C, int OC) {
     if (dweight) {
-        const void *X = cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
+        const void *X = inp_lp ? inp_lp : cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
         float *g = dbias ? (float *)cuda_scratch(c, SCR_PART, (size_t)OC * sizeof(float)) : nullptr;
         if (dbias && cuda_lt_matmul(c, false, true, C, OC, N, X, C, D, OC, 1.0f, dweight, C, CUBLASLT_EPILOGUE_BGRADB,
                                     g, nullptr, 0)) {
@@ -221,7 +222,7 @@ static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *db
 }
 
 void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const float *inp, const float *weight, int N,
+                          const float *dout, const float *inp, const void *inp_lp, const float *weight, int N,
                           int C, int OC) {
     if (N <= 0 || OC <= 0 || C <= 0) return;
     const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
@@ -229,7 +230,7 @@ void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
         const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
         cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dinp, C, 0, 1);
     }
-    backward_weight(c, D, dweight, dbias, dout, inp, N, C, OC);
+    backward_weight(c, D, dweight, dbias, dout, inp, inp_lp, N, C, OC);
 }
 
 // Backend.matmul_backward_dgelu: the weight gradients first (inp is read before dpre is
@@ -242,7 +243,7 @@ void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float
                                 int N, int C, int OC) {
     if (N <= 0 || OC <= 0 || C <= 0) return;
     const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
-    backward_weight(c, D, dweight, dbias, dout, inp, N, C, OC);
+    backward_weight(c, D, dweight, dbias, dout, inp, nullptr, N, C, OC);
     const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
     float *g = (float *)cuda_scratch(c, SCR_PART, (size_t)C * sizeof(float));
     if (cuda_lt_matmul(c, false, false, C, N, OC, W, C, D, OC, 0.0f, dpre, C, CUBLASLT_EPILOGUE_DGELU_BGRAD, g,

@@ -7,14 +7,17 @@ and the DRAM bytes (each kernel reads its inputs and writes its outputs once; te
 tens of MB do not stay in the 50 MB L2 between kernels). Prints the table used in
 docs/gpu_performance.md. No GPU was used: these are estimates.
 
-usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues]
+usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues] [--round-activations]
   default: bf16 matmul inputs (use_amp), weights cast once per step (the weight-cast cache,
   Backend.cast_weights), bias / bias+GELU / bias gradient as cuBLASLt epilogues of the GEMMs;
   --per-call: every matmul rounds its weight itself, as before the cache;
   --fp32: fp32 matmul inputs (nothing rounded; attention on the cuBLAS path, the fused kernels
   being bf16/fp16 only);
   --no-epilogues: the bias add, bias+GELU, bias-gradient column sums and GELU backward as separate
-  kernels (the cuBLAS path, as before cuBLASLt; also where cuBLASLt refuses a shape)
+  kernels (the cuBLAS path, as before cuBLASLt; also where cuBLASLt refuses a shape);
+  --round-activations: the LayerNorm and attention outputs in fp32, rounded by each matmul that
+  reads them (c_attn, c_fc, lm_head, attn.c_proj, forward and backward), as before their
+  producers wrote the bf16 copies themselves (Backend.layernorm_forward_lp, attention_forward_lp)
 """
 import sys
 
@@ -37,6 +40,10 @@ lp = 4 if "--fp32" in sys.argv else 2   # bytes of a matmul input element
 fp32_mode = lp == 4
 per_call = "--per-call" in sys.argv     # weights rounded per matmul (no weight-cast cache)
 epilogues = "--no-epilogues" not in sys.argv   # cuBLASLt epilogues (kernels/cuda/matmul.cu)
+# the LayerNorms and the attention write their outputs only as the matmuls' bf16 operands
+# (kernels/backend.h)
+ln_lp = not fp32_mode and "--round-activations" not in sys.argv
+ln_out = lp if ln_lp else 4   # bytes such a producer writes per output element
 ops = []   # (phase, name, flops, bytes, kind)
 
 
@@ -54,9 +61,10 @@ def round_weight(phase, name, n):
         round_(phase, name, n)
 
 
-def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False):
+def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False, produced=False):
     round_weight(phase, name + " W", OC * Cin)
-    round_(phase, name + " x", N * Cin)
+    if not produced:   # produced: its producer wrote x in bf16
+        round_(phase, name + " x", N * Cin)
     if epilogues and (bias or gelu):
         # BIAS / GELU_AUX_BIAS epilogue on the fp32 accumulator: the bias read once; GELU also
         # writes the pre-activation (aux) beside D
@@ -71,7 +79,7 @@ def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False):
         op(phase, name + " bias", N * OC, 8 * N * OC)
 
 
-def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None):
+def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None, produced=False):
     round_(phase, name + " dout", N * OC)
     if dinp:
         round_weight(phase, name + " W", OC * Cin)
@@ -84,7 +92,8 @@ def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None):
             op(phase, dgelu + " dbias accumulate", Cin, 12 * Cin)
         else:
             op(phase, name + " dinp GEMM", 2 * N * Cin * OC, lp * (N * OC + OC * Cin) + 4 * N * Cin, "gemm")
-    round_(phase, name + " x", N * Cin)
+    if not produced:
+        round_(phase, name + " x", N * Cin)
     if epilogues and bias:
         # BGRADB epilogue: the column sums of the dout operand already in the GEMM, into scratch
         # (4 OC written), then one kernel adds them to dbias (read 8 OC, write 4 OC)
@@ -128,7 +137,7 @@ def attention_fwd(phase):
         pairs, kv_rows, _, _ = fused_tiles()
         BNH = B * NH
         op(phase, "attn fused forward (flash)", 4 * pairs * hs * BNH,
-           4 * BTC + 2 * 4 * hs * kv_rows * BNH + 8 * BTC + 4 * BNH * T, "bgemm")
+           4 * BTC + 2 * 4 * hs * kv_rows * BNH + (4 + ln_out) * BTC + 4 * BNH * T, "bgemm")
         return
     op(phase, "attn permute q,k,v", 0, 4 * 3 * BTC + lp * 3 * BTC)
     op(phase, "attn q k^T GEMM (batched)", 2 * BNT2 * hs, lp * 2 * BTC + 4 * BNT2, "bgemm")
@@ -159,19 +168,19 @@ def attention_bwd(phase):
 if not per_call and not fp32_mode:   # the weight-cast cache: the whole flat buffer, once per step
     op("fwd", "cast weights (all P, once per step)", 0, P * (4 + lp))
 op("fwd", "encoder + dropout", 2 * BTC, 4 * BTC * 2 + 8 * BTC)
-op("fwd", "layernorm ln_1 (layer 0)", 8 * BTC, 8 * BTC)
+op("fwd", "layernorm ln_1 (layer 0)", 8 * BTC, (4 + ln_out) * BTC)
 for l in range(L):
     ph = "fwd/layer"
-    matmul_fwd(ph, "c_attn", BT, C, 3 * C)
+    matmul_fwd(ph, "c_attn", BT, C, 3 * C, produced=ln_lp)
     attention_fwd(ph)
-    matmul_fwd(ph, "attn.c_proj", BT, C, C)
+    matmul_fwd(ph, "attn.c_proj", BT, C, C, produced=ln_lp)
     op(ph, "dropout (resid)", BTC, 8 * BTC)
-    op(ph, "residual + ln_2", 9 * BTC, 16 * BTC)
-    matmul_fwd(ph, "c_fc", BT, C, 4 * C, gelu=True)
+    op(ph, "residual + ln_2", 9 * BTC, (12 + ln_out) * BTC)
+    matmul_fwd(ph, "c_fc", BT, C, 4 * C, gelu=True, produced=ln_lp)
     matmul_fwd(ph, "mlp.c_proj", BT, 4 * C, C)
     op(ph, "dropout (resid)", BTC, 8 * BTC)
-    op(ph, "residual + next LN", 9 * BTC, 16 * BTC)
-matmul_fwd("fwd", "lm_head", BT, C, V, bias=False)
+    op(ph, "residual + next LN", 9 * BTC, (12 + ln_out) * BTC)
+matmul_fwd("fwd", "lm_head", BT, C, V, bias=False, produced=ln_lp)
 op("fwd", "cross-entropy + dlogits (fused)", 7 * BT * V, 8 * BT * V)
 
 # ---------------------------------------------------------------- backward
@@ -182,23 +191,23 @@ op("fwd", "cross-entropy + dlogits (fused)", 7 * BT * V, 8 * BT * V)
 # write dinp: 16 BTC) then the chunk's column sums re-reading dout and inp (8 BTC, counted here
 # although the block has just read those rows and L2 likely serves them); the chunk partials
 # and their in-order finalize are 2C per 32 rows, negligible.
-matmul_bwd("bwd", "lm_head", BT, C, V, bias=False)
+matmul_bwd("bwd", "lm_head", BT, C, V, bias=False, produced=ln_lp)
 op("bwd", "zero dres + ln_f backward", 20 * BTC, 4 * BTC + 16 * BTC + 8 * BTC)
 for l in range(L):
     ph = "bwd/layer"
     op(ph, "dropout backward", BTC, 8 * BTC)
     if epilogues:   # matmul_backward_dgelu: GELU backward and c_fc's bias gradient in c_proj's dinp GEMM
         matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C, dgelu="c_fc")
-        matmul_bwd(ph, "c_fc", BT, C, 4 * C, bias=False)
+        matmul_bwd(ph, "c_fc", BT, C, 4 * C, bias=False, produced=ln_lp)
     else:
         matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C)
         op(ph, "GELU backward", 20 * 4 * BTC, 48 * BTC)
-        matmul_bwd(ph, "c_fc", BT, C, 4 * C)
+        matmul_bwd(ph, "c_fc", BT, C, 4 * C, produced=ln_lp)
     op(ph, "ln_2 backward", 20 * BTC, 16 * BTC + 8 * BTC)
     op(ph, "dropout backward", BTC, 8 * BTC)
-    matmul_bwd(ph, "attn.c_proj", BT, C, C)
+    matmul_bwd(ph, "attn.c_proj", BT, C, C, produced=ln_lp)
     attention_bwd(ph)
-    matmul_bwd(ph, "c_attn", BT, C, 3 * C)
+    matmul_bwd(ph, "c_attn", BT, C, 3 * C, produced=ln_lp)
     op(ph, "ln_1 backward", 20 * BTC, 16 * BTC + 8 * BTC)
 # (the encoder backward's token bucketing runs on the device in one block: a radix pass reads
 # the 110 KB of tokens twice and writes 221 KB of sorted keys, negligible next to the 8 BTC terms)

@@ -22,6 +22,14 @@
 //     that already drops its copy when AdamW writes the buffer); and every loss and the
 //     parameters after every step are bitwise those of the same run on a second CUDA backend
 //     whose table has no cast_weights (per-call rounding).
+//   produced operands (Backend.layernorm_forward_lp, the matmuls' _lp twins): the LayerNorm,
+//     alone and fused with the residual add, writes the bf16/fp16 copy with no round_kernel; the
+//     matmul_forward / matmul_gelu_forward taking it launch none, matmul_backward only dout's;
+//     outputs bitwise those of the fp32 output rounded per call. In training the counting
+//     wrapper expects no rounding for the produced inputs (c_attn, c_fc and lm_head from the
+//     LayerNorms, attn.c_proj from the attention; forward and backward: 2 (3 L + 1) such calls
+//     per micro-step), and the reference run has no copies. The attention (fused and cuBLAS
+//     path) writes its copy in the launches it makes anyway, bitwise its fp32 output rounded.
 //   epilogues (kernels/cuda/matmul.cu: cuBLASLt; GEMMs are library calls, not counted as kernel
 //     launches, like the cuBLAS shim's): a matmul_forward with bias and a matmul_gelu_forward
 //     launch no kernel beyond the operand roundings (fp32: none at all; bf16 with the weight in
@@ -204,6 +212,71 @@ static void ops_check(ComputeDtype dt) {
 static void test_ops_bf16(void **state) { (void)state; ops_check(DTYPE_BF16); }
 static void test_ops_fp16(void **state) { (void)state; ops_check(DTYPE_FP16); }
 
+// Produced operands (Backend.layernorm_forward_lp and the matmuls' _lp twins): the LayerNorm
+// (alone and fused with the residual add) writes the rounded copy in its own launch, the matmuls
+// that take it launch no round_kernel (the backward: only dout's), and every output is bitwise
+// that of the fp32 LayerNorm output rounded per call.
+static void produced_check(ComputeDtype dt) {
+    enum { NC = N * C };
+    TestRng r = test_rng(dt == DTYPE_BF16 ? 15 : 16);
+    float h_flat[NFLAT], h_a[NC], h_b[NC], h_lw[C], h_lb[C], h_bias[OC], h_dout[N * OC];
+    test_fill(&r, h_flat, NFLAT, -1.5f, 1.5f);
+    test_fill(&r, h_a, NC, -2, 2);
+    test_fill(&r, h_b, NC, -2, 2);
+    test_fill(&r, h_lw, C, 0.5f, 1.5f);
+    test_fill(&r, h_lb, C, -0.5f, 0.5f);
+    test_fill(&r, h_bias, OC, -1, 1);
+    test_fill(&r, h_dout, N * OC, -1, 1);
+    Backend *be = cuda(dt);
+    assert_int_equal(be->lp_size, 2);
+    float *flat = dev_from(be, h_flat, NFLAT), *w = flat + PAD, *a = dev_from(be, h_a, NC), *b = dev_from(be, h_b, NC);
+    float *lw = dev_from(be, h_lw, C), *lb = dev_from(be, h_lb, C), *bias = dev_from(be, h_bias, OC);
+    float *dout = dev_from(be, h_dout, N * OC);
+    float *res1 = dev_from(be, NULL, NC), *res2 = dev_from(be, NULL, NC), *y = dev_from(be, NULL, NC);
+    float *st1 = dev_from(be, NULL, 4 * N), *st2 = dev_from(be, NULL, 4 * N);
+    void *y_lp = be->alloc(be, NC * be->lp_size);
+    float *o1 = dev_from(be, NULL, N * OC), *o2 = dev_from(be, NULL, N * OC), *p1 = dev_from(be, NULL, N * OC),
+          *p2 = dev_from(be, NULL, N * OC), *d1 = dev_from(be, NULL, NC), *d2 = dev_from(be, NULL, NC),
+          *g1 = dev_from(be, NULL, NW), *g2 = dev_from(be, NULL, NW), *gb1 = dev_from(be, NULL, OC),
+          *gb2 = dev_from(be, NULL, OC);
+    be->cast_weights(be, flat, NFLAT, 1);
+    for (int fused = 0; fused < 2; fused++) {
+        const char *what = fused ? "residual_layernorm_forward_lp" : "layernorm_forward_lp";
+        // the reference: fp32 LayerNorm output, rounded by each matmul
+        if (fused) be->residual_layernorm_forward(be, res1, y, st1, st1 + N, a, b, lw, lb, N, C);
+        else be->layernorm_forward(be, y, st1, st1 + N, a, lw, lb, N, C);
+        Launches l0 = launches();
+        be->matmul_forward(be, o1, y, w, bias, N, C, OC);
+        be->matmul_gelu_forward(be, p1, o1 + 0, y, w, bias, N, C, OC);
+        be->matmul_backward(be, d1, g1, gb1, dout, y, w, N, C, OC);
+        assert_launched(l0, 0, 4, "the per-call roundings");
+        // the producer writes the copy (no fp32 output), the matmuls take it
+        l0 = launches();
+        be->layernorm_forward_lp(be, fused ? res2 : NULL, NULL, y_lp, st2, st2 + N, a, fused ? b : NULL, lw, lb, N, C);
+        assert_launched(l0, 0, 0, what);
+        l0 = launches();
+        be->matmul_forward_lp(be, o2, y_lp, w, bias, N, C, OC);
+        assert_launched(l0, 0, 0, "matmul_forward_lp");
+        be->matmul_gelu_forward_lp(be, p2, o2 + 0, y_lp, w, bias, N, C, OC);
+        assert_launched(l0, 0, 0, "matmul_gelu_forward_lp");
+        be->matmul_backward_lp(be, d2, g2, gb2, dout, y_lp, w, N, C, OC);
+        assert_launched(l0, 0, 1, "matmul_backward_lp (dout only)");
+        assert_dev_equal(be, st1, st2, 2 * N, what);
+        if (fused) assert_dev_equal(be, res1, res2, NC, what);
+        assert_dev_equal(be, o1, o2, N * OC, "matmul_gelu_forward_lp");
+        assert_dev_equal(be, p1, p2, N * OC, "matmul_gelu_forward_lp (pre)");
+        assert_dev_equal(be, d1, d2, NC, "matmul_backward_lp (dinp)");
+        assert_dev_equal(be, g1, g2, NW, "matmul_backward_lp (dweight)");
+        assert_dev_equal(be, gb1, gb2, OC, "matmul_backward_lp (dbias)");
+        be->matmul_forward(be, o1, y, w, bias, N, C, OC);
+        be->matmul_forward_lp(be, o2, y_lp, w, bias, N, C, OC);
+        assert_dev_equal(be, o1, o2, N * OC, "matmul_forward_lp");
+    }
+    be->destroy(be);
+}
+static void test_produced_bf16(void **state) { (void)state; produced_check(DTYPE_BF16); }
+static void test_produced_fp16(void **state) { (void)state; produced_check(DTYPE_FP16); }
+
 static void test_ops_fp32(void **state) {
     (void)state;
     Backend *be = cuda(DTYPE_FP32);
@@ -295,7 +368,9 @@ typedef struct {
     Backend be;
     Backend *inner;
     const GPT *m;          // the model whose parameter buffer the weights must lie in
-    long rounds;           // activation operands: each forward's input, each backward's dout and inp
+    long rounds;           // activation operands: each forward's input, each backward's dout and inp,
+                           // except inputs given as produced copies (the *_lp matmuls): none
+    long produced;         // matmul calls with a produced input (the *_lp ops)
     long weights_outside;  // weights not inside m->params_memory
 } Counting;
 
@@ -333,6 +408,29 @@ static void counted_matmul_backward_dgelu(Backend *be, float *dpre, float *dbias
     k->inner->matmul_backward_dgelu(k->inner, dpre, dbias_pre, dweight, dbias, dout, inp, weight, pre, n, c, oc);
 }
 
+static void counted_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, const float *weight,
+                                      const float *bias, int n, int c, int oc) {
+    Counting *k = (Counting *)be;
+    k->produced++;   // nothing to round
+    check_weight(k, weight, (size_t)oc * c);
+    k->inner->matmul_forward_lp(k->inner, out, inp_lp, weight, bias, n, c, oc);
+}
+static void counted_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, const void *inp_lp,
+                                           const float *weight, const float *bias, int n, int c, int oc) {
+    Counting *k = (Counting *)be;
+    k->produced++;
+    check_weight(k, weight, (size_t)oc * c);
+    k->inner->matmul_gelu_forward_lp(k->inner, pre, out, inp_lp, weight, bias, n, c, oc);
+}
+static void counted_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
+                                       const void *inp_lp, const float *weight, int n, int c, int oc) {
+    Counting *k = (Counting *)be;
+    k->produced++;
+    k->rounds += 1;   // dout only
+    if (dinp) check_weight(k, weight, (size_t)oc * c);
+    k->inner->matmul_backward_lp(k->inner, dinp, dweight, dbias, dout, inp_lp, weight, n, c, oc);
+}
+
 typedef struct {
     Backend *cu;
     Counting k;            // the cached run's table
@@ -354,10 +452,16 @@ static void run_init(Run *r, ComputeDtype dt, int cached, Comm *comm) {
         r->k.be.matmul_backward = counted_matmul_backward;
         assert_non_null(r->cu->matmul_backward_dgelu);
         r->k.be.matmul_backward_dgelu = counted_matmul_backward_dgelu;
+        assert_true(r->cu->lp_size == 2 && r->cu->matmul_forward_lp && r->cu->matmul_gelu_forward_lp &&
+                    r->cu->matmul_backward_lp && r->cu->layernorm_forward_lp);
+        r->k.be.matmul_forward_lp = counted_matmul_forward_lp;
+        r->k.be.matmul_gelu_forward_lp = counted_matmul_gelu_forward_lp;
+        r->k.be.matmul_backward_lp = counted_matmul_backward_lp;
         be = &r->k.be;
     } else {
         r->plain = *r->cu;
         r->plain.cast_weights = NULL;
+        r->plain.lp_size = 0;   // and every matmul rounds its input itself
         be = &r->plain;
     }
     if (gpt_build_on(&r->m, &SHAPE, B, T, be, err, sizeof err)) fail_msg("gpt_build_on: %s", err);
@@ -431,7 +535,10 @@ static void train_check(ComputeDtype dt, int n_micro) {
         StepResult rc, rp;
         const uint64_t version = c.m.params_version;
         snprintf(what, sizeof what, "step %d (%d micro-steps)", s, n_micro);
+        const long produced = c.k.produced;
         counted(&c, dirty, what, assert_int_equal(train_step(&c.ts, mb, n_micro, B, T, 7, (uint64_t)s, 0, &rc), 0));
+        // c_attn, c_fc and lm_head take the LayerNorms' copies, attn.c_proj the attention's, forward and backward
+        assert_int_equal(c.k.produced - produced, (long)n_micro * 2 * (3 * SHAPE.n_layer + 1));
         assert_int_equal(train_step(&p.ts, mb, n_micro, B, T, 7, (uint64_t)s, 0, &rp), 0);
         if (memcmp(&rc.loss, &rp.loss, sizeof rc.loss) != 0 || rc.applied != rp.applied)
             fail_msg("%s: loss %.9g applied %d vs per-call %.9g applied %d", what, rc.loss, rc.applied, rp.loss, rp.applied);
@@ -534,6 +641,23 @@ static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_
     assert_int_equal(n2 - n1, want_bwd);
     assert_int_equal(fused, want_fused);
     assert_int_equal(emu_memset_count(), m0);
+    if (dt != DTYPE_FP32) {
+        // attention_forward_lp: the copy in the same launches, no fp32 output, bitwise the output rounded
+        // (a matmul of each against the same weight: the same result)
+        assert_int_equal(be->lp_size, 2);
+        void *out_lp = be->alloc(be, BTC * be->lp_size);
+        float *att2 = be->alloc(be, NATT * 4), *w = dev_from(be, h, (size_t)C * C);
+        float *y1 = be->alloc(be, BTC * 4), *y2 = be->alloc(be, BTC * 4);
+        const long r0 = emu_launch_count(ROUND), l0 = emu_launch_count(NULL);
+        be->attention_forward_lp(be, NULL, out_lp, att2, qkv, B, T, C, NH, 0.1f, key);
+        assert_int_equal(emu_launch_count(NULL) - l0, want_fwd);
+        assert_int_equal(emu_launch_count(ROUND) - r0, 0);
+        be->matmul_forward(be, y1, out, w, NULL, B * T, C, C);
+        be->matmul_forward_lp(be, y2, out_lp, w, NULL, B * T, C, C);
+        assert_dev_equal(be, y1, y2, BTC, "attention_forward_lp");
+        assert_dev_equal(be, att, att2, NATT, "attention_forward_lp (saved for the backward)");
+        be->free(be, out_lp); be->free(be, att2); be->free(be, w); be->free(be, y1); be->free(be, y2);
+    }
     be->free(be, qkv); be->free(be, dout); be->free(be, out); be->free(be, att); be->free(be, dqkv); be->free(be, scr);
     free(h);
     be->destroy(be);
@@ -620,6 +744,8 @@ int main(void) {
         cmocka_unit_test(test_ops_bf16),
         cmocka_unit_test(test_ops_fp16),
         cmocka_unit_test(test_ops_fp32),
+        cmocka_unit_test(test_produced_bf16),
+        cmocka_unit_test(test_produced_fp16),
         cmocka_unit_test(test_epilogues),
         cmocka_unit_test(test_backward_memsets),
         cmocka_unit_test(test_attention_launches),
