@@ -272,6 +272,9 @@ static void produced_check(ComputeDtype dt) {
         be->matmul_forward_lp(be, o2, y_lp, w, bias, N, C, OC);
         assert_dev_equal(be, o1, o2, N * OC, "matmul_forward_lp");
     }
+    float *bufs[] = { flat, a, b, lw, lb, bias, dout, res1, res2, y, st1, st2, o1, o2, p1, p2, d1, d2, g1, g2, gb1, gb2 };
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->free(be, bufs[i]);
+    be->free(be, y_lp);
     be->destroy(be);
 }
 static void test_produced_bf16(void **state) { (void)state; produced_check(DTYPE_BF16); }
