@@ -364,8 +364,8 @@ static void test_dnnl3_candidate(void **state) {
     const Report c = run_child(force_off);
     assert_true(c.correct);
 #if defined(__SANITIZE_ADDRESS__)   // make test SAN=1: refused before the library is looked for
-    assert_non_null(strstr(c.notes, "MINGPT_GEMM=onednn3, but oneDNN 3 is not available here (not used under "
-                                     "AddressSanitizer (it refuses RTLD_DEEPBIND)): ignored."));
+    assert_non_null(strstr(c.notes, "MINGPT_GEMM=onednn3, but oneDNN 3 is not available here (not used in a "
+                                     "sanitizer build (ASan refuses RTLD_DEEPBIND)): ignored."));
 #else
     assert_non_null(strstr(c.notes, "MINGPT_GEMM=onednn3, but oneDNN 3 is not available here (no oneDNN 3 at "
                                      "MINGPT_DNNL3_LIB=" NO_DNNL3 " (no such file)): ignored."));
