@@ -175,6 +175,7 @@ int main() {
     EXPECT(e != cudaSuccess, "capture on the legacy default stream refused: %s", cudaGetErrorName(e));
     (void)cudaGetLastError();
 
+    for (const Bufs* b : { &d, &g }) { cudaFree(b->x); cudaFree(b->y); cudaFree(b->z); cudaFree(b->w); cudaFree(b->c); }
     cublasDestroy(h);
     cudaStreamDestroy(s);
     printf("%s: %d failure(s)\n", fails ? "FAILED" : "PASSED", fails);
