@@ -11,7 +11,9 @@
 //   * ACCUMULATE (+=) into parameter gradients: matmul_backward's dweight and dbias,
 //     layernorm_backward's dweight and dbias, encoder_backward's dwte and dwpe (the caller
 //     zeroes them once per optimizer step; micro-steps add up), and into layernorm_backward's
-//     dinp (the residual stream's gradient: each block's two branches add to it);
+//     dinp (the residual stream's gradient: each block's two branches add to it); the matmul
+//     backwards' parameter gradients are written (=) instead while set_grad_write asked for
+//     GRAD_OVERWRITE (the first backward after the caller zeroed them: see there);
 //   * OVERWRITE the activation gradients they alone write, whatever the buffer held before
 //     (NaN included): matmul_backward's dinp, attention_backward's dqkv, gelu_backward's and
 //     dropout_backward's dinp, crossentropy_softmax_backward's dlogits. The caller zeroes no
@@ -51,6 +53,9 @@ extern "C" {
 #endif
 
 typedef enum { DTYPE_FP32 = 0, DTYPE_BF16 = 1, DTYPE_FP16 = 2 } ComputeDtype;
+
+// How the matmul backwards write parameter gradients (Backend.set_grad_write).
+typedef enum { GRAD_ACCUMULATE = 0, GRAD_OVERWRITE = 1 } GradWrite;
 
 typedef struct Backend Backend;
 typedef struct Comm Comm;   // dist/comm.h
@@ -109,7 +114,8 @@ struct Backend {
     void (*matmul_gelu_forward)(Backend *be, float *pre, float *out, const float *inp,
                                 const float *weight, const float *bias, int N, int C, int OC);
     // dinp (N,C) = dout @ weight, overwritten (NULL: skipped); dweight (OC,C) += dout^T @ inp;
-    // dbias (OC,) += column sums of dout (NULL: skipped).
+    // dbias (OC,) += column sums of dout (NULL: skipped). dweight and dbias are written (=),
+    // whatever they held, under GRAD_OVERWRITE (set_grad_write).
     void (*matmul_backward)(Backend *be, float *dinp, float *dweight, float *dbias,
                             const float *dout, const float *inp, const float *weight,
                             int N, int C, int OC);
@@ -141,7 +147,8 @@ struct Backend {
     void (*gelu_backward)(Backend *be, float *dinp, const float *inp, const float *dout, long N);
     // The MLP's second Linear backward with the GELU backward of its input fused (c_proj after
     // c_fc): dpre (N,C) = gelu'(pre) * (dout @ weight), overwritten; dweight (OC,C) += dout^T @ inp;
-    // dbias (OC,) += column sums of dout; dbias_pre (C,) += column sums of dpre. All four
+    // dbias (OC,) += column sums of dout; dbias_pre (C,) += column sums of dpre (those three
+    // written (=), whatever they held, under GRAD_OVERWRITE: set_grad_write). All four
     // non-NULL; dpre overlaps none of the inputs. The same as matmul_backward into a scratch dinp,
     // gelu_backward(dpre, pre, dinp) and the column sums of dpre (up to rounding: a backend
     // may sum in another order). Optional: NULL means the model makes those calls itself (the
@@ -225,6 +232,21 @@ struct Backend {
     // roundoff 2^-11) and accumulate in fp32 on tensor cores; 0 ("highest", the default): true
     // fp32. Matmuls in BF16/FP16 are unaffected. Applies to the ops queued after the call.
     void (*set_matmul_precision)(Backend *be, int tf32);
+
+    // ---- parameter-gradient writes. Optional: NULL means the backend always accumulates (a
+    // caller that wanted GRAD_OVERWRITE zeroes the gradients and accumulates into the zeros).
+    // GRAD_ACCUMULATE (the default): the backward ops add (+=) into parameter gradients, as the
+    // top of this file says. GRAD_OVERWRITE: matmul_backward's and matmul_backward_lp's dweight
+    // and dbias, and matmul_backward_dgelu's dweight, dbias and dbias_pre, are written (=) with
+    // the gradient whatever they held (NaN included); layernorm_backward and encoder_backward
+    // still accumulate. Meant for the first backward after the gradients were zeroed, where each
+    // of those tensors has that op as its only writer: the result is then the accumulated one
+    // (a GPU saves the pass that adds the bias gradients and the GEMMs' read of dweight). The
+    // values are the accumulate-into-zeros values, except that an overwritten -0.0 stays -0.0
+    // where 0.0 + -0.0 gives +0.0 (the CPU writes the accumulate-into-zeros bits exactly).
+    // Applies to the ops queued after the call; a graph (graph_run) replays the mode its ops
+    // were captured with.
+    void (*set_grad_write)(Backend *be, GradWrite mode);
 
     // ---- data parallelism (dist/comm.h). Optional: NULL means gradients live in host memory
     // and the trainer all-reduces them with the host communicator itself (the CPU backend).

@@ -408,7 +408,16 @@ int gpt_init_weights(GPT *m, uint64_t seed) {
 }
 
 void gpt_zero_grad(GPT *m) {
-    if (m->grads_memory) m->be->zero(m->be, m->grads_memory, m->num_params * sizeof(float));
+    if (!m->grads_memory) return;
+    m->be->zero(m->be, m->grads_memory, m->num_params * sizeof(float));
+    m->grads_zero = true;
+}
+
+// Whether the next backward may write (=) the matmuls' parameter gradients: the model's own
+// buffer holds zeros and every gradient lies in it (gpt_bind_grad moves some out), so each
+// matmul gradient's only writer in the pass writes exactly what it would have added to zero.
+static bool grads_overwrite(const GPT *m) {
+    return m->grads_memory && m->grads_zero && !m->grads_rebound && m->be->set_grad_write;
 }
 
 // The view of tensor k in p (the table order of bind_params).
@@ -420,7 +429,11 @@ static float **tensor_view(const GPT *m, GPTParams *p, int k) {
     return &MEMBER(p, TAIL_TENSORS[k - nb].member);
 }
 
-void gpt_bind_grad(GPT *m, int k, float *p) { *tensor_view(m, &m->grads, k) = p; }
+void gpt_bind_grad(GPT *m, int k, float *p) {
+    *tensor_view(m, &m->grads, k) = p;
+    m->grads_rebound = true;
+    m->grads_zero = false;
+}
 
 // The block's tensors (BLOCK_TENSORS indices) whose offset gpt_backward's hook passes after each op
 // of a block, in the backward's order: mlp.c_proj, mlp.c_fc, ln_2, attn.c_proj, attn.c_attn, ln_1
@@ -679,12 +692,16 @@ float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, i
         if (!m->drop_keys_dev || !m->drop_keys_host)
             fatal_error("gpt_forward_backward: out of memory for %d dropout keys", n_sites);
     }
+    // the backward's gradient write mode (gpt_backward) is baked into the captured ops: a graph
+    // captured as a first micro-step (GRAD_OVERWRITE) never replays for a later one, nor the reverse
+    const bool overwrite = n_valid > 0 && grads_overwrite(m);
     GPTGraph *slot = NULL;
     if (be->graph_run && (!dropout || m->drop_keys_dev) && !a.params_needed && m->grads_memory) {
         for (int k = 0; k < m->n_graphs && !slot; k++) {
             GPTGraph *q = &m->graphs[k];
             if (q->B == B && q->T == T && q->train == train && q->n_valid == n_valid &&
-                q->checkpointing == m->checkpointing && memcmp(&q->loss_scale, &a.loss_scale, sizeof(float)) == 0)
+                q->checkpointing == m->checkpointing && q->grad_overwrite == overwrite &&
+                memcmp(&q->loss_scale, &a.loss_scale, sizeof(float)) == 0)
                 slot = q;
         }
         if (!slot) {   // a new key: a free entry, else the least recently used one's
@@ -697,7 +714,7 @@ float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, i
                 be->graph_free(be, slot->graph);
             }
             *slot = (GPTGraph){ .B = B, .T = T, .train = train, .n_valid = n_valid, .loss_scale = a.loss_scale,
-                                .checkpointing = m->checkpointing };
+                                .checkpointing = m->checkpointing, .grad_overwrite = overwrite };
         }
         slot->last_use = ++m->graph_uses;
     }
@@ -726,6 +743,7 @@ float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, i
     be->graph_run(be, &slot->graph, graph_step_ops, &g);
     m->dev_keys = false;
     m->in_graph = false;
+    if (n_valid > 0) m->grads_zero = false;   // a replay wrote the gradients without calling gpt_backward
     return read_loss(m, &m->acts, targets, BT);
 }
 
@@ -844,7 +862,12 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
     GPTGradScratch *d = &m->scratch;
     Backend *be = m->be;
     if (m->acts_overwritten) fatal_error("gpt_backward after gpt_forward_inference: no activations to differentiate");
-    if (m->n_valid == 0) return;   // every target ignored: the loss has no gradient
+    if (m->n_valid == 0) return;   // every target ignored: the loss has no gradient (nothing written)
+    // The first backward after gpt_zero_grad writes the matmuls' parameter gradients (=) rather
+    // than adding them to zeros (on CUDA: no bias-gradient accumulate launches, no dweight read).
+    const bool overwrite = grads_overwrite(m);
+    m->grads_zero = false;
+    if (overwrite) be->set_grad_write(be, GRAD_OVERWRITE);
 
     // loss -> logits (in place over probs) -> ln_f -> residual stream
     float *dlogits = a->probs;
@@ -908,5 +931,6 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
     }
 
     be->encoder_backward(be, g->wte, g->wpe, branch_grad(m, 0, SITE_EMBD, embd_p, BTC), m->inputs, B, T, C);
+    if (overwrite) be->set_grad_write(be, GRAD_ACCUMULATE);
     if (ready) ready(ready_ctx, 0);
 }

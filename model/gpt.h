@@ -146,6 +146,7 @@ typedef struct {
     long n_valid;
     float loss_scale;
     bool checkpointing;
+    bool grad_overwrite;      // captured as the first backward after gpt_zero_grad (GRAD_OVERWRITE)
     void *graph;              // the backend's (Backend.graph_free)
     uint64_t last_use;        // GPT.graph_uses when last used
 } GPTGraph;
@@ -169,6 +170,9 @@ typedef struct {
     float *params_memory;     // (num_params)
     uint64_t params_version;  // bumped by gpt_params_changed: names the content of params_memory
     float *grads_memory;      // (num_params)
+    bool grads_zero;          // grads_memory holds zeros: set by gpt_zero_grad, cleared by any
+                              // backward (or graph of one) that writes it and by gpt_bind_grad
+    bool grads_rebound;       // gpt_bind_grad moved a gradient out of grads_memory (for good)
     GPTParams params, grads;  // views into the two buffers
     float *acts_memory;
     size_t num_acts;
@@ -290,7 +294,8 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
 // gpt_forward followed by gpt_backward(m, NULL, NULL): the same results bit for bit (loss,
 // gradients accumulated into m->grads_memory, the state gpt_forward leaves). targets must not be
 // NULL. On a backend with graph_run (CUDA) the ops of both passes run as one graph per distinct
-// (B, T, train, number of targets != -1, args->loss_scale, m->checkpointing), the GPT_GRAPHS
+// (B, T, train, number of targets != -1, args->loss_scale, m->checkpointing, whether it is the
+// first backward after gpt_zero_grad: gpt_backward's GRAD_OVERWRITE), the GPT_GRAPHS
 // most recently used kept: the batch is uploaded first, the graph reads it from the model's
 // buffers, and the losses are downloaded after it (the first call of a key runs directly, the
 // second captures). With dropout on the keys of the step's masks (which change every step) are
@@ -351,12 +356,16 @@ const float *gpt_infer_feed(GPTInfer *g, const int32_t *tokens, int n);
 // feed. NULL when n < 1.
 const float *gpt_infer_next(GPTInfer *g, const int32_t *ctx, long n);
 
-// Sets every gradient to 0.
+// Sets every gradient to 0. Until the next gpt_backward (or gpt_forward_backward) the model
+// takes grads_memory to hold those zeros: nothing else may write it in between.
 void gpt_zero_grad(GPT *m);
 
 // Backward pass of the last gpt_forward (which must have had targets): accumulates
 // args->loss_scale * d(mean loss)/d(params) into m->grads_memory, with that forward's
-// GPTStepArgs. With m->checkpointing each block's forward is first recomputed from its saved
+// GPTStepArgs. The first backward after gpt_zero_grad, when every gradient lies in the model's
+// own buffer (no gpt_bind_grad), runs under the backend's GRAD_OVERWRITE (Backend.set_grad_write):
+// the matmul backwards write their parameter gradients instead of adding them to the zeros,
+// the same values, with less work on a GPU; the mode is back to GRAD_ACCUMULATE on return. With m->checkpointing each block's forward is first recomputed from its saved
 // input (the dropout masks are a function of the step and the element, kernels/dropout_rng.h,
 // so the recomputation is bit for bit the forward's). ready (NULL: none) is called with
 // ready_ctx as each suffix of the gradients becomes final (GPTGradsReady). A call after

@@ -53,6 +53,7 @@ typedef struct {
     uint64_t wversion;
     int wvalid;
     void *wcast;
+    int grad_overwrite;         // Backend.set_grad_write: matmul backwards write (=) dweight and dbias
 } CpuCtx;
 
 static void *slot(CpuCtx *c, int k, size_t bytes) {
@@ -259,6 +260,12 @@ static void cpu_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, cons
 }
 static void matmul_backward_rows(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
                                  const float *inp, const void *inp_lp, const float *weight, int N, int C, int OC) {
+    // GRAD_OVERWRITE: the accumulation below into zeros (+0.0), the bits the caller's zeroed
+    // gradients would give, whatever dweight and dbias held
+    if (((const CpuCtx *)be->ctx)->grad_overwrite) {
+        if (dweight) memset(dweight, 0, (size_t)OC * C * sizeof(float));
+        if (dbias) memset(dbias, 0, (size_t)OC * sizeof(float));
+    }
     // dbias is a plain fp32 reduction (autocast sums bias gradients in fp32).
     if (dbias) bias_backward(dbias, dout, N, OC);
     const Operand w = dinp ? weight_operand(be, SLOT_B, weight, (size_t)OC * C) : (Operand){ GEMM_F32, NULL };
@@ -268,6 +275,9 @@ static void matmul_backward_rows(Backend *be, float *dinp, float *dweight, float
         const Operand x = dweight ? input_rows(be, SLOT_A, inp, inp_lp, n0, r, C) : (Operand){ d.t, NULL };
         matmul_backward_t(d.t, dinp ? dinp + (size_t)n0 * C : NULL, dweight, d.p, x.p, w.p, r, C, OC);
     }
+}
+static void cpu_set_grad_write(Backend *be, GradWrite mode) {
+    ((CpuCtx *)be->ctx)->grad_overwrite = mode == GRAD_OVERWRITE;
 }
 static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                                 const float *dout, const float *inp, const float *weight,
@@ -530,7 +540,7 @@ Backend *backend_cpu_create(ComputeDtype matmul_dtype) {
         .crossentropy_forward_backward = cpu_crossentropy_forward_backward,
         .adamw_update = cpu_adamw_update, .sum_squares = cpu_sum_squares, .scale = cpu_scale,
         .accumulate = cpu_accumulate,
-        .cast_weights = cpu_cast_weights,
+        .cast_weights = cpu_cast_weights, .set_grad_write = cpu_set_grad_write,
     };
     if (c->lp != LP_NONE) {   // producers write the matmuls' operands (kernels/backend.h)
         be->lp_size = c->lp == LP_BF16 ? sizeof(uint16_t) : sizeof(float);

@@ -56,6 +56,9 @@ static int be_mem_info(Backend *, size_t *free_bytes, size_t *total_bytes) {   /
 // Backend.set_matmul_precision: TF32 tensor cores for the fp32 GEMMs queued from now on
 // (cuda_gemm picks the compute type per call).
 static void be_set_matmul_precision(Backend *be, int tf32) { CX(be)->tf32 = tf32 != 0; }
+// Backend.set_grad_write: whether the matmul backwards queued from now on overwrite their
+// parameter gradients (matmul.cu reads it per call).
+static void be_set_grad_write(Backend *be, GradWrite mode) { CX(be)->grad_overwrite = mode == GRAD_OVERWRITE; }
 // Every free drops the weight-cast copy: the size of the freed block is not known here, and a
 // later allocation may reuse the cached buffer's addresses.
 static void be_free(Backend *be, void *p) {
@@ -352,6 +355,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->grad_comm_create = cuda_grad_comm_create;   // comm_nccl.cu
     be->mem_info = be_mem_info;
     be->set_matmul_precision = be_set_matmul_precision;
+    be->set_grad_write = be_set_grad_write;
     be->graph_run = be_graph_run;
     be->graph_free = be_graph_free;
     return be;

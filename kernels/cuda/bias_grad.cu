@@ -30,31 +30,34 @@ __global__ void colsum_partial_kernel(float *__restrict__ part, const float *__r
     }
 }
 
-// out_j[c] += sum over chunks k (ascending) of part[(k*nout + j)*C + c], j < nout (1 or 2).
+// out_j[c] += sum over chunks k (ascending) of part[(k*nout + j)*C + c], j < nout (1 or 2);
+// out_j[c] = that sum when accumulate is 0.
 __global__ void colsum_finalize_kernel(float *out0, float *out1, const float *__restrict__ part,
-                                       int nchunk, int nout, int C) {
+                                       int nchunk, int nout, int C, int accumulate) {
     GRID_STRIDE(i, (size_t)nout * C) {
         const int j = (int)(i / C), c = (int)(i % C);
         float *out = j == 0 ? out0 : out1;
         if (!out) continue;
         float acc = 0.0f;
         for (int k = 0; k < nchunk; k++) acc += part[((size_t)k * nout + j) * C + c];
-        out[c] += acc;
+        if (accumulate) out[c] += acc;
+        else out[c] = acc;
     }
 }
 
 void cuda_colsum_finalize(CudaCtx *c, float *out0, float *out1, const float *part, int nchunk,
-                          int nout, int C) {
+                          int nout, int C, bool accumulate) {
     if (C <= 0 || (!out0 && !out1)) return;
-    LAUNCH(colsum_finalize_kernel, grid_for(c, (size_t)nout * C), BLOCK, 0, c->stream)(out0, out1, part, nchunk, nout, C);
+    LAUNCH(colsum_finalize_kernel, grid_for(c, (size_t)nout * C), BLOCK, 0, c->stream)(out0, out1, part, nchunk, nout, C,
+                                                                                        accumulate ? 1 : 0);
     LAUNCH_CHECK();
 }
 
-void cuda_colsum_accumulate(CudaCtx *c, float *out, const float *in, int N, int C) {
+void cuda_colsum(CudaCtx *c, float *out, const float *in, int N, int C, bool accumulate) {
     if (N <= 0 || C <= 0) return;
     const int rows = cuda_colsum_rows(N), nchunk = (int)ceil_div(N, rows);
     float *part = (float *)cuda_scratch(c, SCR_PART, (size_t)nchunk * C * sizeof(float));
     LAUNCH(colsum_partial_kernel, dim3(ceil_div(C, 32), nchunk), dim3(32, 8), 0, c->stream)(part, in, N, C, rows);
     LAUNCH_CHECK();
-    cuda_colsum_finalize(c, out, nullptr, part, nchunk, 1, C);
+    cuda_colsum_finalize(c, out, nullptr, part, nchunk, 1, C, accumulate);
 }

@@ -78,6 +78,7 @@ struct CudaCtx {
     cublasLtHandle_t cublaslt;   // NULL: no cuBLASLt (cublasLtCreate failed): epilogues as kernels
     ComputeDtype dtype;          // matmul input precision
     bool tf32;                   // fp32 matmuls on TF32 tensor cores (Backend.set_matmul_precision)
+    bool grad_overwrite;         // matmul backwards write (=) parameter gradients (Backend.set_grad_write)
     unsigned max_grid;           // cap on the grid of grid-stride kernels
     void *scratch[SCR_COUNT];
     size_t scratch_bytes[SCR_COUNT];

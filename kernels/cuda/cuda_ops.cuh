@@ -28,11 +28,12 @@ void cuda_layernorm_backward(CudaCtx *c, float *dinp, float *dweight, float *dbi
 // bias_grad.cu: deterministic column sums (fixed chunks of rows, summed in order)
 #define COLSUM_ROWS 32   // rows per partial sum (more when N > 65535 * 32: gridDim.y limit)
 int cuda_colsum_rows(int N);
-// out[c] += sum_n in[n*C + c]
-void cuda_colsum_accumulate(CudaCtx *c, float *out, const float *in, int N, int C);
-// out0[c] += sum_k part[(k*nout + 0)*C + c]; out1 likewise with slot 1 (nout 1 or 2)
+// out[c] += sum_n in[n*C + c] (accumulate), or out[c] = that sum (!accumulate)
+void cuda_colsum(CudaCtx *c, float *out, const float *in, int N, int C, bool accumulate);
+// out0[c] += sum_k part[(k*nout + 0)*C + c]; out1 likewise with slot 1 (nout 1 or 2);
+// = instead of += when !accumulate
 void cuda_colsum_finalize(CudaCtx *c, float *out0, float *out1, const float *part, int nchunk,
-                          int nout, int C);
+                          int nout, int C, bool accumulate);
 
 // matmul.cu
 cudaDataType cuda_gemm_type(const CudaCtx *c);

@@ -5,6 +5,7 @@
 //   out^T (OC,N) = op_T(W as C x OC) * inp^T (C,N)                       forward
 //   dinp^T (C,N) = W (C x OC) * dout^T (OC,N)   (beta 0: overwritten)      backward, data
 //   dweight^T (C,OC) += inp^T (C,N) * op_T(dout^T) (N,OC)                 backward, weights
+//                        (beta 1; beta 0, =, under Backend.set_grad_write's GRAD_OVERWRITE)
 // With matmul_dtype BF16/FP16 the operands are first rounded (round to nearest even) into
 // scratch buffers of that type; products accumulate in fp32 (CUBLAS_COMPUTE_32F, tensor
 // cores on sm_80+) and outputs stay fp32. FP32 mode uses plain fp32 GEMMs (no TF32) unless
@@ -18,14 +19,16 @@
 // Epilogues on cuBLASLt (cuda_lt_matmul): the forward's bias add rides on the GEMM
 // (CUBLASLT_EPILOGUE_BIAS, no bias kernel), matmul_gelu_forward's bias + GELU too (gelu.cu), and
 // the backward's bias gradient is a BGRADB epilogue of the dweight GEMM (the column sums of the
-// dout operand, no colsum kernels). BGRADB overwrites its vector while dbias accumulates
-// (kernels/backend.h: micro-steps of gradient accumulation add up), so the epilogue writes
-// scratch and one accumulate kernel of OC elements adds it to dbias: 1 launch and 12 OC bytes
-// instead of 2 launches and a pass over dout (4 N OC bytes). With bf16/fp16 matmuls the bias
+// dout operand, no colsum kernels). BGRADB overwrites its vector: under GRAD_OVERWRITE
+// (Backend.set_grad_write: the first backward after the gradients were zeroed) it writes dbias
+// itself, no other launch; under GRAD_ACCUMULATE (later micro-steps of gradient accumulation add
+// up, kernels/backend.h) it writes scratch and one accumulate kernel of OC elements adds that to
+// dbias: 1 launch and 12 OC bytes instead of 2 launches and a pass over dout (4 N OC bytes).
+// With bf16/fp16 matmuls the bias
 // gradient sums the rounded dout operand (as torch.autocast's Linear, whose grad_output is bf16),
 // in fp32. matmul_backward_dgelu (the MLP's c_proj) runs its data-gradient GEMM with the
 // DGELU_BGRAD epilogue instead: gelu'(pre) times the fp32 accumulator, and the sums of that (the
-// c_fc bias gradient) beside it. Where cuBLASLt cannot take a case (no handle; a GELU aux leading dimension not a
+// c_fc bias gradient) beside it, into dbias_pre or scratch as BGRADB's. Where cuBLASLt cannot take a case (no handle; a GELU aux leading dimension not a
 // multiple of 8, its documented requirement; a shape, type or alignment it refuses with
 // NOT_SUPPORTED / INVALID_VALUE, noted once on stderr) the cuBLAS GEMM and the separate kernels
 // run instead, with the same results up to rounding.
@@ -203,22 +206,23 @@ void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *i
     }
 }
 
-// dweight += dout^T inp and dbias += column sums of dout, given dout's GEMM operand D (and inp's,
-// inp_lp, when its producer wrote it): one cuBLASLt GEMM with the BGRADB epilogue and one
-// accumulate, else the cuBLAS GEMM and colsums.
+// dweight += dout^T inp and dbias += column sums of dout (= both under GRAD_OVERWRITE), given
+// dout's GEMM operand D (and inp's, inp_lp, when its producer wrote it): one cuBLASLt GEMM with
+// the BGRADB epilogue (and, accumulating, one accumulate), else the cuBLAS GEMM and colsums.
 static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *dbias, const float *dout,
                             const float *inp, const void *inp_lp, int N, int C, int OC) {
+    const bool ow = c->grad_overwrite;
     if (dweight) {
         const void *X = inp_lp ? inp_lp : cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
-        float *g = dbias ? (float *)cuda_scratch(c, SCR_PART, (size_t)OC * sizeof(float)) : nullptr;
-        if (dbias && cuda_lt_matmul(c, false, true, C, OC, N, X, C, D, OC, 1.0f, dweight, C, CUBLASLT_EPILOGUE_BGRADB,
-                                    g, nullptr, 0)) {
-            cuda_accumulate(c, dbias, g, (size_t)OC, 0);   // the epilogue overwrote g; dbias accumulates
+        float *g = !dbias ? nullptr : ow ? dbias : (float *)cuda_scratch(c, SCR_PART, (size_t)OC * sizeof(float));
+        if (dbias && cuda_lt_matmul(c, false, true, C, OC, N, X, C, D, OC, ow ? 0.0f : 1.0f, dweight, C,
+                                    CUBLASLT_EPILOGUE_BGRADB, g, nullptr, 0)) {
+            if (!ow) cuda_accumulate(c, dbias, g, (size_t)OC, 0);   // the epilogue overwrote g; dbias accumulates
             return;
         }
-        cuda_gemm(c, false, true, C, OC, N, X, C, 0, D, OC, 0, 1.0f, 1.0f, dweight, C, 0, 1);
+        cuda_gemm(c, false, true, C, OC, N, X, C, 0, D, OC, 0, 1.0f, ow ? 0.0f : 1.0f, dweight, C, 0, 1);
     }
-    if (dbias) cuda_colsum_accumulate(c, dbias, dout, N, OC);
+    if (dbias) cuda_colsum(c, dbias, dout, N, OC, !ow);
 }
 
 void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
@@ -235,9 +239,10 @@ void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
 
 // Backend.matmul_backward_dgelu: the weight gradients first (inp is read before dpre is
 // written), then the data gradient as one cuBLASLt GEMM with the DGELU_BGRAD epilogue (gelu'(pre)
-// applied to the fp32 accumulator, the column sums of the result into scratch, added to
-// dbias_pre by one accumulate): no gelu_backward pass and no dinp buffer. Without cuBLASLt:
-// the cuBLAS GEMM into dpre, gelu_backward in place, the column sums of dpre.
+// applied to the fp32 accumulator, the column sums of the result into dbias_pre under
+// GRAD_OVERWRITE, else into scratch added to dbias_pre by one accumulate): no gelu_backward pass
+// and no dinp buffer. Without cuBLASLt: the cuBLAS GEMM into dpre, gelu_backward in place, the
+// column sums of dpre.
 void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float *dweight, float *dbias,
                                 const float *dout, const float *inp, const float *weight, const float *pre,
                                 int N, int C, int OC) {
@@ -245,13 +250,14 @@ void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float
     const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
     backward_weight(c, D, dweight, dbias, dout, inp, nullptr, N, C, OC);
     const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
-    float *g = (float *)cuda_scratch(c, SCR_PART, (size_t)C * sizeof(float));
+    const bool ow = c->grad_overwrite;
+    float *g = ow ? dbias_pre : (float *)cuda_scratch(c, SCR_PART, (size_t)C * sizeof(float));
     if (cuda_lt_matmul(c, false, false, C, N, OC, W, C, D, OC, 0.0f, dpre, C, CUBLASLT_EPILOGUE_DGELU_BGRAD, g,
                        (float *)pre, C)) {
-        cuda_accumulate(c, dbias_pre, g, (size_t)C, 0);
+        if (!ow) cuda_accumulate(c, dbias_pre, g, (size_t)C, 0);
         return;
     }
     cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dpre, C, 0, 1);
     cuda_gelu_backward(c, dpre, pre, dpre, (long)N * C);   // in place
-    cuda_colsum_accumulate(c, dbias_pre, dpre, N, C);
+    cuda_colsum(c, dbias_pre, dpre, N, C, !ow);
 }
