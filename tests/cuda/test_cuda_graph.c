@@ -28,9 +28,11 @@
 //     graph, whose kernels read the step's dropout keys from device memory: each step's loss
 //     (all different) and gradients bitwise the direct launches', fp32 and bf16; graph_case
 //     above with dropout 0.1 too (fp32, checkpointing, bf16).
-//   training steps (trainer/train_step.c, dropout off and 0.1): 4 optimizer steps with graphs
-//     (the default) and with MINGPT_CUDA_GRAPHS=0 give bitwise the same losses, norms and
-//     parameters, the first run through one graph, the second through none.
+//   training steps (trainer/train_step.c, dropout off and 0.1, 1 and 2 micro-steps per step):
+//     4 optimizer steps with graphs (the default) and with MINGPT_CUDA_GRAPHS=0 give bitwise the
+//     same losses, norms and parameters, the first run through one graph per kind of micro-step
+//     (the first after gpt_zero_grad, whose matmuls overwrite their gradients, and the others),
+//     the second through none, with no bias-gradient accumulate launch in a first micro-step.
 #include "tests/test_util.h"
 
 #include <stdbool.h>
@@ -46,6 +48,7 @@
 // The emulator's counters exist only in the emulated build; linked with the real CUDA objects
 // (make gpu-tests) they are NULL and their checks are skipped.
 #pragma weak emu_d2h_count
+#pragma weak emu_launch_count
 
 static Backend *cuda_dt(ComputeDtype dt) {
     char err[512];
@@ -416,21 +419,37 @@ static void run_init(Run *r, Comm *comm, bool dropout) {
                          .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f };
 }
 
-static void train_steps_case(bool dropout) {
+// n_micro micro-steps per step (gradient accumulation): the first of each step runs as the
+// first backward after gpt_zero_grad (GRAD_OVERWRITE: the matmuls write their gradients, no
+// bias-gradient accumulate launch), the others accumulate; with graphs each kind has its own
+// graph, so a replay of one never stands in for the other (which would drop or double a
+// micro-step's gradients: the norms and parameters would differ from the direct run's).
+static void train_steps_case(bool dropout, int n_micro) {
     Comm *comm = comm_single_create();
     Run g, d;
     run_init(&g, comm, dropout);
     run_init(&d, comm, dropout);
     TestRng r = test_rng(11);
-    int32_t x[GB * GT], y[GB * GT];
+    int32_t x[2][GB * GT], y[2][GB * GT];
     for (int step = 0; step < 4; step++) {
-        for (int i = 0; i < GB * GT; i++) { x[i] = (int32_t)(test_next(&r) % GV); y[i] = (int32_t)(test_next(&r) % GV); }
-        MicroBatch mb = { x, y, GB };
+        MicroBatch mb[2];
+        for (int k = 0; k < n_micro; k++) {
+            for (int i = 0; i < GB * GT; i++) {
+                x[k][i] = (int32_t)(test_next(&r) % GV);
+                y[k][i] = (int32_t)(test_next(&r) % GV);
+            }
+            mb[k] = (MicroBatch){ x[k], y[k], GB };
+        }
         StepResult rg, rd;
         unsetenv("MINGPT_CUDA_GRAPHS");
-        assert_int_equal(train_step(&g.ts, &mb, 1, GB, GT, 3, (uint64_t)step, 0, &rg), 0);
+        assert_int_equal(train_step(&g.ts, mb, n_micro, GB, GT, 3, (uint64_t)step, 0, &rg), 0);
         setenv("MINGPT_CUDA_GRAPHS", "0", 1);
-        assert_int_equal(train_step(&d.ts, &mb, 1, GB, GT, 3, (uint64_t)step, 0, &rd), 0);
+        const long acc0 = emu_launch_count ? emu_launch_count("accumulate_kernel") : 0;
+        assert_int_equal(train_step(&d.ts, mb, n_micro, GB, GT, 3, (uint64_t)step, 0, &rd), 0);
+        // one accumulate per bias gradient of a cuBLASLt epilogue (4 per layer), only in the
+        // micro-steps after the first
+        if (emu_launch_count)
+            assert_int_equal(emu_launch_count("accumulate_kernel") - acc0, 4L * GSHAPE.n_layer * (n_micro - 1));
         unsetenv("MINGPT_CUDA_GRAPHS");
         assert_int_equal(rg.applied, 1);
         assert_memory_equal(&rg.loss, &rd.loss, sizeof rg.loss);
@@ -441,9 +460,14 @@ static void train_steps_case(bool dropout) {
     gpt_get_params(&g.m, pg);
     gpt_get_params(&d.m, pd);
     assert_bitwise("parameters after 4 steps (graphs vs MINGPT_CUDA_GRAPHS=0)", pg, pd, P);
-    assert_int_equal(g.m.n_graphs, 1);
-    assert_non_null(g.m.graphs[0].graph);
+    assert_int_equal(g.m.n_graphs, n_micro);   // one graph per kind of micro-step
+    for (int k = 0; k < g.m.n_graphs; k++) {
+        assert_non_null(g.m.graphs[k].graph);
+        assert_int_equal(g.m.graphs[k].grad_overwrite, k == 0);   // the first micro-step's came first
+    }
     assert_int_equal(d.m.n_graphs, 0);
+    print_message("    dropout %s, %d micro-step(s): 4 steps bitwise equal with and without graphs\n",
+                  dropout ? "0.1" : "off", n_micro);
     free(pg); free(pd);
     adamw_free(&g.opt); gpt_free(&g.m); g.be->destroy(g.be);
     adamw_free(&d.opt); gpt_free(&d.m); d.be->destroy(d.be);
@@ -452,8 +476,10 @@ static void train_steps_case(bool dropout) {
 
 static void test_train_steps_with_graphs(void **state) {
     (void)state;
-    train_steps_case(false);
-    train_steps_case(true);
+    train_steps_case(false, 1);
+    train_steps_case(true, 1);
+    train_steps_case(false, 2);
+    train_steps_case(true, 2);
 }
 
 int main(void) {

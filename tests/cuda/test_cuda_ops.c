@@ -603,6 +603,142 @@ static void test_matmul_backward_dgelu(void **state) {
     }
 }
 
+// No NaN in x (n,): an overwritten gradient kept nothing of what its buffer held.
+static void check_no_nan(const char *what, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (isnan(x[i])) fail_msg("%s: element %zu is NaN (the prior contents were read)", what, i);
+}
+
+// Backend.set_grad_write: under GRAD_OVERWRITE the matmul backwards write (=) their parameter
+// gradients over NaN-filled buffers, equal to the CPU's accumulation into zeros (the tolerances of
+// test_matmul_backward / test_matmul_backward_dgelu: the same sums); back under GRAD_ACCUMULATE
+// the next call adds to what the first wrote. Every MM shape (with a bias: the BGRADB epilogue
+// writing dbias itself; without: the cuBLAS GEMM with beta 0), dweight NULL (dbias by the
+// column-sum kernels), and the dgelu shapes of test_matmul_backward_dgelu (C 84: the cuBLAS GEMM
+// and the column sums for dbias_pre). The CPU's GRAD_OVERWRITE gives its accumulate-into-zeros
+// bits exactly.
+static void test_grad_overwrite(void **state) {
+    Fx *f = *state;
+    assert_non_null(f->cu->set_grad_write);
+    assert_non_null(f->cpu->set_grad_write);
+    for (int k = 0; k < NMM; k++) {
+        const int N = MM[k].N, C = MM[k].C, OC = MM[k].OC;
+        const size_t NC = (size_t)N * C, OCC = (size_t)OC * C, NO = (size_t)N * OC;
+        float *x = rnd(NC, -1, 1), *w = rnd(OCC, -1, 1), *dout = rnd(NO, -1, 1);
+        float *r_dw = calloc(OCC, 4), *r_db = calloc(OC, 4), *r_dx = nans(NC);
+        f->cpu->matmul_backward(f->cpu, r_dx, r_dw, r_db, dout, x, w, N, C, OC);   // into zeros
+        // the CPU overwriting NaN buffers: bitwise its accumulation into zeros
+        float *c_dw = nans(OCC), *c_db = nans(OC);
+        f->cpu->set_grad_write(f->cpu, GRAD_OVERWRITE);
+        f->cpu->matmul_backward(f->cpu, r_dx, c_dw, c_db, dout, x, w, N, C, OC);
+        f->cpu->set_grad_write(f->cpu, GRAD_ACCUMULATE);
+        check_equal("cpu GRAD_OVERWRITE dweight vs += into zeros", c_dw, r_dw, OCC);
+        check_equal("cpu GRAD_OVERWRITE dbias vs += into zeros", c_db, r_db, OC);
+
+        float *d_x = up(f->cu, x, NC * 4), *d_w = up(f->cu, w, OCC * 4), *d_dout = up(f->cu, dout, NO * 4);
+        float *nan_w = nans(OCC), *nan_b = nans(OC);
+        float *d_dx = f->cu->alloc(f->cu, NC * 4), *d_dw = up(f->cu, nan_w, OCC * 4), *d_db = up(f->cu, nan_b, OC * 4);
+        float *d_db2 = up(f->cu, nan_b, OC * 4);
+        f->cu->set_grad_write(f->cu, GRAD_OVERWRITE);
+        f->cu->matmul_backward(f->cu, d_dx, d_dw, MM[k].bias ? d_db : NULL, d_dout, d_x, d_w, N, C, OC);
+        f->cu->matmul_backward(f->cu, NULL, NULL, d_db2, d_dout, d_x, d_w, N, C, OC);   // dbias alone
+        f->cu->set_grad_write(f->cu, GRAD_ACCUMULATE);
+        float *g_dw = down(f->cu, d_dw, OCC), *g_db = down(f->cu, d_db, OC), *g_db2 = down(f->cu, d_db2, OC);
+        double *mw = dzeros(OCC), *mb = dzeros(OC);
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++) {
+                const double d = fabs(dout[(size_t)n * OC + o]);
+                mb[o] += d;
+                for (int c = 0; c < C; c++) mw[(size_t)o * C + c] += d * fabs(x[(size_t)n * C + c]);
+            }
+        char what[96];
+        snprintf(what, sizeof what, "GRAD_OVERWRITE %dx%d->%d dweight", N, C, OC);
+        check_no_nan(what, g_dw, OCC);
+        check(what, g_dw, r_dw, mw, OCC, coef_dot(f, N), 2 * U32, N * f->abs_lp);
+        if (MM[k].bias) {
+            snprintf(what, sizeof what, "GRAD_OVERWRITE %dx%d->%d dbias", N, C, OC);
+            check_no_nan(what, g_db, OC);
+            check(what, g_db, r_db, mb, OC, f->u + 2.2 * gam(N + 2), 2 * U32, N * f->abs_lp);
+        } else {
+            for (int o = 0; o < OC; o++) assert_true(isnan(g_db[o]));   // dbias NULL: untouched
+        }
+        // dweight NULL: the column-sum kernels sum the fp32 dout itself (no rounding)
+        snprintf(what, sizeof what, "GRAD_OVERWRITE %dx%d->%d dbias, dweight NULL", N, C, OC);
+        check_no_nan(what, g_db2, OC);
+        check(what, g_db2, r_db, mb, OC, 2.2 * gam(N + 2), 2 * U32, 0);
+
+        // GRAD_ACCUMULATE again: the second call adds the same product to the first's
+        f->cu->matmul_backward(f->cu, NULL, d_dw, MM[k].bias ? d_db : NULL, d_dout, d_x, d_w, N, C, OC);
+        float *g2_dw = down(f->cu, d_dw, OCC), *g2_db = down(f->cu, d_db, OC);
+        for (size_t i = 0; i < OCC; i++) { r_dw[i] = 2 * g_dw[i]; mw[i] *= 2; }
+        check("GRAD_ACCUMULATE after it: dweight doubled", g2_dw, r_dw, mw, OCC, coef_dot(f, N), 4 * U32, N * f->abs_lp);
+        if (MM[k].bias) {
+            for (int o = 0; o < OC; o++) { r_db[o] = 2 * g_db[o]; mb[o] *= 2; }
+            check("GRAD_ACCUMULATE after it: dbias doubled", g2_db, r_db, mb, OC, 2.2 * gam(N + 2), 4 * U32, 0);
+        }
+        f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_dout); f->cu->free(f->cu, d_dx);
+        f->cu->free(f->cu, d_dw); f->cu->free(f->cu, d_db); f->cu->free(f->cu, d_db2);
+        free(x); free(w); free(dout); free(r_dw); free(r_db); free(r_dx); free(c_dw); free(c_db); free(nan_w);
+        free(nan_b); free(g_dw); free(g_db); free(g_db2); free(g2_dw); free(g2_db); free(mw); free(mb);
+    }
+
+    if (!f->cu->matmul_backward_dgelu) return;
+    static const int SH[][3] = { {21, 192, 48}, {19, 84, 37} };
+    for (int sh = 0; sh < 2; sh++) {
+        const int N = SH[sh][0], C = SH[sh][1], OC = SH[sh][2];
+        const size_t NC = (size_t)N * C, OCC = (size_t)OC * C, NO = (size_t)N * OC;
+        float *x = rnd(NC, -1, 1), *w = rnd(OCC, -1, 1), *dout = rnd(NO, -1, 1), *pre = rnd(NC, -3, 3);
+        float *r_dinp = nans(NC), *r_dpre = nans(NC), *r_dw = calloc(OCC, 4), *r_db = calloc(OC, 4);
+        float *r_dbp = calloc(C, 4);
+        f->cpu->matmul_backward(f->cpu, r_dinp, r_dw, r_db, dout, x, w, N, C, OC);
+        f->cpu->gelu_backward(f->cpu, r_dpre, pre, r_dinp, (long)NC);
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) r_dbp[c] += r_dpre[(size_t)n * C + c];
+        float *nan_w = nans(OCC), *nan_b = nans(OC), *nan_bp = nans(C);
+        float *d_x = up(f->cu, x, NC * 4), *d_w = up(f->cu, w, OCC * 4), *d_dout = up(f->cu, dout, NO * 4);
+        float *d_pre = up(f->cu, pre, NC * 4), *d_dpre = f->cu->alloc(f->cu, NC * 4), *d_dw = up(f->cu, nan_w, OCC * 4);
+        float *d_db = up(f->cu, nan_b, OC * 4), *d_dbp = up(f->cu, nan_bp, C * 4);
+        f->cu->set_grad_write(f->cu, GRAD_OVERWRITE);
+        f->cu->matmul_backward_dgelu(f->cu, d_dpre, d_dbp, d_dw, d_db, d_dout, d_x, d_w, d_pre, N, C, OC);
+        f->cu->set_grad_write(f->cu, GRAD_ACCUMULATE);
+        float *g_dw = down(f->cu, d_dw, OCC), *g_db = down(f->cu, d_db, OC), *g_dbp = down(f->cu, d_dbp, C);
+        double *mx = dzeros(NC), *mw = dzeros(OCC), *mb = dzeros(OC), *mbp = dzeros(C);
+        for (int n = 0; n < N; n++)
+            for (int o = 0; o < OC; o++) {
+                const double d = fabs(dout[(size_t)n * OC + o]);
+                mb[o] += d;
+                for (int c = 0; c < C; c++) {
+                    mx[(size_t)n * C + c] += d * fabs(w[(size_t)o * C + c]);
+                    mw[(size_t)o * C + c] += d * fabs(x[(size_t)n * C + c]);
+                }
+            }
+        for (size_t i = 0; i < NC; i++) mx[i] *= 1.13;   // as test_matmul_backward_dgelu
+        for (int n = 0; n < N; n++)
+            for (int c = 0; c < C; c++) mbp[c] += mx[(size_t)n * C + c];
+        char what[96];
+        snprintf(what, sizeof what, "GRAD_OVERWRITE dgelu %dx%d->%d dbias_pre", N, C, OC);
+        check_no_nan(what, g_dbp, C);
+        check(what, g_dbp, r_dbp, mbp, C, coef_dot(f, OC) + 100 * U32 + 2.2 * gam(N + 2), 2 * U32,
+              1.13 * N * OC * f->abs_lp);
+        snprintf(what, sizeof what, "GRAD_OVERWRITE dgelu %dx%d->%d dweight", N, C, OC);
+        check_no_nan(what, g_dw, OCC);
+        check(what, g_dw, r_dw, mw, OCC, coef_dot(f, N), 2 * U32, N * f->abs_lp);
+        snprintf(what, sizeof what, "GRAD_OVERWRITE dgelu %dx%d->%d dbias", N, C, OC);
+        check_no_nan(what, g_db, OC);
+        check(what, g_db, r_db, mb, OC, f->u + 2.2 * gam(N + 2), 2 * U32, N * f->abs_lp);
+        // GRAD_ACCUMULATE again: dbias_pre doubles
+        f->cu->matmul_backward_dgelu(f->cu, d_dpre, d_dbp, d_dw, d_db, d_dout, d_x, d_w, d_pre, N, C, OC);
+        float *g2_dbp = down(f->cu, d_dbp, C);
+        for (int c = 0; c < C; c++) { r_dbp[c] = 2 * g_dbp[c]; mbp[c] *= 2; }
+        check("GRAD_ACCUMULATE after it: dbias_pre doubled", g2_dbp, r_dbp, mbp, C, 2.2 * gam(N + 2), 4 * U32, 0);
+        f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_dout); f->cu->free(f->cu, d_pre);
+        f->cu->free(f->cu, d_dpre); f->cu->free(f->cu, d_dw); f->cu->free(f->cu, d_db); f->cu->free(f->cu, d_dbp);
+        free(x); free(w); free(dout); free(pre); free(r_dinp); free(r_dpre); free(r_dw); free(r_db); free(r_dbp);
+        free(nan_w); free(nan_b); free(nan_bp); free(g_dw); free(g_db); free(g_dbp); free(g2_dbp);
+        free(mx); free(mw); free(mb); free(mbp);
+    }
+}
+
 // ================================================================ attention
 // Dropout multiplier of att element `flat` (flat index in the local (B,NH,T,T) tensor, batch
 // row b, L = NH*T*T elements per batch row): its mask is keyed by the global index.
@@ -1456,6 +1592,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_gelu_forward),
         cmocka_unit_test(test_matmul_backward),
         cmocka_unit_test(test_matmul_backward_dgelu),
+        cmocka_unit_test(test_grad_overwrite),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_causal),
         cmocka_unit_test(test_attention_grid),
