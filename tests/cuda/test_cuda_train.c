@@ -10,6 +10,10 @@
 // fp32 and bf16 also run with 2 micro-steps per step (gradient accumulation: the parameter
 // gradients are zeroed once per step and every matmul's dbias / dweight adds both micro-steps'
 // sums; a backend that overwrote instead would halve those gradients, which shows in the norms).
+// There the first micro-step of each step is the first backward after gpt_zero_grad, whose
+// matmuls write their gradients (GRAD_OVERWRITE: on the emulated CUDA backend no accumulate
+// launch for the cuBLASLt bias-gradient epilogues, 4 per layer in every later micro-step): the
+// gradient norm after it alone agrees with the CPU's too.
 // A second shape (hs 32 < T 40) runs bf16 through the fused attention kernels, with the batch
 // rows placed as one process and as two data-parallel ranks would place them (dropout masks).
 // fp16 runs with the dynamic loss scaler (trainer/loss_scaler.h): at step 2 the scale is forced
@@ -26,6 +30,10 @@
 #include "trainer/loss_scaler.h"
 #include "model/gpt.h"
 #include "trainer/adamw.h"
+#include "kernels/cuda/emu/emu_counters.h"
+
+// The emulator's launch counters (NULL when linked with the real CUDA objects: not counted).
+#pragma weak emu_launch_count
 
 enum { V = 65, BLOCK = 16, B = 4, T_MAX = 40, STEPS = 10, FORCED_STEP = 2, MAX_MICRO = 2 };
 static const GPTShape SHAPE16 = { .vocab_size = V, .block_size = BLOCK, .n_layer = 2, .n_head = 3,
@@ -146,7 +154,11 @@ static void scaled_ce_forward_backward(Backend *be, float *losses, float *dlogit
     g_inner->crossentropy_forward_backward(g_inner, losses, dlogits, logits, targets, N, Vv, dloss * g_loss_scale);
 }
 
-typedef struct { GPT m; AdamW opt; LossScaler ls; } Run;
+typedef struct {
+    GPT m; AdamW opt; LossScaler ls;
+    double first_norm;               // the gradient norm after the first micro-step alone (n_micro > 1)
+    long acc_launches[MAX_MICRO];    // accumulate_kernel launches of each micro-step (emulated CUDA)
+} Run;
 
 static void run_init(Run *r, Backend *be, int scaler) {
     char err[512];
@@ -173,8 +185,11 @@ static int step(Run *r, int s, int n_micro, const int32_t *x, const int32_t *y, 
     gpt_zero_grad(&r->m);
     double sum = 0;
     for (int k = 0; k < n_micro; k++) {
+        const long acc0 = emu_launch_count ? emu_launch_count("accumulate_kernel") : 0;
         sum += gpt_forward(&r->m, x + k * B * T, y + k * B * T, B, T, true, SEED, (uint64_t)(s * n_micro + k), &g_args);
         gpt_backward(&r->m, NULL, NULL);
+        r->acc_launches[k] = emu_launch_count ? emu_launch_count("accumulate_kernel") - acc0 : 0;
+        if (k == 0 && n_micro > 1) r->first_norm = grad_global_norm(r->m.be, r->m.grads_memory, r->m.num_params);
     }
     *loss = (float)(sum / n_micro);
     const int rc = loss_scaler_unscale_clip(&r->ls, r->m.be, r->m.grads_memory, r->m.num_params, CLIP, norm);
@@ -236,6 +251,17 @@ static void train_compare(ComputeDtype dt, int n_micro) {
         if (applied) {
             step(&rr, s, n_micro, x, y, &lr, &nr, &cr);
             step(&rl, s, n_micro, x, y, &ll, &nl, &cl);
+            if (n_micro > 1) {   // the first micro-step's gradients alone (GRAD_OVERWRITE on CUDA)
+                const double frel = fabs(rc.first_norm - rr.first_norm) / rr.first_norm;
+                if (!(frel <= tol.norm))
+                    fail_msg("step %d: gradient norm after micro-step 0 %.9g vs cpu %.9g: rel %.3e > %.2e", s,
+                             rc.first_norm, rr.first_norm, frel, tol.norm);
+            }
+            if (emu_launch_count)
+                for (int k = 0; k < n_micro; k++)
+                    if (rc.acc_launches[k] != (k == 0 ? 0 : 4L * SHAPE.n_layer))
+                        fail_msg("step %d micro-step %d: %ld accumulate launches, expected %ld", s, k,
+                                 rc.acc_launches[k], k == 0 ? 0 : 4L * SHAPE.n_layer);
         } else {
             lr = forward_only(&rr, s, n_micro, x, y);
             ll = forward_only(&rl, s, n_micro, x, y);
