@@ -8,6 +8,7 @@ tens of MB do not stay in the 50 MB L2 between kernels). Prints the table used i
 docs/gpu_performance.md. No GPU was used: these are estimates.
 
 usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues] [--round-activations]
+                                      [--accumulate]
   default: bf16 matmul inputs (use_amp), weights cast once per step (the weight-cast cache,
   Backend.cast_weights), bias / bias+GELU / bias gradient as cuBLASLt epilogues of the GEMMs;
   --per-call: every matmul rounds its weight itself, as before the cache;
@@ -18,6 +19,11 @@ usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues] [--
   --round-activations: the LayerNorm and attention outputs in fp32, rounded by each matmul that
   reads them (c_attn, c_fc, lm_head, attn.c_proj, forward and backward), as before their
   producers wrote the bf16 copies themselves (Backend.layernorm_forward_lp, attention_forward_lp)
+  --accumulate: a micro-step after the first of an optimizer step (gradient accumulation): the
+  matmul backwards add into the parameter gradients (dW GEMMs with beta 1 read dweight; the
+  bias-gradient epilogues write scratch and one kernel adds it to dbias). Default: the first
+  micro-step after the gradients were zeroed (Backend.set_grad_write's GRAD_OVERWRITE: dweight
+  and dbias written, never read), every step of the tutorial config (grad_accum_steps 1)
 """
 import sys
 
@@ -44,6 +50,9 @@ epilogues = "--no-epilogues" not in sys.argv   # cuBLASLt epilogues (kernels/cud
 # (kernels/backend.h)
 ln_lp = not fp32_mode and "--round-activations" not in sys.argv
 ln_out = lp if ln_lp else 4   # bytes such a producer writes per output element
+# the matmul backwards overwrite their parameter gradients (the first micro-step of a step)
+overwrite = "--accumulate" not in sys.argv
+dw_bytes = 4 if overwrite else 8   # per dweight element: written (beta 0), or read and written
 ops = []   # (phase, name, flops, bytes, kind)
 
 
@@ -87,21 +96,25 @@ def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None, produc
         if dgelu:
             # matmul_backward_dgelu: DGELU_BGRAD epilogue, gelu'(pre) applied to the accumulator
             # (pre read), the row sums of the result (the previous layer's bias gradient) beside
+            # (into the bias gradient itself when overwriting, else into scratch added to it)
             op(phase, name + " dinp GEMM + dGELU+bgrad epilogue", 2 * N * Cin * OC + 21 * N * Cin,
                lp * (N * OC + OC * Cin) + 4 * N * Cin * 2 + 4 * Cin, "gemm")
-            op(phase, dgelu + " dbias accumulate", Cin, 12 * Cin)
+            if not overwrite:
+                op(phase, dgelu + " dbias accumulate", Cin, 12 * Cin)
         else:
             op(phase, name + " dinp GEMM", 2 * N * Cin * OC, lp * (N * OC + OC * Cin) + 4 * N * Cin, "gemm")
     if not produced:
         round_(phase, name + " x", N * Cin)
     if epilogues and bias:
-        # BGRADB epilogue: the column sums of the dout operand already in the GEMM, into scratch
-        # (4 OC written), then one kernel adds them to dbias (read 8 OC, write 4 OC)
+        # BGRADB epilogue: the column sums of the dout operand already in the GEMM (4 OC
+        # written): into dbias itself when overwriting, else into scratch that one kernel then
+        # adds to dbias (read 8 OC, write 4 OC)
         op(phase, name + " dW GEMM + bgrad epilogue", 2 * N * Cin * OC + N * OC,
-           lp * (N * OC + N * Cin) + 8 * OC * Cin + 4 * OC, "gemm")
-        op(phase, name + " dbias accumulate", OC, 12 * OC)
+           lp * (N * OC + N * Cin) + dw_bytes * OC * Cin + 4 * OC, "gemm")
+        if not overwrite:
+            op(phase, name + " dbias accumulate", OC, 12 * OC)
         return
-    op(phase, name + " dW GEMM", 2 * N * Cin * OC, lp * (N * OC + N * Cin) + 8 * OC * Cin, "gemm")
+    op(phase, name + " dW GEMM", 2 * N * Cin * OC, lp * (N * OC + N * Cin) + dw_bytes * OC * Cin, "gemm")
     if bias:
         op(phase, name + " dbias colsum", N * OC, 4 * N * OC)
 
