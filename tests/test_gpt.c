@@ -442,6 +442,76 @@ static void test_partial_batch(void **state) {
     gpt_free(&small);
 }
 
+// The first backward after gpt_zero_grad runs under GRAD_OVERWRITE (Backend.set_grad_write), the
+// later ones and any after gpt_bind_grad under GRAD_ACCUMULATE, and the mode is back to
+// GRAD_ACCUMULATE after each backward; a backward with every target ignored writes nothing and
+// leaves the next one the first. On the CPU backend the gradients are bitwise those of a table
+// without set_grad_write (accumulation into the zeroed buffer), after every micro-step, in fp32
+// and in bf16 (emulated or on bf16 hardware).
+static Backend g_inner_be;
+static int g_modes[16], g_nmodes;
+static void recording_set_grad_write(Backend *be, GradWrite mode) {
+    if (g_nmodes < 16) g_modes[g_nmodes++] = (int)mode;
+    g_inner_be.set_grad_write(be, mode);
+}
+
+static void test_first_backward_overwrites(void **state) {
+    GPTShape s = { .vocab_size = 11, .block_size = 8, .n_layer = 2, .n_head = 2, .n_embd = 16,
+                   .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+    const int B = 2, T = 8;
+    for (int dt = DTYPE_FP32; dt <= DTYPE_BF16; dt++) {
+        Backend *cpu = backend_cpu_create((ComputeDtype)dt);
+        assert_non_null(cpu);
+        assert_non_null(cpu->set_grad_write);
+        g_inner_be = *cpu;
+        Backend rec = *cpu, plain = *cpu;   // the same backend context seen through two tables
+        rec.set_grad_write = recording_set_grad_write;
+        plain.set_grad_write = NULL;
+        char err[256];
+        GPT a, b;
+        if (gpt_build_on(&a, &s, B, T, &rec, err, sizeof err)) fail_msg("gpt_build_on: %s", err);
+        if (gpt_build_on(&b, &s, B, T, &plain, err, sizeof err)) fail_msg("gpt_build_on: %s", err);
+        gpt_init_weights(&a, 8);
+        gpt_init_weights(&b, 8);
+        int32_t x[3][16], y[3][16];
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < B * T; i++) { x[k][i] = (i * (k + 3)) % 11; y[k][i] = (i * 5 + k) % 11; }
+        for (int i = 0; i < B * T; i++) y[2][i] = -1;   // micro-batch 2: every target ignored
+        g_nmodes = 0;
+        for (int step = 0; step < 2; step++) {
+            gpt_zero_grad(&a);
+            gpt_zero_grad(&b);
+            // step 0: micro-batches 0, 1; step 1: 2 (no gradient), 0, 1
+            for (int j = step == 0 ? 0 : -1; j < 2; j++) {
+                const int k = j < 0 ? 2 : j;
+                gpt_forward(&a, x[k], y[k], B, T, true, 1, (uint64_t)(step * 3 + k), NULL);
+                gpt_backward(&a, NULL, NULL);
+                gpt_forward(&b, x[k], y[k], B, T, true, 1, (uint64_t)(step * 3 + k), NULL);
+                gpt_backward(&b, NULL, NULL);
+                for (size_t i = 0; i < a.num_params; i++)
+                    if (memcmp(&a.grads_memory[i], &b.grads_memory[i], sizeof(float)) != 0)
+                        fail_msg("dtype %d step %d micro-batch %d: gradient %zu: %g (set_grad_write) != %g (none)",
+                                 dt, step, k, i, a.grads_memory[i], b.grads_memory[i]);
+            }
+        }
+        // one OVERWRITE and its ACCUMULATE around each step's first backward with targets only
+        assert_int_equal(g_nmodes, 4);
+        const int want[] = { GRAD_OVERWRITE, GRAD_ACCUMULATE, GRAD_OVERWRITE, GRAD_ACCUMULATE };
+        for (int i = 0; i < 4; i++) assert_int_equal(g_modes[i], want[i]);
+        // a rebound gradient: the model no longer knows every gradient to be zero
+        float *elsewhere = calloc(a.tensors[0].numel, sizeof(float));
+        gpt_bind_grad(&a, 0, elsewhere);
+        gpt_zero_grad(&a);
+        gpt_forward(&a, x[0], y[0], B, T, true, 1, 9, NULL);
+        gpt_backward(&a, NULL, NULL);
+        assert_int_equal(g_nmodes, 4);
+        free(elsewhere);
+        gpt_free(&a);
+        gpt_free(&b);
+        cpu->destroy(cpu);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matches_pytorch),
@@ -455,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_step_args),
         cmocka_unit_test(test_params_needed),
         cmocka_unit_test(test_partial_batch),
+        cmocka_unit_test(test_first_backward_overwrites),
     };
     return cmocka_run_group_tests_name("gpt", tests, NULL, NULL);
 }
