@@ -24,12 +24,12 @@
 // itself, no other launch; under GRAD_ACCUMULATE (later micro-steps of gradient accumulation add
 // up, kernels/backend.h) it writes scratch and one accumulate kernel of OC elements adds that to
 // dbias: 1 launch and 12 OC bytes instead of 2 launches and a pass over dout (4 N OC bytes).
-// With bf16/fp16 matmuls the bias
-// gradient sums the rounded dout operand (as torch.autocast's Linear, whose grad_output is bf16),
-// in fp32. matmul_backward_dgelu (the MLP's c_proj) runs its data-gradient GEMM with the
-// DGELU_BGRAD epilogue instead: gelu'(pre) times the fp32 accumulator, and the sums of that (the
-// c_fc bias gradient) beside it, into dbias_pre or scratch as BGRADB's. Where cuBLASLt cannot take a case (no handle; a GELU aux leading dimension not a
-// multiple of 8, its documented requirement; a shape, type or alignment it refuses with
+// With bf16/fp16 matmuls the bias gradient sums the rounded dout operand (as torch.autocast's
+// Linear, whose grad_output is bf16), in fp32. matmul_backward_dgelu (the MLP's c_proj) runs its
+// data-gradient GEMM with the DGELU_BGRAD epilogue instead: gelu'(pre) times the fp32
+// accumulator, and the sums of that (the c_fc bias gradient) beside it, into dbias_pre or
+// scratch as BGRADB's. Where cuBLASLt cannot take a case (no handle; a GELU aux leading
+// dimension not a multiple of 8, its documented requirement; a shape, type or alignment it refuses with
 // NOT_SUPPORTED / INVALID_VALUE, noted once on stderr) the cuBLAS GEMM and the separate kernels
 // run instead, with the same results up to rounding.
 #include "kernels/cuda/cuda_ops.cuh"

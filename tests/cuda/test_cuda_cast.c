@@ -37,7 +37,9 @@
 //     a matmul_backward with dbias launches one accumulate_kernel (the epilogue's bias gradient
 //     added to dbias) and no colsum kernel; the fallbacks where cuBLASLt cannot (a GELU with OC
 //     not a multiple of 8: bias_gelu_kernel; dbias without dweight: the two colsum kernels); the
-//     fused MLP backward (matmul_backward_dgelu) one accumulate per bias and no GELU backward kernel.
+//     fused MLP backward (matmul_backward_dgelu) one accumulate per bias and no GELU backward kernel;
+//     under GRAD_OVERWRITE (Backend.set_grad_write) the epilogues write the bias gradients
+//     themselves: no accumulate in either, and the colsum fallback still two launches.
 //   memsets (kernels/backend.h: backward ops overwrite the activation gradients they alone
 //     write): a training step of a model with dropout on zeroes memory twice, the gradient buffer
 //     (gpt_zero_grad) and, once in gpt_backward, the residual stream's gradient, whatever the
@@ -350,6 +352,18 @@ static void epilogues_check(ComputeDtype dt) {
     be->matmul_backward_dgelu(be, dinp, dbp, dw, db, dout, inp, w, pre, N, C, OC);
     assert_count(c0, "accumulate_kernel", 2 * rin + 2, 2, "matmul_backward_dgelu");
     assert_int_equal(emu_launch_count("gelu_backward_kernel") + emu_launch_count("gelu_backward_inplace_kernel"), gb0);
+    // GRAD_OVERWRITE: the epilogues write dbias and dbias_pre, nothing is added afterwards
+    be->set_grad_write(be, GRAD_OVERWRITE);
+    c0 = count("accumulate_kernel");
+    be->matmul_backward(be, dinp, dw, db, dout, inp, w, N, C, OC);
+    assert_count(c0, "accumulate_kernel", 2 * rin, 0, "matmul_backward with dbias, GRAD_OVERWRITE");
+    c0 = count("colsum_partial_kernel");
+    be->matmul_backward(be, dinp, NULL, db, dout, inp, w, N, C, OC);
+    assert_count(c0, "colsum_partial_kernel", rin + 2, 1, "matmul_backward, dbias without dweight, GRAD_OVERWRITE");
+    c0 = count("accumulate_kernel");
+    be->matmul_backward_dgelu(be, dinp, dbp, dw, db, dout, inp, w, pre, N, C, OC);
+    assert_count(c0, "accumulate_kernel", 2 * rin, 0, "matmul_backward_dgelu, GRAD_OVERWRITE");
+    be->set_grad_write(be, GRAD_ACCUMULATE);
     be->free(be, flat); be->free(be, inp); be->free(be, bias); be->free(be, dout); be->free(be, out);
     be->free(be, pre); be->free(be, dinp); be->free(be, dw); be->free(be, db); be->free(be, dbp);
     be->destroy(be);
