@@ -566,7 +566,7 @@ static void test_matmul_backward_dgelu(void **state) {
         float *d_x = up(f->cu, x, NC * 4), *d_w = up(f->cu, w, OCC * 4), *d_dout = up(f->cu, dout, NO * 4);
         float *d_pre = up(f->cu, pre, NC * 4), *d_dpre = up(f->cu, dpre, NC * 4), *d_dw = up(f->cu, dw, OCC * 4);
         float *d_db = up(f->cu, db, OC * 4), *d_dbp = up(f->cu, dbp, C * 4);
-        f->cu->matmul_backward_dgelu(f->cu, d_dpre, d_dbp, d_dw, d_db, d_dout, d_x, d_w, d_pre, N, C, OC);
+        f->cu->matmul_backward_dgelu(f->cu, d_dpre, NULL, d_dbp, d_dw, d_db, d_dout, NULL, d_x, NULL, d_w, d_pre, N, C, OC);
         float *g_dpre = down(f->cu, d_dpre, NC), *g_dw = down(f->cu, d_dw, OCC), *g_db = down(f->cu, d_db, OC);
         float *g_dbp = down(f->cu, d_dbp, C);
         double *mx = dzeros(NC), *mw = dzeros(OCC), *mb = dzeros(OC), *mbp = dzeros(C);
