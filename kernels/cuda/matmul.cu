@@ -13,7 +13,8 @@
 // Weights inside the flat parameter buffer come from the weight-cast cache instead
 // (Backend.cast_weights: the whole buffer rounded once per parameter version, as
 // torch.autocast's cache casts each weight once per optimizer step); activations and
-// gradients, and weights outside that buffer, are rounded per call.
+// gradients, and weights outside that buffer, are rounded per call, except those whose producer
+// wrote the copy (inp_lp / dout_lp: kernels/backend.h).
 //
 // Epilogues on cuBLASLt (cuda_lt_matmul): the forward's bias add rides on the GEMM
 // (CUBLASLT_EPILOGUE_BIAS, no bias kernel), matmul_gelu_forward's bias + GELU too (gelu.cu), and
@@ -25,7 +26,8 @@
 // gradient sums the rounded dout operand (as torch.autocast's Linear, whose grad_output is bf16),
 // in fp32. matmul_backward_dgelu (the MLP's c_proj) runs its data-gradient GEMM with the
 // DGELU_BGRAD epilogue instead: gelu'(pre) times the fp32 accumulator, and the sums of that (the
-// c_fc bias gradient) beside it. Where cuBLASLt cannot take a case (no handle; a GELU aux leading dimension not a
+// c_fc bias gradient) beside it; with dpre_lp its D is c_fc's dout operand in bf16/fp16 (the
+// fp32 value rounded in the store), the bias and aux vectors staying fp32. Where cuBLASLt cannot take a case (no handle; a GELU aux leading dimension not a
 // multiple of 8, its documented requirement; a shape, type or alignment it refuses with
 // NOT_SUPPORTED / INVALID_VALUE, noted once on stderr) the cuBLAS GEMM and the separate kernels
 // run instead, with the same results up to rounding.
