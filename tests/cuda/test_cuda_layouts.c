@@ -186,6 +186,50 @@ static void checkpointing(ComputeDtype dt) {
     cu->destroy(cu); cpu->destroy(cpu);
 }
 static void test_checkpointing(void **state) { checkpointing(DTYPE_FP32); }
+
+// bf16 without a gradient buffer (ZeRO stage 2: each tensor's gradient bound by the caller):
+// the model then makes mlp.c_proj's backward, the GELU backward and c_fc's backward separately
+// (matmul_backward_dgelu would write c_fc's bias gradient before its place is bound), mlp.c_proj
+// taking the GELU output's bf16 copy (no fp32 GELU output is kept). Against the same backend
+// without matmul_backward_dgelu (no copies of the GELU output: fp32 kept and rounded per call,
+// the same separate calls): the loss and every gradient bitwise.
+static void test_no_grad_buffer_bf16(void **state) {
+    Backend *cu = cuda_dt(DTYPE_BF16);
+    Backend plain = *cu;
+    plain.matmul_backward_dgelu = NULL;
+    char err[512];
+    GPT a, b;
+    build(&a, &plain, false);
+    const GPTBuildOptions nog = { .no_grad_buffer = true };
+    if (gpt_build_with(&b, &SHAPE, B, T, cu, &nog, err, sizeof err)) fail_msg("gpt_build_with: %s", err);
+    gpt_init_weights(&b, 17);
+    assert_null(b.grads_memory);
+    assert_true(b.acts.h[0].fch_gelu == NULL && b.acts.h[0].fch_gelu_lp != NULL);
+    assert_true(a.acts.h[0].fch_gelu != NULL && a.acts.h[0].fch_gelu_lp == NULL);
+    const size_t P = a.num_params;
+    float *g = cu->alloc(cu, P * sizeof(float));
+    assert_non_null(g);
+    for (int k = 0; k < b.n_tensors; k++) gpt_bind_grad(&b, k, g + b.tensors[k].offset);
+    gpt_zero_grad(&a);
+    TestRng r = test_rng(5);
+    int32_t x[B * T], y[B * T];
+    tokens(&r, x, B * T);
+    tokens(&r, y, B * T);
+    const float la = gpt_forward(&a, x, y, B, T, true, 1337, 0, NULL), lb = gpt_forward(&b, x, y, B, T, true, 1337, 0, NULL);
+    assert_memory_equal(&la, &lb, sizeof la);
+    gpt_backward(&a, NULL, NULL);
+    gpt_backward(&b, NULL, NULL);
+    float *ga = download(cu, a.grads_memory, P), *gb = download(cu, g, P);
+    for (int k = 0; k < a.n_tensors; k++) {
+        const ParamTensor *t = &a.tensors[k];
+        for (size_t i = t->offset; i < t->offset + t->numel; i++)
+            if (memcmp(&ga[i], &gb[i], 4)) fail_msg("%s[%zu]: %.9g vs %.9g", t->name, i - t->offset, ga[i], gb[i]);
+    }
+    free(ga); free(gb);
+    cu->free(cu, g);
+    gpt_free(&a); gpt_free(&b);
+    cu->destroy(cu);
+}
 static void test_checkpointing_bf16(void **state) { checkpointing(DTYPE_BF16); }
 
 int main(void) {
@@ -194,6 +238,7 @@ int main(void) {
         cmocka_unit_test(test_incremental_inference),
         cmocka_unit_test(test_checkpointing),
         cmocka_unit_test(test_checkpointing_bf16),
+        cmocka_unit_test(test_no_grad_buffer_bf16),
     };
     return cmocka_run_group_tests_name("cuda layouts: evaluation and checkpointing", tests, NULL, NULL);
 }
