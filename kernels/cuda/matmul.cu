@@ -272,7 +272,8 @@ void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, void *dpre_lp, float *d
                                 float *dbias, const float *dout, const void *dout_lp, const float *inp,
                                 const void *inp_lp, const float *weight, const float *pre, int N, int C, int OC) {
     if (N <= 0 || OC <= 0 || C <= 0) return;
-    if (c->dtype == DTYPE_FP32) dpre_lp = nullptr;   // no copies in fp32 mode: dpre itself
+    if (c->dtype == DTYPE_FP32 && dpre_lp && !dpre) dpre = (float *)dpre_lp;   // fp32 mode: the copy is fp32
+    if (c->dtype == DTYPE_FP32) dpre_lp = nullptr;
     const void *D = dout_lp ? dout_lp : cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
     backward_weight(c, D, dweight, dbias, dout_lp ? nullptr : dout, inp, inp_lp, N, C, OC);
     const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
