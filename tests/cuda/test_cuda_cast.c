@@ -351,6 +351,29 @@ static void epilogues_check(ComputeDtype dt) {
     be->matmul_backward_dgelu(be, dinp, NULL, dbp, dw, db, dout, NULL, inp, NULL, w, pre, N, C, OC);
     assert_count(c0, "accumulate_kernel", 2 * rin + 2, 2, "matmul_backward_dgelu");
     assert_int_equal(emu_launch_count("gelu_backward_kernel") + emu_launch_count("gelu_backward_inplace_kernel"), gb0);
+    if (dt != DTYPE_FP32) {
+        // the MLP's copies (bf16): c_fc's GELU output written by its epilogue (no launch; with
+        // OC = 20 the bias_gelu_kernel writes it), mlp.c_proj's backward taking an input copy and
+        // writing its dpre as a copy (dout rounded: the one round_kernel; the two accumulates),
+        // and a backward given its dout as a copy (an (N, OC) one: the GELU output's): only its
+        // bias accumulate, no rounding
+        void *g_lp = be->alloc(be, (size_t)N * OC * 2), *d_lp = be->alloc(be, (size_t)N * C * 2);
+        void *in_lp = be->alloc(be, (size_t)N * C * 2);
+        be->layernorm_forward_lp(be, NULL, NULL, in_lp, dinp, dinp + N, inp, NULL, bias, bias, N, C);
+        c0 = count("round_kernel");
+        be->matmul_gelu_forward_lp(be, pre, NULL, g_lp, in_lp, w, bias, N, C, OC);
+        assert_count(c0, "round_kernel", 0, 0, "matmul_gelu_forward_lp with out_lp");
+        c0 = count("bias_gelu_kernel");
+        be->matmul_gelu_forward_lp(be, pre, NULL, g_lp, in_lp, w, bias, N, C, OC2);
+        assert_count(c0, "bias_gelu_kernel", 1, 1, "matmul_gelu_forward_lp with out_lp, OC = 20: bias_gelu_kernel");
+        c0 = count("round_kernel");
+        be->matmul_backward_dgelu(be, NULL, d_lp, dbp, dw, db, dout, NULL, NULL, in_lp, w, pre, N, C, OC);
+        assert_count(c0, "round_kernel", 3, 1, "matmul_backward_dgelu with dpre_lp and inp_lp: dout rounded, 2 accumulates");
+        c0 = count("accumulate_kernel");
+        be->matmul_backward_lp(be, dinp, dw, db, NULL, g_lp, in_lp, w, N, C, OC);
+        assert_count(c0, "accumulate_kernel", 1, 1, "matmul_backward_lp with dout_lp: the bias accumulate only");
+        be->free(be, g_lp); be->free(be, d_lp); be->free(be, in_lp);
+    }
     be->free(be, flat); be->free(be, inp); be->free(be, bias); be->free(be, dout); be->free(be, out);
     be->free(be, pre); be->free(be, dinp); be->free(be, dw); be->free(be, db); be->free(be, dbp);
     be->destroy(be);
