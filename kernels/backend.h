@@ -38,8 +38,12 @@
 // points: CUDA in the producing kernel's store (the LayerNorm's, the fused attention's or the
 // cuBLAS path's unpermute), the CPU by converting the fp32 output (bf16 for its bf16 GEMMs, else
 // fp32 values rounded to the type); the CPU backend's matmuls then slice the copy by rows as they
-// slice the operand they would convert, so its results are unchanged. Still rounded per call:
-// the GELU output (mlp.c_proj) and the backward's output gradients (dout) of every matmul.
+// slice the operand they would convert, so its results are unchanged. With matmul_backward_dgelu
+// (CUDA) the MLP's GELU output, which mlp.c_proj multiplies forward and in its weight gradient, is
+// written only as its copy by c_fc's GEMM epilogue (matmul_gelu_forward_lp's out_lp), and the
+// gradient of c_fc's output only as its copy by c_proj's data-gradient epilogue
+// (matmul_backward_dgelu's dpre_lp), which c_fc's backward multiplies (matmul_backward_lp's
+// dout_lp). Still rounded per call: the other matmuls' output gradients (dout).
 #ifndef MINGPT_BACKEND_H
 #define MINGPT_BACKEND_H
 
@@ -147,15 +151,23 @@ struct Backend {
     void (*gelu_backward)(Backend *be, float *dinp, const float *inp, const float *dout, long N);
     // The MLP's second Linear backward with the GELU backward of its input fused (c_proj after
     // c_fc): dpre (N,C) = gelu'(pre) * (dout @ weight), overwritten; dweight (OC,C) += dout^T @ inp;
-    // dbias (OC,) += column sums of dout; dbias_pre (C,) += column sums of dpre (those three
-    // written (=), whatever they held, under GRAD_OVERWRITE: set_grad_write). All four
-    // non-NULL; dpre overlaps none of the inputs. The same as matmul_backward into a scratch dinp,
-    // gelu_backward(dpre, pre, dinp) and the column sums of dpre (up to rounding: a backend
-    // may sum in another order). Optional: NULL means the model makes those calls itself (the
-    // CPU backend: its separate ops are the reference the CUDA backend is tested against).
-    void (*matmul_backward_dgelu)(Backend *be, float *dpre, float *dbias_pre, float *dweight, float *dbias,
-                                  const float *dout, const float *inp, const float *weight, const float *pre,
-                                  int N, int C, int OC);
+    // dbias (OC,) += column sums of dout; dbias_pre (C,) += column sums of dpre (fp32) (those three
+    // written (=), whatever they held, under GRAD_OVERWRITE: set_grad_write). dbias_pre,
+    // dweight, dbias non-NULL; dpre (or dpre_lp) overlaps none of the inputs. The same as
+    // matmul_backward into a scratch dinp, gelu_backward(dpre, pre, dinp) and the column sums of
+    // dpre (up to rounding: a backend may sum in another order). With lp_size (bf16/fp16 matmuls):
+    //   dpre_lp non-NULL: dpre rounded to matmul_dtype (each fp32 value rounded once, to nearest
+    //     even) is written there (N,C) INSTEAD of dpre, which must be NULL; dbias_pre still sums
+    //     the fp32 values. It is c_fc's dout operand: matmul_backward_lp's dout_lp;
+    //   dout_lp non-NULL: dout's copy in matmul_dtype (dout may be NULL); dbias sums its values;
+    //   inp_lp non-NULL: inp's copy (a *_lp producer's, e.g. matmul_gelu_forward_lp's out_lp);
+    //     inp may then be NULL.
+    // All three NULL in fp32 mode. pre (N,C) is fp32. Optional: NULL means the model makes those
+    // calls itself (the CPU backend: its separate ops are the reference the CUDA backend is
+    // tested against).
+    void (*matmul_backward_dgelu)(Backend *be, float *dpre, void *dpre_lp, float *dbias_pre, float *dweight,
+                                  float *dbias, const float *dout, const void *dout_lp, const float *inp,
+                                  const void *inp_lp, const float *weight, const float *pre, int N, int C, int OC);
     // N elements in rows of row_len (N % row_len == 0): element i is local row i / row_len and
     // is kept iff dropout_keep(k.key, dropout_global_index(k, i / row_len, row_len, i % row_len)).
     void (*dropout_forward)(Backend *be, float *out, const float *inp, long N, long row_len, float p,
@@ -295,10 +307,17 @@ struct Backend {
     // inp_lp (N,C) (written by a *_lp producer) instead of the fp32 inp: bitwise their results.
     void (*matmul_forward_lp)(Backend *be, float *out, const void *inp_lp, const float *weight,
                               const float *bias, int N, int C, int OC);
-    void (*matmul_gelu_forward_lp)(Backend *be, float *pre, float *out, const void *inp_lp, const float *weight,
-                                   const float *bias, int N, int C, int OC);
+    // out_lp non-NULL: the GELU output (N,OC) is written only as its copy, gelu(pre) computed in
+    // fp32 and rounded once to matmul_dtype (what rounding out would give, bitwise), into out_lp;
+    // out must then be NULL. out_lp NULL: out (fp32) as matmul_gelu_forward. pre is always fp32.
+    void (*matmul_gelu_forward_lp)(Backend *be, float *pre, float *out, void *out_lp, const void *inp_lp,
+                                   const float *weight, const float *bias, int N, int C, int OC);
+    // dout_lp non-NULL: dout's copy in matmul_dtype (N,OC), written by its producer (e.g.
+    // matmul_backward_dgelu's dpre_lp); the GEMMs multiply it and dbias (when non-NULL) is the
+    // fp32 column sums of those rounded values (what CUDA's BGRADB epilogue sums anyway); dout may
+    // then be NULL. dout_lp NULL: dout (fp32) rounded as by matmul_backward.
     void (*matmul_backward_lp)(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                               const void *inp_lp, const float *weight, int N, int C, int OC);
+                               const void *dout_lp, const void *inp_lp, const float *weight, int N, int C, int OC);
 };
 
 // The CPU backend (always available). Never NULL except when out of memory. With BF16 its

@@ -152,13 +152,13 @@ static void s_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, con
                                 int C, int OC) {
     TIMED(P_MM_FWD + role(C, OC, bias), g_orig.matmul_forward_lp(be, out, inp_lp, w, bias, N, C, OC));
 }
-static void s_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, const void *inp_lp, const float *w,
-                                     const float *bias, int N, int C, int OC) {
-    TIMED(P_MMGELU_FWD + role(C, OC, bias), g_orig.matmul_gelu_forward_lp(be, pre, out, inp_lp, w, bias, N, C, OC));
+static void s_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, void *out_lp, const void *inp_lp,
+                                     const float *w, const float *bias, int N, int C, int OC) {
+    TIMED(P_MMGELU_FWD + role(C, OC, bias), g_orig.matmul_gelu_forward_lp(be, pre, out, out_lp, inp_lp, w, bias, N, C, OC));
 }
-static void s_matmul_backward_lp(Backend *be, float *dinp, float *dw, float *db, const float *dout, const void *inp_lp,
-                                 const float *w, int N, int C, int OC) {
-    TIMED(P_MM_BWD + role(C, OC, db), g_orig.matmul_backward_lp(be, dinp, dw, db, dout, inp_lp, w, N, C, OC));
+static void s_matmul_backward_lp(Backend *be, float *dinp, float *dw, float *db, const float *dout, const void *dout_lp,
+                                 const void *inp_lp, const float *w, int N, int C, int OC) {
+    TIMED(P_MM_BWD + role(C, OC, db), g_orig.matmul_backward_lp(be, dinp, dw, db, dout, dout_lp, inp_lp, w, N, C, OC));
 }
 static void s_attention_forward(Backend *be, float *out, float *att, const float *qkv, int B, int T, int C, int NH,
                                 float p, DropoutKey k) {

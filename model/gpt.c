@@ -167,6 +167,11 @@ static size_t lp_size(const Backend *be) {
            be->matmul_forward_lp && be->matmul_gelu_forward_lp && be->matmul_backward_lp ? be->lp_size : 0;
 }
 
+// The MLP's GELU output and c_fc's output gradient kept only as copies (BlockActs.fch_gelu_lp,
+// GPTGradScratch.dfch_lp): with the *_lp ops and matmul_backward_dgelu, whose epilogue writes the
+// gradient's copy. The CPU backend (no fused op) keeps its fp32 GELU outputs and separate calls.
+static bool gelu_lp(const Backend *be) { return lp_size(be) && be->matmul_backward_dgelu; }
+
 // A low-precision copy of n elements of lp bytes each, 16-byte aligned (cuBLASLt's preference).
 static void *take_lp(Bump *b, size_t n, size_t lp) {
     b->used = (b->used + 3) / 4 * 4;
@@ -183,7 +188,7 @@ typedef enum { ACTS_TRAIN, ACTS_CHECKPOINT, ACTS_INFER } ActsMode;
 // base == NULL it only counts; a->h (n_layer entries) and g may then be NULL.
 // lp: lp_size (training layouts only; the inference layout, whose ops include the cached
 // attention, keeps the fp32 LayerNorm and attention outputs).
-static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, size_t lp, ActsMode mode,
+static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, size_t lp, bool glp, ActsMode mode,
                           float *base, GPTActs *a, GPTGradScratch *g) {
     const size_t C = s->n_embd, NH = s->n_head, V = s->vocab_size, L = s->n_layer;
     const size_t BT = B * T, BTC = BT * C;
@@ -193,6 +198,8 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, 
     if (!a) a = &a_count;
     if (!g) g = &g_count;
     if (mode == ACTS_INFER) lp = 0;
+    if (!lp) glp = false;
+    if (glp) gelu_rec = false;   // the copy is kept per layer: nothing to recompute
     a->encoded = take(&b, BTC);
     // a block's working set: one per layer in ACTS_TRAIN, else one for all
     const size_t n_sets = mode == ACTS_TRAIN ? L : 1;
@@ -208,7 +215,8 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, 
         h.ln_2 = lp ? NULL : take(&b, BTC); h.ln_2_mean = take(&b, BT); h.ln_2_rstd = take(&b, BT);
         h.ln_2_lp = lp ? take_lp(&b, BTC, lp) : NULL;
         h.fch = take(&b, 4 * BTC);
-        h.fch_gelu = gelu_rec && mode != ACTS_INFER ? NULL : take(&b, 4 * BTC);   // else dfch, below
+        h.fch_gelu = glp || (gelu_rec && mode != ACTS_INFER) ? NULL : take(&b, 4 * BTC);   // else dfch, below
+        h.fch_gelu_lp = glp ? take_lp(&b, 4 * BTC, lp) : NULL;
         h.res_3 = mode == ACTS_CHECKPOINT ? NULL : take(&b, BTC);                  // else per layer, below
         if (a->h && mode == ACTS_TRAIN) a->h[l] = h;
         else if (a->h) for (size_t k = 0; k < L; k++) a->h[k] = h;
@@ -233,6 +241,7 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, 
     g->datt = take(&b, B * NH * T * T);
     g->dfch = take(&b, 4 * BTC);
     g->dfch_gelu = take(&b, 4 * BTC);
+    g->dfch_lp = glp ? (void *)g->dfch_gelu : NULL;   // 4*BTC lp-byte elements fit in 4*BTC floats
     if (gelu_rec && a->h)
         for (size_t l = 0; l < L; l++) a->h[l].fch_gelu = g->dfch;
     return b.used;
@@ -243,7 +252,8 @@ static ActsMode train_mode(const GPTBuildOptions *opt) {
 }
 
 size_t gpt_count_acts(const GPTShape *s, int B, int T, const Backend *be, const GPTBuildOptions *opt) {
-    return layout_acts(s, (size_t)B, (size_t)T, gelu_recomputed(be), lp_size(be), train_mode(opt), NULL, NULL, NULL);
+    return layout_acts(s, (size_t)B, (size_t)T, gelu_recomputed(be), lp_size(be), gelu_lp(be), train_mode(opt), NULL,
+                       NULL, NULL);
 }
 
 // ============================================================================
@@ -286,10 +296,11 @@ int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const G
     m->checkpointing = train_mode(opt) == ACTS_CHECKPOINT;
     const bool gelu_rec = gelu_recomputed(be);
     const size_t lp = lp_size(be);
-    m->num_acts = layout_acts(s, (size_t)B, (size_t)T, gelu_rec, lp, train_mode(opt), NULL, NULL, NULL);
+    const bool glp = gelu_lp(be);
+    m->num_acts = layout_acts(s, (size_t)B, (size_t)T, gelu_rec, lp, glp, train_mode(opt), NULL, NULL, NULL);
     // The evaluation batch: as many rows as the inference layout fits in the same floats (every
     // term of a layout is proportional to B; one row of it is smaller than a training row).
-    const size_t infer_row = layout_acts(s, 1, (size_t)T, gelu_rec, 0, ACTS_INFER, NULL, NULL, NULL);
+    const size_t infer_row = layout_acts(s, 1, (size_t)T, gelu_rec, 0, false, ACTS_INFER, NULL, NULL, NULL);
     const size_t rows = m->num_acts / infer_row, max_rows = (size_t)INT_MAX / (size_t)T;
     m->B_infer = (int)(rows < max_rows ? rows : max_rows);
     if (m->B_infer < B) {   // cannot happen: a training layout holds at least a whole working set per row
@@ -318,8 +329,8 @@ int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const G
     if (!m->params_memory || (own_grads && !m->grads_memory) || !m->acts_memory || !m->inputs || !m->targets) goto oom;
     bind_params(m, m->params_memory, &m->params);
     if (own_grads) bind_params(m, m->grads_memory, &m->grads);
-    layout_acts(s, (size_t)B, (size_t)T, gelu_rec, lp, train_mode(opt), m->acts_memory, &m->acts, &m->scratch);
-    layout_acts(s, (size_t)m->B_infer, (size_t)T, gelu_rec, 0, ACTS_INFER, m->acts_memory, &m->infer, NULL);
+    layout_acts(s, (size_t)B, (size_t)T, gelu_rec, lp, glp, train_mode(opt), m->acts_memory, &m->acts, &m->scratch);
+    layout_acts(s, (size_t)m->B_infer, (size_t)T, gelu_rec, 0, false, ACTS_INFER, m->acts_memory, &m->infer, NULL);
     return 0;
 oom:
     snprintf(err, errlen, "model: out of %s memory (%zu parameters, %zu activation floats)",
@@ -498,9 +509,10 @@ static void mm_forward(Backend *be, float *out, const float *inp, const void *in
     if (inp_lp) be->matmul_forward_lp(be, out, inp_lp, w, bias, N, C, OC);
     else be->matmul_forward(be, out, inp, w, bias, N, C, OC);
 }
-static void mm_backward(Backend *be, float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
-                        const void *inp_lp, const float *w, int N, int C, int OC) {
-    if (inp_lp) be->matmul_backward_lp(be, dinp, dw, dbias, dout, inp_lp, w, N, C, OC);
+// dout_lp (only with inp_lp): dout given by its copy (GPTGradScratch.dfch_lp).
+static void mm_backward(Backend *be, float *dinp, float *dw, float *dbias, const float *dout, const void *dout_lp,
+                        const float *inp, const void *inp_lp, const float *w, int N, int C, int OC) {
+    if (inp_lp) be->matmul_backward_lp(be, dinp, dw, dbias, dout, dout_lp, inp_lp, w, N, C, OC);
     else be->matmul_backward(be, dinp, dw, dbias, dout, inp, w, N, C, OC);
 }
 // Row r's element offset o (r * C) of a copy lp (NULL: NULL).
@@ -561,12 +573,14 @@ static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recomput
     void *ln_2_lp = lp_at(be, h->ln_2_lp, o);
     ln_forward(be, h->res_2 + o, ln_2, ln_2_lp, h->ln_2_mean + r0, h->ln_2_rstd + r0, x + o, a->branch + o,
                w->ln_2_w, w->ln_2_b, N, C);
+    float *fch_gelu = h->fch_gelu ? h->fch_gelu + 4 * o : NULL;
+    void *fch_gelu_lp = lp_at(be, h->fch_gelu_lp, 4 * o);
     if (ln_2_lp)
-        be->matmul_gelu_forward_lp(be, h->fch + 4 * o, h->fch_gelu + 4 * o, ln_2_lp, w->c_fc_w, w->c_fc_b, N, C, 4 * C);
+        be->matmul_gelu_forward_lp(be, h->fch + 4 * o, fch_gelu, fch_gelu_lp, ln_2_lp, w->c_fc_w, w->c_fc_b, N, C, 4 * C);
     else
-        be->matmul_gelu_forward(be, h->fch + 4 * o, h->fch_gelu + 4 * o, ln_2, w->c_fc_w, w->c_fc_b, N, C, 4 * C);
+        be->matmul_gelu_forward(be, h->fch + 4 * o, fch_gelu, ln_2, w->c_fc_w, w->c_fc_b, N, C, 4 * C);
     if (recompute) return;
-    be->matmul_forward(be, a->branch + o, h->fch_gelu + 4 * o, w->mlp_proj_w, w->mlp_proj_b, N, 4 * C, C);
+    mm_forward(be, a->branch + o, fch_gelu, fch_gelu_lp, w->mlp_proj_w, w->mlp_proj_b, N, 4 * C, C);
     be->dropout_forward(be, a->branch + o, a->branch + o, NC, row_len, resid_p, site_key(m, l, SITE_MLP_RESID));
     const bool last = l == s->n_layer - 1;
     float *next = last ? a->ln_f : a->h[l + 1].ln_1;
@@ -772,7 +786,7 @@ int gpt_infer_begin(GPTInfer *g, GPT *m, char *err, size_t errlen) {
     g->acts.h = calloc(L, sizeof(BlockActs));
     g->tokens = malloc(T * sizeof(int32_t));
     g->logits = malloc((size_t)s->vocab_size * sizeof(float));
-    const size_t n_acts = layout_acts(s, 1, T, gelu_recomputed(be), 0, ACTS_INFER, NULL, NULL, NULL);
+    const size_t n_acts = layout_acts(s, 1, T, gelu_recomputed(be), 0, false, ACTS_INFER, NULL, NULL, NULL);
     g->acts_memory = be->alloc(be, n_acts * sizeof(float));
     g->kv_memory = be->alloc(be, 2 * L * T * C * sizeof(float));
     g->inputs = be->alloc(be, T * sizeof(int32_t));
@@ -782,7 +796,7 @@ int gpt_infer_begin(GPTInfer *g, GPT *m, char *err, size_t errlen) {
         gpt_infer_end(g);
         return 1;
     }
-    layout_acts(s, 1, T, gelu_recomputed(be), 0, ACTS_INFER, g->acts_memory, &g->acts, NULL);
+    layout_acts(s, 1, T, gelu_recomputed(be), 0, false, ACTS_INFER, g->acts_memory, &g->acts, NULL);
     return 0;
 }
 
@@ -877,7 +891,7 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
     // The activation gradients below (d->dln, dfch_gelu, dfch, datty, dqkv, dbranch) are
     // overwritten by the one op that writes each (kernels/backend.h): nothing to zero. d->dres
     // accumulates through every LayerNorm backward: it starts at 0.
-    mm_backward(be, d->dln, g->lm_head_w, NULL, dlogits, a->ln_f, a->ln_f_lp, p->lm_head_w, BT, C, V);
+    mm_backward(be, d->dln, g->lm_head_w, NULL, dlogits, NULL, a->ln_f, a->ln_f_lp, p->lm_head_w, BT, C, V);
     zero(be, d->dres, BTC);
     be->layernorm_backward(be, d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(a, s->n_layer),
                        p->ln_f_w, a->ln_f_mean, a->ln_f_rstd, BT, C);
@@ -894,23 +908,29 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         if (m->checkpointing && l < s->n_layer - 1) block_forward(m, a, l, B, T, true, NULL);
         // MLP branch (without dropout the branch's gradient is dres itself: no copy)
         const float *dbr = branch_grad(m, l, SITE_MLP_RESID, resid_p, BTC);
-        if (gelu_recomputed(be)) be->gelu_forward(be, h->fch_gelu, h->fch, 4 * BTC);   // into d->dfch
+        if (gelu_recomputed(be) && !h->fch_gelu_lp) be->gelu_forward(be, h->fch_gelu, h->fch, 4 * BTC);   // into d->dfch
         // The fused op writes c_fc's bias gradient during c_proj's backward, before the hook
         // that follows c_proj: only where every gradient has its place from the start (not under
         // ZeRO stage 2, whose trainer binds c_fc's gradients after that hook: gpt_bind_grad).
         if (be->matmul_backward_dgelu && m->grads_memory) {
             // c_proj's backward, the GELU backward and c_fc's bias gradient in one op; the
-            // gradient of the pre-activation goes to dfch_gelu (free here; fch_gelu may be dfch)
-            be->matmul_backward_dgelu(be, d->dfch_gelu, gw->c_fc_b, gw->mlp_proj_w, gw->mlp_proj_b, dbr,
-                                      h->fch_gelu, w->mlp_proj_w, h->fch, BT, 4 * C, C);
+            // gradient of the pre-activation goes to dfch_gelu (free here; fch_gelu may be dfch),
+            // or only as its copy dfch_lp (in that memory), which c_fc's backward multiplies
+            float *dfch = d->dfch_lp ? NULL : d->dfch_gelu;
+            be->matmul_backward_dgelu(be, dfch, d->dfch_lp, gw->c_fc_b, gw->mlp_proj_w, gw->mlp_proj_b, dbr, NULL,
+                                      h->fch_gelu, h->fch_gelu_lp, w->mlp_proj_w, h->fch, BT, 4 * C, C);
             if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
-            mm_backward(be, d->dln, gw->c_fc_w, NULL, d->dfch_gelu, h->ln_2, h->ln_2_lp, w->c_fc_w, BT, C, 4 * C);
+            mm_backward(be, d->dln, gw->c_fc_w, NULL, dfch, d->dfch_lp, h->ln_2, h->ln_2_lp, w->c_fc_w, BT, C, 4 * C);
         } else {
-            be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, h->fch_gelu,
-                                w->mlp_proj_w, BT, 4 * C, C);
+            if (h->fch_gelu_lp)
+                be->matmul_backward_lp(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, NULL, h->fch_gelu_lp,
+                                       w->mlp_proj_w, BT, 4 * C, C);
+            else
+                be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, h->fch_gelu,
+                                    w->mlp_proj_w, BT, 4 * C, C);
             if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
             be->gelu_backward(be, d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
-            mm_backward(be, d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, h->ln_2, h->ln_2_lp, w->c_fc_w, BT, C, 4 * C);
+            mm_backward(be, d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, NULL, h->ln_2, h->ln_2_lp, w->c_fc_w, BT, C, 4 * C);
         }
         if (ready) ready(ready_ctx, (size_t)(w->c_fc_w - m->params_memory));
         be->layernorm_backward(be, d->dres, gw->ln_2_w, gw->ln_2_b, d->dln, h->res_2, w->ln_2_w,
@@ -918,12 +938,12 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         if (ready) ready(ready_ctx, (size_t)(w->ln_2_w - m->params_memory));
         // attention branch
         dbr = branch_grad(m, l, SITE_ATTN_RESID, resid_p, BTC);
-        mm_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr, h->atty, h->atty_lp,
+        mm_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr, NULL, h->atty, h->atty_lp,
                     w->attn_proj_w, BT, C, C);
         if (ready) ready(ready_ctx, (size_t)(w->attn_proj_w - m->params_memory));
         be->attention_backward(be, d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
                            site_key(m, l, SITE_ATTN));
-        mm_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, h->ln_1, h->ln_1_lp, w->c_attn_w, BT, C, 3 * C);
+        mm_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, NULL, h->ln_1, h->ln_1_lp, w->c_attn_w, BT, C, 3 * C);
         if (ready) ready(ready_ctx, (size_t)(w->c_attn_w - m->params_memory));
         be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(a, l), w->ln_1_w,
                            h->ln_1_mean, h->ln_1_rstd, BT, C);

@@ -77,6 +77,9 @@ typedef struct {
     // (Backend.lp_size bytes per element; ln_1 and ln_2 are then NULL), and the attention output
     // likewise (atty then NULL); NULL otherwise.
     void *ln_1_lp, *ln_2_lp, *atty_lp;     // (B,T,C)
+    // Where the backend also has matmul_backward_dgelu: the GELU output likewise, only as the copy
+    // c_fc's epilogue writes and mlp.c_proj multiplies (fch_gelu then NULL); NULL otherwise.
+    void *fch_gelu_lp;                     // (B,T,4C)
 } BlockActs;
 
 typedef struct {
@@ -99,6 +102,9 @@ typedef struct {
     float *dqkv;                           // (B,T,3C)
     float *datt;                           // (B,NH,T,T) attention scratch
     float *dfch, *dfch_gelu;               // (B,T,4C)
+    // With BlockActs.fch_gelu_lp: the gradient of c_fc's output as the copy matmul_backward_dgelu
+    // writes and c_fc's backward multiplies, in dfch_gelu's memory (free on that path); else NULL.
+    void *dfch_lp;                         // (B,T,4C)
 } GPTGradScratch;
 
 // The per-call inputs of a training forward beyond its batch: where the batch's rows sit in the

@@ -254,9 +254,14 @@ static void cpu_matmul_gelu_forward(Backend *be, float *pre, float *out, const f
                                     const float *weight, const float *bias, int N, int C, int OC) {
     matmul_gelu_forward_rows(be, pre, out, inp, NULL, weight, bias, N, C, OC);
 }
-static void cpu_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, const void *inp_lp,
+static void store_lp(Backend *be, void *dst, const float *y, size_t n);
+// out_lp: the fp32 GELU output into scratch, then rounded into out_lp as a matmul would round it.
+static void cpu_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, void *out_lp, const void *inp_lp,
                                        const float *weight, const float *bias, int N, int C, int OC) {
-    matmul_gelu_forward_rows(be, pre, out, NULL, inp_lp, weight, bias, N, C, OC);
+    const size_t n = (size_t)N * OC;
+    float *y = out_lp ? slot(be->ctx, SLOT_OUT, n * sizeof(float)) : out;
+    matmul_gelu_forward_rows(be, pre, y, NULL, inp_lp, weight, bias, N, C, OC);
+    if (out_lp) store_lp(be, out_lp, y, n);
 }
 static void matmul_backward_rows(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
                                  const float *inp, const void *inp_lp, const float *weight, int N, int C, int OC) {
@@ -284,8 +289,21 @@ static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float 
                                 int N, int C, int OC) {
     matmul_backward_rows(be, dinp, dweight, dbias, dout, inp, NULL, weight, N, C, OC);
 }
+// dout_lp: its values widened to fp32 (exact) and the fp32 path run on them: rounding a rounded
+// value again changes nothing, so the GEMMs multiply the copy's values and dbias sums them.
 static void cpu_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                                   const void *inp_lp, const float *weight, int N, int C, int OC) {
+                                   const void *dout_lp, const void *inp_lp, const float *weight, int N, int C, int OC) {
+    const CpuCtx *c = be->ctx;
+    if (dout_lp && c->lp == LP_BF16) {
+        const size_t n = (size_t)N * OC;
+        float *d = slot(be->ctx, SLOT_OUT, n * sizeof(float));
+        const uint16_t *h = dout_lp;
+        #pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < n; i++) d[i] = bf16_to_float(h[i]);
+        dout = d;
+    } else if (dout_lp) {
+        dout = dout_lp;   // LP_EMULATE: the copy is fp32 values already rounded to the type
+    }
     matmul_backward_rows(be, dinp, dweight, dbias, dout, NULL, inp_lp, weight, N, C, OC);
 }
 

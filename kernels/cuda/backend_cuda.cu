@@ -149,12 +149,12 @@ static void be_matmul_forward(Backend *be, float *out, const float *inp, const f
 }
 static void be_matmul_gelu_forward(Backend *be, float *pre, float *out, const float *inp,
                                    const float *weight, const float *bias, int N, int C, int OC) {
-    cuda_matmul_gelu_forward(CX(be), pre, out, inp, nullptr, weight, bias, N, C, OC);
+    cuda_matmul_gelu_forward(CX(be), pre, out, nullptr, inp, nullptr, weight, bias, N, C, OC);
 }
 static void be_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                                const float *dout, const float *inp, const float *weight,
                                int N, int C, int OC) {
-    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, inp, nullptr, weight, N, C, OC);
+    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, nullptr, inp, nullptr, weight, N, C, OC);
 }
 // Backend.layernorm_forward_lp and the matmuls' _lp twins: the producer writes the operand
 static void be_layernorm_forward_lp(Backend *be, float *res, float *out, void *out_lp, float *mean, float *rstd,
@@ -166,13 +166,13 @@ static void be_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, co
                                  const float *bias, int N, int C, int OC) {
     cuda_matmul_forward(CX(be), out, nullptr, inp_lp, weight, bias, N, C, OC);
 }
-static void be_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, const void *inp_lp,
+static void be_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, void *out_lp, const void *inp_lp,
                                       const float *weight, const float *bias, int N, int C, int OC) {
-    cuda_matmul_gelu_forward(CX(be), pre, out, nullptr, inp_lp, weight, bias, N, C, OC);
+    cuda_matmul_gelu_forward(CX(be), pre, out, out_lp, nullptr, inp_lp, weight, bias, N, C, OC);
 }
 static void be_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                                  const void *inp_lp, const float *weight, int N, int C, int OC) {
-    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, nullptr, inp_lp, weight, N, C, OC);
+                                  const void *dout_lp, const void *inp_lp, const float *weight, int N, int C, int OC) {
+    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, dout_lp, nullptr, inp_lp, weight, N, C, OC);
 }
 static void be_attention_forward(Backend *be, float *out, float *att, const float *qkv,
                                  int B, int T, int C, int NH, float attn_p, DropoutKey key) {
@@ -186,10 +186,11 @@ static void be_attention_forward_cached(Backend *be, float *out, float *att, flo
                                         const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH) {
     cuda_attention_forward_cached(CX(be), out, att, kcache, vcache, qkv, B, p0, Tn, Tq, T_max, C, NH);
 }
-static void be_matmul_backward_dgelu(Backend *be, float *dpre, float *dbias_pre, float *dweight, float *dbias,
-                                    const float *dout, const float *inp, const float *weight, const float *pre,
-                                    int N, int C, int OC) {
-    cuda_matmul_backward_dgelu(CX(be), dpre, dbias_pre, dweight, dbias, dout, inp, weight, pre, N, C, OC);
+static void be_matmul_backward_dgelu(Backend *be, float *dpre, void *dpre_lp, float *dbias_pre, float *dweight,
+                                     float *dbias, const float *dout, const void *dout_lp, const float *inp,
+                                     const void *inp_lp, const float *weight, const float *pre, int N, int C, int OC) {
+    cuda_matmul_backward_dgelu(CX(be), dpre, dpre_lp, dbias_pre, dweight, dbias, dout, dout_lp, inp, inp_lp, weight,
+                               pre, N, C, OC);
 }
 static void be_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *att, int B, int T, int C, int NH,

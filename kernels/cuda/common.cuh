@@ -58,6 +58,8 @@ enum ScratchSlot {
     SCR_TOK,       // encoder backward: sorted (token, position) keys and bucket starts
     SCR_LT_WS,     // cuBLASLt workspace (CUDA_LT_WORKSPACE bytes)
     SCR_ADAMW,     // adamw_update_segments' segment table (adamw.cu), uploaded once per new content
+    SCR_F32,       // fp32 values the cuBLASLt-less fallbacks need where an op's output or input is
+                   // only its compute-dtype copy (matmul.cu: dpre, or a dout given as dout_lp)
     SCR_COUNT
 };
 
@@ -137,6 +139,10 @@ static __device__ __forceinline__ float warp_max(float v) {
 static __device__ __forceinline__ void store_as(float *p, float x) { *p = x; }
 static __device__ __forceinline__ void store_as(__nv_bfloat16 *p, float x) { *p = __float2bfloat16_rn(x); }
 static __device__ __forceinline__ void store_as(__half *p, float x) { *p = __float2half_rn(x); }
+// Read a compute-dtype value as fp32 (exact).
+static __device__ __forceinline__ float load_f(const float *p) { return *p; }
+static __device__ __forceinline__ float load_f(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+static __device__ __forceinline__ float load_f(const __half *p) { return __half2float(*p); }
 
 static inline size_t dtype_size(ComputeDtype d) { return d == DTYPE_FP32 ? 4 : 2; }
 

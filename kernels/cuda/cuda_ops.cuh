@@ -42,7 +42,8 @@ cudaDataType cuda_gemm_type(const CudaCtx *c);
 void cuda_gemm(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const void *A, int lda,
                long long strideA, const void *B, int ldb, long long strideB, float alpha,
                float beta, float *C, int ldc, long long strideC, int batch);
-// The same product on cuBLASLt (beta 0 or 1, alpha 1, D fp32 column-major (m,n) with ld ldd)
+// The same product on cuBLASLt (beta 0 or 1, alpha 1, D column-major (m,n) with ld ldd: fp32, or
+// with d_lp the compute dtype, the fp32 epilogue result rounded to nearest even; bias and aux fp32)
 // with `epilogue`: CUBLASLT_EPILOGUE_BIAS (bias: m floats added), GELU_AUX_BIAS (aux (m,n), ld
 // aux_ld, gets the biased pre-activation, D = gelu of it), BGRADB (bias: n floats, overwritten
 // with the column sums of op(B) over k) or DGELU_BGRAD (D = gelu'(aux) times the product; bias:
@@ -51,8 +52,8 @@ void cuda_gemm(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const 
 // CUBLAS_STATUS_NOT_SUPPORTED / INVALID_VALUE from the library, noted once per epilogue on
 // stderr): the caller then runs cuda_gemm and kernels.
 bool cuda_lt_matmul(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const void *A, int lda,
-                    const void *B, int ldb, float beta, float *D, int ldd, cublasLtEpilogue_t epilogue,
-                    float *bias, float *aux, int aux_ld);
+                    const void *B, int ldb, float beta, void *D, int ldd, cublasLtEpilogue_t epilogue,
+                    float *bias, float *aux, int aux_ld, bool d_lp = false);
 // x as a GEMM operand: x itself in fp32 mode, else x rounded into scratch `slot`.
 const void *cuda_gemm_operand(CudaCtx *c, int slot, const float *x, size_t n);
 void cuda_round_to(CudaCtx *c, void *out, const float *in, size_t n);  // fp32 -> compute dtype
@@ -69,17 +70,19 @@ const void *cuda_weight_operand(CudaCtx *c, const float *weight, size_t n);
 // the GEMM takes it and nothing is rounded; inp is then not read (may be NULL). NULL: inp rounded.
 void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *inp_lp, const float *weight,
                          const float *bias, int N, int C, int OC);
+// dout_lp likewise for dout (Backend.matmul_backward_lp): dbias then sums its rounded values.
 void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const float *inp, const void *inp_lp, const float *weight, int N,
-                          int C, int OC);
+                          const float *dout, const void *dout_lp, const float *inp, const void *inp_lp,
+                          const float *weight, int N, int C, int OC);
 // Backend.matmul_backward_dgelu (kernels/backend.h)
-void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float *dweight, float *dbias,
-                                const float *dout, const float *inp, const float *weight, const float *pre,
-                                int N, int C, int OC);
+void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, void *dpre_lp, float *dbias_pre, float *dweight,
+                                float *dbias, const float *dout, const void *dout_lp, const float *inp,
+                                const void *inp_lp, const float *weight, const float *pre, int N, int C, int OC);
 
 // gelu.cu
-void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp, const void *inp_lp,
-                              const float *weight, const float *bias, int N, int C, int OC);
+// out_lp non-NULL (bf16/fp16 only): gelu(pre) is written only there, rounded (out NULL).
+void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, void *out_lp, const float *inp,
+                              const void *inp_lp, const float *weight, const float *bias, int N, int C, int OC);
 // dinp may be dout (in place)
 void cuda_gelu_backward(CudaCtx *c, float *dinp, const float *inp, const float *dout, long N);
 

@@ -14,7 +14,8 @@
 // Weights inside the flat parameter buffer come from the weight-cast cache instead
 // (Backend.cast_weights: the whole buffer rounded once per parameter version, as
 // torch.autocast's cache casts each weight once per optimizer step); activations and
-// gradients, and weights outside that buffer, are rounded per call.
+// gradients, and weights outside that buffer, are rounded per call, except those whose producer
+// wrote the copy (inp_lp / dout_lp: kernels/backend.h).
 //
 // Epilogues on cuBLASLt (cuda_lt_matmul): the forward's bias add rides on the GEMM
 // (CUBLASLT_EPILOGUE_BIAS, no bias kernel), matmul_gelu_forward's bias + GELU too (gelu.cu), and
@@ -28,8 +29,10 @@
 // Linear, whose grad_output is bf16), in fp32. matmul_backward_dgelu (the MLP's c_proj) runs its
 // data-gradient GEMM with the DGELU_BGRAD epilogue instead: gelu'(pre) times the fp32
 // accumulator, and the sums of that (the c_fc bias gradient) beside it, into dbias_pre or
-// scratch as BGRADB's. Where cuBLASLt cannot take a case (no handle; a GELU aux leading
-// dimension not a multiple of 8, its documented requirement; a shape, type or alignment it refuses with
+// scratch as BGRADB's; with dpre_lp its D is c_fc's dout operand in bf16/fp16 (the fp32 value
+// rounded in the store), the bias and aux vectors staying fp32. Where cuBLASLt cannot take a
+// case (no handle; a GELU aux leading dimension not a multiple of 8, its documented requirement;
+// a shape, type or alignment it refuses with
 // NOT_SUPPORTED / INVALID_VALUE, noted once on stderr) the cuBLAS GEMM and the separate kernels
 // run instead, with the same results up to rounding.
 #include "kernels/cuda/cuda_ops.cuh"
@@ -77,8 +80,8 @@ void cuda_gemm(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const 
 #define CUDA_LT_WORKSPACE ((size_t)32 << 20)
 
 bool cuda_lt_matmul(CudaCtx *c, bool transA, bool transB, int m, int n, int k, const void *A, int lda,
-                    const void *B, int ldb, float beta, float *D, int ldd, cublasLtEpilogue_t epilogue,
-                    float *bias, float *aux, int aux_ld) {
+                    const void *B, int ldb, float beta, void *D, int ldd, cublasLtEpilogue_t epilogue,
+                    float *bias, float *aux, int aux_ld, bool d_lp) {
     if (!c->cublaslt) return false;
     // cuBLASLt's documented requirement: the GELU input matrix's leading dimension a multiple of 8
     if ((epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epilogue == CUBLASLT_EPILOGUE_DGELU_BGRAD) && aux_ld % 8)
@@ -91,18 +94,25 @@ bool cuda_lt_matmul(CudaCtx *c, bool transA, bool transB, int m, int n, int k, c
     const cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     const uint32_t epi = (uint32_t)epilogue;
     const int64_t ald = aux_ld;
+    // the epilogue vectors stay fp32 whatever D's type (unset, cuBLASLt takes D's type)
+    const int32_t f32 = CUDA_R_32F;
+    const cudaDataType dt = d_lp ? t : CUDA_R_32F;
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, ct, CUDA_R_32F));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    if (bias) CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    if (bias) {
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32, sizeof f32));
+    }
     if (aux) {
+        CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &f32, sizeof f32));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ald, sizeof ald));
     }
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, t, transA ? k : m, transA ? m : k, lda));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, t, transB ? n : k, transB ? k : n, ldb));
-    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd));
+    CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, dt, m, n, ldd));
     const float alpha = 1.0f;
     // algo NULL: cuBLASLt's heuristic picks a kernel for these pointers' alignment; when none fits
     // (CUBLAS_STATUS_NOT_SUPPORTED) the caller takes the cuBLAS path
@@ -116,13 +126,13 @@ bool cuda_lt_matmul(CudaCtx *c, bool transA, bool transB, int m, int n, int k, c
         // a configuration this cuBLASLt refuses (its rules vary by version and GPU): the cuBLAS path,
         // said once per epilogue kind (the emulator refuses none that reach here: the tests count
         // the epilogues' kernels, tests/cuda/test_cuda_cast.c)
-        static bool said[4];
-        const int kind = epilogue == CUBLASLT_EPILOGUE_BIAS ? 0 : epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? 1
-                       : epilogue == CUBLASLT_EPILOGUE_BGRADB ? 2 : 3;
+        static bool said[8];
+        const int kind = (epilogue == CUBLASLT_EPILOGUE_BIAS ? 0 : epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? 1
+                       : epilogue == CUBLASLT_EPILOGUE_BGRADB ? 2 : 3) + (d_lp ? 4 : 0);
         if (!said[kind]) {
             said[kind] = true;
-            fprintf(stderr, "mingpt: note: CUDA backend: cuBLASLt refused epilogue %u (%d x %d x %d): %s; that "
-                    "product runs as cuBLAS + kernels\n", epi, m, n, k, cublasGetStatusString(s));
+            fprintf(stderr, "mingpt: note: CUDA backend: cuBLASLt refused epilogue %u (%d x %d x %d, D %s): %s; that "
+                    "product runs as cuBLAS + kernels\n", epi, m, n, k, d_lp ? "16-bit" : "fp32", cublasGetStatusString(s));
         }
         return false;
     }
@@ -206,9 +216,28 @@ void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *i
     }
 }
 
+// x (n,) in the compute dtype widened to fp32 into scratch SCR_F32 (the fallbacks' column sums of a
+// gradient given only as its copy): the exact values, no rounding.
+template <class T>
+__global__ void widen_kernel(float *__restrict__ out, const T *__restrict__ in, size_t n) {
+    GRID_STRIDE(i, n) out[i] = load_f(in + i);
+}
+static const float *cuda_widen(CudaCtx *c, const void *x, size_t n) {
+    if (c->dtype == DTYPE_FP32) return (const float *)x;
+    float *w = (float *)cuda_scratch(c, SCR_F32, n * sizeof(float));
+    const unsigned g = grid_for(c, n);
+    if (c->dtype == DTYPE_BF16)
+        LAUNCH((widen_kernel<__nv_bfloat16>), g, BLOCK, 0, c->stream)(w, (const __nv_bfloat16 *)x, n);
+    else
+        LAUNCH((widen_kernel<__half>), g, BLOCK, 0, c->stream)(w, (const __half *)x, n);
+    LAUNCH_CHECK();
+    return w;
+}
+
 // dweight += dout^T inp and dbias += column sums of dout (= both under GRAD_OVERWRITE), given
 // dout's GEMM operand D (and inp's, inp_lp, when its producer wrote it): one cuBLASLt GEMM with
-// the BGRADB epilogue (and, accumulating, one accumulate), else the cuBLAS GEMM and colsums.
+// the BGRADB epilogue (and, accumulating, one accumulate), else the cuBLAS GEMM and colsums (dout
+// NULL: of D, widened).
 static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *dbias, const float *dout,
                             const float *inp, const void *inp_lp, int N, int C, int OC) {
     const bool ow = c->grad_overwrite;
@@ -222,42 +251,48 @@ static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *db
         }
         cuda_gemm(c, false, true, C, OC, N, X, C, 0, D, OC, 0, 1.0f, ow ? 0.0f : 1.0f, dweight, C, 0, 1);
     }
-    if (dbias) cuda_colsum(c, dbias, dout, N, OC, !ow);
+    if (dbias) cuda_colsum(c, dbias, dout ? dout : cuda_widen(c, D, (size_t)N * OC), N, OC, !ow);
 }
 
 void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const float *inp, const void *inp_lp, const float *weight, int N,
-                          int C, int OC) {
+                          const float *dout, const void *dout_lp, const float *inp, const void *inp_lp,
+                          const float *weight, int N, int C, int OC) {
     if (N <= 0 || OC <= 0 || C <= 0) return;
-    const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
+    // dout_lp: the producer's copy; dbias then sums its (rounded) values, as BGRADB does
+    const void *D = dout_lp ? dout_lp : cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
     if (dinp) {
         const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
         cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dinp, C, 0, 1);
     }
-    backward_weight(c, D, dweight, dbias, dout, inp, inp_lp, N, C, OC);
+    backward_weight(c, D, dweight, dbias, dout_lp ? nullptr : dout, inp, inp_lp, N, C, OC);
 }
 
 // Backend.matmul_backward_dgelu: the weight gradients first (inp is read before dpre is
 // written), then the data gradient as one cuBLASLt GEMM with the DGELU_BGRAD epilogue (gelu'(pre)
 // applied to the fp32 accumulator, the column sums of the result into dbias_pre under
 // GRAD_OVERWRITE, else into scratch added to dbias_pre by one accumulate): no gelu_backward pass
-// and no dinp buffer. Without cuBLASLt: the cuBLAS GEMM into dpre, gelu_backward in place, the
-// column sums of dpre.
-void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float *dweight, float *dbias,
-                                const float *dout, const float *inp, const float *weight, const float *pre,
-                                int N, int C, int OC) {
+// and no dinp buffer. dpre_lp: the epilogue's D is that copy (the fp32 value rounded once, as
+// round_kernel would; the sums are of the fp32 values). Without cuBLASLt: the cuBLAS GEMM into
+// dpre (or fp32 scratch), gelu_backward in place, the column sums, and the rounding into dpre_lp.
+void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, void *dpre_lp, float *dbias_pre, float *dweight,
+                                float *dbias, const float *dout, const void *dout_lp, const float *inp,
+                                const void *inp_lp, const float *weight, const float *pre, int N, int C, int OC) {
     if (N <= 0 || OC <= 0 || C <= 0) return;
-    const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
-    backward_weight(c, D, dweight, dbias, dout, inp, nullptr, N, C, OC);
+    if (c->dtype == DTYPE_FP32 && dpre_lp && !dpre) dpre = (float *)dpre_lp;   // fp32 mode: the copy is fp32
+    if (c->dtype == DTYPE_FP32) dpre_lp = nullptr;
+    const void *D = dout_lp ? dout_lp : cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
+    backward_weight(c, D, dweight, dbias, dout_lp ? nullptr : dout, inp, inp_lp, N, C, OC);
     const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
     const bool ow = c->grad_overwrite;
     float *g = ow ? dbias_pre : (float *)cuda_scratch(c, SCR_PART, (size_t)C * sizeof(float));
-    if (cuda_lt_matmul(c, false, false, C, N, OC, W, C, D, OC, 0.0f, dpre, C, CUBLASLT_EPILOGUE_DGELU_BGRAD, g,
-                       (float *)pre, C)) {
+    if (cuda_lt_matmul(c, false, false, C, N, OC, W, C, D, OC, 0.0f, dpre_lp ? dpre_lp : (void *)dpre, C,
+                       CUBLASLT_EPILOGUE_DGELU_BGRAD, g, (float *)pre, C, dpre_lp != nullptr)) {
         if (!ow) cuda_accumulate(c, dbias_pre, g, (size_t)C, 0);
         return;
     }
-    cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dpre, C, 0, 1);
-    cuda_gelu_backward(c, dpre, pre, dpre, (long)N * C);   // in place
-    cuda_colsum(c, dbias_pre, dpre, N, C, !ow);
+    float *d = dpre ? dpre : (float *)cuda_scratch(c, SCR_F32, (size_t)N * C * sizeof(float));
+    cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, d, C, 0, 1);
+    cuda_gelu_backward(c, d, pre, d, (long)N * C);   // in place
+    cuda_colsum(c, dbias_pre, d, N, C, !ow);
+    if (dpre_lp) cuda_round_to(c, dpre_lp, d, (size_t)N * C);
 }

@@ -18,7 +18,10 @@ usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues] [--
   kernels (the cuBLAS path, as before cuBLASLt; also where cuBLASLt refuses a shape);
   --round-activations: the LayerNorm and attention outputs in fp32, rounded by each matmul that
   reads them (c_attn, c_fc, lm_head, attn.c_proj, forward and backward), as before their
-  producers wrote the bf16 copies themselves (Backend.layernorm_forward_lp, attention_forward_lp)
+  producers wrote the bf16 copies themselves (Backend.layernorm_forward_lp, attention_forward_lp);
+  likewise the GELU output (mlp.c_proj, forward and dW) and c_fc's output gradient (c_fc's dout),
+  which c_fc's and mlp.c_proj's epilogues now write only as bf16 (matmul_gelu_forward_lp's out_lp,
+  matmul_backward_dgelu's dpre_lp);
   --accumulate: a micro-step after the first of an optimizer step (gradient accumulation): the
   matmul backwards add into the parameter gradients (dW GEMMs with beta 1 read dweight; the
   bias-gradient epilogues write scratch and one kernel adds it to dbias). Default: the first
@@ -53,6 +56,10 @@ ln_out = lp if ln_lp else 4   # bytes such a producer writes per output element
 # the matmul backwards overwrite their parameter gradients (the first micro-step of a step)
 overwrite = "--accumulate" not in sys.argv
 dw_bytes = 4 if overwrite else 8   # per dweight element: written (beta 0), or read and written
+# the MLP's GELU output and c_fc's output gradient likewise, written by the GEMMs' epilogues (the
+# fallback kernels without them) in bf16 only; the fp32 pre-activation (aux) is still kept
+gelu_lp = ln_lp
+gelu_out = lp if gelu_lp else 4
 ops = []   # (phase, name, flops, bytes, kind)
 
 
@@ -71,6 +78,7 @@ def round_weight(phase, name, n):
 
 
 def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False, produced=False):
+    # gelu: the GELU output written as gelu_out bytes per element, the fp32 aux (pre) beside it
     round_weight(phase, name + " W", OC * Cin)
     if not produced:   # produced: its producer wrote x in bf16
         round_(phase, name + " x", N * Cin)
@@ -79,26 +87,29 @@ def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False, produced=False):
         # writes the pre-activation (aux) beside D
         epi = " GEMM + bias+GELU epilogue" if gelu else " GEMM + bias epilogue"
         op(phase, name + epi, 2 * N * Cin * OC + (20 if gelu else 1) * N * OC,
-           lp * (N * Cin + OC * Cin) + 4 * N * OC * (2 if gelu else 1) + 4 * OC, "gemm")
+           lp * (N * Cin + OC * Cin) + (4 + gelu_out if gelu else 4) * N * OC + 4 * OC, "gemm")
         return
     op(phase, name + " GEMM", 2 * N * Cin * OC, lp * (N * Cin + OC * Cin) + 4 * N * OC, "gemm")
-    if gelu:
-        op(phase, name + " bias+GELU", 20 * N * OC, 4 * N * OC * 3)
+    if gelu:   # read the GEMM's pre, write it back biased, write the GELU output
+        op(phase, name + " bias+GELU", 20 * N * OC, (8 + gelu_out) * N * OC)
     elif bias:
         op(phase, name + " bias", N * OC, 8 * N * OC)
 
 
-def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None, produced=False):
-    round_(phase, name + " dout", N * OC)
+def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None, produced=False, dout_produced=False):
+    # dout_produced: its producer wrote dout in bf16 (matmul_backward_dgelu's dpre_lp)
+    if not dout_produced:
+        round_(phase, name + " dout", N * OC)
     if dinp:
         round_weight(phase, name + " W", OC * Cin)
         # dinp overwritten (beta 0): written, never read
         if dgelu:
             # matmul_backward_dgelu: DGELU_BGRAD epilogue, gelu'(pre) applied to the accumulator
-            # (pre read), the row sums of the result (the previous layer's bias gradient) beside
-            # (into the bias gradient itself when overwriting, else into scratch added to it)
+            # (pre read, fp32), the row sums of the result (the previous layer's bias gradient)
+            # beside (into the bias gradient itself when overwriting, else into scratch added to
+            # it); D (c_fc's output gradient) written as gelu_out bytes per element
             op(phase, name + " dinp GEMM + dGELU+bgrad epilogue", 2 * N * Cin * OC + 21 * N * Cin,
-               lp * (N * OC + OC * Cin) + 4 * N * Cin * 2 + 4 * Cin, "gemm")
+               lp * (N * OC + OC * Cin) + (4 + gelu_out) * N * Cin + 4 * Cin, "gemm")
             if not overwrite:
                 op(phase, dgelu + " dbias accumulate", Cin, 12 * Cin)
         else:
@@ -190,7 +201,7 @@ for l in range(L):
     op(ph, "dropout (resid)", BTC, 8 * BTC)
     op(ph, "residual + ln_2", 9 * BTC, (12 + ln_out) * BTC)
     matmul_fwd(ph, "c_fc", BT, C, 4 * C, gelu=True, produced=ln_lp)
-    matmul_fwd(ph, "mlp.c_proj", BT, 4 * C, C)
+    matmul_fwd(ph, "mlp.c_proj", BT, 4 * C, C, produced=gelu_lp)
     op(ph, "dropout (resid)", BTC, 8 * BTC)
     op(ph, "residual + next LN", 9 * BTC, (12 + ln_out) * BTC)
 matmul_fwd("fwd", "lm_head", BT, C, V, bias=False, produced=ln_lp)
@@ -210,10 +221,10 @@ for l in range(L):
     ph = "bwd/layer"
     op(ph, "dropout backward", BTC, 8 * BTC)
     if epilogues:   # matmul_backward_dgelu: GELU backward and c_fc's bias gradient in c_proj's dinp GEMM
-        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C, dgelu="c_fc")
-        matmul_bwd(ph, "c_fc", BT, C, 4 * C, bias=False, produced=ln_lp)
-    else:
-        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C)
+        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C, dgelu="c_fc", produced=gelu_lp)
+        matmul_bwd(ph, "c_fc", BT, C, 4 * C, bias=False, produced=ln_lp, dout_produced=gelu_lp)
+    else:   # (the fused op's fallback: the GEMM, GELU backward, column sums, then dpre rounded)
+        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C, produced=gelu_lp)
         op(ph, "GELU backward", 20 * 4 * BTC, 48 * BTC)
         matmul_bwd(ph, "c_fc", BT, C, 4 * C, produced=ln_lp)
     op(ph, "ln_2 backward", 20 * BTC, 16 * BTC + 8 * BTC)

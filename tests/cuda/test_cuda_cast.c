@@ -27,8 +27,9 @@
 //     matmul_forward / matmul_gelu_forward taking it launch none, matmul_backward only dout's;
 //     outputs bitwise those of the fp32 output rounded per call. In training the counting
 //     wrapper expects no rounding for the produced inputs (c_attn, c_fc and lm_head from the
-//     LayerNorms, attn.c_proj from the attention; forward and backward: 2 (3 L + 1) such calls
-//     per micro-step), and the reference run has no copies. The attention (fused and cuBLAS
+//     LayerNorms, attn.c_proj from the attention, mlp.c_proj from c_fc's GELU epilogue, and c_fc's
+//     output gradient from mlp.c_proj's dGELU epilogue; forward and backward: 2 (4 L + 1) such
+//     calls per micro-step), and the reference run has no copies. The attention (fused and cuBLAS
 //     path) writes its copy in the launches it makes anyway, bitwise its fp32 output rounded.
 //   epilogues (kernels/cuda/matmul.cu: cuBLASLt; GEMMs are library calls, not counted as kernel
 //     launches, like the cuBLAS shim's): a matmul_forward with bias and a matmul_gelu_forward
@@ -259,9 +260,9 @@ static void produced_check(ComputeDtype dt) {
         l0 = launches();
         be->matmul_forward_lp(be, o2, y_lp, w, bias, N, C, OC);
         assert_launched(l0, 0, 0, "matmul_forward_lp");
-        be->matmul_gelu_forward_lp(be, p2, o2 + 0, y_lp, w, bias, N, C, OC);
+        be->matmul_gelu_forward_lp(be, p2, o2 + 0, NULL, y_lp, w, bias, N, C, OC);
         assert_launched(l0, 0, 0, "matmul_gelu_forward_lp");
-        be->matmul_backward_lp(be, d2, g2, gb2, dout, y_lp, w, N, C, OC);
+        be->matmul_backward_lp(be, d2, g2, gb2, dout, NULL, y_lp, w, N, C, OC);
         assert_launched(l0, 0, 1, "matmul_backward_lp (dout only)");
         assert_dev_equal(be, st1, st2, 2 * N, what);
         if (fused) assert_dev_equal(be, res1, res2, NC, what);
@@ -349,7 +350,7 @@ static void epilogues_check(ComputeDtype dt) {
     assert_non_null(be->matmul_backward_dgelu);
     c0 = count("accumulate_kernel");
     const long gb0 = emu_launch_count("gelu_backward_kernel") + emu_launch_count("gelu_backward_inplace_kernel");
-    be->matmul_backward_dgelu(be, dinp, dbp, dw, db, dout, inp, w, pre, N, C, OC);
+    be->matmul_backward_dgelu(be, dinp, NULL, dbp, dw, db, dout, NULL, inp, NULL, w, pre, N, C, OC);
     assert_count(c0, "accumulate_kernel", 2 * rin + 2, 2, "matmul_backward_dgelu");
     assert_int_equal(emu_launch_count("gelu_backward_kernel") + emu_launch_count("gelu_backward_inplace_kernel"), gb0);
     // GRAD_OVERWRITE: the epilogues write dbias and dbias_pre, nothing is added afterwards
@@ -361,9 +362,32 @@ static void epilogues_check(ComputeDtype dt) {
     be->matmul_backward(be, dinp, NULL, db, dout, inp, w, N, C, OC);
     assert_count(c0, "colsum_partial_kernel", rin + 2, 1, "matmul_backward, dbias without dweight, GRAD_OVERWRITE");
     c0 = count("accumulate_kernel");
-    be->matmul_backward_dgelu(be, dinp, dbp, dw, db, dout, inp, w, pre, N, C, OC);
+    be->matmul_backward_dgelu(be, dinp, NULL, dbp, dw, db, dout, NULL, inp, NULL, w, pre, N, C, OC);
     assert_count(c0, "accumulate_kernel", 2 * rin, 0, "matmul_backward_dgelu, GRAD_OVERWRITE");
     be->set_grad_write(be, GRAD_ACCUMULATE);
+    if (dt != DTYPE_FP32) {
+        // the MLP's copies (bf16): c_fc's GELU output written by its epilogue (no launch; with
+        // OC = 20 the bias_gelu_kernel writes it), mlp.c_proj's backward taking an input copy and
+        // writing its dpre as a copy (dout rounded: the one round_kernel; the two accumulates),
+        // and a backward given its dout as a copy (an (N, OC) one: the GELU output's): only its
+        // bias accumulate, no rounding
+        void *g_lp = be->alloc(be, (size_t)N * OC * 2), *d_lp = be->alloc(be, (size_t)N * C * 2);
+        void *in_lp = be->alloc(be, (size_t)N * C * 2);
+        be->layernorm_forward_lp(be, NULL, NULL, in_lp, dinp, dinp + N, inp, NULL, bias, bias, N, C);
+        c0 = count("round_kernel");
+        be->matmul_gelu_forward_lp(be, pre, NULL, g_lp, in_lp, w, bias, N, C, OC);
+        assert_count(c0, "round_kernel", 0, 0, "matmul_gelu_forward_lp with out_lp");
+        c0 = count("bias_gelu_kernel");
+        be->matmul_gelu_forward_lp(be, pre, NULL, g_lp, in_lp, w, bias, N, C, OC2);
+        assert_count(c0, "bias_gelu_kernel", 1, 1, "matmul_gelu_forward_lp with out_lp, OC = 20: bias_gelu_kernel");
+        c0 = count("round_kernel");
+        be->matmul_backward_dgelu(be, NULL, d_lp, dbp, dw, db, dout, NULL, NULL, in_lp, w, pre, N, C, OC);
+        assert_count(c0, "round_kernel", 3, 1, "matmul_backward_dgelu with dpre_lp and inp_lp: dout rounded, 2 accumulates");
+        c0 = count("accumulate_kernel");
+        be->matmul_backward_lp(be, dinp, dw, db, NULL, g_lp, in_lp, w, N, C, OC);
+        assert_count(c0, "accumulate_kernel", 1, 1, "matmul_backward_lp with dout_lp: the bias accumulate only");
+        be->free(be, g_lp); be->free(be, d_lp); be->free(be, in_lp);
+    }
     be->free(be, flat); be->free(be, inp); be->free(be, bias); be->free(be, dout); be->free(be, out);
     be->free(be, pre); be->free(be, dinp); be->free(be, dw); be->free(be, db); be->free(be, dbp);
     be->destroy(be);
@@ -416,13 +440,16 @@ static void counted_matmul_backward(Backend *be, float *dinp, float *dweight, fl
     if (dinp) check_weight(k, weight, (size_t)oc * c);
     k->inner->matmul_backward(k->inner, dinp, dweight, dbias, dout, inp, weight, n, c, oc);
 }
-static void counted_matmul_backward_dgelu(Backend *be, float *dpre, float *dbias_pre, float *dweight, float *dbias,
-                                          const float *dout, const float *inp, const float *weight, const float *pre,
-                                          int n, int c, int oc) {
+static void counted_matmul_backward_dgelu(Backend *be, float *dpre, void *dpre_lp, float *dbias_pre, float *dweight,
+                                          float *dbias, const float *dout, const void *dout_lp, const float *inp,
+                                          const void *inp_lp, const float *weight, const float *pre, int n, int c,
+                                          int oc) {
     Counting *k = (Counting *)be;
-    k->rounds += 2;   // dout and inp
+    k->rounds += (dout_lp == NULL) + (inp_lp == NULL);   // the operands not given as copies
+    if (dout_lp || inp_lp) k->produced++;
     check_weight(k, weight, (size_t)oc * c);
-    k->inner->matmul_backward_dgelu(k->inner, dpre, dbias_pre, dweight, dbias, dout, inp, weight, pre, n, c, oc);
+    k->inner->matmul_backward_dgelu(k->inner, dpre, dpre_lp, dbias_pre, dweight, dbias, dout, dout_lp, inp, inp_lp,
+                                    weight, pre, n, c, oc);
 }
 
 static void counted_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, const float *weight,
@@ -432,20 +459,21 @@ static void counted_matmul_forward_lp(Backend *be, float *out, const void *inp_l
     check_weight(k, weight, (size_t)oc * c);
     k->inner->matmul_forward_lp(k->inner, out, inp_lp, weight, bias, n, c, oc);
 }
-static void counted_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, const void *inp_lp,
+static void counted_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, void *out_lp, const void *inp_lp,
                                            const float *weight, const float *bias, int n, int c, int oc) {
     Counting *k = (Counting *)be;
     k->produced++;
     check_weight(k, weight, (size_t)oc * c);
-    k->inner->matmul_gelu_forward_lp(k->inner, pre, out, inp_lp, weight, bias, n, c, oc);
+    k->inner->matmul_gelu_forward_lp(k->inner, pre, out, out_lp, inp_lp, weight, bias, n, c, oc);
 }
 static void counted_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                                       const void *inp_lp, const float *weight, int n, int c, int oc) {
+                                       const void *dout_lp, const void *inp_lp, const float *weight, int n, int c,
+                                       int oc) {
     Counting *k = (Counting *)be;
     k->produced++;
-    k->rounds += 1;   // dout only
+    k->rounds += dout_lp == NULL;   // dout, unless its producer wrote the copy
     if (dinp) check_weight(k, weight, (size_t)oc * c);
-    k->inner->matmul_backward_lp(k->inner, dinp, dweight, dbias, dout, inp_lp, weight, n, c, oc);
+    k->inner->matmul_backward_lp(k->inner, dinp, dweight, dbias, dout, dout_lp, inp_lp, weight, n, c, oc);
 }
 
 typedef struct {
@@ -502,10 +530,10 @@ static void assert_params_equal(Run *a, Run *b, const char *what) {
 // the counted matmul calls need (no weight rounded per call, every weight inside the buffer).
 #define counted(r, n_cast, what, call) do {                                                        \
     const Launches l_ = launches();                                                              \
-    const long rounds_ = (r)->k.rounds;                                                          \
+    const long rounds_ = (r)->k.rounds, produced_ = (r)->k.produced;                             \
     call;                                                                                        \
     assert_launched(l_, (n_cast), (r)->k.rounds - rounds_, what);                                \
-    assert_true((r)->k.rounds > rounds_);                                                        \
+    assert_true((r)->k.rounds + (r)->k.produced > rounds_ + produced_);   /* matmuls counted */  \
     assert_int_equal((r)->k.weights_outside, 0);                                                 \
 } while (0)
 
@@ -554,8 +582,10 @@ static void train_check(ComputeDtype dt, int n_micro) {
         snprintf(what, sizeof what, "step %d (%d micro-steps)", s, n_micro);
         const long produced = c.k.produced;
         counted(&c, dirty, what, assert_int_equal(train_step(&c.ts, mb, n_micro, B, T, 7, (uint64_t)s, 0, &rc), 0));
-        // c_attn, c_fc and lm_head take the LayerNorms' copies, attn.c_proj the attention's, forward and backward
-        assert_int_equal(c.k.produced - produced, (long)n_micro * 2 * (3 * SHAPE.n_layer + 1));
+        // c_attn, c_fc and lm_head take the LayerNorms' copies, attn.c_proj the attention's and
+        // mlp.c_proj the GELU output's (c_fc's epilogue), forward and backward (c_fc's backward takes
+        // the copy of its output gradient that mlp.c_proj's backward wrote: in the same call)
+        assert_int_equal(c.k.produced - produced, (long)n_micro * 2 * (4 * SHAPE.n_layer + 1));
         assert_int_equal(train_step(&p.ts, mb, n_micro, B, T, 7, (uint64_t)s, 0, &rp), 0);
         if (memcmp(&rc.loss, &rp.loss, sizeof rc.loss) != 0 || rc.applied != rp.applied)
             fail_msg("%s: loss %.9g applied %d vs per-call %.9g applied %d", what, rc.loss, rc.applied, rp.loss, rp.applied);

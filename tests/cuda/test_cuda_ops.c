@@ -59,6 +59,7 @@
 #include <stdbool.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/bf16.h"
 #include "tests/cuda/backend_util.h"
 #include "kernels/dropout_rng.h"
 #include "kernels/cuda/emu/emu_counters.h"
@@ -566,7 +567,7 @@ static void test_matmul_backward_dgelu(void **state) {
         float *d_x = up(f->cu, x, NC * 4), *d_w = up(f->cu, w, OCC * 4), *d_dout = up(f->cu, dout, NO * 4);
         float *d_pre = up(f->cu, pre, NC * 4), *d_dpre = up(f->cu, dpre, NC * 4), *d_dw = up(f->cu, dw, OCC * 4);
         float *d_db = up(f->cu, db, OC * 4), *d_dbp = up(f->cu, dbp, C * 4);
-        f->cu->matmul_backward_dgelu(f->cu, d_dpre, d_dbp, d_dw, d_db, d_dout, d_x, d_w, d_pre, N, C, OC);
+        f->cu->matmul_backward_dgelu(f->cu, d_dpre, NULL, d_dbp, d_dw, d_db, d_dout, NULL, d_x, NULL, d_w, d_pre, N, C, OC);
         float *g_dpre = down(f->cu, d_dpre, NC), *g_dw = down(f->cu, d_dw, OCC), *g_db = down(f->cu, d_db, OC);
         float *g_dbp = down(f->cu, d_dbp, C);
         double *mx = dzeros(NC), *mw = dzeros(OCC), *mb = dzeros(OC), *mbp = dzeros(C);
@@ -699,7 +700,7 @@ static void test_grad_overwrite(void **state) {
         float *d_pre = up(f->cu, pre, NC * 4), *d_dpre = f->cu->alloc(f->cu, NC * 4), *d_dw = up(f->cu, nan_w, OCC * 4);
         float *d_db = up(f->cu, nan_b, OC * 4), *d_dbp = up(f->cu, nan_bp, C * 4);
         f->cu->set_grad_write(f->cu, GRAD_OVERWRITE);
-        f->cu->matmul_backward_dgelu(f->cu, d_dpre, d_dbp, d_dw, d_db, d_dout, d_x, d_w, d_pre, N, C, OC);
+        f->cu->matmul_backward_dgelu(f->cu, d_dpre, NULL, d_dbp, d_dw, d_db, d_dout, NULL, d_x, NULL, d_w, d_pre, N, C, OC);
         f->cu->set_grad_write(f->cu, GRAD_ACCUMULATE);
         float *g_dw = down(f->cu, d_dw, OCC), *g_db = down(f->cu, d_db, OC), *g_dbp = down(f->cu, d_dbp, C);
         double *mx = dzeros(NC), *mw = dzeros(OCC), *mb = dzeros(OC), *mbp = dzeros(C);
@@ -727,7 +728,7 @@ static void test_grad_overwrite(void **state) {
         check_no_nan(what, g_db, OC);
         check(what, g_db, r_db, mb, OC, f->u + 2.2 * gam(N + 2), 2 * U32, N * f->abs_lp);
         // GRAD_ACCUMULATE again: dbias_pre doubles
-        f->cu->matmul_backward_dgelu(f->cu, d_dpre, d_dbp, d_dw, d_db, d_dout, d_x, d_w, d_pre, N, C, OC);
+        f->cu->matmul_backward_dgelu(f->cu, d_dpre, NULL, d_dbp, d_dw, d_db, d_dout, NULL, d_x, NULL, d_w, d_pre, N, C, OC);
         float *g2_dbp = down(f->cu, d_dbp, C);
         for (int c = 0; c < C; c++) { r_dbp[c] = 2 * g_dbp[c]; mbp[c] *= 2; }
         check("GRAD_ACCUMULATE after it: dbias_pre doubled", g2_dbp, r_dbp, mbp, C, 2.2 * gam(N + 2), 4 * U32, 0);
@@ -736,6 +737,155 @@ static void test_grad_overwrite(void **state) {
         free(x); free(w); free(dout); free(pre); free(r_dinp); free(r_dpre); free(r_dw); free(r_db); free(r_dbp);
         free(nan_w); free(nan_b); free(nan_bp); free(g_dw); free(g_db); free(g_dbp); free(g2_dbp);
         free(mx); free(mw); free(mb); free(mbp);
+// An element of a low-precision copy of `size` bytes per element (2: bf16/fp16 bits, 4: fp32
+// values already rounded) as the float it holds, and x rounded as such a copy stores it (nearest
+// even), compared bit for bit.
+static float lp_value(ComputeDtype dt, const void *copy, size_t size, size_t i) {
+    if (size == 4) return ((const float *)copy)[i];
+    const uint16_t b = ((const uint16_t *)copy)[i];
+    if (dt == DTYPE_BF16) return bf16_to_float(b);
+    _Float16 h;
+    memcpy(&h, &b, 2);
+    return (float)h;
+}
+static bool lp_holds_rounded(ComputeDtype dt, const void *copy, size_t size, size_t i, float x) {
+    const float want = dt == DTYPE_BF16 ? bf16_round(x) : fp16_round(x), got = lp_value(dt, copy, size, i);
+    return memcmp(&want, &got, sizeof want) == 0;
+}
+static void check_rounded_copy(const char *what, ComputeDtype dt, const void *copy, size_t size, const float *x,
+                               size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!lp_holds_rounded(dt, copy, size, i, x[i]))
+            fail_msg("%s: element %zu: copy holds %.9g, the fp32 value %.9g rounds to %.9g", what, i,
+                     lp_value(dt, copy, size, i), x[i], dt == DTYPE_BF16 ? bf16_round(x[i]) : fp16_round(x[i]));
+    print_message("    %-44s bitwise the fp32 output rounded\n", what);
+}
+static void *down_bytes(Backend *be, const void *d, size_t bytes) {
+    void *h = malloc(bytes ? bytes : 1);
+    assert_non_null(h);
+    be->download(be, h, d, bytes);
+    return h;
+}
+static void check_same(const char *what, Backend *be, const float *d1, const float *d2, size_t n) {
+    float *a = down(be, d1, n), *b = down(be, d2, n);
+    check_equal(what, b, a, n);
+    free(a); free(b);
+}
+
+// The MLP's copies, bf16 and fp16 (the *_lp ops exist only there): c_fc's GELU output written
+// only as its copy (matmul_gelu_forward_lp's out_lp), mlp.c_proj's backward writing the gradient
+// of c_fc's output only as its copy (matmul_backward_dgelu's dpre_lp, with the GELU output given
+// as inp_lp) and c_fc's backward taking it (matmul_backward_lp's dout_lp). Each copy is bitwise
+// the fp32 output of the plain op on the same backend rounded to nearest even (the rounding point
+// is unchanged), every fp32 output beside it (pre, the bias and weight gradients) is bitwise the
+// plain op's, and the ops that take the copies give bitwise the plain ops' results on the fp32
+// tensors (the plain ops are compared with the CPU above). The copy of the GELU output is also
+// compared with the fp32 CPU reference: the tolerance of matmul_gelu_forward's out plus one
+// rounding to the type (f->u relative). The CPU backend's matmul_gelu_forward_lp with out_lp and
+// matmul_backward_lp with dout_lp: the same bitwise properties against its own plain ops. Shapes:
+// c_fc C 48 -> 192 (cuBLASLt's epilogues) and N, C odd with 4C = 84 not a multiple of 8 (the
+// fallbacks: the GEMM and bias_gelu_kernel writing the copy; the GEMM, GELU backward, column
+// sums and rounding).
+static void test_mlp_lp_copies(void **state) {
+    Fx *f = *state;
+    if (f->dt == DTYPE_FP32 || !f->cu->matmul_gelu_forward_lp || !f->cu->matmul_backward_dgelu) { skip(); return; }
+    static const int SH[][2] = { {21, 48}, {19, 21} };
+    for (int sh = 0; sh < 2; sh++) {
+        const int N = SH[sh][0], C = SH[sh][1], H = 4 * C;
+        const size_t NC = (size_t)N * C, NH = (size_t)N * H, HC = (size_t)H * C;
+        float *x = rnd(NC, -1, 1), *lnw = rnd(C, 0.5f, 1.5f), *lnb = rnd(C, -0.2f, 0.2f);
+        float *wfc = rnd(HC, -0.3f, 0.3f), *bfc = rnd(H, -1, 1), *wpr = rnd(HC, -0.3f, 0.3f), *bpr = rnd(C, -1, 1);
+        float *dout = rnd(NC, -1, 1), *zero = calloc(HC, sizeof(float));
+        Backend *cu = f->cu;
+        const size_t lp = cu->lp_size;
+        assert_int_equal(lp, 2);
+        float *d_x = up(cu, x, NC * 4), *d_lnw = up(cu, lnw, C * 4), *d_lnb = up(cu, lnb, C * 4);
+        float *d_wfc = up(cu, wfc, HC * 4), *d_bfc = up(cu, bfc, H * 4), *d_wpr = up(cu, wpr, HC * 4);
+        float *d_bpr = up(cu, bpr, C * 4), *d_dout = up(cu, dout, NC * 4);
+        float *d_ln = cu->alloc(cu, NC * 4), *d_st = cu->alloc(cu, 2 * N * 4);
+        void *d_ln_lp = cu->alloc(cu, NC * lp), *d_g_lp = cu->alloc(cu, NH * lp), *d_dp_lp = cu->alloc(cu, NH * lp);
+        float *d_pre1 = cu->alloc(cu, NH * 4), *d_pre2 = cu->alloc(cu, NH * 4), *d_g1 = cu->alloc(cu, NH * 4);
+        float *d_o1 = cu->alloc(cu, NC * 4), *d_o2 = cu->alloc(cu, NC * 4), *d_dp1 = cu->alloc(cu, NH * 4);
+        float *d_dln1 = cu->alloc(cu, NC * 4), *d_dln2 = cu->alloc(cu, NC * 4);
+        float *gr[2][5];   // per run: dbias_pre, dweight, dbias of mlp.c_proj; dweight, dbias of c_fc
+        const size_t gn[5] = { (size_t)H, HC, (size_t)C, HC, (size_t)H };
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < 5; k++) gr[r][k] = up(cu, zero, gn[k] * 4);
+        char what[96];
+        // the producer of c_fc's input copy (and its fp32 output, the plain ops' input)
+        cu->layernorm_forward_lp(cu, NULL, d_ln, d_ln_lp, d_st, d_st + N, d_x, NULL, d_lnw, d_lnb, N, C);
+        // forward: c_fc + GELU, then mlp.c_proj
+        cu->matmul_gelu_forward(cu, d_pre1, d_g1, d_ln, d_wfc, d_bfc, N, C, H);
+        cu->matmul_gelu_forward_lp(cu, d_pre2, NULL, d_g_lp, d_ln_lp, d_wfc, d_bfc, N, C, H);
+        cu->matmul_forward(cu, d_o1, d_g1, d_wpr, d_bpr, N, H, C);
+        cu->matmul_forward_lp(cu, d_o2, d_g_lp, d_wpr, d_bpr, N, H, C);
+        float *g1 = down(cu, d_g1, NH);
+        void *glp = down_bytes(cu, d_g_lp, NH * lp);
+        snprintf(what, sizeof what, "gelu_forward_lp %dx%d->%d out_lp", N, C, H);
+        check_rounded_copy(what, f->dt, glp, lp, g1, NH);
+        snprintf(what, sizeof what, "gelu_forward_lp %dx%d->%d pre", N, C, H);
+        check_same(what, cu, d_pre1, d_pre2, NH);
+        snprintf(what, sizeof what, "mlp.c_proj on out_lp %dx%d->%d", N, H, C);
+        check_same(what, cu, d_o1, d_o2, NC);
+        // the copy against the fp32 CPU reference (ln's output as the CPU computes it)
+        float *ln = down(cu, d_ln, NC), *pre = malloc(NH * 4), *out = malloc(NH * 4), *gw = malloc(NH * 4);
+        f->cpu->matmul_gelu_forward(f->cpu, pre, out, ln, wfc, bfc, N, C, H);
+        for (size_t i = 0; i < NH; i++) gw[i] = lp_value(f->dt, glp, lp, i);
+        double *mag = dzeros(NH);
+        mag_xwT(mag, ln, wfc, bfc, N, C, H);
+        for (size_t i = 0; i < NH; i++) mag[i] *= 1.13;
+        snprintf(what, sizeof what, "gelu_forward_lp %dx%d->%d out_lp vs cpu", N, C, H);
+        check(what, gw, out, mag, NH, coef_dot(f, C), 8 * U32 + f->u, 1.13 * C * f->abs_lp);
+        // backward: mlp.c_proj with the GELU backward (dpre fp32, or only its copy), then c_fc
+        cu->matmul_backward_dgelu(cu, d_dp1, NULL, gr[0][0], gr[0][1], gr[0][2], d_dout, NULL, d_g1, NULL, d_wpr,
+                                  d_pre1, N, H, C);
+        cu->matmul_backward_dgelu(cu, NULL, d_dp_lp, gr[1][0], gr[1][1], gr[1][2], d_dout, NULL, NULL, d_g_lp, d_wpr,
+                                  d_pre1, N, H, C);
+        cu->matmul_backward_lp(cu, d_dln1, gr[0][3], gr[0][4], d_dp1, NULL, d_ln_lp, d_wfc, N, C, H);
+        cu->matmul_backward_lp(cu, d_dln2, gr[1][3], gr[1][4], NULL, d_dp_lp, d_ln_lp, d_wfc, N, C, H);
+        float *dp1 = down(cu, d_dp1, NH);
+        void *dplp = down_bytes(cu, d_dp_lp, NH * lp);
+        snprintf(what, sizeof what, "backward_dgelu %dx%d->%d dpre_lp", N, H, C);
+        check_rounded_copy(what, f->dt, dplp, lp, dp1, NH);
+        static const char *names[5] = { "dbias_pre", "c_proj dweight", "c_proj dbias", "c_fc dweight",
+                                        "c_fc dbias (dout_lp's sums)" };
+        for (int k = 0; k < 5; k++) {
+            snprintf(what, sizeof what, "mlp backward %dx%d %s", N, C, names[k]);
+            check_same(what, cu, gr[0][k], gr[1][k], gn[k]);
+        }
+        snprintf(what, sizeof what, "c_fc backward on dout_lp %dx%d dinp", N, C);
+        check_same(what, cu, d_dln1, d_dln2, NC);
+        // the CPU backend's variants, against its own plain ops
+        Backend *cl = f->cpu_lp;
+        if (cl->matmul_gelu_forward_lp && cl->lp_size) {
+            const size_t clp = cl->lp_size;
+            void *c_ln_lp = malloc(NC * clp), *c_g_lp = malloc(NH * clp), *c_d_lp = malloc(NH * clp);
+            float *c_ln = malloc(NC * 4), *c_st = malloc(2 * N * 4), *p1 = malloc(NH * 4), *p2 = malloc(NH * 4);
+            float *o1 = malloc(NH * 4), *dpc = rnd(NH, -1, 1), *di1 = malloc(NC * 4), *di2 = malloc(NC * 4);
+            float *w1 = calloc(HC, 4), *w2 = calloc(HC, 4), *b1 = calloc(H, 4), *b2 = calloc(H, 4);
+            cl->layernorm_forward_lp(cl, NULL, c_ln, c_ln_lp, c_st, c_st + N, x, NULL, lnw, lnb, N, C);
+            cl->matmul_gelu_forward(cl, p1, o1, c_ln, wfc, bfc, N, C, H);
+            cl->matmul_gelu_forward_lp(cl, p2, NULL, c_g_lp, c_ln_lp, wfc, bfc, N, C, H);
+            check_rounded_copy("cpu gelu_forward_lp out_lp", f->dt, c_g_lp, clp, o1, NH);
+            check_equal("cpu gelu_forward_lp pre", p2, p1, NH);
+            // a copy of an output gradient (dpc rounded), then the op on it and on the rounded fp32 values
+            for (size_t i = 0; i < NH; i++) dpc[i] = f->dt == DTYPE_BF16 ? bf16_round(dpc[i]) : fp16_round(dpc[i]);
+            if (clp == 2) for (size_t i = 0; i < NH; i++) ((uint16_t *)c_d_lp)[i] = bf16_from_float(dpc[i]);
+            else memcpy(c_d_lp, dpc, NH * 4);
+            cl->matmul_backward_lp(cl, di1, w1, b1, dpc, NULL, c_ln_lp, wfc, N, C, H);
+            cl->matmul_backward_lp(cl, di2, w2, b2, NULL, c_d_lp, c_ln_lp, wfc, N, C, H);
+            check_equal("cpu backward_lp on dout_lp dinp", di2, di1, NC);
+            check_equal("cpu backward_lp on dout_lp dweight", w2, w1, HC);
+            check_equal("cpu backward_lp on dout_lp dbias", b2, b1, H);
+            free(c_ln_lp); free(c_g_lp); free(c_d_lp); free(c_ln); free(c_st); free(p1); free(p2); free(o1);
+            free(dpc); free(di1); free(di2); free(w1); free(w2); free(b1); free(b2);
+        }
+        void *dbufs[] = { d_x, d_lnw, d_lnb, d_wfc, d_bfc, d_wpr, d_bpr, d_dout, d_ln, d_st, d_ln_lp, d_g_lp, d_dp_lp,
+                          d_pre1, d_pre2, d_g1, d_o1, d_o2, d_dp1, d_dln1, d_dln2 };
+        for (size_t i = 0; i < sizeof dbufs / sizeof *dbufs; i++) cu->free(cu, dbufs[i]);
+        for (int r = 0; r < 2; r++) for (int k = 0; k < 5; k++) cu->free(cu, gr[r][k]);
+        free(x); free(lnw); free(lnb); free(wfc); free(bfc); free(wpr); free(bpr); free(dout); free(zero);
+        free(g1); free(glp); free(ln); free(pre); free(out); free(gw); free(mag); free(dp1); free(dplp);
     }
 }
 
@@ -1593,6 +1743,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_backward),
         cmocka_unit_test(test_matmul_backward_dgelu),
         cmocka_unit_test(test_grad_overwrite),
+        cmocka_unit_test(test_mlp_lp_copies),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_causal),
         cmocka_unit_test(test_attention_grid),

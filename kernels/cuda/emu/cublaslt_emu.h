@@ -6,10 +6,14 @@
 //   cublasLtCreate / cublasLtDestroy, cublasLtGetStatusString / Name,
 //   cublasLtMatmulDescCreate / Destroy / SetAttribute: COMPUTE_TYPE, SCALE_TYPE (CUDA_R_32F),
 //     POINTER_MODE (host), TRANSA, TRANSB, EPILOGUE, BIAS_POINTER, BIAS_DATA_TYPE (CUDA_R_32F),
-//     EPILOGUE_AUX_POINTER, EPILOGUE_AUX_LD, EPILOGUE_AUX_DATA_TYPE (CUDA_R_32F);
+//     EPILOGUE_AUX_POINTER, EPILOGUE_AUX_LD, EPILOGUE_AUX_DATA_TYPE (CUDA_R_32F). Both data types
+//     default (unset, -1) to D's type, as cuBLASLt documents; a bias or aux whose type is then
+//     16-bit is not emulated (refused), so a 16-bit D with an epilogue vector needs them set;
 //   cublasLtMatrixLayoutCreate / Destroy (column-major, one matrix: no layout attributes);
 //   cublasLtMatmul with algo NULL (the library's own heuristic), A and B fp32 / bf16 / fp16 (the
-//     same type), C and D fp32, compute CUBLAS_COMPUTE_32F or _32F_FAST_TF32, and the epilogues
+//     same type), C and D of one type, fp32 or A's (a 16-bit D holds the fp32 epilogue result
+//     rounded to nearest even: the same bits as an fp32 D rounded afterwards), compute
+//     CUBLAS_COMPUTE_32F or _32F_FAST_TF32, and the epilogues
 //       DEFAULT        D = alpha op(A) op(B) + beta C
 //       BIAS           D = ... + bias[i]                      (bias: m floats)
 //       GELU_AUX_BIAS  aux = ... + bias[i]; D = gelu(aux)     (tanh GELU; aux fp32, aux_ld >= m and
@@ -28,7 +32,7 @@
 // rounding) in fp32, ascending p. GELU is x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))), the
 // formula of kernels/cuda/gelu.cu, gelu' that of its gelu_backward_kernel; real cuBLASLt
 // evaluates its own approximations (compare with tolerances, as for every GPU result).
-// DGELU_BGRAD's bias gradient sums the fp32 D values of a row in ascending j.
+// DGELU_BGRAD's bias gradient sums the fp32 D values of a row (before a 16-bit D's rounding) in ascending j.
 //
 // Like the cuBLAS shim, a cublasLtMatmul is queued on its stream (EMU_DEFER=1: runs at the next
 // synchronisation; recorded as a node while the stream is capturing a CUDA graph) and is not
@@ -50,6 +54,7 @@ struct Desc {
   void* bias = nullptr;
   void* aux = nullptr;
   int64_t aux_ld = 0;
+  int32_t bias_type = -1, aux_type = -1;   // -1: D's type
 };
 struct Layout {
   uint32_t magic = LAYOUT_MAGIC;
@@ -124,10 +129,13 @@ inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cub
     return CUBLAS_STATUS_SUCCESS;
   case CUBLASLT_MATMUL_DESC_SCALE_TYPE:
   case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
-  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:   // fp32 only (the defaults here)
+  case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE:   // fp32 only (or -1: D's type)
     if (!want(4)) return CUBLAS_STATUS_INVALID_VALUE;
     memcpy(&i32, buf, 4);
-    return i32 == CUDA_R_32F ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+    if (i32 != CUDA_R_32F && !(i32 == -1 && attr != CUBLASLT_MATMUL_DESC_SCALE_TYPE)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (attr == CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE) p->bias_type = i32;
+    if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE) p->aux_type = i32;
+    return CUBLAS_STATUS_SUCCESS;
   case CUBLASLT_MATMUL_DESC_POINTER_MODE:
     if (!want(4)) return CUBLAS_STATUS_INVALID_VALUE;
     memcpy(&i32, buf, 4);
@@ -201,7 +209,8 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
     return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (la->type != lb->type) return refuse("A and B of different types");
-  if (lc->type != CUDA_R_32F || ld->type != CUDA_R_32F) return refuse("C and D must be fp32");
+  if (lc->type != ld->type || (ld->type != CUDA_R_32F && ld->type != la->type))
+    return refuse("C and D must be of one type, fp32 or A's");
   if (C == D && lc->ld != ld->ld) return CUBLAS_STATUS_INVALID_VALUE;  // in place needs one layout
   const float alpha = *(const float*)alpha_p, beta = *(const float*)beta_p;
   const uint32_t epi = d->epilogue;
@@ -212,6 +221,11 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
   const bool bgrad = bgrad_a || bgrad_b || dgelu_bgrad;
   const uint64_t nbias = bgrad_b ? n : m;
   if ((bias_in || bgrad) && !d->bias) return refuse("the epilogue needs CUBLASLT_MATMUL_DESC_BIAS_POINTER");
+  // the vectors' types: unset means D's type, and only fp32 vectors are emulated
+  if ((bias_in || bgrad) && (d->bias_type == -1 ? (int32_t)ld->type : d->bias_type) != CUDA_R_32F)
+    return refuse("a bias of D's 16-bit type is not emulated: set CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE CUDA_R_32F");
+  if (aux && (d->aux_type == -1 ? (int32_t)ld->type : d->aux_type) != CUDA_R_32F)
+    return refuse("an aux of D's 16-bit type is not emulated: set CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE CUDA_R_32F");
   if (aux && (!d->aux || d->aux_ld < (int64_t)m || d->aux_ld % 8)) {
     fprintf(stderr, "[cuda-emu] cublasLtMatmul: GELU_AUX_BIAS / DGELU_BGRAD need EPILOGUE_AUX_POINTER and EPILOGUE_AUX_LD >= %llu, "
             "a multiple of 8 (got %p, %lld)\n", (unsigned long long)m, d->aux, (long long)d->aux_ld);
@@ -227,7 +241,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
     return CUBLAS_STATUS_INVALID_VALUE;
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   const bool tf32 = d->compute == CUBLAS_COMPUTE_32F_FAST_TF32 && la->type == CUDA_R_32F;
-  const cudaDataType at = la->type;
+  const cudaDataType at = la->type, ct = lc->type, dt = ld->type;
   const int M = (int)m, N = (int)n, K = (int)k, lda = (int)la->ld, ldb = (int)lb->ld, ldc = (int)lc->ld, ldd = (int)ld->ld;
   float* bias = (float*)d->bias;
   float* auxp = (float*)d->aux;
@@ -244,7 +258,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
     for (int j = 0; j < N; j++)
       for (int i = 0; i < M; i++) {
         float v = alpha * acc[(size_t)i * N + j];
-        if (beta != 0.f) v += beta * ((const float*)C)[(size_t)i + (size_t)j * ldc];
+        if (beta != 0.f) v += beta * emu::ld_el(C, ct, (size_t)i + (size_t)j * ldc);
         if (bias_in) v += bias[i];
         if (dgelu_bgrad) v = dgelu(auxp[(size_t)i + (size_t)j * aux_ld]) * v;
         else if (aux) { auxp[(size_t)i + (size_t)j * aux_ld] = v; v = gelu(v); }
@@ -252,7 +266,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
       }
     if (dgelu_bgrad) { g.assign(M, 0.f); for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) g[i] += out[(size_t)i * N + j]; }
     for (int j = 0; j < N; j++)
-      for (int i = 0; i < M; i++) ((float*)D)[(size_t)i + (size_t)j * ldd] = out[(size_t)i * N + j];
+      for (int i = 0; i < M; i++) emu::st_el(D, dt, (size_t)i + (size_t)j * ldd, out[(size_t)i * N + j]);
     if (bgrad) memcpy(bias, g.data(), g.size() * sizeof(float));
   });
   // recorded when the stream is capturing (a CUDA graph); a capture invalidated before fails it

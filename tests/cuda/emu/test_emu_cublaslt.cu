@@ -210,7 +210,7 @@ static void refusals(cublasLtHandle_t h) {
          cublasLtMatmul(h, L.d, &one, dA, L.a, dB, L.b, &zer, dD, L.c, dD, L.o, &algo, nullptr, 0, 0) == CUBLAS_STATUS_NOT_SUPPORTED);
   cublasLtMatrixLayout_t half_c = nullptr;
   CB(cublasLtMatrixLayoutCreate(&half_c, CUDA_R_16F, m, n, m));
-  expect("fp16 C/D refused",
+  expect("fp16 C/D with fp32 A/B refused",
          cublasLtMatmul(h, L.d, &one, dA, L.a, dB, L.b, &zer, dD, half_c, dD, half_c, nullptr, nullptr, 0, 0) == CUBLAS_STATUS_NOT_SUPPORTED);
   cublasLtMatrixLayoutDestroy(half_c);
   cublasLtMatrixLayout_t wrong_b = nullptr;
@@ -225,6 +225,69 @@ static void refusals(cublasLtHandle_t h) {
          cublasLtMatmul(h, L.d, &one, dA, L.a, dB, L.b, &zer, dD, L.c, dD, L.o, nullptr, nullptr, 0, 0) == CUBLAS_STATUS_INVALID_VALUE);
   cudaDeviceSynchronize();
   cudaFree(dA); cudaFree(dB); cudaFree(dD); cudaFree(dBias); cudaFree(dAux);
+}
+
+// A 16-bit D (the operands' type) with GELU_AUX_BIAS and DGELU_BGRAD: D bitwise the fp32 D of the
+// same product rounded to nearest even, the fp32 aux and bias vector bitwise the fp32 run's; the
+// bias and aux types must be set to CUDA_R_32F (unset they are D's type, not emulated: refused).
+template <class T>
+static void lp_d(cublasLtHandle_t h, const char* tname, cudaDataType dt, uint32_t epi) {
+  const int m = 24, n = 13, k = 19;
+  std::vector<T> A((size_t)k * m), B((size_t)k * n);
+  std::vector<float> pre((size_t)m * n), bias(m, 0.f), zero((size_t)m * n, 0.f);
+  for (auto& v : A) v = to_t<T>(frand());
+  for (auto& v : B) v = to_t<T>(frand());
+  for (auto& v : bias) v = frand();
+  for (auto& v : pre) v = 3.f * frand();
+  std::vector<T> zt((size_t)m * n, to_t<T>(0.f));
+  T *dA = dev_copy(A), *dB = dev_copy(B), *dD2 = dev_copy(zt);
+  float *dD1 = dev_copy(zero), *aux1 = dev_copy(epi == CUBLASLT_EPILOGUE_DGELU_BGRAD ? pre : zero);
+  float *aux2 = dev_copy(epi == CUBLASLT_EPILOGUE_DGELU_BGRAD ? pre : zero);
+  float *b1 = dev_copy(bias), *b2 = dev_copy(bias);
+  const float one = 1.f, zer = 0.f;
+  const int32_t t = CUBLAS_OP_T, f32 = CUDA_R_32F;
+  const int64_t ald = m;
+  cublasStatus_t st[2];
+  for (int r = 0; r < 2; r++) {   // r 0: fp32 D; r 1: D in T
+    Lt L;
+    float* bp = r ? b2 : b1; float* ap = r ? aux2 : aux1;
+    CB(cublasLtMatmulDescCreate(&L.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
+    CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+    CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ap, sizeof ap));
+    CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ald, sizeof ald));
+    CB(cublasLtMatrixLayoutCreate(&L.a, dt, k, m, k));
+    CB(cublasLtMatrixLayoutCreate(&L.b, dt, k, n, k));
+    CB(cublasLtMatrixLayoutCreate(&L.c, r ? dt : CUDA_R_32F, m, n, m));
+    CB(cublasLtMatrixLayoutCreate(&L.o, r ? dt : CUDA_R_32F, m, n, m));
+    void* D = r ? (void*)dD2 : (void*)dD1;
+    if (r) {
+      char what[160];
+      snprintf(what, sizeof what, "%s D with the bias/aux types unset (D's type) refused", tname);
+      expect(what, cublasLtMatmul(h, L.d, &one, dA, L.a, dB, L.b, &zer, D, L.c, D, L.o, nullptr, nullptr, 0, 0) == CUBLAS_STATUS_NOT_SUPPORTED);
+      CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32, sizeof f32));
+      snprintf(what, sizeof what, "%s D with the aux type unset refused", tname);
+      expect(what, cublasLtMatmul(h, L.d, &one, dA, L.a, dB, L.b, &zer, D, L.c, D, L.o, nullptr, nullptr, 0, 0) == CUBLAS_STATUS_NOT_SUPPORTED);
+      CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &f32, sizeof f32));
+    }
+    st[r] = cublasLtMatmul(h, L.d, &one, dA, L.a, dB, L.b, &zer, D, L.c, D, L.o, nullptr, nullptr, 0, 0);
+  }
+  std::vector<T> d2(zt.size());
+  CK(cudaMemcpy(d2.data(), dD2, d2.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  std::vector<float> d1 = host_copy(dD1, zero.size()), a1 = host_copy(aux1, zero.size()), a2 = host_copy(aux2, zero.size());
+  std::vector<float> g1 = host_copy(b1, m), g2 = host_copy(b2, m);
+  bool same_d = true;
+  for (size_t i = 0; i < d1.size(); i++) { T want = to_t<T>(d1[i]); same_d &= memcmp(&want, &d2[i], sizeof(T)) == 0; }
+  const char* en = epi == CUBLASLT_EPILOGUE_DGELU_BGRAD ? "DGELU_BGRAD" : "GELU_AUX_BIAS";
+  char what[160];
+  snprintf(what, sizeof what, "%s %s D (bias, aux fp32) accepted", en, tname);
+  expect(what, st[0] == CUBLAS_STATUS_SUCCESS && st[1] == CUBLAS_STATUS_SUCCESS);
+  snprintf(what, sizeof what, "%s %s D == fp32 D rounded, bitwise", en, tname);
+  expect(what, same_d);
+  snprintf(what, sizeof what, "%s %s D: aux and bias vector bitwise the fp32 run's", en, tname);
+  expect(what, memcmp(a1.data(), a2.data(), a1.size() * 4) == 0 && memcmp(g1.data(), g2.data(), g1.size() * 4) == 0);
+  cudaFree(dA); cudaFree(dB); cudaFree(dD1); cudaFree(dD2); cudaFree(aux1); cudaFree(aux2); cudaFree(b1); cudaFree(b2);
 }
 
 int main() {
@@ -242,6 +305,10 @@ int main() {
   run_case<__half>(h, "fp16", CUDA_R_16F, false, true, CUBLASLT_EPILOGUE_BGRADB, 1.f, false, 2e-5);
   run_case<float>(h, "fp32", CUDA_R_32F, true, false, CUBLASLT_EPILOGUE_BIAS, 0.f, true, 2.5e-3);
   same_as_cublas(hb, h);
+  lp_d<__nv_bfloat16>(h, "bf16", CUDA_R_16BF, CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+  lp_d<__nv_bfloat16>(h, "bf16", CUDA_R_16BF, CUBLASLT_EPILOGUE_DGELU_BGRAD);
+  lp_d<__half>(h, "fp16", CUDA_R_16F, CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+  lp_d<__half>(h, "fp16", CUDA_R_16F, CUBLASLT_EPILOGUE_DGELU_BGRAD);
   refusals(h);
   CB(cublasDestroy(hb));
   CB(cublasLtDestroy(h));
