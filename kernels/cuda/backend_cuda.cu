@@ -151,7 +151,7 @@ static void be_matmul_gelu_forward(Backend *be, float *pre, float *out, const fl
 static void be_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                                const float *dout, const float *inp, const float *weight,
                                int N, int C, int OC) {
-    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, inp, nullptr, weight, N, C, OC);
+    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, nullptr, inp, nullptr, weight, N, C, OC);
 }
 // Backend.layernorm_forward_lp and the matmuls' _lp twins: the producer writes the operand
 static void be_layernorm_forward_lp(Backend *be, float *res, float *out, void *out_lp, float *mean, float *rstd,
@@ -168,8 +168,9 @@ static void be_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, const
     cuda_matmul_gelu_forward(CX(be), pre, out, nullptr, inp_lp, weight, bias, N, C, OC);
 }
 static void be_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                                  const void *inp_lp, const float *weight, int N, int C, int OC) {
-    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, nullptr, inp_lp, weight, N, C, OC);
+                                  const void *dout_lp, const void *inp_lp, const float *weight, int N, int C,
+                                  int OC) {
+    cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, dout_lp, nullptr, inp_lp, weight, N, C, OC);
 }
 static void be_attention_forward(Backend *be, float *out, float *att, const float *qkv,
                                  int B, int T, int C, int NH, float attn_p, DropoutKey key) {
@@ -191,7 +192,12 @@ static void be_matmul_backward_dgelu(Backend *be, float *dpre, float *dbias_pre,
 static void be_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *att, int B, int T, int C, int NH,
                                   float attn_p, DropoutKey key) {
-    cuda_attention_backward(CX(be), dqkv, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
+    cuda_attention_backward(CX(be), dqkv, nullptr, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
+}
+static void be_attention_backward_lp(Backend *be, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
+                                     const float *qkv, const float *att, int B, int T, int C, int NH,
+                                     float attn_p, DropoutKey key) {
+    cuda_attention_backward(CX(be), dqkv, dqkv_lp, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
 }
 static void be_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, long N) {
     cuda_gelu_backward(CX(be), dinp, inp, dout, N);
@@ -330,6 +336,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
         be->lp_size = dtype_size(matmul_dtype);
         be->layernorm_forward_lp = be_layernorm_forward_lp;
         be->attention_forward_lp = be_attention_forward_lp;
+        be->attention_backward_lp = be_attention_backward_lp;
         be->matmul_forward_lp = be_matmul_forward_lp;
         be->matmul_gelu_forward_lp = be_matmul_gelu_forward_lp;
         be->matmul_backward_lp = be_matmul_backward_lp;

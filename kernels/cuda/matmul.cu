@@ -204,8 +204,9 @@ void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *i
 }
 
 // dweight += dout^T inp and dbias += column sums of dout, given dout's GEMM operand D (and inp's,
-// inp_lp, when its producer wrote it): one cuBLASLt GEMM with the BGRADB epilogue and one
-// accumulate, else the cuBLAS GEMM and colsums.
+// inp_lp, when its producer wrote it): one cuBLASLt GEMM with the BGRADB epilogue (which sums D,
+// the rounded values) and one accumulate, else the cuBLAS GEMM and colsums (of dout, or of D when
+// dout is NULL: its producer wrote only the rounded copy).
 static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *dbias, const float *dout,
                             const float *inp, const void *inp_lp, int N, int C, int OC) {
     if (dweight) {
@@ -218,19 +219,20 @@ static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *db
         }
         cuda_gemm(c, false, true, C, OC, N, X, C, 0, D, OC, 0, 1.0f, 1.0f, dweight, C, 0, 1);
     }
-    if (dbias) cuda_colsum_accumulate(c, dbias, dout, N, OC);
+    if (dbias && dout) cuda_colsum_accumulate(c, dbias, dout, N, OC);
+    else if (dbias) cuda_colsum_accumulate_lp(c, dbias, D, N, OC);
 }
 
-void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const float *inp, const void *inp_lp, const float *weight, int N,
+void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias, const float *dout,
+                          const void *dout_lp, const float *inp, const void *inp_lp, const float *weight, int N,
                           int C, int OC) {
     if (N <= 0 || OC <= 0 || C <= 0) return;
-    const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
+    const void *D = dout_lp ? dout_lp : cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
     if (dinp) {
         const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
         cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dinp, C, 0, 1);
     }
-    backward_weight(c, D, dweight, dbias, dout, inp, inp_lp, N, C, OC);
+    backward_weight(c, D, dweight, dbias, dout_lp ? nullptr : dout, inp, inp_lp, N, C, OC);
 }
 
 // Backend.matmul_backward_dgelu: the weight gradients first (inp is read before dpre is

@@ -42,11 +42,15 @@
 //     write): a training step of a model with dropout on zeroes memory twice, the gradient buffer
 //     (gpt_zero_grad) and, once in gpt_backward, the residual stream's gradient, whatever the
 //     number of layers (with activation checkpointing too); the same in every matmul dtype.
-//   attention launches (kernels/cuda/flash_attention.cu): with bf16/fp16 inputs, hs 32 and
-//     T 40 > hs, attention_forward is one kernel launch (flash_fwd_kernel) and
+//   attention launches (kernels/cuda/flash_attention.cu): with bf16/fp16 inputs and hs 32 (T 40)
+//     or 16 (T 16 = hs, T 1), attention_forward is one kernel launch (flash_fwd_kernel) and
 //     attention_backward two (flash_bwd_dq_kernel, flash_bwd_dkv_kernel), nothing else and no
-//     memset; the cuBLAS path (fp32, or T 16 <= hs 16) launches 3 kernels forward and 5 backward
-//     besides its 2 and 4 cuBLAS calls (which the emulator does not count as launches).
+//     memset; the cuBLAS path (fp32, or hs 24, not a multiple of 16) launches 3 kernels forward
+//     and 5 backward besides its 2 and 4 cuBLAS calls (which the emulator does not count as
+//     launches). attention_backward_lp makes the same launches and no round_kernel, and
+//     attn.c_attn's matmul_backward_lp from its copy (dout_lp, dout NULL) gives bitwise the
+//     dinp, dweight and dbias of matmul_backward from the fp32 gradient (rounded per call), one
+//     round_kernel fewer.
 //   LayerNorm backward (kernels/cuda/layernorm.cu): one launch, no memset, and dweight/dbias
 //     bitwise the deterministic chunked column sum, over three grids in a row.
 #include "tests/test_util.h"
@@ -259,7 +263,7 @@ static void produced_check(ComputeDtype dt) {
         assert_launched(l0, 0, 0, "matmul_forward_lp");
         be->matmul_gelu_forward_lp(be, p2, o2 + 0, y_lp, w, bias, N, C, OC);
         assert_launched(l0, 0, 0, "matmul_gelu_forward_lp");
-        be->matmul_backward_lp(be, d2, g2, gb2, dout, y_lp, w, N, C, OC);
+        be->matmul_backward_lp(be, d2, g2, gb2, dout, NULL, y_lp, w, N, C, OC);
         assert_launched(l0, 0, 1, "matmul_backward_lp (dout only)");
         assert_dev_equal(be, st1, st2, 2 * N, what);
         if (fused) assert_dev_equal(be, res1, res2, NC, what);
@@ -426,12 +430,13 @@ static void counted_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, 
     k->inner->matmul_gelu_forward_lp(k->inner, pre, out, inp_lp, weight, bias, n, c, oc);
 }
 static void counted_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                                       const void *inp_lp, const float *weight, int n, int c, int oc) {
+                                       const void *dout_lp, const void *inp_lp, const float *weight, int n, int c,
+                                       int oc) {
     Counting *k = (Counting *)be;
     k->produced++;
-    k->rounds += 1;   // dout only
+    k->rounds += dout_lp == NULL;   // dout only, unless its producer wrote its copy too
     if (dinp) check_weight(k, weight, (size_t)oc * c);
-    k->inner->matmul_backward_lp(k->inner, dinp, dweight, dbias, dout, inp_lp, weight, n, c, oc);
+    k->inner->matmul_backward_lp(k->inner, dinp, dweight, dbias, dout, dout_lp, inp_lp, weight, n, c, oc);
 }
 
 typedef struct {
@@ -622,9 +627,10 @@ static void test_backward_memsets(void **state) {
 static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_fwd, long want_bwd, long want_fused) {
     const int B = 2;
     Backend *be = cuda(dt);
-    const size_t BTC = (size_t)B * T * C, NATT = (size_t)B * NH * T * T;
-    float *h = malloc(3 * BTC * sizeof(float));
-    for (size_t i = 0; i < 3 * BTC; i++) h[i] = (float)((i * 7919) % 200) / 100.0f - 1.0f;
+    const size_t BTC = (size_t)B * T * C, NATT = attention_att_floats(dt, B, T, C, NH);
+    const size_t HN = 3 * BTC > 3 * (size_t)C * C ? 3 * BTC : 3 * (size_t)C * C;   // inputs and weights
+    float *h = malloc(HN * sizeof(float));
+    for (size_t i = 0; i < HN; i++) h[i] = (float)((i * 7919) % 200) / 100.0f - 1.0f;
     float *qkv = dev_from(be, h, 3 * BTC), *dout = dev_from(be, h, BTC), *out = be->alloc(be, BTC * 4),
           *att = be->alloc(be, NATT * 4), *dqkv = be->alloc(be, 3 * BTC * 4), *scr = be->alloc(be, NATT * 4);
     const DropoutKey key = { 99, 0, 1, NULL };
@@ -660,6 +666,36 @@ static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_
         assert_dev_equal(be, y1, y2, BTC, "attention_forward_lp");
         assert_dev_equal(be, att, att2, NATT, "attention_forward_lp (saved for the backward)");
         be->free(be, out_lp); be->free(be, att2); be->free(be, w); be->free(be, y1); be->free(be, y2);
+        // attention_backward_lp: the copy alone, in the same launches; c_attn's backward from it
+        const int N = B * T, OC = 3 * C;
+        void *dqkv_lp = be->alloc(be, (size_t)N * OC * be->lp_size);
+        const long r1 = emu_launch_count(ROUND), l1 = emu_launch_count(NULL);
+        be->attention_backward_lp(be, NULL, dqkv_lp, scr, dout, qkv, att, B, T, C, NH, 0.1f, key);
+        assert_int_equal(emu_launch_count(NULL) - l1, want_bwd);
+        assert_int_equal(emu_launch_count(ROUND) - r1, 0);
+        float *wa = dev_from(be, h, (size_t)OC * C), *xi = dev_from(be, h, (size_t)N * C);
+        void *xi_lp = be->alloc(be, (size_t)N * C * be->lp_size);
+        float *st = be->alloc(be, 2 * (size_t)N * 4);
+        float *lw = dev_from(be, h, C), *lb = dev_from(be, h + C, C);
+        be->layernorm_forward_lp(be, NULL, NULL, xi_lp, st, st + N, xi, NULL, lw, lb, N, C);
+        float *di[2], *dw[2], *db[2];
+        for (int k = 0; k < 2; k++) {
+            di[k] = be->alloc(be, (size_t)N * C * 4);
+            dw[k] = dev_from(be, h, (size_t)OC * C);   // both accumulate onto the same values
+            db[k] = dev_from(be, h, OC);
+        }
+        const long r2 = emu_launch_count(ROUND);
+        be->matmul_backward_lp(be, di[0], dw[0], db[0], dqkv, NULL, xi_lp, wa, N, C, OC);
+        const long r3 = emu_launch_count(ROUND);
+        be->matmul_backward_lp(be, di[1], dw[1], db[1], NULL, dqkv_lp, xi_lp, wa, N, C, OC);
+        assert_true(r3 - r2 >= 1);   // the fp32 gradient rounded per call (and the weight: no cast)
+        assert_int_equal(emu_launch_count(ROUND) - r3, r3 - r2 - 1);
+        assert_dev_equal(be, di[0], di[1], (size_t)N * C, "matmul_backward_lp from dout_lp (dinp)");
+        assert_dev_equal(be, dw[0], dw[1], (size_t)OC * C, "matmul_backward_lp from dout_lp (dweight)");
+        assert_dev_equal(be, db[0], db[1], OC, "matmul_backward_lp from dout_lp (dbias)");
+        for (int k = 0; k < 2; k++) { be->free(be, di[k]); be->free(be, dw[k]); be->free(be, db[k]); }
+        be->free(be, dqkv_lp); be->free(be, wa); be->free(be, xi); be->free(be, xi_lp);
+        be->free(be, st); be->free(be, lw); be->free(be, lb);
     }
     be->free(be, qkv); be->free(be, dout); be->free(be, out); be->free(be, att); be->free(be, dqkv); be->free(be, scr);
     free(h);
@@ -669,7 +705,9 @@ static void test_attention_launches(void **state) {
     (void)state;
     attention_launches(DTYPE_BF16, 40, 64, 2, 1, 2, 3);    // fused
     attention_launches(DTYPE_FP16, 40, 64, 2, 1, 2, 3);    // fused
-    attention_launches(DTYPE_BF16, 16, 48, 3, 3, 5, 0);    // T <= hs: cuBLAS path
+    attention_launches(DTYPE_BF16, 16, 48, 3, 1, 2, 3);    // fused at T = hs too
+    attention_launches(DTYPE_FP16, 1, 48, 3, 1, 2, 3);     // and at T 1
+    attention_launches(DTYPE_BF16, 16, 72, 3, 3, 5, 0);    // hs 24: cuBLAS path
     attention_launches(DTYPE_FP32, 40, 64, 2, 3, 5, 0);    // fp32: cuBLAS path
 }
 
