@@ -36,7 +36,8 @@
 //     the cast buffer: the input's one round_kernel), so no add_bias_kernel / bias_gelu_kernel;
 //     a matmul_backward with dbias launches one accumulate_kernel (the epilogue's bias gradient
 //     added to dbias) and no colsum kernel; the fallbacks where cuBLASLt cannot (a GELU with OC
-//     not a multiple of 8: bias_gelu_kernel; dbias without dweight: the two colsum kernels); the
+//     not a multiple of 8: bias_gelu_kernel; dbias without dweight: the two colsum kernels, over
+//     the copy's values when dout comes as dout_lp, with no rounding, bitwise); the
 //     fused MLP backward (matmul_backward_dgelu) one accumulate per bias and no GELU backward kernel.
 //   memsets (kernels/backend.h: backward ops overwrite the activation gradients they alone
 //     write): a training step of a model with dropout on zeroes memory twice, the gradient buffer
@@ -57,6 +58,7 @@
 
 #include "dist/comm.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cuda/emu/emu_counters.h"
 #include "trainer/loss_scaler.h"
 #include "model/gpt.h"
@@ -346,6 +348,29 @@ static void epilogues_check(ComputeDtype dt) {
     c0 = count("colsum_partial_kernel");
     be->matmul_backward(be, dinp, NULL, db, dout, inp, w, N, C, OC);
     assert_count(c0, "colsum_partial_kernel", rin + 2, 1, "matmul_backward, dbias without dweight: colsum kernels");
+    float *lp_bufs[5] = { NULL };   // freed at the end (a free drops the weight-cast copy)
+    if (dt != DTYPE_FP32) {
+        // the same from dout's copy (dout_lp, written by its producer; here rounded on the host):
+        // no rounding, the colsum kernels over the copy's values, bitwise the sums of the fp32
+        // tensor holding those same values
+        float hr[N * OC];
+        uint16_t hb[N * OC];
+        for (int i = 0; i < N * OC; i++) {
+            const float x = h[NFLAT + N * C + OC + i];
+            hr[i] = dt == DTYPE_BF16 ? bf16_round(x) : fp16_round(x);
+            if (dt == DTYPE_BF16) hb[i] = bf16_from_float(x);
+            else { const _Float16 y = (_Float16)x; memcpy(&hb[i], &y, 2); }
+        }
+        float *dout_r = dev_from(be, hr, N * OC), *db1 = dev_from(be, NULL, OC), *db2 = dev_from(be, NULL, OC);
+        void *dout_lp = be->alloc(be, sizeof hb), *inp_lp = be->alloc(be, (size_t)N * C * 2);
+        be->upload(be, dout_lp, hb, sizeof hb);
+        be->matmul_backward_lp(be, NULL, NULL, db1, dout_r, NULL, inp_lp, w, N, C, OC);
+        c0 = count("colsum_partial_kernel");
+        be->matmul_backward_lp(be, NULL, NULL, db2, NULL, dout_lp, inp_lp, w, N, C, OC);
+        assert_count(c0, "colsum_partial_kernel", 2, 1, "matmul_backward_lp from dout_lp, dbias without dweight");
+        assert_dev_equal(be, db1, db2, OC, "matmul_backward_lp from dout_lp (dbias colsum)");
+        lp_bufs[0] = dout_r; lp_bufs[1] = db1; lp_bufs[2] = db2; lp_bufs[3] = dout_lp; lp_bufs[4] = inp_lp;
+    }
     // the fused MLP backward (C = 16 a multiple of 8): dout and inp rounded (bf16), one accumulate
     // per bias (the BGRADB and DGELU_BGRAD epilogues' sums), no gelu_backward or colsum kernel
     assert_non_null(be->matmul_backward_dgelu);
@@ -356,6 +381,7 @@ static void epilogues_check(ComputeDtype dt) {
     assert_int_equal(emu_launch_count("gelu_backward_kernel") + emu_launch_count("gelu_backward_inplace_kernel"), gb0);
     be->free(be, flat); be->free(be, inp); be->free(be, bias); be->free(be, dout); be->free(be, out);
     be->free(be, pre); be->free(be, dinp); be->free(be, dw); be->free(be, db); be->free(be, dbp);
+    for (int i = 0; i < 5; i++) be->free(be, lp_bufs[i]);
     be->destroy(be);
 }
 static void test_epilogues(void **state) {
