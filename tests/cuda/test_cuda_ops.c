@@ -876,10 +876,11 @@ static void test_attention_causal(void **state) {
 
 // The grid-stride kernels' results do not depend on the grid: B*NH = 35 heads (one tile of
 // queries each) over the 16 blocks of a backend on a one-multiprocessor device (EMU_SM_COUNT,
-// the emulator's; on a GPU both backends are alike) give bitwise the outputs of the default grid.
+// the emulator's; on a GPU both backends are alike) give bitwise the outputs of the default grid,
+// at T 37 and at T 7 < hs (the fused path's lse and per-head output then exceed T*T floats).
 static void test_attention_grid(void **state) {
     Fx *f = *state;
-    const int B = 5, T = 37, C = 112, NH = 7;
+    const int B = 5, C = 112, NH = 7;
     const float p = 0.1f;
     const DropoutKey key = { dropout_key(42, 11), 2, 3, NULL };
     char err[512] = "";
@@ -887,16 +888,20 @@ static void test_attention_grid(void **state) {
     Backend *small = backend_cuda_create(f->dt, 0, err, sizeof err);
     unsetenv("EMU_SM_COUNT");
     assert_non_null(small);
-    const size_t BTC = (size_t)B * T * C, NATT = attention_att_floats(f->dt, B, T, C, NH);
-    float *qkv = rnd(3 * BTC, -1, 1), *dout = rnd(BTC, -1, 1);
-    float *o0, *a0, *g0, *o1, *a1, *g1;
-    attention_run(f->cu, qkv, dout, B, T, C, NH, p, key, &o0, &a0, &g0);
-    attention_run(small, qkv, dout, B, T, C, NH, p, key, &o1, &a1, &g1);
-    check_equal("attention out, 16 blocks vs default grid", o1, o0, BTC);
-    check_equal("attention att, 16 blocks vs default grid", a1, a0, NATT);
-    check_equal("attention dqkv, 16 blocks vs default grid", g1, g0, 3 * BTC);
+    static const int Ts[] = { 37, 7 };
+    for (int k = 0; k < 2; k++) {
+        const int T = Ts[k];
+        const size_t BTC = (size_t)B * T * C, NATT = attention_att_floats(f->dt, B, T, C, NH);
+        float *qkv = rnd(3 * BTC, -1, 1), *dout = rnd(BTC, -1, 1);
+        float *o0, *a0, *g0, *o1, *a1, *g1;
+        attention_run(f->cu, qkv, dout, B, T, C, NH, p, key, &o0, &a0, &g0);
+        attention_run(small, qkv, dout, B, T, C, NH, p, key, &o1, &a1, &g1);
+        check_equal("attention out, 16 blocks vs default grid", o1, o0, BTC);
+        check_equal("attention att, 16 blocks vs default grid", a1, a0, NATT);
+        check_equal("attention dqkv, 16 blocks vs default grid", g1, g0, 3 * BTC);
+        free(qkv); free(dout); free(o0); free(a0); free(g0); free(o1); free(a1); free(g1);
+    }
     small->destroy(small);
-    free(qkv); free(dout); free(o0); free(a0); free(g0); free(o1); free(a1); free(g1);
 }
 
 // Incremental inference's attention over a key/value cache: fp32 in every dtype group (nothing is
