@@ -15,9 +15,10 @@
 //     backwards' parameter gradients are written (=) instead while set_grad_write asked for
 //     GRAD_OVERWRITE (the first backward after the caller zeroed them: see there);
 //   * OVERWRITE the activation gradients they alone write, whatever the buffer held before
-//     (NaN included): matmul_backward's dinp, attention_backward's dqkv, gelu_backward's and
-//     dropout_backward's dinp, crossentropy_softmax_backward's dlogits. The caller zeroes no
-//     scratch gradient before them (on a GPU each zeroing is a launch and a pass over memory).
+//     (NaN included): matmul_backward's dinp, attention_backward's dqkv (and _lp's dqkv_lp),
+//     gelu_backward's and dropout_backward's dinp, crossentropy_softmax_backward's dlogits. The
+//     caller zeroes no scratch gradient before them (on a GPU each zeroing is a launch and a pass
+//     over memory).
 //
 // Mixed precision: when matmul_dtype is BF16 or FP16, the inputs of every matmul and of
 // the attention products are rounded to that type, products accumulate in fp32 and
@@ -43,7 +44,9 @@
 // written only as its copy by c_fc's GEMM epilogue (matmul_gelu_forward_lp's out_lp), and the
 // gradient of c_fc's output only as its copy by c_proj's data-gradient epilogue
 // (matmul_backward_dgelu's dpre_lp), which c_fc's backward multiplies (matmul_backward_lp's
-// dout_lp). Still rounded per call: the other matmuls' output gradients (dout).
+// dout_lp). In the backward the attention writes attn.c_attn's output gradient only as its copy
+// (attention_backward_lp, where the backend has it), which matmul_backward_lp takes as dout_lp.
+// Still rounded per call: the other matmuls' output gradients (dout).
 #ifndef MINGPT_BACKEND_H
 #define MINGPT_BACKEND_H
 
@@ -125,10 +128,11 @@ struct Backend {
                             int N, int C, int OC);
     // Dropout on the attention probabilities: batch row b is global row k.row0 + b*k.row_stride,
     // element (b,h,t,t2) has global index dropout_global_index(k, b, NH*T*T, (h*T + t)*T + t2).
-    // att (B*NH*T*T floats) is what attention_backward needs, saved by this backend for its own
-    // backward: the probabilities (B,NH,T,T) (the CPU backend; CUDA's cuBLAS path), or, on
-    // CUDA's fused path (bf16/fp16, hs a multiple of 16 up to 128, T > hs), the log-sum-exp of
-    // each score row and the per-head output (kernels/cuda/flash_attention.cu).
+    // att (attention_att_floats(matmul_dtype, B, T, C, NH) floats: B*NH*T*T, or B*NH*T*(hs+1) where
+    // that is more and matmul_dtype is BF16/FP16) is what attention_backward needs, saved by this
+    // backend for its own backward: the probabilities (B,NH,T,T) (the CPU backend; CUDA's cuBLAS
+    // path), or, on CUDA's fused path (bf16/fp16, hs a multiple of 16 up to 128, any T), the
+    // log-sum-exp of each score row and the per-head output (kernels/cuda/flash_attention.cu).
     void (*attention_forward)(Backend *be, float *out, float *att, const float *qkv,
                               int B, int T, int C, int NH, float attn_p, DropoutKey k);
     // Incremental inference over a key/value cache (model/gpt.h: gpt_infer_feed): the keys and
@@ -318,7 +322,22 @@ struct Backend {
     // then be NULL. dout_lp NULL: dout (fp32) rounded as by matmul_backward.
     void (*matmul_backward_lp)(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
                                const void *dout_lp, const void *inp_lp, const float *weight, int N, int C, int OC);
+    // attention_backward that also writes dqkv_lp (B,T,3C), dqkv rounded to matmul_dtype (each
+    // element the fp32 value attention_backward computes, rounded to nearest even: attn.c_attn's
+    // dout_lp); dqkv NULL: no fp32 gradient is stored. Both overwritten. Optional (NULL on the
+    // CPU: the model then calls attention_backward and matmul_backward_lp rounds dqkv itself).
+    void (*attention_backward_lp)(Backend *be, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
+                                  const float *qkv, const float *att, int B, int T, int C, int NH,
+                                  float attn_p, DropoutKey k);
 };
+
+// The floats of attention_forward's att for a (B,T) batch (C channels, NH heads) with matmul
+// inputs in dtype: B*NH*T*T (the probabilities), at least B*NH*T*(hs+1) when dtype is BF16/FP16
+// (what CUDA's fused attention saves: the log-sum-exp rows and the per-head output, hs = C/NH).
+static inline size_t attention_att_floats(ComputeDtype dtype, size_t B, size_t T, size_t C, size_t NH) {
+    const size_t hs1 = NH ? C / NH + 1 : 0, per_row = dtype != DTYPE_FP32 && hs1 > T ? hs1 : T;
+    return B * NH * T * per_row;
+}
 
 // The CPU backend (always available). Never NULL except when out of memory. With BF16 its
 // matmuls are bf16 GEMMs on CPUs with AVX512-BF16 or AMX (kernels/cpu/gemm.h), faster than fp32;

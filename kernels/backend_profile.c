@@ -172,6 +172,11 @@ static void s_attention_backward(Backend *be, float *dqkv, float *scratch, const
                                  const float *att, int B, int T, int C, int NH, float p, DropoutKey k) {
     TIMED(P_ATT_BWD, g_orig.attention_backward(be, dqkv, scratch, dout, qkv, att, B, T, C, NH, p, k));
 }
+static void s_attention_backward_lp(Backend *be, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
+                                    const float *qkv, const float *att, int B, int T, int C, int NH, float p,
+                                    DropoutKey k) {
+    TIMED(P_ATT_BWD, g_orig.attention_backward_lp(be, dqkv, dqkv_lp, scratch, dout, qkv, att, B, T, C, NH, p, k));
+}
 static void s_gelu_forward(Backend *be, float *out, const float *inp, long N) {
     TIMED(P_GELU_FWD, g_orig.gelu_forward(be, out, inp, N));
 }
@@ -245,7 +250,7 @@ int backend_profile_install(Backend *be, char *err, size_t errlen) {
     WRAP(crossentropy_forward); WRAP(crossentropy_softmax_backward); WRAP(crossentropy_forward_backward);
     WRAP(adamw_update); WRAP(adamw_update_segments); WRAP(sum_squares); WRAP(scale); WRAP(accumulate); WRAP(cast_weights);
     WRAP(layernorm_forward_lp); WRAP(attention_forward_lp); WRAP(matmul_forward_lp); WRAP(matmul_gelu_forward_lp);
-    WRAP(matmul_backward_lp);
+    WRAP(matmul_backward_lp); WRAP(attention_backward_lp);
 #undef WRAP
     return 0;
 }

@@ -188,8 +188,8 @@ typedef enum { ACTS_TRAIN, ACTS_CHECKPOINT, ACTS_INFER } ActsMode;
 // base == NULL it only counts; a->h (n_layer entries) and g may then be NULL.
 // lp: lp_size (training layouts only; the inference layout, whose ops include the cached
 // attention, keeps the fp32 LayerNorm and attention outputs).
-static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, size_t lp, bool glp, ActsMode mode,
-                          float *base, GPTActs *a, GPTGradScratch *g) {
+static size_t layout_acts(const GPTShape *s, size_t B, size_t T, const Backend *be, bool gelu_rec, size_t lp,
+                          bool glp, ActsMode mode, float *base, GPTActs *a, GPTGradScratch *g) {
     const size_t C = s->n_embd, NH = s->n_head, V = s->vocab_size, L = s->n_layer;
     const size_t BT = B * T, BTC = BT * C;
     Bump b = { base, 0 };
@@ -200,6 +200,9 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, 
     if (mode == ACTS_INFER) lp = 0;
     if (!lp) glp = false;
     if (glp) gelu_rec = false;   // the copy is kept per layer: nothing to recompute
+    const size_t att_n = attention_att_floats(be ? be->matmul_dtype : DTYPE_FP32, B, T, C, NH);
+    // attn.c_attn's output gradient only as the rounded copy the attention backward writes
+    const bool dqkv_lp = lp && be && be->attention_backward_lp;
     a->encoded = take(&b, BTC);
     // a block's working set: one per layer in ACTS_TRAIN, else one for all
     const size_t n_sets = mode == ACTS_TRAIN ? L : 1;
@@ -208,7 +211,7 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, 
         h.ln_1 = lp ? NULL : take(&b, BTC); h.ln_1_mean = take(&b, BT); h.ln_1_rstd = take(&b, BT);
         h.ln_1_lp = lp ? take_lp(&b, BTC, lp) : NULL;
         h.qkv = take(&b, 3 * BTC);
-        h.att = take(&b, B * NH * T * T);
+        h.att = take(&b, att_n);
         h.atty = lp ? NULL : take(&b, BTC);
         h.atty_lp = lp ? take_lp(&b, BTC, lp) : NULL;
         h.res_2 = take(&b, BTC);
@@ -237,7 +240,8 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, bool gelu_rec, 
     g->dbranch = take(&b, BTC);
     g->dln = take(&b, BTC);
     g->datty = take(&b, BTC);
-    g->dqkv = take(&b, 3 * BTC);
+    g->dqkv = dqkv_lp ? NULL : take(&b, 3 * BTC);
+    g->dqkv_lp = dqkv_lp ? take_lp(&b, 3 * BTC, lp) : NULL;
     g->datt = take(&b, B * NH * T * T);
     g->dfch = take(&b, 4 * BTC);
     g->dfch_gelu = take(&b, 4 * BTC);
@@ -252,8 +256,8 @@ static ActsMode train_mode(const GPTBuildOptions *opt) {
 }
 
 size_t gpt_count_acts(const GPTShape *s, int B, int T, const Backend *be, const GPTBuildOptions *opt) {
-    return layout_acts(s, (size_t)B, (size_t)T, gelu_recomputed(be), lp_size(be), gelu_lp(be), train_mode(opt), NULL,
-                       NULL, NULL);
+    return layout_acts(s, (size_t)B, (size_t)T, be, gelu_recomputed(be), lp_size(be), gelu_lp(be), train_mode(opt),
+                       NULL, NULL, NULL);
 }
 
 // ============================================================================
@@ -297,10 +301,10 @@ int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const G
     const bool gelu_rec = gelu_recomputed(be);
     const size_t lp = lp_size(be);
     const bool glp = gelu_lp(be);
-    m->num_acts = layout_acts(s, (size_t)B, (size_t)T, gelu_rec, lp, glp, train_mode(opt), NULL, NULL, NULL);
+    m->num_acts = layout_acts(s, (size_t)B, (size_t)T, be, gelu_rec, lp, glp, train_mode(opt), NULL, NULL, NULL);
     // The evaluation batch: as many rows as the inference layout fits in the same floats (every
     // term of a layout is proportional to B; one row of it is smaller than a training row).
-    const size_t infer_row = layout_acts(s, 1, (size_t)T, gelu_rec, 0, false, ACTS_INFER, NULL, NULL, NULL);
+    const size_t infer_row = layout_acts(s, 1, (size_t)T, be, gelu_rec, 0, false, ACTS_INFER, NULL, NULL, NULL);
     const size_t rows = m->num_acts / infer_row, max_rows = (size_t)INT_MAX / (size_t)T;
     m->B_infer = (int)(rows < max_rows ? rows : max_rows);
     if (m->B_infer < B) {   // cannot happen: a training layout holds at least a whole working set per row
@@ -329,8 +333,8 @@ int gpt_build_with(GPT *m, const GPTShape *s, int B, int T, Backend *be, const G
     if (!m->params_memory || (own_grads && !m->grads_memory) || !m->acts_memory || !m->inputs || !m->targets) goto oom;
     bind_params(m, m->params_memory, &m->params);
     if (own_grads) bind_params(m, m->grads_memory, &m->grads);
-    layout_acts(s, (size_t)B, (size_t)T, gelu_rec, lp, glp, train_mode(opt), m->acts_memory, &m->acts, &m->scratch);
-    layout_acts(s, (size_t)m->B_infer, (size_t)T, gelu_rec, 0, false, ACTS_INFER, m->acts_memory, &m->infer, NULL);
+    layout_acts(s, (size_t)B, (size_t)T, be, gelu_rec, lp, glp, train_mode(opt), m->acts_memory, &m->acts, &m->scratch);
+    layout_acts(s, (size_t)m->B_infer, (size_t)T, be, gelu_rec, 0, false, ACTS_INFER, m->acts_memory, &m->infer, NULL);
     return 0;
 oom:
     snprintf(err, errlen, "model: out of %s memory (%zu parameters, %zu activation floats)",
@@ -509,7 +513,7 @@ static void mm_forward(Backend *be, float *out, const float *inp, const void *in
     if (inp_lp) be->matmul_forward_lp(be, out, inp_lp, w, bias, N, C, OC);
     else be->matmul_forward(be, out, inp, w, bias, N, C, OC);
 }
-// dout_lp (only with inp_lp): dout given by its copy (GPTGradScratch.dfch_lp).
+// dout_lp: dout's copy written by its producer (only with inp_lp; dout may then be NULL)
 static void mm_backward(Backend *be, float *dinp, float *dw, float *dbias, const float *dout, const void *dout_lp,
                         const float *inp, const void *inp_lp, const float *w, int N, int C, int OC) {
     if (inp_lp) be->matmul_backward_lp(be, dinp, dw, dbias, dout, dout_lp, inp_lp, w, N, C, OC);
@@ -786,7 +790,7 @@ int gpt_infer_begin(GPTInfer *g, GPT *m, char *err, size_t errlen) {
     g->acts.h = calloc(L, sizeof(BlockActs));
     g->tokens = malloc(T * sizeof(int32_t));
     g->logits = malloc((size_t)s->vocab_size * sizeof(float));
-    const size_t n_acts = layout_acts(s, 1, T, gelu_recomputed(be), 0, false, ACTS_INFER, NULL, NULL, NULL);
+    const size_t n_acts = layout_acts(s, 1, T, be, gelu_recomputed(be), 0, false, ACTS_INFER, NULL, NULL, NULL);
     g->acts_memory = be->alloc(be, n_acts * sizeof(float));
     g->kv_memory = be->alloc(be, 2 * L * T * C * sizeof(float));
     g->inputs = be->alloc(be, T * sizeof(int32_t));
@@ -796,7 +800,7 @@ int gpt_infer_begin(GPTInfer *g, GPT *m, char *err, size_t errlen) {
         gpt_infer_end(g);
         return 1;
     }
-    layout_acts(s, 1, T, gelu_recomputed(be), 0, false, ACTS_INFER, g->acts_memory, &g->acts, NULL);
+    layout_acts(s, 1, T, be, gelu_recomputed(be), 0, false, ACTS_INFER, g->acts_memory, &g->acts, NULL);
     return 0;
 }
 
@@ -930,7 +934,8 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
                                     w->mlp_proj_w, BT, 4 * C, C);
             if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
             be->gelu_backward(be, d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
-            mm_backward(be, d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, NULL, h->ln_2, h->ln_2_lp, w->c_fc_w, BT, C, 4 * C);
+            mm_backward(be, d->dln, gw->c_fc_w, gw->c_fc_b, d->dfch, NULL, h->ln_2, h->ln_2_lp, w->c_fc_w, BT, C,
+                        4 * C);
         }
         if (ready) ready(ready_ctx, (size_t)(w->c_fc_w - m->params_memory));
         be->layernorm_backward(be, d->dres, gw->ln_2_w, gw->ln_2_b, d->dln, h->res_2, w->ln_2_w,
@@ -941,9 +946,14 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         mm_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr, NULL, h->atty, h->atty_lp,
                     w->attn_proj_w, BT, C, C);
         if (ready) ready(ready_ctx, (size_t)(w->attn_proj_w - m->params_memory));
-        be->attention_backward(be, d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
-                           site_key(m, l, SITE_ATTN));
-        mm_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, NULL, h->ln_1, h->ln_1_lp, w->c_attn_w, BT, C, 3 * C);
+        if (d->dqkv_lp)   // the rounded gradient only, straight from the attention's kernels
+            be->attention_backward_lp(be, NULL, d->dqkv_lp, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
+                                      site_key(m, l, SITE_ATTN));
+        else
+            be->attention_backward(be, d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
+                                   site_key(m, l, SITE_ATTN));
+        mm_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, d->dqkv_lp, h->ln_1, h->ln_1_lp, w->c_attn_w, BT,
+                    C, 3 * C);
         if (ready) ready(ready_ctx, (size_t)(w->c_attn_w - m->params_memory));
         be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(a, l), w->ln_1_w,
                            h->ln_1_mean, h->ln_1_rstd, BT, C);

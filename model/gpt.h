@@ -99,7 +99,8 @@ typedef struct {
     float *dbranch;                        // (B,T,C) gradient of a branch output
     float *dln;                            // (B,T,C) gradient of a LayerNorm output
     float *datty;                          // (B,T,C)
-    float *dqkv;                           // (B,T,3C)
+    float *dqkv;                           // (B,T,3C); NULL when dqkv_lp is kept instead
+    void *dqkv_lp;                         // (B,T,3C) in matmul_dtype (Backend.attention_backward_lp), or NULL
     float *datt;                           // (B,NH,T,T) attention scratch
     float *dfch, *dfch_gelu;               // (B,T,4C)
     // With BlockActs.fch_gelu_lp: the gradient of c_fc's output as the copy matmul_backward_dgelu

@@ -9,6 +9,7 @@
 
 #include "dist/comm.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/dropout_rng.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/adamw.h"
@@ -364,6 +365,62 @@ static void test_produced_operands(void **state) {
     produced_matches_rounded(DTYPE_FP16, 1, 1, 300);
 }
 
+// ---------------------------------------------------------------- a produced output gradient
+// matmul_backward_lp with dout given by its copy (dout_lp, dout NULL) is bitwise the call with
+// the fp32 dout whose values are already those rounded ones: the GEMMs multiply the same
+// operand rows (sliced into the same chunks) and dbias sums the same fp32 values. The copy is
+// in the backend's format (lp_size 2: bf16 bits; 4: fp32 values rounded to the type).
+static void dout_lp_matches(ComputeDtype dt, int emulate, long chunk) {
+    enum { N = 37, C = 24, OC = 40 };
+    Backend *be = backend_cpu_create(dt);
+    assert_non_null(be);
+    if (emulate) backend_cpu_emulate_low_precision(be);
+    if (chunk) backend_cpu_set_low_precision_chunk(be, chunk);
+    assert_non_null(be->matmul_backward_lp);
+    const int mode = dt == DTYPE_BF16 ? LP_ROUND_BF16 : LP_ROUND_FP16;
+    TestRng r = test_rng(31 + (uint64_t)dt * 2 + (uint64_t)emulate);
+    float *dout = malloc(N * OC * 4), *inp = malloc(N * C * 4), *w = malloc(OC * C * 4);
+    test_fill(&r, dout, N * OC, -2, 2);
+    test_fill(&r, inp, N * C, -1, 1);
+    test_fill(&r, w, OC * C, -1, 1);
+    void *inp_lp = malloc(N * C * 4), *dout_lp = malloc(N * OC * 4);
+    for (int i = 0; i < N * OC; i++) {
+        dout[i] = lp_round(dout[i], mode);   // the values the copy holds
+        if (be->lp_size == 2) ((uint16_t *)dout_lp)[i] = bf16_from_float(dout[i]);
+        else ((float *)dout_lp)[i] = dout[i];
+    }
+    for (int i = 0; i < N * C; i++) {
+        if (be->lp_size == 2) ((uint16_t *)inp_lp)[i] = bf16_from_float(inp[i]);
+        else ((float *)inp_lp)[i] = lp_round(inp[i], mode);
+    }
+    float *di[2], *dw[2], *db[2];
+    for (int k = 0; k < 2; k++) {
+        di[k] = malloc(N * C * 4);
+        dw[k] = calloc(OC * C, 4);
+        db[k] = malloc(OC * 4);
+        for (int o = 0; o < OC; o++) db[k][o] = 0.25f * (float)o;   // dbias accumulates
+    }
+    be->matmul_backward_lp(be, di[0], dw[0], db[0], dout, NULL, inp_lp, w, N, C, OC);
+    be->matmul_backward_lp(be, di[1], dw[1], db[1], NULL, dout_lp, inp_lp, w, N, C, OC);
+    assert_memory_equal(di[0], di[1], N * C * 4);
+    assert_memory_equal(dw[0], dw[1], OC * C * 4);
+    assert_memory_equal(db[0], db[1], OC * 4);
+    // dbias only (no GEMM)
+    be->matmul_backward_lp(be, NULL, NULL, db[0], dout, NULL, inp_lp, w, N, C, OC);
+    be->matmul_backward_lp(be, NULL, NULL, db[1], NULL, dout_lp, inp_lp, w, N, C, OC);
+    assert_memory_equal(db[0], db[1], OC * 4);
+    for (int k = 0; k < 2; k++) { free(di[k]); free(dw[k]); free(db[k]); }
+    free(dout); free(inp); free(w); free(inp_lp); free(dout_lp);
+    be->destroy(be);
+}
+
+static void test_dout_lp(void **state) {
+    dout_lp_matches(DTYPE_BF16, 0, 0);     // bf16 GEMMs where the CPU has them (lp_size 2)
+    dout_lp_matches(DTYPE_BF16, 0, 300);   // in chunks of a few rows
+    dout_lp_matches(DTYPE_BF16, 1, 0);     // emulated (lp_size 4)
+    dout_lp_matches(DTYPE_FP16, 1, 300);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_step_matches_pytorch),
@@ -374,6 +431,7 @@ int main(void) {
         cmocka_unit_test(test_chunked_low_precision),
         cmocka_unit_test(test_weight_cast_cache),
         cmocka_unit_test(test_produced_operands),
+        cmocka_unit_test(test_dout_lp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

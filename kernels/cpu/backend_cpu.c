@@ -263,8 +263,11 @@ static void cpu_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, void
     matmul_gelu_forward_rows(be, pre, y, NULL, inp_lp, weight, bias, N, C, OC);
     if (out_lp) store_lp(be, out_lp, y, n);
 }
+// dout_lp non-NULL: dout's copy as operand() would convert it (written by its producer; dout not
+// read): the GEMMs take its rows and dbias sums its values in fp32.
 static void matmul_backward_rows(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                                 const float *inp, const void *inp_lp, const float *weight, int N, int C, int OC) {
+                                 const void *dout_lp, const float *inp, const void *inp_lp, const float *weight,
+                                 int N, int C, int OC) {
     // GRAD_OVERWRITE: the accumulation below into zeros (+0.0), the bits the caller's zeroed
     // gradients would give, whatever dweight and dbias held
     if (((const CpuCtx *)be->ctx)->grad_overwrite) {
@@ -272,11 +275,23 @@ static void matmul_backward_rows(Backend *be, float *dinp, float *dweight, float
         if (dbias) memset(dbias, 0, (size_t)OC * sizeof(float));
     }
     // dbias is a plain fp32 reduction (autocast sums bias gradients in fp32).
-    if (dbias) bias_backward(dbias, dout, N, OC);
+    if (dbias && !dout_lp) bias_backward(dbias, dout, N, OC);
+    if (dbias && dout_lp) {
+        const CpuCtx *c = be->ctx;
+        const float *d = dout_lp;
+        if (c->lp == LP_BF16) {   // widened: every bf16 value is exact in fp32
+            float *w = slot(be->ctx, SLOT_OUT, (size_t)N * OC * sizeof(float));
+            const uint16_t *h = dout_lp;
+            #pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < (size_t)N * OC; i++) w[i] = bf16_to_float(h[i]);
+            d = w;
+        }
+        bias_backward(dbias, d, N, OC);
+    }
     const Operand w = dinp ? weight_operand(be, SLOT_B, weight, (size_t)OC * C) : (Operand){ GEMM_F32, NULL };
     for (int n0 = 0, R = lp_rows(be, N, C > OC ? C : OC); n0 < N; n0 += R) {   // dweight sums the chunks
         const int r = N - n0 < R ? N - n0 : R;
-        const Operand d = operand(be, SLOT_C, dout + (size_t)n0 * OC, (size_t)r * OC);
+        const Operand d = input_rows(be, SLOT_C, dout, dout_lp, n0, r, OC);
         const Operand x = dweight ? input_rows(be, SLOT_A, inp, inp_lp, n0, r, C) : (Operand){ d.t, NULL };
         matmul_backward_t(d.t, dinp ? dinp + (size_t)n0 * C : NULL, dweight, d.p, x.p, w.p, r, C, OC);
     }
@@ -287,24 +302,12 @@ static void cpu_set_grad_write(Backend *be, GradWrite mode) {
 static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float *dbias,
                                 const float *dout, const float *inp, const float *weight,
                                 int N, int C, int OC) {
-    matmul_backward_rows(be, dinp, dweight, dbias, dout, inp, NULL, weight, N, C, OC);
+    matmul_backward_rows(be, dinp, dweight, dbias, dout, NULL, inp, NULL, weight, N, C, OC);
 }
-// dout_lp: its values widened to fp32 (exact) and the fp32 path run on them: rounding a rounded
-// value again changes nothing, so the GEMMs multiply the copy's values and dbias sums them.
 static void cpu_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                                   const void *dout_lp, const void *inp_lp, const float *weight, int N, int C, int OC) {
-    const CpuCtx *c = be->ctx;
-    if (dout_lp && c->lp == LP_BF16) {
-        const size_t n = (size_t)N * OC;
-        float *d = slot(be->ctx, SLOT_OUT, n * sizeof(float));
-        const uint16_t *h = dout_lp;
-        #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) d[i] = bf16_to_float(h[i]);
-        dout = d;
-    } else if (dout_lp) {
-        dout = dout_lp;   // LP_EMULATE: the copy is fp32 values already rounded to the type
-    }
-    matmul_backward_rows(be, dinp, dweight, dbias, dout, NULL, inp_lp, weight, N, C, OC);
+                                   const void *dout_lp, const void *inp_lp, const float *weight, int N, int C,
+                                   int OC) {
+    matmul_backward_rows(be, dinp, dweight, dbias, dout, dout_lp, NULL, inp_lp, weight, N, C, OC);
 }
 
 // dst (n,) = y rounded as operand() rounds a matmul input: bf16 (LP_BF16) or fp32 values rounded

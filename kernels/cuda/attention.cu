@@ -1,7 +1,7 @@
 // kernels/cuda/attention.cu — causal multi-head self-attention: cuBLAS strided-batched
 // GEMMs for the two products, causal softmax forward/backward kernels, attention dropout
 // with the counter-based masks of kernels/dropout_rng.h. With bf16/fp16 matmul inputs, hs a
-// multiple of 16 up to 128 and T > hs, the fused kernels of flash_attention.cu run instead
+// multiple of 16 up to 128 (any T), the fused kernels of flash_attention.cu run instead
 // (no T x T tensor; `att` then holds what they save); fp32 and other shapes take this path.
 //
 // Forward, per (b,h) with q,k,v (T,hs):
@@ -74,16 +74,26 @@ __global__ void unpermute_kernel(float *__restrict__ out, T *__restrict__ out_lp
 }
 
 // dqkv (B,T,3C) = (dq | dk | dv) each (B,NH,T,hs)
-__global__ void unpermute_qkv_kernel(float *__restrict__ dqkv, const float *__restrict__ dq,
+// dqkv NULL: not written; dqkv_lp non-NULL: the same rounded to T (attn.c_attn's output-gradient
+// operand, kernels/backend.h: attention_backward_lp)
+template <class T>
+__global__ void unpermute_qkv_kernel(float *__restrict__ dqkv, T *__restrict__ dqkv_lp, const float *__restrict__ dq,
                                      const float *__restrict__ dk, const float *__restrict__ dv,
                                      int B, int NH, int Tn, int hs) {
     const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
     GRID_STRIDE(idx, total) {
-        float *d = dqkv + head_to_rows(idx, NH, Tn, hs, 3 * (size_t)C);
-        d[0] = dq[idx];
-        d[C] = dk[idx];
-        d[2 * C] = dv[idx];
+        const size_t o = head_to_rows(idx, NH, Tn, hs, 3 * (size_t)C);
+        if (dqkv) {
+            dqkv[o] = dq[idx];
+            dqkv[o + C] = dk[idx];
+            dqkv[o + 2 * C] = dv[idx];
+        }
+        if (dqkv_lp) {
+            store_as(dqkv_lp + o, dq[idx]);
+            store_as(dqkv_lp + o + C, dk[idx]);
+            store_as(dqkv_lp + o + 2 * C, dv[idx]);
+        }
     }
 }
 
@@ -238,7 +248,7 @@ static void attention_forward_t(CudaCtx *c, float *out, T *out_lp, float *att, c
 }
 
 template <class T>
-static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
+static void attention_backward_t(CudaCtx *c, float *dqkv, T *dqkv_lp, float *scratch, const float *dout,
                                  const float *qkv, const float *att, const AttnDims &d, DropoutKey key) {
     const int hs = d.hs, Tn = d.T;
     const long long sh = d.sh, sa = d.sa;
@@ -272,7 +282,8 @@ static void attention_backward_t(CudaCtx *c, float *dqkv, float *scratch, const 
     cuda_gemm(c, false, false, hs, Tn, Tn, h.k, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dq, hs, sh, d.BH);
     // dk (T2 x hs) = dpre^T q
     cuda_gemm(c, false, true, hs, Tn, Tn, h.q, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dk, hs, sh, d.BH);
-    LAUNCH(unpermute_qkv_kernel, grid_for(c, d.nhead), BLOCK, 0, c->stream)(dqkv, dq, dk, dv, d.B, d.NH, Tn, hs);
+    LAUNCH((unpermute_qkv_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(dqkv, dqkv_lp, dq, dk, dv, d.B, d.NH,
+                                                                                 Tn, hs);
     LAUNCH_CHECK();
 }
 
@@ -291,19 +302,24 @@ void cuda_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, co
     }
 }
 
-void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
+void cuda_attention_backward(CudaCtx *c, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
                              const float *qkv, const float *att, int B, int T, int C, int NH,
                              float attn_p, DropoutKey key) {
     if (B <= 0 || T <= 0) return;
     if (cuda_flash_attention_ok(c, T, C, NH)) {
-        cuda_flash_attention_backward(c, dqkv, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
+        cuda_flash_attention_backward(c, dqkv, dqkv_lp, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
         return;
     }
     const AttnDims d = attn_dims(B, T, C, NH, attn_p);
     switch (c->dtype) {
-    case DTYPE_BF16: attention_backward_t<__nv_bfloat16>(c, dqkv, scratch, dout, qkv, att, d, key); break;
-    case DTYPE_FP16: attention_backward_t<__half>(c, dqkv, scratch, dout, qkv, att, d, key); break;
-    default: attention_backward_t<float>(c, dqkv, scratch, dout, qkv, att, d, key); break;
+    case DTYPE_BF16:
+        attention_backward_t<__nv_bfloat16>(c, dqkv, (__nv_bfloat16 *)dqkv_lp, scratch, dout, qkv, att, d, key);
+        break;
+    case DTYPE_FP16: attention_backward_t<__half>(c, dqkv, (__half *)dqkv_lp, scratch, dout, qkv, att, d, key); break;
+    default:
+        attention_backward_t<float>(c, dqkv ? dqkv : (float *)dqkv_lp, dqkv ? (float *)dqkv_lp : nullptr, scratch, dout,
+                                    qkv, att, d, key);
+        break;
     }
 }
 

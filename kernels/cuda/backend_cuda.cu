@@ -195,7 +195,12 @@ static void be_matmul_backward_dgelu(Backend *be, float *dpre, void *dpre_lp, fl
 static void be_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *att, int B, int T, int C, int NH,
                                   float attn_p, DropoutKey key) {
-    cuda_attention_backward(CX(be), dqkv, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
+    cuda_attention_backward(CX(be), dqkv, nullptr, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
+}
+static void be_attention_backward_lp(Backend *be, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
+                                     const float *qkv, const float *att, int B, int T, int C, int NH,
+                                     float attn_p, DropoutKey key) {
+    cuda_attention_backward(CX(be), dqkv, dqkv_lp, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
 }
 static void be_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, long N) {
     cuda_gelu_backward(CX(be), dinp, inp, dout, N);
@@ -334,6 +339,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
         be->lp_size = dtype_size(matmul_dtype);
         be->layernorm_forward_lp = be_layernorm_forward_lp;
         be->attention_forward_lp = be_attention_forward_lp;
+        be->attention_backward_lp = be_attention_backward_lp;
         be->matmul_forward_lp = be_matmul_forward_lp;
         be->matmul_gelu_forward_lp = be_matmul_gelu_forward_lp;
         be->matmul_backward_lp = be_matmul_backward_lp;

@@ -10,8 +10,13 @@ int cuda_colsum_rows(int N) {
     return rows;
 }
 
-// part[chunk*C + c] = sum of in[r*C + c] over the rows of the chunk. Block (32, 8).
-__global__ void colsum_partial_kernel(float *__restrict__ part, const float *__restrict__ in, int N, int C,
+static __device__ __forceinline__ float load_f(const float *p) { return *p; }
+static __device__ __forceinline__ float load_f(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+static __device__ __forceinline__ float load_f(const __half *p) { return __half2float(*p); }
+
+// part[chunk*C + c] = sum of in[r*C + c] (as fp32) over the rows of the chunk. Block (32, 8).
+template <class T>
+__global__ void colsum_partial_kernel(float *__restrict__ part, const T *__restrict__ in, int N, int C,
                                       int rows) {
     __shared__ float s[8][33];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -20,7 +25,7 @@ __global__ void colsum_partial_kernel(float *__restrict__ part, const float *__r
     const int r1 = r0 + rows < N ? r0 + rows : N;
     float acc = 0.0f;
     if (c < C)
-        for (int r = r0 + ty; r < r1; r += 8) acc += in[(size_t)r * C + c];
+        for (int r = r0 + ty; r < r1; r += 8) acc += load_f(in + (size_t)r * C + c);
     s[ty][tx] = acc;
     __syncthreads();
     if (ty == 0 && c < C) {
@@ -53,11 +58,24 @@ void cuda_colsum_finalize(CudaCtx *c, float *out0, float *out1, const float *par
     LAUNCH_CHECK();
 }
 
-void cuda_colsum(CudaCtx *c, float *out, const float *in, int N, int C, bool accumulate) {
+template <class T>
+static void colsum_t(CudaCtx *c, float *out, const T *in, int N, int C, bool accumulate) {
     if (N <= 0 || C <= 0) return;
     const int rows = cuda_colsum_rows(N), nchunk = (int)ceil_div(N, rows);
     float *part = (float *)cuda_scratch(c, SCR_PART, (size_t)nchunk * C * sizeof(float));
-    LAUNCH(colsum_partial_kernel, dim3(ceil_div(C, 32), nchunk), dim3(32, 8), 0, c->stream)(part, in, N, C, rows);
+    LAUNCH((colsum_partial_kernel<T>), dim3(ceil_div(C, 32), nchunk), dim3(32, 8), 0, c->stream)(part, in, N, C, rows);
     LAUNCH_CHECK();
     cuda_colsum_finalize(c, out, nullptr, part, nchunk, 1, C, accumulate);
+}
+
+void cuda_colsum(CudaCtx *c, float *out, const float *in, int N, int C, bool accumulate) {
+    colsum_t(c, out, in, N, C, accumulate);
+}
+
+void cuda_colsum_lp(CudaCtx *c, float *out, const void *in, int N, int C, bool accumulate) {
+    switch (c->dtype) {
+    case DTYPE_BF16: colsum_t(c, out, (const __nv_bfloat16 *)in, N, C, accumulate); break;
+    case DTYPE_FP16: colsum_t(c, out, (const __half *)in, N, C, accumulate); break;
+    default: colsum_t(c, out, (const float *)in, N, C, accumulate); break;
+    }
 }

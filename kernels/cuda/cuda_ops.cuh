@@ -30,6 +30,9 @@ void cuda_layernorm_backward(CudaCtx *c, float *dinp, float *dweight, float *dbi
 int cuda_colsum_rows(int N);
 // out[c] += sum_n in[n*C + c] (accumulate), or out[c] = that sum (!accumulate)
 void cuda_colsum(CudaCtx *c, float *out, const float *in, int N, int C, bool accumulate);
+// the same over in's values in the compute dtype (bf16/fp16; fp32: cuda_colsum), summed in fp32 in
+// the same order
+void cuda_colsum_lp(CudaCtx *c, float *out, const void *in, int N, int C, bool accumulate);
 // out0[c] += sum_k part[(k*nout + 0)*C + c]; out1 likewise with slot 1 (nout 1 or 2);
 // = instead of += when !accumulate
 void cuda_colsum_finalize(CudaCtx *c, float *out0, float *out1, const float *part, int nchunk,
@@ -70,10 +73,11 @@ const void *cuda_weight_operand(CudaCtx *c, const float *weight, size_t n);
 // the GEMM takes it and nothing is rounded; inp is then not read (may be NULL). NULL: inp rounded.
 void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *inp_lp, const float *weight,
                          const float *bias, int N, int C, int OC);
-// dout_lp likewise for dout (Backend.matmul_backward_lp): dbias then sums its rounded values.
-void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const void *dout_lp, const float *inp, const void *inp_lp,
-                          const float *weight, int N, int C, int OC);
+// dout_lp non-NULL: dout's compute-dtype copy, written by its producer (Backend.matmul_backward_lp):
+// the GEMMs take it and dbias sums its values; dout is then not read (may be NULL).
+void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias, const float *dout,
+                          const void *dout_lp, const float *inp, const void *inp_lp, const float *weight, int N,
+                          int C, int OC);
 // Backend.matmul_backward_dgelu (kernels/backend.h)
 void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, void *dpre_lp, float *dbias_pre, float *dweight,
                                 float *dbias, const float *dout, const void *dout_lp, const float *inp,
@@ -91,17 +95,21 @@ void cuda_gelu_backward(CudaCtx *c, float *dinp, const float *inp, const float *
 // out_lp non-NULL: the output's compute-dtype copy too (Backend.attention_forward_lp); out NULL: none in fp32
 void cuda_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T,
                             int C, int NH, float attn_p, DropoutKey k);
-void cuda_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout,
+// dqkv_lp non-NULL: the gradient's compute-dtype copy too (Backend.attention_backward_lp); dqkv
+// NULL: none in fp32
+void cuda_attention_backward(CudaCtx *c, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
                              const float *qkv, const float *att, int B, int T, int C, int NH,
                              float attn_p, DropoutKey k);
 // flash_attention.cu: the fused path of the two above (bf16/fp16, hs a multiple of 16 up to 128,
-// T > hs: cuda_flash_attention_ok); `att` then holds the log-sum-exp rows and the per-head output
-// (see the file), which only its backward reads
+// any T: cuda_flash_attention_ok); `att` then holds the log-sum-exp rows and the per-head output
+// (see the file; B*NH*T*(hs+1) floats, kernels/backend.h: attention_att_floats), which only its
+// backward reads
 bool cuda_flash_attention_ok(const CudaCtx *c, int T, int C, int NH);
 void cuda_flash_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T, int C, int NH,
                                   float attn_p, DropoutKey key);
-void cuda_flash_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout, const float *qkv,
-                                   const float *att, int B, int T, int C, int NH, float attn_p, DropoutKey key);
+void cuda_flash_attention_backward(CudaCtx *c, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
+                                   const float *qkv, const float *att, int B, int T, int C, int NH, float attn_p,
+                                   DropoutKey key);
 // key/value-cache attention of inference (Backend.attention_forward_cached), fp32 in every dtype
 void cuda_attention_forward_cached(CudaCtx *c, float *out, float *att, float *kcache, float *vcache,
                                    const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH);

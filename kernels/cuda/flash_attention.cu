@@ -4,7 +4,7 @@
 // global memory: one kernel forward, two backward.
 //
 // Taken by cuda_attention_forward / _backward (attention.cu) when matmul_dtype is BF16 or FP16,
-// hs is a multiple of 16 up to 128 and T > hs (cuda_flash_attention_ok); fp32 and other shapes
+// hs is a multiple of 16 up to 128, any T (cuda_flash_attention_ok); fp32 and other head sizes
 // keep the cuBLAS path of attention.cu.
 //
 // Same numerics as attention.cu's path up to summation order: q, k, v, dy rounded to the
@@ -15,10 +15,10 @@
 // attention.cu and the CPU backend (element (b,h,t,t2) keyed by dropout_global_index(k, b,
 // NH*T*T, (h*T + t)*T + t2)).
 //
-// What the forward saves in `att` (at least B*NH*T*T floats; the backward of the same backend
-// reads it): att[0 .. B*NH*T) the log-sum-exp of each scaled score row (max + log(sum)),
-// att[B*NH*T ..) the attention output per head (B,NH,T,hs) fp32 (for D = rowsum(dy * y));
-// together B*NH*T*(1+hs) <= B*NH*T*T floats, hence T > hs.
+// What the forward saves in `att` (B*NH*T*max(T, hs+1) floats in bf16/fp16, kernels/backend.h:
+// attention_att_floats; the backward of the same backend reads it): att[0 .. B*NH*T) the
+// log-sum-exp of each scaled score row (max + log(sum)), att[B*NH*T ..) the attention output per
+// head (B,NH,T,hs) fp32 (for D = rowsum(dy * y)); together B*NH*T*(1+hs) floats, so any T.
 //
 // Forward, one block per (b, h, tile of FA_ROWS queries), grid-stride over them (longest
 // tiles first), FA_WARPS warps of 16 query rows: the q tile in shared memory; for each tile
@@ -35,7 +35,9 @@
 //     P = exp(S scale - lse), dP = dy v^T, dS = P (dP m - D) scale (rounded), dq += dS k;
 //   flash_bwd_dkv_kernel per (b, h, tile of FA_ROWS keys): over query tiles from the
 //     diagonal to T: S^T = k q^T, dP^T = v dy^T, dv += (P m)^T dy, dk += dS^T q.
-// dq, dk, dv go straight into dqkv (B,T,3C) (overwritten).
+// dq, dk, dv go straight into dqkv (B,T,3C) (overwritten) and/or, rounded to the compute dtype in
+// the same store, into dqkv_lp (attn.c_attn's output-gradient operand: no rounding pass before its
+// GEMMs).
 #include <mma.h>
 #include <algorithm>
 #include <type_traits>
@@ -210,7 +212,8 @@ static size_t fa_dq_smem(int hs, size_t ts) {
 }
 
 template <class T>
-__global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__restrict__ dqkv, float *__restrict__ Dg,
+__global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__restrict__ dqkv, T *__restrict__ dqkv_lp,
+                                                                  float *__restrict__ Dg,
                                                                   const float *__restrict__ dout,
                                                                   const float *__restrict__ qkv,
                                                                   const float *__restrict__ lse,
@@ -282,7 +285,10 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__re
         }
         for (int i = lane; i < 16 * hs; i += 32) {
             const int t = wq0 + i / hs, c = i % hs;
-            if (t < Tn) dqkv[((size_t)b * Tn + t) * 3 * C + (size_t)h * hs + c] = dqw[i];
+            if (t >= Tn) continue;
+            const size_t o = ((size_t)b * Tn + t) * 3 * C + (size_t)h * hs + c;
+            if (dqkv) dqkv[o] = dqw[i];
+            if (dqkv_lp) store_as(dqkv_lp + o, dqw[i]);   // attn.c_attn's operand (kernels/backend.h)
         }
     }
 }
@@ -294,7 +300,8 @@ static size_t fa_dkv_smem(int hs, size_t ts) {
 }
 
 template <class T>
-__global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__restrict__ dqkv, const float *__restrict__ Dg,
+__global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__restrict__ dqkv, T *__restrict__ dqkv_lp,
+                                                                   const float *__restrict__ Dg,
                                                                    const float *__restrict__ dout,
                                                                    const float *__restrict__ qkv,
                                                                    const float *__restrict__ lse, FlashArgs a) {
@@ -365,9 +372,15 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__r
         for (int i = lane; i < 16 * hs; i += 32) {
             const int t2 = wk0 + i / hs, c = i % hs;
             if (t2 >= Tn) continue;
-            float *d = dqkv + ((size_t)b * Tn + t2) * 3 * C + (size_t)h * hs + c;
-            d[C] = dkw[i];
-            d[2 * C] = dvw[i];
+            const size_t o = ((size_t)b * Tn + t2) * 3 * C + (size_t)h * hs + c;
+            if (dqkv) {
+                dqkv[o + C] = dkw[i];
+                dqkv[o + 2 * C] = dvw[i];
+            }
+            if (dqkv_lp) {
+                store_as(dqkv_lp + o + C, dkw[i]);
+                store_as(dqkv_lp + o + 2 * C, dvw[i]);
+            }
         }
     }
 }
@@ -376,7 +389,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__r
 bool cuda_flash_attention_ok(const CudaCtx *c, int T, int C, int NH) {
     if (c->dtype == DTYPE_FP32 || NH <= 0 || C % NH) return false;
     const int hs = C / NH;
-    if (hs % 16 || hs > 128 || T <= hs) return false;
+    if (hs % 16 || hs > 128 || T <= 0) return false;
     // the kernels' shared memory (at hs 128: 77, 101 and 137 KB) within the device's opt-in
     // limit (sm_80 163 KB, sm_90 227 KB; sm_86/sm_89 99 KB, enough up to hs 80)
     int optin = 0;
@@ -411,17 +424,18 @@ static void flash_forward_t(CudaCtx *c, float *out, T *out_lp, float *att, const
 }
 
 template <class T>
-static void flash_backward_t(CudaCtx *c, float *dqkv, float *scratch, const float *dout, const float *qkv,
+static void flash_backward_t(CudaCtx *c, float *dqkv, T *dqkv_lp, float *scratch, const float *dout, const float *qkv,
                              const float *att, const FlashArgs &a) {
     const size_t bht = (size_t)a.B * a.NH * a.T;
     const size_t s1 = fa_dq_smem(a.hs, sizeof(T)), s2 = fa_dkv_smem(a.hs, sizeof(T));
     CUDA_CHECK(cudaFuncSetAttribute(flash_bwd_dq_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
     CUDA_CHECK(cudaFuncSetAttribute(flash_bwd_dkv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
     const size_t items = (size_t)a.B * a.NH * ceil_div(a.T, FA_ROWS);
-    LAUNCH((flash_bwd_dq_kernel<T>), fa_grid(c, items), FA_THREADS, s1, c->stream)(dqkv, scratch, dout, qkv, att,
-                                                                                     att + bht, a);
+    LAUNCH((flash_bwd_dq_kernel<T>), fa_grid(c, items), FA_THREADS, s1, c->stream)(dqkv, dqkv_lp, scratch, dout, qkv,
+                                                                                     att, att + bht, a);
     LAUNCH_CHECK();
-    LAUNCH((flash_bwd_dkv_kernel<T>), fa_grid(c, items), FA_THREADS, s2, c->stream)(dqkv, scratch, dout, qkv, att, a);
+    LAUNCH((flash_bwd_dkv_kernel<T>), fa_grid(c, items), FA_THREADS, s2, c->stream)(dqkv, dqkv_lp, scratch, dout,
+                                                                                      qkv, att, a);
     LAUNCH_CHECK();
 }
 
@@ -432,9 +446,10 @@ void cuda_flash_attention_forward(CudaCtx *c, float *out, void *out_lp, float *a
     else flash_forward_t<__nv_bfloat16>(c, out, (__nv_bfloat16 *)out_lp, att, qkv, a);
 }
 
-void cuda_flash_attention_backward(CudaCtx *c, float *dqkv, float *scratch, const float *dout, const float *qkv,
-                                   const float *att, int B, int T, int C, int NH, float attn_p, DropoutKey key) {
+void cuda_flash_attention_backward(CudaCtx *c, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
+                                   const float *qkv, const float *att, int B, int T, int C, int NH, float attn_p,
+                                   DropoutKey key) {
     const FlashArgs a = fa_args(B, T, C, NH, attn_p, key);
-    if (c->dtype == DTYPE_FP16) flash_backward_t<__half>(c, dqkv, scratch, dout, qkv, att, a);
-    else flash_backward_t<__nv_bfloat16>(c, dqkv, scratch, dout, qkv, att, a);
+    if (c->dtype == DTYPE_FP16) flash_backward_t<__half>(c, dqkv, (__half *)dqkv_lp, scratch, dout, qkv, att, a);
+    else flash_backward_t<__nv_bfloat16>(c, dqkv, (__nv_bfloat16 *)dqkv_lp, scratch, dout, qkv, att, a);
 }

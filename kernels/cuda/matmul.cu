@@ -216,28 +216,11 @@ void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *i
     }
 }
 
-// x (n,) in the compute dtype widened to fp32 into scratch SCR_F32 (the fallbacks' column sums of a
-// gradient given only as its copy): the exact values, no rounding.
-template <class T>
-__global__ void widen_kernel(float *__restrict__ out, const T *__restrict__ in, size_t n) {
-    GRID_STRIDE(i, n) out[i] = load_f(in + i);
-}
-static const float *cuda_widen(CudaCtx *c, const void *x, size_t n) {
-    if (c->dtype == DTYPE_FP32) return (const float *)x;
-    float *w = (float *)cuda_scratch(c, SCR_F32, n * sizeof(float));
-    const unsigned g = grid_for(c, n);
-    if (c->dtype == DTYPE_BF16)
-        LAUNCH((widen_kernel<__nv_bfloat16>), g, BLOCK, 0, c->stream)(w, (const __nv_bfloat16 *)x, n);
-    else
-        LAUNCH((widen_kernel<__half>), g, BLOCK, 0, c->stream)(w, (const __half *)x, n);
-    LAUNCH_CHECK();
-    return w;
-}
-
 // dweight += dout^T inp and dbias += column sums of dout (= both under GRAD_OVERWRITE), given
 // dout's GEMM operand D (and inp's, inp_lp, when its producer wrote it): one cuBLASLt GEMM with
-// the BGRADB epilogue (and, accumulating, one accumulate), else the cuBLAS GEMM and colsums (dout
-// NULL: of D, widened).
+// the BGRADB epilogue (which sums D, the rounded values; and, accumulating, one accumulate), else
+// the cuBLAS GEMM and colsums (of dout, or of D when dout is NULL: its producer wrote only the
+// rounded copy).
 static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *dbias, const float *dout,
                             const float *inp, const void *inp_lp, int N, int C, int OC) {
     const bool ow = c->grad_overwrite;
@@ -251,12 +234,13 @@ static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *db
         }
         cuda_gemm(c, false, true, C, OC, N, X, C, 0, D, OC, 0, 1.0f, ow ? 0.0f : 1.0f, dweight, C, 0, 1);
     }
-    if (dbias) cuda_colsum(c, dbias, dout ? dout : cuda_widen(c, D, (size_t)N * OC), N, OC, !ow);
+    if (dbias && dout) cuda_colsum(c, dbias, dout, N, OC, !ow);
+    else if (dbias) cuda_colsum_lp(c, dbias, D, N, OC, !ow);
 }
 
-void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const void *dout_lp, const float *inp, const void *inp_lp,
-                          const float *weight, int N, int C, int OC) {
+void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias, const float *dout,
+                          const void *dout_lp, const float *inp, const void *inp_lp, const float *weight, int N,
+                          int C, int OC) {
     if (N <= 0 || OC <= 0 || C <= 0) return;
     // dout_lp: the producer's copy; dbias then sums its (rounded) values, as BGRADB does
     const void *D = dout_lp ? dout_lp : cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);

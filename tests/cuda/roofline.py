@@ -21,7 +21,8 @@ usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues] [--
   producers wrote the bf16 copies themselves (Backend.layernorm_forward_lp, attention_forward_lp);
   likewise the GELU output (mlp.c_proj, forward and dW) and c_fc's output gradient (c_fc's dout),
   which c_fc's and mlp.c_proj's epilogues now write only as bf16 (matmul_gelu_forward_lp's out_lp,
-  matmul_backward_dgelu's dpre_lp);
+  matmul_backward_dgelu's dpre_lp), and the attention backward's dqkv, which it now writes only as
+  c_attn's bf16 dout operand (attention_backward_lp);
   --accumulate: a micro-step after the first of an optimizer step (gradient accumulation): the
   matmul backwards add into the parameter gradients (dW GEMMs with beta 1 read dweight; the
   bias-gradient epilogues write scratch and one kernel adds it to dbias). Default: the first
@@ -60,6 +61,8 @@ dw_bytes = 4 if overwrite else 8   # per dweight element: written (beta 0), or r
 # fallback kernels without them) in bf16 only; the fp32 pre-activation (aux) is still kept
 gelu_lp = ln_lp
 gelu_out = lp if gelu_lp else 4
+# the fused attention backward writes dqkv only as c_attn's bf16 dout operand (attention_backward_lp)
+dqkv_out = ln_out
 ops = []   # (phase, name, flops, bytes, kind)
 
 
@@ -131,7 +134,7 @@ def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None, produc
 
 
 # The fused attention (kernels/cuda/flash_attention.cu; bf16/fp16, hs a multiple of 16 up to
-# 128, T > hs: the tutorial's hs 64, T 128): per head, the tiles it computes (16x32 units of a
+# 128, any T: the tutorial's hs 64, T 128): per head, the tiles it computes (16x32 units of a
 # warp: 16 query rows x 32 keys; rows past T of a partial tile are computed too) and the rows
 # of q/k/v/dy it loads from the fp32 tensors (a k/v tile is loaded again by every query tile
 # that needs it; counted as DRAM reads, though a head's 32 KB of k and v may well stay in L2).
@@ -172,12 +175,14 @@ def attention_fwd(phase):
 
 def attention_bwd(phase):
     if not fp32_mode:   # dq kernel (S, dP recomputed, dq; D = rowsum(dy y)), then the dk/dv kernel
+        # dq, dk, dv written once each: as c_attn's bf16 dout operand (attention_backward_lp), no
+        # fp32 dqkv
         pairs, kv_rows, pairs_kv, q_rows = fused_tiles()
         BNH = B * NH
         op(phase, "attn fused dq (+ D)", 6 * pairs * hs * BNH,
-           3 * 4 * BTC + 2 * 4 * hs * kv_rows * BNH + 4 * BTC + 3 * 4 * BNH * T, "bgemm")
+           3 * 4 * BTC + 2 * 4 * hs * kv_rows * BNH + dqkv_out * BTC + 3 * 4 * BNH * T, "bgemm")
         op(phase, "attn fused dk, dv", 8 * pairs_kv * hs * BNH,
-           2 * 4 * BTC + 2 * 4 * hs * q_rows * BNH + 8 * BTC + 2 * 4 * q_rows * BNH, "bgemm")
+           2 * 4 * BTC + 2 * 4 * hs * q_rows * BNH + 2 * dqkv_out * BTC + 2 * 4 * q_rows * BNH, "bgemm")
         return
     op(phase, "attn permute q,k,v + dout", 0, 4 * 4 * BTC + lp * 4 * BTC)
     op(phase, "attn dropout(att) operand", BNT2, 4 * BNT2 + lp * BNT2)
@@ -231,7 +236,7 @@ for l in range(L):
     op(ph, "dropout backward", BTC, 8 * BTC)
     matmul_bwd(ph, "attn.c_proj", BT, C, C, produced=ln_lp)
     attention_bwd(ph)
-    matmul_bwd(ph, "c_attn", BT, C, 3 * C, produced=ln_lp)
+    matmul_bwd(ph, "c_attn", BT, C, 3 * C, produced=ln_lp, dout_produced=ln_lp)
     op(ph, "ln_1 backward", 20 * BTC, 16 * BTC + 8 * BTC)
 # (the encoder backward's token bucketing runs on the device in one block: a radix pass reads
 # the 110 KB of tokens twice and writes 221 KB of sorted keys, negligible next to the 8 BTC terms)

@@ -37,7 +37,8 @@
 //     the cast buffer: the input's one round_kernel), so no add_bias_kernel / bias_gelu_kernel;
 //     a matmul_backward with dbias launches one accumulate_kernel (the epilogue's bias gradient
 //     added to dbias) and no colsum kernel; the fallbacks where cuBLASLt cannot (a GELU with OC
-//     not a multiple of 8: bias_gelu_kernel; dbias without dweight: the two colsum kernels); the
+//     not a multiple of 8: bias_gelu_kernel; dbias without dweight: the two colsum kernels, over
+//     the copy's values when dout comes as dout_lp, with no rounding, bitwise); the
 //     fused MLP backward (matmul_backward_dgelu) one accumulate per bias and no GELU backward kernel;
 //     under GRAD_OVERWRITE (Backend.set_grad_write) the epilogues write the bias gradients
 //     themselves: no accumulate in either, and the colsum fallback still two launches.
@@ -45,17 +46,22 @@
 //     write): a training step of a model with dropout on zeroes memory twice, the gradient buffer
 //     (gpt_zero_grad) and, once in gpt_backward, the residual stream's gradient, whatever the
 //     number of layers (with activation checkpointing too); the same in every matmul dtype.
-//   attention launches (kernels/cuda/flash_attention.cu): with bf16/fp16 inputs, hs 32 and
-//     T 40 > hs, attention_forward is one kernel launch (flash_fwd_kernel) and
+//   attention launches (kernels/cuda/flash_attention.cu): with bf16/fp16 inputs and hs 32 (T 40)
+//     or 16 (T 16 = hs, T 1), attention_forward is one kernel launch (flash_fwd_kernel) and
 //     attention_backward two (flash_bwd_dq_kernel, flash_bwd_dkv_kernel), nothing else and no
-//     memset; the cuBLAS path (fp32, or T 16 <= hs 16) launches 3 kernels forward and 5 backward
-//     besides its 2 and 4 cuBLAS calls (which the emulator does not count as launches).
+//     memset; the cuBLAS path (fp32, or hs 24, not a multiple of 16) launches 3 kernels forward
+//     and 5 backward besides its 2 and 4 cuBLAS calls (which the emulator does not count as
+//     launches). attention_backward_lp makes the same launches and no round_kernel, and
+//     attn.c_attn's matmul_backward_lp from its copy (dout_lp, dout NULL) gives bitwise the
+//     dinp, dweight and dbias of matmul_backward from the fp32 gradient (rounded per call), one
+//     round_kernel fewer.
 //   LayerNorm backward (kernels/cuda/layernorm.cu): one launch, no memset, and dweight/dbias
 //     bitwise the deterministic chunked column sum, over three grids in a row.
 #include "tests/test_util.h"
 
 #include "dist/comm.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cuda/emu/emu_counters.h"
 #include "trainer/loss_scaler.h"
 #include "model/gpt.h"
@@ -345,6 +351,29 @@ static void epilogues_check(ComputeDtype dt) {
     c0 = count("colsum_partial_kernel");
     be->matmul_backward(be, dinp, NULL, db, dout, inp, w, N, C, OC);
     assert_count(c0, "colsum_partial_kernel", rin + 2, 1, "matmul_backward, dbias without dweight: colsum kernels");
+    float *lp_bufs[5] = { NULL };   // freed at the end (a free drops the weight-cast copy)
+    if (dt != DTYPE_FP32) {
+        // the same from dout's copy (dout_lp, written by its producer; here rounded on the host):
+        // no rounding, the colsum kernels over the copy's values, bitwise the sums of the fp32
+        // tensor holding those same values
+        float hr[N * OC];
+        uint16_t hb[N * OC];
+        for (int i = 0; i < N * OC; i++) {
+            const float x = h[NFLAT + N * C + OC + i];
+            hr[i] = dt == DTYPE_BF16 ? bf16_round(x) : fp16_round(x);
+            if (dt == DTYPE_BF16) hb[i] = bf16_from_float(x);
+            else { const _Float16 y = (_Float16)x; memcpy(&hb[i], &y, 2); }
+        }
+        float *dout_r = dev_from(be, hr, N * OC), *db1 = dev_from(be, NULL, OC), *db2 = dev_from(be, NULL, OC);
+        void *dout_lp = be->alloc(be, sizeof hb), *inp_lp = be->alloc(be, (size_t)N * C * 2);
+        be->upload(be, dout_lp, hb, sizeof hb);
+        be->matmul_backward_lp(be, NULL, NULL, db1, dout_r, NULL, inp_lp, w, N, C, OC);
+        c0 = count("colsum_partial_kernel");
+        be->matmul_backward_lp(be, NULL, NULL, db2, NULL, dout_lp, inp_lp, w, N, C, OC);
+        assert_count(c0, "colsum_partial_kernel", 2, 1, "matmul_backward_lp from dout_lp, dbias without dweight");
+        assert_dev_equal(be, db1, db2, OC, "matmul_backward_lp from dout_lp (dbias colsum)");
+        lp_bufs[0] = dout_r; lp_bufs[1] = db1; lp_bufs[2] = db2; lp_bufs[3] = dout_lp; lp_bufs[4] = inp_lp;
+    }
     // the fused MLP backward (C = 16 a multiple of 8): dout and inp rounded (bf16), one accumulate
     // per bias (the BGRADB and DGELU_BGRAD epilogues' sums), no gelu_backward or colsum kernel
     assert_non_null(be->matmul_backward_dgelu);
@@ -390,6 +419,7 @@ static void epilogues_check(ComputeDtype dt) {
     }
     be->free(be, flat); be->free(be, inp); be->free(be, bias); be->free(be, dout); be->free(be, out);
     be->free(be, pre); be->free(be, dinp); be->free(be, dw); be->free(be, db); be->free(be, dbp);
+    for (int i = 0; i < 5; i++) be->free(be, lp_bufs[i]);
     be->destroy(be);
 }
 static void test_epilogues(void **state) {
@@ -666,9 +696,10 @@ static void test_backward_memsets(void **state) {
 static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_fwd, long want_bwd, long want_fused) {
     const int B = 2;
     Backend *be = cuda(dt);
-    const size_t BTC = (size_t)B * T * C, NATT = (size_t)B * NH * T * T;
-    float *h = malloc(3 * BTC * sizeof(float));
-    for (size_t i = 0; i < 3 * BTC; i++) h[i] = (float)((i * 7919) % 200) / 100.0f - 1.0f;
+    const size_t BTC = (size_t)B * T * C, NATT = attention_att_floats(dt, B, T, C, NH);
+    const size_t HN = 3 * BTC > 3 * (size_t)C * C ? 3 * BTC : 3 * (size_t)C * C;   // inputs and weights
+    float *h = malloc(HN * sizeof(float));
+    for (size_t i = 0; i < HN; i++) h[i] = (float)((i * 7919) % 200) / 100.0f - 1.0f;
     float *qkv = dev_from(be, h, 3 * BTC), *dout = dev_from(be, h, BTC), *out = be->alloc(be, BTC * 4),
           *att = be->alloc(be, NATT * 4), *dqkv = be->alloc(be, 3 * BTC * 4), *scr = be->alloc(be, NATT * 4);
     const DropoutKey key = { 99, 0, 1, NULL };
@@ -704,6 +735,36 @@ static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_
         assert_dev_equal(be, y1, y2, BTC, "attention_forward_lp");
         assert_dev_equal(be, att, att2, NATT, "attention_forward_lp (saved for the backward)");
         be->free(be, out_lp); be->free(be, att2); be->free(be, w); be->free(be, y1); be->free(be, y2);
+        // attention_backward_lp: the copy alone, in the same launches; c_attn's backward from it
+        const int N = B * T, OC = 3 * C;
+        void *dqkv_lp = be->alloc(be, (size_t)N * OC * be->lp_size);
+        const long r1 = emu_launch_count(ROUND), l1 = emu_launch_count(NULL);
+        be->attention_backward_lp(be, NULL, dqkv_lp, scr, dout, qkv, att, B, T, C, NH, 0.1f, key);
+        assert_int_equal(emu_launch_count(NULL) - l1, want_bwd);
+        assert_int_equal(emu_launch_count(ROUND) - r1, 0);
+        float *wa = dev_from(be, h, (size_t)OC * C), *xi = dev_from(be, h, (size_t)N * C);
+        void *xi_lp = be->alloc(be, (size_t)N * C * be->lp_size);
+        float *st = be->alloc(be, 2 * (size_t)N * 4);
+        float *lw = dev_from(be, h, C), *lb = dev_from(be, h + C, C);
+        be->layernorm_forward_lp(be, NULL, NULL, xi_lp, st, st + N, xi, NULL, lw, lb, N, C);
+        float *di[2], *dw[2], *db[2];
+        for (int k = 0; k < 2; k++) {
+            di[k] = be->alloc(be, (size_t)N * C * 4);
+            dw[k] = dev_from(be, h, (size_t)OC * C);   // both accumulate onto the same values
+            db[k] = dev_from(be, h, OC);
+        }
+        const long r2 = emu_launch_count(ROUND);
+        be->matmul_backward_lp(be, di[0], dw[0], db[0], dqkv, NULL, xi_lp, wa, N, C, OC);
+        const long r3 = emu_launch_count(ROUND);
+        be->matmul_backward_lp(be, di[1], dw[1], db[1], NULL, dqkv_lp, xi_lp, wa, N, C, OC);
+        assert_true(r3 - r2 >= 1);   // the fp32 gradient rounded per call (and the weight: no cast)
+        assert_int_equal(emu_launch_count(ROUND) - r3, r3 - r2 - 1);
+        assert_dev_equal(be, di[0], di[1], (size_t)N * C, "matmul_backward_lp from dout_lp (dinp)");
+        assert_dev_equal(be, dw[0], dw[1], (size_t)OC * C, "matmul_backward_lp from dout_lp (dweight)");
+        assert_dev_equal(be, db[0], db[1], OC, "matmul_backward_lp from dout_lp (dbias)");
+        for (int k = 0; k < 2; k++) { be->free(be, di[k]); be->free(be, dw[k]); be->free(be, db[k]); }
+        be->free(be, dqkv_lp); be->free(be, wa); be->free(be, xi); be->free(be, xi_lp);
+        be->free(be, st); be->free(be, lw); be->free(be, lb);
     }
     be->free(be, qkv); be->free(be, dout); be->free(be, out); be->free(be, att); be->free(be, dqkv); be->free(be, scr);
     free(h);
@@ -713,7 +774,9 @@ static void test_attention_launches(void **state) {
     (void)state;
     attention_launches(DTYPE_BF16, 40, 64, 2, 1, 2, 3);    // fused
     attention_launches(DTYPE_FP16, 40, 64, 2, 1, 2, 3);    // fused
-    attention_launches(DTYPE_BF16, 16, 48, 3, 3, 5, 0);    // T <= hs: cuBLAS path
+    attention_launches(DTYPE_BF16, 16, 48, 3, 1, 2, 3);    // fused at T = hs too
+    attention_launches(DTYPE_FP16, 1, 48, 3, 1, 2, 3);     // and at T 1
+    attention_launches(DTYPE_BF16, 16, 72, 3, 3, 5, 0);    // hs 24: cuBLAS path
     attention_launches(DTYPE_FP32, 40, 64, 2, 3, 5, 0);    // fp32: cuBLAS path
 }
 

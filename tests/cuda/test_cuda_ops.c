@@ -29,7 +29,7 @@
 //     and is itself rounded (u); dq = dpre k and dk = dpre^T q add a rounding of k / q and
 //     the accumulation: coef e2 = e1 + 3u + u^2 + 4 u32 + 2.2 g(T) on mag sum P |k|
 //     (resp. |q|); dv = attd^T dy: coef 2u + u^2 + 2.2 g(T) on mag sum att m |dy|.
-//   * fused attention (bf16/fp16, hs a multiple of 16 up to 128, T > hs: kernels/cuda/
+//   * fused attention (bf16/fp16, hs a multiple of 16 up to 128, any T: kernels/cuda/
 //     flash_attention.cu): the same rounding points, but the softmax is online over key tiles
 //     of 32: a row's terms exp(s - m_j) are taken against the running max of their tile and
 //     rescaled once per later tile by alpha = exp(m_j - m_j+1) (an exp and a multiply, each
@@ -75,10 +75,12 @@ static const Dims DIMS[] = { {3, 7, 48, 3, 67, 0.1f}, {2, 37, 80, 5, 67, 0.0f} }
 #define NDIMS ((int)(sizeof DIMS / sizeof DIMS[0]))
 // Shapes of the fused attention path (bf16/fp16; fp32 runs them on the cuBLAS path): T not a
 // multiple of the 64-query / 32-key tiles (37, 100, 130), hs 32, 64, 80, 128, dropout on and
-// off; the second row of DIMS (hs 16, T 37) is fused too, its first (T 7 < hs) is not, nor the
-// last row here (hs 24, not a multiple of 16: the cuBLAS path in every dtype).
+// off; T <= hs too (att then needs B*NH*T*(hs+1) floats, more than T*T): T 1 (hs 32 and 80),
+// T 5 < 16 (hs 128), T = hs = 32; both rows of DIMS (hs 16, T 7 and 37) are fused too, the last
+// row here is not (hs 24, not a multiple of 16: the cuBLAS path in every dtype).
 static const Dims FDIMS[] = { {3, 37, 96, 3, 67, 0.1f}, {1, 100, 128, 2, 67, 0.0f}, {2, 100, 160, 2, 67, 0.1f},
-                              {1, 130, 256, 2, 67, 0.1f}, {2, 37, 72, 3, 67, 0.1f} };
+                              {1, 130, 256, 2, 67, 0.1f}, {2, 1, 64, 2, 67, 0.1f}, {3, 1, 240, 3, 67, 0.0f},
+                              {2, 5, 256, 2, 67, 0.1f}, {2, 32, 64, 2, 67, 0.1f}, {2, 37, 72, 3, 67, 0.1f} };
 #define NFDIMS ((int)(sizeof FDIMS / sizeof FDIMS[0]))
 
 // Whether the CUDA backend takes the fused attention path (cuda_flash_attention_ok, on a device
@@ -86,7 +88,7 @@ static const Dims FDIMS[] = { {3, 37, 96, 3, 67, 0.1f}, {1, 100, 128, 2, 67, 0.0
 // sm_90 limits, an A100's or an H100's).
 static bool fused_attention(ComputeDtype dt, int T, int C, int NH) {
     const int hs = C / NH;
-    return dt != DTYPE_FP32 && hs % 16 == 0 && hs <= 128 && T > hs;
+    return dt != DTYPE_FP32 && hs % 16 == 0 && hs <= 128 && T >= 1;
 }
 
 typedef struct {
@@ -97,6 +99,14 @@ typedef struct {
     Backend *cpu;      // the CPU backend in fp32: the reference
     Backend *cpu_lp;   // the CPU backend in the same matmul dtype
 } Fx;
+
+// x rounded to the nearest IEEE half, its bits
+static uint16_t fp16_bits(float x) {
+    const _Float16 h = (_Float16)x;
+    uint16_t b;
+    memcpy(&b, &h, 2);
+    return b;
+}
 
 static double gam(double k) { return k * U32 / (1.0 - k * U32); }
 static double coef_dot(const Fx *f, int k) { return 2 * f->u + f->u * f->u + 2.2 * gam(k + 2); }
@@ -903,6 +913,43 @@ static double drop_mult(float p, DropoutKey dk, int b, size_t L, size_t flat) {
 static const int64_t ROWMAP[][2] = { {0, 1}, {1, 3} };
 #define NROWMAP 2
 
+// Backend.attention_backward_lp from the same inputs as the attention_backward whose fp32 result
+// is want (B,T,3C): its copy (dqkv NULL) is bitwise want rounded to nearest even in the matmul
+// dtype (the kernels round the very values they store in fp32), and with dqkv given both come
+// out: dqkv bitwise want, the copy the same again. Both buffers hold NaN before (overwritten).
+static void check_dqkv_lp(Fx *f, const float *want, float *d_scr, const float *d_dout, const float *d_qkv,
+                          const float *d_att, int B, int T, int C, int NH, float p, DropoutKey key) {
+    Backend *cu = f->cu;
+    const size_t n = (size_t)B * T * 3 * C;
+    assert_int_equal(cu->lp_size, 2);
+    uint16_t *h = malloc(n * 2);
+    float *nan_f = nans(n);
+    memset(h, 0xff, n * 2);   // NaN in bf16 and fp16
+    void *d_lp = up(cu, h, n * 2);
+    float *d_dq = up(cu, nan_f, n * 4);
+    for (int with_fp32 = 0; with_fp32 < 2; with_fp32++) {
+        cu->upload(cu, d_lp, h, n * 2);
+        cu->attention_backward_lp(cu, with_fp32 ? d_dq : NULL, d_lp, d_scr, d_dout, d_qkv, d_att, B, T, C, NH, p, key);
+        uint16_t *g = malloc(n * 2);
+        cu->download(cu, g, d_lp, n * 2);
+        for (size_t i = 0; i < n; i++) {
+            const uint16_t r = f->dt == DTYPE_BF16 ? bf16_from_float(want[i]) : fp16_bits(want[i]);
+            if (g[i] != r)
+                fail_msg("attention_backward_lp: dqkv_lp[%zu] = 0x%04x, the fp32 gradient %.9g rounds to 0x%04x", i,
+                         g[i], want[i], r);
+        }
+        free(g);
+        if (with_fp32) {
+            float *g32 = down(cu, d_dq, n);
+            check_equal("attention_backward_lp dqkv (fp32 too)", g32, want, n);
+            free(g32);
+        }
+    }
+    print_message("    attention_backward_lp: dqkv_lp bitwise the fp32 dqkv rounded (%zu elements)\n", n);
+    cu->free(cu, d_lp); cu->free(cu, d_dq);
+    free(h); free(nan_f);
+}
+
 static void test_attention(void **state) {
     Fx *f = *state;
     for (int mi = 0; mi < NROWMAP; mi++)
@@ -917,11 +964,12 @@ static void test_attention(void **state) {
         const int nk = (T + 31) / 32;   // key tiles of the fused path
         const float p = D->attn_p;
         const size_t BTC = (size_t)B * T * C, NATT = (size_t)B * NH * T * T;
+        const size_t DATT = attention_att_floats(f->dt, B, T, C, NH);   // the CUDA backend's att
         const double u = f->u, scale = 1.0 / sqrt((double)hs);
         float *qkv = rnd(3 * BTC, -1, 1), *out = malloc(BTC * 4), *att = malloc(NATT * 4);
         f->cpu->attention_forward(f->cpu, out, att, qkv, B, T, C, NH, p, key);
         float *d_qkv = up(f->cu, qkv, 3 * BTC * 4), *d_out = f->cu->alloc(f->cu, BTC * 4),
-              *d_att = f->cu->alloc(f->cu, NATT * 4);
+              *d_att = f->cu->alloc(f->cu, DATT * 4);
         f->cu->attention_forward(f->cu, d_out, d_att, d_qkv, B, T, C, NH, p, key);
         float *g_out = down(f->cu, d_out, BTC), *g_att = down(f->cu, d_att, NATT);
 
@@ -1032,6 +1080,8 @@ static void test_attention(void **state) {
             }
         check(fused ? "attention_backward (fused) dqkv" : "attention_backward dqkv", g_dqkv, r_dqkv, m_d, 3 * BTC, 1.0,
               2 * U32, T * f->abs_lp);
+        if (f->cu->attention_backward_lp)
+            check_dqkv_lp(f, g_dqkv, d_scr, d_dout, d_qkv, fused ? d_att : d_att2, B, T, C, NH, p, key);
         print_message("    (attention: dropout p %.2f, worst softmax factor E %.3g)\n", p, worst_E);
         #undef Q
         #undef K
@@ -1046,10 +1096,10 @@ static void test_attention(void **state) {
 }
 
 // Run attention forward and backward on `be` (B,T,C,NH, dropout p, key): out (B,T,C), att
-// (B,NH,T,T) and dqkv (B,T,3C) come back in host arrays the caller frees.
+// (attention_att_floats) and dqkv (B,T,3C) come back in host arrays the caller frees.
 static void attention_run(Backend *be, const float *qkv, const float *dout, int B, int T, int C, int NH, float p,
                           DropoutKey key, float **out, float **att, float **dqkv) {
-    const size_t BTC = (size_t)B * T * C, NATT = (size_t)B * NH * T * T;
+    const size_t BTC = (size_t)B * T * C, NATT = attention_att_floats(be->matmul_dtype, B, T, C, NH);
     float *d_qkv = up(be, qkv, 3 * BTC * 4), *d_dout = up(be, dout, BTC * 4), *d_out = be->alloc(be, BTC * 4),
           *d_att = be->alloc(be, NATT * 4), *d_dqkv = be->alloc(be, 3 * BTC * 4), *d_scr = be->alloc(be, NATT * 4);
     be->attention_forward(be, d_out, d_att, d_qkv, B, T, C, NH, p, key);
@@ -1111,10 +1161,11 @@ static void test_attention_causal(void **state) {
 
 // The grid-stride kernels' results do not depend on the grid: B*NH = 35 heads (one tile of
 // queries each) over the 16 blocks of a backend on a one-multiprocessor device (EMU_SM_COUNT,
-// the emulator's; on a GPU both backends are alike) give bitwise the outputs of the default grid.
+// the emulator's; on a GPU both backends are alike) give bitwise the outputs of the default grid,
+// at T 37 and at T 7 < hs (the fused path's lse and per-head output then exceed T*T floats).
 static void test_attention_grid(void **state) {
     Fx *f = *state;
-    const int B = 5, T = 37, C = 112, NH = 7;
+    const int B = 5, C = 112, NH = 7;
     const float p = 0.1f;
     const DropoutKey key = { dropout_key(42, 11), 2, 3, NULL };
     char err[512] = "";
@@ -1122,16 +1173,20 @@ static void test_attention_grid(void **state) {
     Backend *small = backend_cuda_create(f->dt, 0, err, sizeof err);
     unsetenv("EMU_SM_COUNT");
     assert_non_null(small);
-    const size_t BTC = (size_t)B * T * C, NATT = (size_t)B * NH * T * T;
-    float *qkv = rnd(3 * BTC, -1, 1), *dout = rnd(BTC, -1, 1);
-    float *o0, *a0, *g0, *o1, *a1, *g1;
-    attention_run(f->cu, qkv, dout, B, T, C, NH, p, key, &o0, &a0, &g0);
-    attention_run(small, qkv, dout, B, T, C, NH, p, key, &o1, &a1, &g1);
-    check_equal("attention out, 16 blocks vs default grid", o1, o0, BTC);
-    check_equal("attention att, 16 blocks vs default grid", a1, a0, NATT);
-    check_equal("attention dqkv, 16 blocks vs default grid", g1, g0, 3 * BTC);
+    static const int Ts[] = { 37, 7 };
+    for (int k = 0; k < 2; k++) {
+        const int T = Ts[k];
+        const size_t BTC = (size_t)B * T * C, NATT = attention_att_floats(f->dt, B, T, C, NH);
+        float *qkv = rnd(3 * BTC, -1, 1), *dout = rnd(BTC, -1, 1);
+        float *o0, *a0, *g0, *o1, *a1, *g1;
+        attention_run(f->cu, qkv, dout, B, T, C, NH, p, key, &o0, &a0, &g0);
+        attention_run(small, qkv, dout, B, T, C, NH, p, key, &o1, &a1, &g1);
+        check_equal("attention out, 16 blocks vs default grid", o1, o0, BTC);
+        check_equal("attention att, 16 blocks vs default grid", a1, a0, NATT);
+        check_equal("attention dqkv, 16 blocks vs default grid", g1, g0, 3 * BTC);
+        free(qkv); free(dout); free(o0); free(a0); free(g0); free(o1); free(a1); free(g1);
+    }
     small->destroy(small);
-    free(qkv); free(dout); free(o0); free(a0); free(g0); free(o1); free(a1); free(g1);
 }
 
 // Incremental inference's attention over a key/value cache: fp32 in every dtype group (nothing is
@@ -1304,7 +1359,7 @@ static void global_rows_attention(Fx *f, int T, int C, int NH) {
     const float p = 0.3f;
     const uint64_t key = dropout_key(7, 11);
     const DropoutKey one = { key, 0, 1, NULL }, rank = { key, R0, W, NULL };
-    const size_t TC = (size_t)T * C, ATT = (size_t)NH * T * T;   // per batch row
+    const size_t TC = (size_t)T * C, ATT = attention_att_floats(f->dt, 1, T, C, NH);   // per batch row
     float *want = malloc(B * TC * 4);
     print_message("    T %d, hs %d: %s attention path\n", T, C / NH, fused_attention(f->dt, T, C, NH) ? "fused" : "cuBLAS");
     float *qf = rnd(BF * 3 * TC, -1, 1), *q = malloc(B * 3 * TC * 4);
@@ -1371,8 +1426,9 @@ static void test_global_rows(void **state) {
     gather_rows(want, gf, B, TC, R0, W);
     check_equal("dropout_backward rank rows == big batch rows", g, want, B * TC);
 
-    // attention, dropout on the probabilities: the cuBLAS path (T 7 <= hs 16) and, with bf16/fp16
-    // matmuls, the fused one (hs 32 < T 37)
+    // attention, dropout on the probabilities: the cuBLAS path (hs 24) and, with bf16/fp16
+    // matmuls, the fused one (T 7 < hs 16, hs 32 < T 37)
+    global_rows_attention(f, 7, 72, 3);
     global_rows_attention(f, 7, 48, 3);
     global_rows_attention(f, 37, 96, 3);
 
@@ -1387,7 +1443,7 @@ static void test_global_rows(void **state) {
 static void dev_key_case(Fx *f, DropoutKey want, DropoutKey viadev, int T, int C, int NH) {
     const int B = 3;
     const float p = 0.3f;
-    const size_t TC = (size_t)T * C, ATT = (size_t)NH * T * T, N3 = B * 3 * TC;
+    const size_t TC = (size_t)T * C, ATT = attention_att_floats(f->dt, 1, T, C, NH), N3 = B * 3 * TC;
     float *x = rnd(B * TC, -1, 1), *q = rnd(N3, -1, 1);
     float *d_x = up(f->cu, x, B * TC * 4), *d_y1 = f->cu->alloc(f->cu, B * TC * 4), *d_y2 = f->cu->alloc(f->cu, B * TC * 4);
     f->cu->dropout_forward(f->cu, d_y1, d_x, (long)(B * TC), (long)TC, p, want);
@@ -1433,7 +1489,8 @@ static void test_dropout_key_in_device_memory(void **state) {
     f->cu->dropout_forward(f->cu, d_y2, d_x, 64, 16, 0.5f, byvalue);
     float *y1 = down(f->cu, d_y1, 64), *y2 = down(f->cu, d_y2, 64);
     assert_true(memcmp(y1, y2, 64 * 4) != 0);
-    dev_key_case(f, want, viadev, 7, 48, 3);    // cuBLAS attention path (T <= hs)
+    dev_key_case(f, want, viadev, 7, 72, 3);    // cuBLAS attention path (hs 24)
+    dev_key_case(f, want, viadev, 7, 48, 3);    // fused with bf16/fp16 matmuls (T 7 < hs 16)
     dev_key_case(f, want, viadev, 37, 96, 3);   // fused with bf16/fp16 matmuls (hs 32 < T 37)
     f->cu->free(f->cu, d_key); f->cu->free(f->cu, d_x); f->cu->free(f->cu, d_y1); f->cu->free(f->cu, d_y2);
     free(x); free(y1); free(y2);

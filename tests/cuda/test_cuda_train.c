@@ -14,8 +14,10 @@
 // matmuls write their gradients (GRAD_OVERWRITE: on the emulated CUDA backend no accumulate
 // launch for the cuBLASLt bias-gradient epilogues, 4 per layer in every later micro-step): the
 // gradient norm after it alone agrees with the CPU's too.
-// A second shape (hs 32 < T 40) runs bf16 through the fused attention kernels, with the batch
-// rows placed as one process and as two data-parallel ranks would place them (dropout masks).
+// bf16 and fp16 run the fused attention kernels (hs 16, T 16 = hs); a second shape (hs 32 < T
+// 40) runs bf16 through them with the batch rows placed as one process and as two data-parallel
+// ranks would place them (dropout masks), a third (hs 24) bf16 through the cuBLAS attention
+// path, which then writes c_attn's output gradient only as its bf16 copy too.
 // fp16 runs with the dynamic loss scaler (trainer/loss_scaler.h): at step 2 the scale is forced
 // to 2^24, so dlogits (2^24/64) overflow fp16 in the lm_head's backward GEMM: the step must be
 // skipped (parameters and AdamW state untouched, S halved), the reference skips it too, and
@@ -39,9 +41,12 @@ enum { V = 65, BLOCK = 16, B = 4, T_MAX = 40, STEPS = 10, FORCED_STEP = 2, MAX_M
 static const GPTShape SHAPE16 = { .vocab_size = V, .block_size = BLOCK, .n_layer = 2, .n_head = 3,
                                   .n_embd = 48, .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
 // hs 32 < T 40: low-precision runs take the fused attention path (kernels/cuda/flash_attention.cu;
-// SHAPE16, T 16 = hs, keeps the cuBLAS one)
+// so does SHAPE16, T 16 = hs 16)
 static const GPTShape SHAPE_FUSED = { .vocab_size = V, .block_size = T_MAX, .n_layer = 2, .n_head = 2,
                                       .n_embd = 64, .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+// hs 24 (not a multiple of 16): the cuBLAS attention path in every dtype
+static const GPTShape SHAPE_HS24 = { .vocab_size = V, .block_size = BLOCK, .n_layer = 2, .n_head = 2,
+                                     .n_embd = 48, .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
 // the run's shape, sequence length and batch rows (set by each test before train_compare)
 static GPTShape SHAPE;
 static int T = 16;
@@ -354,6 +359,11 @@ static void test_train_bf16_fused(void **state) {
     }
 }
 
+static void test_train_bf16_cublas_attention(void **state) {
+    setup_run(&SHAPE_HS24, 16, 0, 1);
+    train_compare(DTYPE_BF16, 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_fp32),
@@ -362,6 +372,7 @@ int main(void) {
         cmocka_unit_test(test_train_bf16_accum2),
         cmocka_unit_test(test_train_fp16_loss_scaler),
         cmocka_unit_test(test_train_bf16_fused),
+        cmocka_unit_test(test_train_bf16_cublas_attention),
     };
     return cmocka_run_group_tests_name("cuda training vs cpu", tests, NULL, NULL);
 }
