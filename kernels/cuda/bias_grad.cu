@@ -10,10 +10,6 @@ int cuda_colsum_rows(int N) {
     return rows;
 }
 
-static __device__ __forceinline__ float load_f(const float *p) { return *p; }
-static __device__ __forceinline__ float load_f(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
-static __device__ __forceinline__ float load_f(const __half *p) { return __half2float(*p); }
-
 // part[chunk*C + c] = sum of in[r*C + c] (as fp32) over the rows of the chunk. Block (32, 8).
 template <class T>
 __global__ void colsum_partial_kernel(float *__restrict__ part, const T *__restrict__ in, int N, int C,
