@@ -747,6 +747,9 @@ static void test_grad_overwrite(void **state) {
         free(x); free(w); free(dout); free(pre); free(r_dinp); free(r_dpre); free(r_dw); free(r_db); free(r_dbp);
         free(nan_w); free(nan_b); free(nan_bp); free(g_dw); free(g_db); free(g_dbp); free(g2_dbp);
         free(mx); free(mw); free(mb); free(mbp);
+    }
+}
+
 // An element of a low-precision copy of `size` bytes per element (2: bf16/fp16 bits, 4: fp32
 // values already rounded) as the float it holds, and x rounded as such a copy stores it (nearest
 // even), compared bit for bit.
