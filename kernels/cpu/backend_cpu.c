@@ -274,9 +274,26 @@ static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float 
                                 int N, int C, int OC) {
     matmul_backward_rows(be, dinp, dweight, dbias, dout, inp, NULL, weight, N, C, OC);
 }
+// dout_lp: the fp32 values of the copy (exact: each is a value of the type) take dout's place; the
+// GEMMs' conversion of a rounded value is that value, so they multiply the copy's values, and dbias
+// sums them. The model never passes one here (this backend has no layernorm_backward_dropout):
+// widened whole, for the interface's sake, not for speed.
 static void cpu_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                                   const void *inp_lp, const float *weight, int N, int C, int OC) {
+                                   const void *dout_lp, const void *inp_lp, const float *weight, int N, int C,
+                                   int OC) {
+    const CpuCtx *c = be->ctx;
+    float *wide = NULL;
+    if (dout_lp && c->lp == LP_BF16) {
+        const size_t n = (size_t)N * OC;
+        wide = malloc(n * sizeof(float));
+        if (!wide) fatal_error("out of memory (a matmul's output gradient of %zu elements)", n);
+        for (size_t i = 0; i < n; i++) wide[i] = bf16_to_float(((const uint16_t *)dout_lp)[i]);
+        dout = wide;
+    } else if (dout_lp) {
+        dout = dout_lp;
+    }
     matmul_backward_rows(be, dinp, dweight, dbias, dout, NULL, inp_lp, weight, N, C, OC);
+    free(wide);
 }
 
 // dst (n,) = y rounded as operand() rounds a matmul input: bf16 (LP_BF16) or fp32 values rounded

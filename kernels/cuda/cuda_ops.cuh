@@ -24,6 +24,14 @@ void cuda_layernorm_forward(CudaCtx *c, float *res, float *out, void *out_lp, fl
 void cuda_layernorm_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
                              const float *dout, const float *inp, const float *weight,
                              const float *mean, const float *rstd, int N, int C);
+// Backend.residual_dropout_layernorm_forward and layernorm_backward_dropout (kernels/backend.h)
+void cuda_residual_dropout_layernorm_forward(CudaCtx *c, float *res, float *out, void *out_lp, float *mean,
+                                             float *rstd, const float *a, const float *b, const float *weight,
+                                             const float *bias, int N, int C, long row_len, float p, DropoutKey k);
+void cuda_layernorm_backward_dropout(CudaCtx *c, float *dinp, float *dbranch, void *dbranch_lp, float *dweight,
+                                     float *dbias, const float *dout, const float *inp, const float *weight,
+                                     const float *mean, const float *rstd, int N, int C, long row_len, float p,
+                                     DropoutKey k);
 
 // bias_grad.cu: deterministic column sums (fixed chunks of rows, summed in order)
 #define COLSUM_ROWS 32   // rows per partial sum (more when N > 65535 * 32: gridDim.y limit)
@@ -68,13 +76,15 @@ const void *cuda_weight_operand(CudaCtx *c, const float *weight, size_t n);
 // the GEMM takes it and nothing is rounded; inp is then not read (may be NULL). NULL: inp rounded.
 void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *inp_lp, const float *weight,
                          const float *bias, int N, int C, int OC);
+// dout_lp non-NULL: dout's compute-dtype copy, written by its producer (Backend.matmul_backward_lp):
+// the GEMMs take it and the bias gradient sums it; dout is then not read (may be NULL).
 void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const float *inp, const void *inp_lp, const float *weight, int N,
-                          int C, int OC);
-// Backend.matmul_backward_dgelu (kernels/backend.h)
+                          const float *dout, const void *dout_lp, const float *inp, const void *inp_lp,
+                          const float *weight, int N, int C, int OC);
+// Backend.matmul_backward_dgelu (kernels/backend.h); dout_lp as in cuda_matmul_backward
 void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float *dweight, float *dbias,
-                                const float *dout, const float *inp, const float *weight, const float *pre,
-                                int N, int C, int OC);
+                                const float *dout, const void *dout_lp, const float *inp, const float *weight,
+                                const float *pre, int N, int C, int OC);
 
 // gelu.cu
 void cuda_matmul_gelu_forward(CudaCtx *c, float *pre, float *out, const float *inp, const void *inp_lp,

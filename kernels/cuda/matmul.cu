@@ -45,6 +45,28 @@ __global__ void cast_weights_kernel(T *__restrict__ out, const float *__restrict
     GRID_STRIDE(i, n) store_as(out + i, in[i]);
 }
 
+// The fp32 values of a compute-dtype copy (exact: every bf16/fp16 value is an fp32 one), for the
+// column sums of a producer-written dout where cuBLASLt's BGRADB epilogue is not taken.
+static __device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+static __device__ __forceinline__ float widen(__half x) { return __half2float(x); }
+template <class T>
+__global__ void widen_kernel(float *__restrict__ out, const T *__restrict__ in, size_t n) {
+    GRID_STRIDE(i, n) out[i] = widen(in[i]);
+}
+
+// dout for a column sum: dout itself, or (NULL) its copy dout_lp widened into scratch SCR_DOUT_LP
+// (free then: the GEMMs take dout_lp itself).
+static const float *dout_fp32(CudaCtx *c, const float *dout, const void *dout_lp, size_t n) {
+    if (dout || c->dtype == DTYPE_FP32) return dout ? dout : (const float *)dout_lp;
+    float *w = (float *)cuda_scratch(c, SCR_DOUT_LP, n * sizeof(float));
+    if (c->dtype == DTYPE_BF16)
+        LAUNCH((widen_kernel<__nv_bfloat16>), grid_for(c, n), BLOCK, 0, c->stream)(w, (const __nv_bfloat16 *)dout_lp, n);
+    else
+        LAUNCH((widen_kernel<__half>), grid_for(c, n), BLOCK, 0, c->stream)(w, (const __half *)dout_lp, n);
+    LAUNCH_CHECK();
+    return w;
+}
+
 // out (N,OC) += bias broadcast over rows
 __global__ void add_bias_kernel(float *__restrict__ out, const float *__restrict__ bias, int OC, size_t total) {
     GRID_STRIDE(i, total) out[i] += bias[i % OC];
@@ -205,7 +227,8 @@ void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *i
 
 // dweight += dout^T inp and dbias += column sums of dout, given dout's GEMM operand D (and inp's,
 // inp_lp, when its producer wrote it): one cuBLASLt GEMM with the BGRADB epilogue and one
-// accumulate, else the cuBLAS GEMM and colsums.
+// accumulate, else the cuBLAS GEMM and colsums (of dout, or with dout NULL of the values of D,
+// dout_lp, as the epilogue sums them).
 static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *dbias, const float *dout,
                             const float *inp, const void *inp_lp, int N, int C, int OC) {
     if (dweight) {
@@ -218,14 +241,15 @@ static void backward_weight(CudaCtx *c, const void *D, float *dweight, float *db
         }
         cuda_gemm(c, false, true, C, OC, N, X, C, 0, D, OC, 0, 1.0f, 1.0f, dweight, C, 0, 1);
     }
-    if (dbias) cuda_colsum_accumulate(c, dbias, dout, N, OC);
+    if (dbias) cuda_colsum_accumulate(c, dbias, dout_fp32(c, dout, D, (size_t)N * OC), N, OC);
 }
 
 void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
-                          const float *dout, const float *inp, const void *inp_lp, const float *weight, int N,
-                          int C, int OC) {
+                          const float *dout, const void *dout_lp, const float *inp, const void *inp_lp,
+                          const float *weight, int N, int C, int OC) {
     if (N <= 0 || OC <= 0 || C <= 0) return;
-    const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
+    if (dout_lp) dout = nullptr;   // the copy is what is multiplied and summed
+    const void *D = dout_lp ? dout_lp : cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
     if (dinp) {
         const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
         cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, dinp, C, 0, 1);
@@ -239,10 +263,11 @@ void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
 // dbias_pre by one accumulate): no gelu_backward pass and no dinp buffer. Without cuBLASLt:
 // the cuBLAS GEMM into dpre, gelu_backward in place, the column sums of dpre.
 void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, float *dbias_pre, float *dweight, float *dbias,
-                                const float *dout, const float *inp, const float *weight, const float *pre,
-                                int N, int C, int OC) {
+                                const float *dout, const void *dout_lp, const float *inp, const float *weight,
+                                const float *pre, int N, int C, int OC) {
     if (N <= 0 || OC <= 0 || C <= 0) return;
-    const void *D = cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
+    if (dout_lp) dout = nullptr;   // the copy is what is multiplied and summed
+    const void *D = dout_lp ? dout_lp : cuda_gemm_operand(c, SCR_DOUT_LP, dout, (size_t)N * OC);
     backward_weight(c, D, dweight, dbias, dout, inp, nullptr, N, C, OC);
     const void *W = cuda_weight_operand(c, weight, (size_t)OC * C);
     float *g = (float *)cuda_scratch(c, SCR_PART, (size_t)C * sizeof(float));

@@ -259,7 +259,7 @@ static void produced_check(ComputeDtype dt) {
         assert_launched(l0, 0, 0, "matmul_forward_lp");
         be->matmul_gelu_forward_lp(be, p2, o2 + 0, y_lp, w, bias, N, C, OC);
         assert_launched(l0, 0, 0, "matmul_gelu_forward_lp");
-        be->matmul_backward_lp(be, d2, g2, gb2, dout, y_lp, w, N, C, OC);
+        be->matmul_backward_lp(be, d2, g2, gb2, dout, NULL, y_lp, w, N, C, OC);
         assert_launched(l0, 0, 1, "matmul_backward_lp (dout only)");
         assert_dev_equal(be, st1, st2, 2 * N, what);
         if (fused) assert_dev_equal(be, res1, res2, NC, what);
@@ -347,7 +347,7 @@ static void epilogues_check(ComputeDtype dt) {
     assert_non_null(be->matmul_backward_dgelu);
     c0 = count("accumulate_kernel");
     const long gb0 = emu_launch_count("gelu_backward_kernel") + emu_launch_count("gelu_backward_inplace_kernel");
-    be->matmul_backward_dgelu(be, dinp, dbp, dw, db, dout, inp, w, pre, N, C, OC);
+    be->matmul_backward_dgelu(be, dinp, dbp, dw, db, dout, NULL, inp, w, pre, N, C, OC);
     assert_count(c0, "accumulate_kernel", 2 * rin + 2, 2, "matmul_backward_dgelu");
     assert_int_equal(emu_launch_count("gelu_backward_kernel") + emu_launch_count("gelu_backward_inplace_kernel"), gb0);
     be->free(be, flat); be->free(be, inp); be->free(be, bias); be->free(be, dout); be->free(be, out);
@@ -403,12 +403,13 @@ static void counted_matmul_backward(Backend *be, float *dinp, float *dweight, fl
     k->inner->matmul_backward(k->inner, dinp, dweight, dbias, dout, inp, weight, n, c, oc);
 }
 static void counted_matmul_backward_dgelu(Backend *be, float *dpre, float *dbias_pre, float *dweight, float *dbias,
-                                          const float *dout, const float *inp, const float *weight, const float *pre,
-                                          int n, int c, int oc) {
+                                          const float *dout, const void *dout_lp, const float *inp,
+                                          const float *weight, const float *pre, int n, int c, int oc) {
     Counting *k = (Counting *)be;
-    k->rounds += 2;   // dout and inp
+    k->rounds += dout_lp ? 1 : 2;   // inp, and dout unless its producer wrote its copy
     check_weight(k, weight, (size_t)oc * c);
-    k->inner->matmul_backward_dgelu(k->inner, dpre, dbias_pre, dweight, dbias, dout, inp, weight, pre, n, c, oc);
+    k->inner->matmul_backward_dgelu(k->inner, dpre, dbias_pre, dweight, dbias, dout, dout_lp, inp, weight, pre, n, c,
+                                    oc);
 }
 
 static void counted_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, const float *weight,
@@ -426,12 +427,13 @@ static void counted_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, 
     k->inner->matmul_gelu_forward_lp(k->inner, pre, out, inp_lp, weight, bias, n, c, oc);
 }
 static void counted_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                                       const void *inp_lp, const float *weight, int n, int c, int oc) {
+                                       const void *dout_lp, const void *inp_lp, const float *weight, int n, int c,
+                                       int oc) {
     Counting *k = (Counting *)be;
     k->produced++;
-    k->rounds += 1;   // dout only
+    k->rounds += dout_lp ? 0 : 1;   // dout, unless its producer wrote its copy
     if (dinp) check_weight(k, weight, (size_t)oc * c);
-    k->inner->matmul_backward_lp(k->inner, dinp, dweight, dbias, dout, inp_lp, weight, n, c, oc);
+    k->inner->matmul_backward_lp(k->inner, dinp, dweight, dbias, dout, dout_lp, inp_lp, weight, n, c, oc);
 }
 
 typedef struct {
