@@ -53,6 +53,8 @@
 
 #include "dist/comm.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/bf16.h"
+#include "kernels/dropout_rng.h"
 #include "kernels/cuda/emu/emu_counters.h"
 #include "trainer/loss_scaler.h"
 #include "model/gpt.h"
@@ -279,6 +281,85 @@ static void produced_check(ComputeDtype dt) {
 }
 static void test_produced_bf16(void **state) { (void)state; produced_check(DTYPE_BF16); }
 static void test_produced_fp16(void **state) { (void)state; produced_check(DTYPE_FP16); }
+
+// Produced output gradients (matmul_backward_lp's and matmul_backward_dgelu's dout_lp): the
+// LayerNorm backward with the branch's dropout (layernorm_backward_dropout) writes the branch's
+// gradient in fp32 and rounded; the matmuls given the rounded copy launch no round_kernel for it
+// and their results are bitwise those given the fp32 gradient (which they round per call): the
+// same GEMM operands, and the bias gradient sums the rounded values either way (the BGRADB and
+// DGELU_BGRAD epilogues' sums of the operand). Where no epilogue runs (dbias without dweight) the
+// copy is widened by one widen_kernel and summed: bitwise the sums of the host-rounded gradient.
+static void produced_dout_check(ComputeDtype dt) {
+    enum { NC = N * C, NO = N * OC };
+    TestRng r = test_rng(dt == DTYPE_BF16 ? 25 : 26);
+    float h_flat[NFLAT], h_a[NC], h_lw[C], h_lb[C], h_x[NO], h_xw[OC], h_xb[OC], h_ld[NO], h_pre[NC], h_dbr[NO];
+    test_fill(&r, h_flat, NFLAT, -1.5f, 1.5f);
+    test_fill(&r, h_a, NC, -2, 2);
+    test_fill(&r, h_lw, C, 0.5f, 1.5f);
+    test_fill(&r, h_lb, C, -0.5f, 0.5f);
+    test_fill(&r, h_x, NO, -2, 2);
+    test_fill(&r, h_xw, OC, 0.5f, 1.5f);
+    test_fill(&r, h_xb, OC, -0.5f, 0.5f);
+    test_fill(&r, h_ld, NO, -1, 1);
+    test_fill(&r, h_pre, NC, -3, 3);
+    Backend *be = cuda(dt);
+    assert_int_equal(be->lp_size, 2);
+    assert_non_null(be->layernorm_backward_dropout);
+    float *flat = dev_from(be, h_flat, NFLAT), *w = flat + PAD, *a = dev_from(be, h_a, NC);
+    float *lw = dev_from(be, h_lw, C), *lb = dev_from(be, h_lb, C), *x = dev_from(be, h_x, NO);
+    float *xw = dev_from(be, h_xw, OC), *xb = dev_from(be, h_xb, OC), *ld = dev_from(be, h_ld, NO);
+    float *pre = dev_from(be, h_pre, NC), *xo = dev_from(be, NULL, NO), *xst = dev_from(be, NULL, 2 * N);
+    float *y = dev_from(be, NULL, NC), *yst = dev_from(be, NULL, 2 * N), *dres = dev_from(be, NULL, NO);
+    float *dbr = dev_from(be, NULL, NO), *dbr_r = NULL;
+    void *y_lp = be->alloc(be, NC * be->lp_size), *dbr_lp = be->alloc(be, NO * be->lp_size);
+    float *o[2][5];
+    for (int k = 0; k < 2; k++) {
+        o[k][0] = dev_from(be, NULL, NC); o[k][1] = dev_from(be, NULL, NW); o[k][2] = dev_from(be, NULL, OC);
+        o[k][3] = dev_from(be, NULL, C); o[k][4] = dev_from(be, NULL, OC);
+    }
+    be->cast_weights(be, flat, NFLAT, 1);
+    // the matmul input and its copy; the gradient (rows of OC, rank 1 of 3's rows) and its copy
+    be->layernorm_forward_lp(be, NULL, y, y_lp, yst, yst + N, a, NULL, lw, lb, N, C);
+    be->layernorm_forward(be, xo, xst, xst + N, x, xw, xb, N, OC);
+    const DropoutKey k = { dropout_key(3, 4), 1, 3, NULL };
+    be->layernorm_backward_dropout(be, dres, dbr, dbr_lp, NULL, NULL, ld, x, xw, xst, xst + N, N, OC, OC, 0.1f, k);
+    Launches l0 = launches();
+    be->matmul_backward(be, o[0][0], o[0][1], o[0][2], dbr, y, w, N, C, OC);
+    assert_launched(l0, 0, 2, "matmul_backward (dout and inp rounded)");
+    l0 = launches();
+    be->matmul_backward_lp(be, o[1][0], o[1][1], o[1][2], NULL, dbr_lp, y_lp, w, N, C, OC);
+    assert_launched(l0, 0, 0, "matmul_backward_lp with dout_lp");
+    assert_dev_equal(be, o[0][0], o[1][0], NC, "matmul_backward_lp with dout_lp (dinp)");
+    assert_dev_equal(be, o[0][1], o[1][1], NW, "matmul_backward_lp with dout_lp (dweight)");
+    assert_dev_equal(be, o[0][2], o[1][2], OC, "matmul_backward_lp with dout_lp (dbias)");
+    l0 = launches();
+    be->matmul_backward_dgelu(be, o[0][0], o[0][3], o[0][1], o[0][4], dbr, NULL, y, w, pre, N, C, OC);
+    assert_launched(l0, 0, 2, "matmul_backward_dgelu (dout and inp rounded)");
+    l0 = launches();
+    be->matmul_backward_dgelu(be, o[1][0], o[1][3], o[1][1], o[1][4], NULL, dbr_lp, y, w, pre, N, C, OC);
+    assert_launched(l0, 0, 1, "matmul_backward_dgelu with dout_lp (inp rounded)");
+    assert_dev_equal(be, o[0][0], o[1][0], NC, "matmul_backward_dgelu with dout_lp (dpre)");
+    assert_dev_equal(be, o[0][3], o[1][3], C, "matmul_backward_dgelu with dout_lp (dbias_pre)");
+    assert_dev_equal(be, o[0][1], o[1][1], NW, "matmul_backward_dgelu with dout_lp (dweight)");
+    assert_dev_equal(be, o[0][4], o[1][4], OC, "matmul_backward_dgelu with dout_lp (dbias)");
+    // dbias alone: the colsum kernels over the widened copy = over the host-rounded gradient
+    be->download(be, h_dbr, dbr, sizeof h_dbr);
+    for (int i = 0; i < NO; i++) h_dbr[i] = dt == DTYPE_BF16 ? bf16_round(h_dbr[i]) : fp16_round(h_dbr[i]);
+    dbr_r = dev_from(be, h_dbr, NO);
+    be->matmul_backward(be, NULL, NULL, o[0][2], dbr_r, y, w, N, C, OC);
+    const long wk = emu_launch_count("widen_kernel");
+    be->matmul_backward_lp(be, NULL, NULL, o[1][2], NULL, dbr_lp, y_lp, w, N, C, OC);
+    assert_int_equal(emu_launch_count("widen_kernel") - wk, 1);
+    assert_dev_equal(be, o[0][2], o[1][2], OC, "matmul_backward_lp with dout_lp, dbias alone");
+    float *bufs[] = { flat, a, lw, lb, x, xw, xb, ld, pre, xo, xst, y, yst, dres, dbr, dbr_r };
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->free(be, bufs[i]);
+    for (int kk = 0; kk < 2; kk++) for (int j = 0; j < 5; j++) be->free(be, o[kk][j]);
+    be->free(be, y_lp);
+    be->free(be, dbr_lp);
+    be->destroy(be);
+}
+static void test_produced_dout_bf16(void **state) { (void)state; produced_dout_check(DTYPE_BF16); }
+static void test_produced_dout_fp16(void **state) { (void)state; produced_dout_check(DTYPE_FP16); }
 
 static void test_ops_fp32(void **state) {
     (void)state;
@@ -751,6 +832,8 @@ int main(void) {
         cmocka_unit_test(test_ops_fp32),
         cmocka_unit_test(test_produced_bf16),
         cmocka_unit_test(test_produced_fp16),
+        cmocka_unit_test(test_produced_dout_bf16),
+        cmocka_unit_test(test_produced_dout_fp16),
         cmocka_unit_test(test_epilogues),
         cmocka_unit_test(test_backward_memsets),
         cmocka_unit_test(test_attention_launches),
