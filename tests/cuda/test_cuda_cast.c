@@ -658,7 +658,12 @@ static void train_check(ComputeDtype dt, int n_micro) {
     unsetenv("MINGPT_CUDA_GRAPHS");
 }
 
-// cudaMemsetAsync calls of a training step, after a first one (scratch buffers grown).
+// cudaMemsetAsync calls of a training step, after a first one (scratch buffers grown). And the
+// residual dropout inside the LayerNorms (Backend.residual_dropout_layernorm_forward,
+// layernorm_backward_dropout): the step's only dropout kernel is the embedding's forward; the
+// backward rounds no c_proj output gradient (their LayerNorm backwards write the copies): one
+// round_kernel per layer for mlp.c_proj's input (the GELU output), one each for c_fc's and
+// c_attn's dout, one for lm_head's (bf16/fp16; none in fp32).
 static void memsets_check(ComputeDtype dt, int checkpointing) {
     char err[512];
     Backend *be = cuda(dt);
@@ -669,13 +674,18 @@ static void memsets_check(ComputeDtype dt, int checkpointing) {
     int32_t x[B * T], y[B * T];
     for (int i = 0; i < B * T; i++) { x[i] = (int32_t)((i * 7) % V); y[i] = (int32_t)((i * 11 + 3) % V); }
     for (int s = 0; s < 2; s++) {
+        const long df0 = emu_launch_count("dropout_forward_kernel"), db0 = emu_launch_count("dropout_backward_kernel");
         const float loss = gpt_forward(&m, x, y, B, T, true, 1337, (uint64_t)s, NULL);
         assert_true(isfinite(loss));
+        assert_int_equal(emu_launch_count("dropout_forward_kernel") - df0, 1);   // the embedding's
         const long m0 = emu_memset_count();
         gpt_zero_grad(&m);
-        const long m1 = emu_memset_count();
+        const long m1 = emu_memset_count(), r1 = emu_launch_count(ROUND);
         gpt_backward(&m, NULL, NULL);
         const long m2 = emu_memset_count();
+        const long rounds = emu_launch_count(ROUND) - r1;
+        assert_int_equal(emu_launch_count("dropout_backward_kernel") - db0, 0);
+        if (!checkpointing) assert_int_equal(rounds, dt == DTYPE_FP32 ? 0 : 3 * SHAPE.n_layer + 1);
         if (s == 1) {
             print_message("    %s%s: %ld memset(s) in gpt_zero_grad, %ld in gpt_backward\n",
                           dt == DTYPE_FP32 ? "fp32" : dt == DTYPE_BF16 ? "bf16" : "fp16",
