@@ -9,6 +9,7 @@
 
 #include "dist/comm.h"
 #include "kernels/backend.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/dropout_rng.h"
 #include "trainer/loss_scaler.h"
 #include "trainer/adamw.h"
@@ -364,6 +365,56 @@ static void test_produced_operands(void **state) {
     produced_matches_rounded(DTYPE_FP16, 1, 1, 300);
 }
 
+// matmul_backward_lp given dout's copy (dout_lp, the interface the CUDA backend's LayerNorm
+// backward feeds; the model never passes one to this backend): bitwise matmul_backward given dout
+// already rounded to the type (the GEMMs' conversion of a rounded value is that value, and dbias
+// sums the rounded values), whatever lp_size the copies have (2: bf16 on bf16 hardware; 4:
+// fp32 values rounded to the type), and with small chunks (several conversion chunks per call).
+static void dout_lp_case(ComputeDtype dt, int emulate, long chunk) {
+    enum { N = 37, C = 24, OC = 40 };
+    Backend *be = backend_cpu_create(dt);
+    assert_non_null(be);
+    if (emulate) backend_cpu_emulate_low_precision(be);
+    if (chunk) backend_cpu_set_low_precision_chunk(be, chunk);
+    const int mode = dt == DTYPE_BF16 ? LP_ROUND_BF16 : LP_ROUND_FP16;
+    const size_t lp = be->lp_size;
+    assert_true(lp == 2 || lp == 4);
+    TestRng r = test_rng(77);
+    float dout[N * OC], inp[N * C], w[OC * C], dout_r[N * OC], inp_r[N * C];
+    test_fill(&r, dout, N * OC, -1, 1);
+    test_fill(&r, inp, N * C, -2, 2);
+    test_fill(&r, w, OC * C, -1, 1);
+    for (int i = 0; i < N * OC; i++) dout_r[i] = lp_round(dout[i], mode);
+    for (int i = 0; i < N * C; i++) inp_r[i] = lp_round(inp[i], mode);
+    void *dout_lp = malloc(N * OC * lp), *inp_lp = malloc(N * C * lp);
+    assert_true(dout_lp && inp_lp);
+    if (lp == 2) {
+        bf16_from_floats(dout_lp, dout, N * OC);
+        bf16_from_floats(inp_lp, inp, N * C);
+    } else {
+        memcpy(dout_lp, dout_r, sizeof dout_r);
+        memcpy(inp_lp, inp_r, sizeof inp_r);
+    }
+    float d1[N * C], d2[N * C], g1[OC * C] = {0}, g2[OC * C] = {0}, b1[OC] = {0}, b2[OC] = {0};
+    be->matmul_backward(be, d1, g1, b1, dout_r, inp, w, N, C, OC);
+    be->matmul_backward_lp(be, d2, g2, b2, NULL, dout_lp, inp_lp, w, N, C, OC);
+    assert_memory_equal(d1, d2, sizeof d1);
+    assert_memory_equal(g1, g2, sizeof g1);
+    assert_memory_equal(b1, b2, sizeof b1);
+    print_message("  %s%s, lp_size %zu%s: matmul_backward_lp with dout_lp = matmul_backward of the rounded dout, "
+                  "bitwise\n", dt == DTYPE_BF16 ? "bf16" : "fp16", emulate ? " (emulated)" : "", lp,
+                  chunk ? ", small chunks" : "");
+    free(dout_lp); free(inp_lp);
+    be->destroy(be);
+}
+static void test_matmul_backward_dout_lp(void **state) {
+    (void)state;
+    dout_lp_case(DTYPE_BF16, 0, 0);
+    dout_lp_case(DTYPE_BF16, 1, 0);
+    dout_lp_case(DTYPE_BF16, 1, 100);
+    dout_lp_case(DTYPE_FP16, 1, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_step_matches_pytorch),
@@ -374,6 +425,7 @@ int main(void) {
         cmocka_unit_test(test_chunked_low_precision),
         cmocka_unit_test(test_weight_cast_cache),
         cmocka_unit_test(test_produced_operands),
+        cmocka_unit_test(test_matmul_backward_dout_lp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
