@@ -1020,9 +1020,10 @@ static float lp_round_host(ComputeDtype dt, float x) { return dt == DTYPE_BF16 ?
 // CPU backend's dropout_forward then residual add (one rounded product, one add), b left as it was;
 // out, mean, rstd and the rounded copy bitwise CUDA's own dropout_forward + residual LayerNorm (the
 // same kernel arithmetic), and out within test_layernorm's bound of the CPU's. Backward: dinp,
-// dweight, dbias bitwise CUDA's layernorm_backward, dbranch bitwise CPU dropout_backward of the
-// CPU's dinp where those agree (and within test_layernorm's dinp bound times 1/(1-p) always), the
-// rounded copy bitwise the rounding of the fp32 dbranch. Shapes: rows not a multiple of the
+// dweight, dbias and dbranch bitwise CUDA's layernorm_backward + dropout_backward; dbranch against
+// the CPU's layernorm_backward + dropout_backward: zero at exactly the same elements (the mask)
+// and within test_layernorm's dinp bound times 1/(1-p) elsewhere; the rounded copy bitwise the
+// rounding of the fp32 dbranch. Shapes: rows not a multiple of the
 // blocks (4 rows forward, 32 backward), C not a multiple of 32; p 0 and 0.1; rows numbered as one
 // process and as rank 1 of 3 (row0 1, stride 3).
 static void test_residual_dropout_layernorm(void **state) {
