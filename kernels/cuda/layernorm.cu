@@ -18,7 +18,7 @@
 
 // Dropout of a residual branch applied inside a LayerNorm kernel: the mask of element i of the
 // (N,C) tensor is dropout_keep(k.key, dropout_global_elem(k, i, row_len), thr), scale 1/(1-p);
-// on (thr 0, scale 1: p = 0) every element is kept and unscaled.
+// p = 0 gives thr 0 and scale 1: every element kept as it is.
 struct LnDrop {
     DropoutKey k;
     size_t row_len;
