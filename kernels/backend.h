@@ -46,7 +46,16 @@
 // (matmul_backward_dgelu's dpre_lp), which c_fc's backward multiplies (matmul_backward_lp's
 // dout_lp). In the backward the attention writes attn.c_attn's output gradient only as its copy
 // (attention_backward_lp, where the backend has it), which matmul_backward_lp takes as dout_lp.
-// Still rounded per call: the other matmuls' output gradients (dout).
+// The output gradients of the two c_proj matmuls (the residual branches') come the same way from
+// the LayerNorm backward that finishes them, through their dropout mask
+// (layernorm_backward_dropout's dbranch_lp, the matmuls' dout_lp), where the backend has that op
+// (CUDA). Still rounded per call: lm_head's output gradient.
+//
+// Residual dropout: where the backend has residual_dropout_layernorm_forward and
+// layernorm_backward_dropout (CUDA), the dropout of each block's two branches is applied inside
+// the residual add + LayerNorm that follows it (forward) and by the LayerNorm backward that
+// finishes the gradient entering it (backward), with dropout_forward's masks and products: no
+// dropout pass, and no fp32 copy of the branch's gradient when its matmul takes the rounded one.
 #ifndef MINGPT_BACKEND_H
 #define MINGPT_BACKEND_H
 
@@ -179,6 +188,32 @@ struct Backend {
     // dropout_backward: dinp (N,) = dout * keep / (1 - p) with dropout_forward's mask, overwritten.
     void (*dropout_backward)(Backend *be, float *dinp, const float *dout, long N, long row_len, float p,
                              DropoutKey k);
+    // The residual branches' dropout fused into the LayerNorms around it (the model's res_2 / res_3
+    // adds and their branches' c_proj backward). Optional, both together: NULL means the model calls
+    // dropout_forward / dropout_backward itself (the CPU backend: the reference). For both, the
+    // dropout is dropout_forward's over the (N,C) tensor in rows of row_len elements (a positive
+    // multiple of C: whole LayerNorm rows per dropout row), p in [0, 1), key k: element i is kept iff
+    // dropout_keep(k.key, dropout_global_index(k, i / row_len, row_len, i % row_len)), kept values
+    // times 1/(1-p) (each product rounded on its own), dropped ones 0.
+    // residual_dropout_layernorm_forward: res (N,C) = a + dropout(b), overwritten, each sum the bits
+    // of dropout_forward into a scratch copy of b and then the add; b is read only (not written).
+    // Then out, mean, rstd as residual_layernorm_forward and out_lp as layernorm_forward_lp: out
+    // (N,C) fp32 (NULL: not stored), out_lp (N,C) out rounded to matmul_dtype, lp_size bytes per
+    // element (NULL: not stored; non-NULL only when lp_size is not 0); at least one of the two.
+    void (*residual_dropout_layernorm_forward)(Backend *be, float *res, float *out, void *out_lp, float *mean,
+                                               float *rstd, const float *a, const float *b, const float *weight,
+                                               const float *bias, int N, int C, long row_len, float p,
+                                               DropoutKey k);
+    // layernorm_backward (dinp, dweight, dbias accumulate as there), and then, from the dinp it
+    // leaves (the finished residual gradient entering the branch), the branch's gradient:
+    // dbranch (N,C) = dropout_backward(dinp) in fp32, bitwise that op's result, and/or dbranch_lp
+    // (N,C) = the same values rounded to matmul_dtype, lp_size bytes per element (non-NULL only
+    // when lp_size is not 0): the dout_lp of the branch's matmul_backward_lp / _dgelu. Both
+    // overwritten; either may be NULL (not written). Neither overlaps dinp or the inputs.
+    void (*layernorm_backward_dropout)(Backend *be, float *dinp, float *dbranch, void *dbranch_lp, float *dweight,
+                                       float *dbias, const float *dout, const float *inp, const float *weight,
+                                       const float *mean, const float *rstd, int N, int C, long row_len, float p,
+                                       DropoutKey k);
     void (*crossentropy_forward)(Backend *be, float *losses, float *probs, const float *logits,
                                  const int32_t *targets, int N, int V);
     void (*crossentropy_softmax_backward)(Backend *be, float *dlogits, const float *probs,
@@ -309,6 +344,10 @@ struct Backend {
                                  int B, int T, int C, int NH, float attn_p, DropoutKey k);
     // matmul_forward, matmul_gelu_forward and matmul_backward with the input given by its copy
     // inp_lp (N,C) (written by a *_lp producer) instead of the fp32 inp: bitwise their results.
+    // matmul_backward_lp's dout_lp (N,OC), lp_size bytes per element: non-NULL, dout's copy in
+    // matmul_dtype written by its producer (layernorm_backward_dropout's dbranch_lp), which the
+    // GEMMs multiply instead of rounding dout (which may then be NULL and is not read), and dbias
+    // += the fp32 column sums of those rounded values; NULL: dout rounded per call, as before.
     void (*matmul_forward_lp)(Backend *be, float *out, const void *inp_lp, const float *weight,
                               const float *bias, int N, int C, int OC);
     // out_lp non-NULL: the GELU output (N,OC) is written only as its copy, gelu(pre) computed in

@@ -125,6 +125,19 @@ static void s_layernorm_backward(Backend *be, float *dinp, float *dw, float *db,
                                  const float *w, const float *mean, const float *rstd, int N, int C) {
     TIMED(P_LN_BWD, g_orig.layernorm_backward(be, dinp, dw, db, dout, inp, w, mean, rstd, N, C));
 }
+// The residual dropout fused into the LayerNorms counts in the LayerNorms' rows.
+static void s_residual_dropout_layernorm_forward(Backend *be, float *res, float *out, void *out_lp, float *mean,
+                                                 float *rstd, const float *a, const float *b, const float *w,
+                                                 const float *bias, int N, int C, long row_len, float p, DropoutKey k) {
+    TIMED(P_RESLN_FWD, g_orig.residual_dropout_layernorm_forward(be, res, out, out_lp, mean, rstd, a, b, w, bias, N, C,
+                                                                 row_len, p, k));
+}
+static void s_layernorm_backward_dropout(Backend *be, float *dinp, float *dbr, void *dbr_lp, float *dw, float *db,
+                                         const float *dout, const float *inp, const float *w, const float *mean,
+                                         const float *rstd, int N, int C, long row_len, float p, DropoutKey k) {
+    TIMED(P_LN_BWD, g_orig.layernorm_backward_dropout(be, dinp, dbr, dbr_lp, dw, db, dout, inp, w, mean, rstd, N, C,
+                                                      row_len, p, k));
+}
 static void s_matmul_forward(Backend *be, float *out, const float *inp, const float *w, const float *bias, int N,
                              int C, int OC) {
     TIMED(P_MM_FWD + role(C, OC, bias), g_orig.matmul_forward(be, out, inp, w, bias, N, C, OC));
@@ -250,7 +263,8 @@ int backend_profile_install(Backend *be, char *err, size_t errlen) {
     WRAP(crossentropy_forward); WRAP(crossentropy_softmax_backward); WRAP(crossentropy_forward_backward);
     WRAP(adamw_update); WRAP(adamw_update_segments); WRAP(sum_squares); WRAP(scale); WRAP(accumulate); WRAP(cast_weights);
     WRAP(layernorm_forward_lp); WRAP(attention_forward_lp); WRAP(matmul_forward_lp); WRAP(matmul_gelu_forward_lp);
-    WRAP(matmul_backward_lp); WRAP(attention_backward_lp);
+    WRAP(matmul_backward_lp); WRAP(attention_backward_lp); WRAP(residual_dropout_layernorm_forward);
+    WRAP(layernorm_backward_dropout);
 #undef WRAP
     return 0;
 }

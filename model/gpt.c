@@ -237,7 +237,9 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, const Backend *
     a->branch = take(&b, BTC);
     if (mode == ACTS_INFER) return b.used;
     g->dres = take(&b, BTC);
-    g->dbranch = take(&b, BTC);
+    // with lp, 16-byte aligned: it may hold a branch's gradient as the c_proj matmul's rounded
+    // operand instead (layernorm_backward_dropout's dbranch_lp, gpt_backward)
+    g->dbranch = lp ? take_lp(&b, BTC, sizeof(float)) : take(&b, BTC);
     g->dln = take(&b, BTC);
     g->datty = take(&b, BTC);
     g->dqkv = dqkv_lp ? NULL : take(&b, 3 * BTC);
@@ -519,6 +521,25 @@ static void mm_backward(Backend *be, float *dinp, float *dw, float *dbias, const
     if (inp_lp) be->matmul_backward_lp(be, dinp, dw, dbias, dout, dout_lp, inp_lp, w, N, C, OC);
     else be->matmul_backward(be, dinp, dw, dbias, dout, inp, w, N, C, OC);
 }
+// Dropout of probability p fused into the LayerNorms around it (kernels/backend.h,
+// residual_dropout_layernorm_forward and layernorm_backward_dropout): where the backend has the
+// ops and the dropout is on (p 0 is the identity: nothing to fuse, and no key is needed).
+static bool drop_fused(const Backend *be, float p) {
+    return p > 0.0f && be->residual_dropout_layernorm_forward && be->layernorm_backward_dropout;
+}
+// A residual add (res, a, b non-NULL) + LayerNorm as ln_forward, the branch b first through the
+// dropout of probability p, key k, over rows of row_len elements: fused when drop_fused, else
+// dropout_forward in place over b, then the add.
+static void res_drop_ln_forward(Backend *be, float *res, float *out, void *out_lp, float *mean, float *rstd,
+                                const float *a, float *b, const float *w, const float *bias, int N, int C,
+                                long row_len, float p, DropoutKey k) {
+    if (drop_fused(be, p)) {
+        be->residual_dropout_layernorm_forward(be, res, out, out_lp, mean, rstd, a, b, w, bias, N, C, row_len, p, k);
+        return;
+    }
+    be->dropout_forward(be, b, b, (long)N * C, row_len, p, k);
+    ln_forward(be, res, out, out_lp, mean, rstd, a, b, w, bias, N, C);
+}
 // Row r's element offset o (r * C) of a copy lp (NULL: NULL).
 static void *lp_at(const Backend *be, void *lp, size_t o) { return lp ? (char *)lp + o * be->lp_size : NULL; }
 
@@ -569,14 +590,15 @@ static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recomput
         else
             be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
     }
-    const long NC = (long)N * C, row_len = kv ? C : (long)T * C;   // dropout's batch rows (off with kv)
+    // dropout's batch rows (off with kv); a->branch, the branch's output, is read only by the
+    // residual add that follows (dropped out in place before it, or inside it)
+    const long row_len = kv ? C : (long)T * C;
     mm_forward(be, a->branch + o, h->atty ? h->atty + o : NULL, lp_at(be, h->atty_lp, o), w->attn_proj_w,
                w->attn_proj_b, N, C, C);
-    be->dropout_forward(be, a->branch + o, a->branch + o, NC, row_len, resid_p, site_key(m, l, SITE_ATTN_RESID));
     float *ln_2 = h->ln_2 ? h->ln_2 + o : NULL;
     void *ln_2_lp = lp_at(be, h->ln_2_lp, o);
-    ln_forward(be, h->res_2 + o, ln_2, ln_2_lp, h->ln_2_mean + r0, h->ln_2_rstd + r0, x + o, a->branch + o,
-               w->ln_2_w, w->ln_2_b, N, C);
+    res_drop_ln_forward(be, h->res_2 + o, ln_2, ln_2_lp, h->ln_2_mean + r0, h->ln_2_rstd + r0, x + o, a->branch + o,
+                        w->ln_2_w, w->ln_2_b, N, C, row_len, resid_p, site_key(m, l, SITE_ATTN_RESID));
     float *fch_gelu = h->fch_gelu ? h->fch_gelu + 4 * o : NULL;
     void *fch_gelu_lp = lp_at(be, h->fch_gelu_lp, 4 * o);
     if (ln_2_lp)
@@ -585,15 +607,15 @@ static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recomput
         be->matmul_gelu_forward(be, h->fch + 4 * o, fch_gelu, ln_2, w->c_fc_w, w->c_fc_b, N, C, 4 * C);
     if (recompute) return;
     mm_forward(be, a->branch + o, fch_gelu, fch_gelu_lp, w->mlp_proj_w, w->mlp_proj_b, N, 4 * C, C);
-    be->dropout_forward(be, a->branch + o, a->branch + o, NC, row_len, resid_p, site_key(m, l, SITE_MLP_RESID));
     const bool last = l == s->n_layer - 1;
     float *next = last ? a->ln_f : a->h[l + 1].ln_1;
-    ln_forward(be, h->res_3 + o, next ? next + o : NULL, lp_at(be, last ? a->ln_f_lp : a->h[l + 1].ln_1_lp, o),
-               (last ? a->ln_f_mean : a->h[l + 1].ln_1_mean) + r0,
-               (last ? a->ln_f_rstd : a->h[l + 1].ln_1_rstd) + r0,
-               h->res_2 + o, a->branch + o,
-               last ? p->ln_f_w : p->h[l + 1].ln_1_w,
-               last ? p->ln_f_b : p->h[l + 1].ln_1_b, N, C);
+    res_drop_ln_forward(be, h->res_3 + o, next ? next + o : NULL, lp_at(be, last ? a->ln_f_lp : a->h[l + 1].ln_1_lp, o),
+                        (last ? a->ln_f_mean : a->h[l + 1].ln_1_mean) + r0,
+                        (last ? a->ln_f_rstd : a->h[l + 1].ln_1_rstd) + r0,
+                        h->res_2 + o, a->branch + o,
+                        last ? p->ln_f_w : p->h[l + 1].ln_1_w,
+                        last ? p->ln_f_b : p->h[l + 1].ln_1_b, N, C, row_len, resid_p,
+                        site_key(m, l, SITE_MLP_RESID));
 }
 
 // GPTStepArgs.params_needed of hk (NULL: none) for the parameters from p to q (views into
@@ -868,6 +890,31 @@ static const float *branch_grad(GPT *m, int layer, int site, float p, long n) {
     return d->dbranch;
 }
 
+// The gradient of a dropout site's input, for the matmul (or encoder) backward that reads it: dout
+// in fp32, or dout_lp, its copy rounded to matmul_dtype (dout NULL then).
+typedef struct { const float *dout; const void *dout_lp; } BranchGrad;
+
+// The LayerNorm backward (dinp d->dres, dout d->dln) that finishes d->dres, the gradient entering
+// the dropout of `site` in `layer` (p its probability), and that site's input gradient: with
+// drop_fused, both by layernorm_backward_dropout into d->dbranch, as the rounded copy when lp (the
+// gradient's matmul takes dout_lp: matmul_backward_lp / _dgelu), else in fp32; otherwise
+// layernorm_backward, then branch_grad.
+static BranchGrad ln_backward_branch(GPT *m, bool lp, float *dweight, float *dbias, const float *inp,
+                                     const float *weight, const float *mean, const float *rstd, int layer, int site,
+                                     float p) {
+    const int BT = m->cur_B * m->cur_T, C = m->shape.n_embd;
+    GPTGradScratch *d = &m->scratch;
+    Backend *be = m->be;
+    if (drop_fused(be, p)) {
+        be->layernorm_backward_dropout(be, d->dres, lp ? NULL : d->dbranch, lp ? (void *)d->dbranch : NULL, dweight,
+                                       dbias, d->dln, inp, weight, mean, rstd, BT, C, (long)m->cur_T * C, p,
+                                       site_key(m, layer, site));
+        return lp ? (BranchGrad){ NULL, d->dbranch } : (BranchGrad){ d->dbranch, NULL };
+    }
+    be->layernorm_backward(be, d->dres, dweight, dbias, d->dln, inp, weight, mean, rstd, BT, C);
+    return (BranchGrad){ branch_grad(m, layer, site, p, (long)BT * C), NULL };
+}
+
 void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
     const GPTShape *s = &m->shape;
     const int B = m->cur_B, T = m->cur_T, C = s->n_embd, NH = s->n_head, V = s->vocab_size, BT = B * T;
@@ -897,8 +944,13 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
     // accumulates through every LayerNorm backward: it starts at 0.
     mm_backward(be, d->dln, g->lm_head_w, NULL, dlogits, NULL, a->ln_f, a->ln_f_lp, p->lm_head_w, BT, C, V);
     zero(be, d->dres, BTC);
-    be->layernorm_backward(be, d->dres, g->ln_f_w, g->ln_f_b, d->dln, block_input(a, s->n_layer),
-                       p->ln_f_w, a->ln_f_mean, a->ln_f_rstd, BT, C);
+    // The fused c_proj + GELU backward (below) takes the MLP branch's gradient as its rounded copy
+    // where the layout keeps copies; the plain matmul_backward takes fp32.
+    const bool dgelu = be->matmul_backward_dgelu && m->grads_memory;
+    const bool mlp_lp = dgelu && lp_size(be);
+    // each LayerNorm backward below also gives the input gradient of the dropout before it
+    BranchGrad dbr = ln_backward_branch(m, mlp_lp, g->ln_f_w, g->ln_f_b, block_input(a, s->n_layer), p->ln_f_w,
+                                        a->ln_f_mean, a->ln_f_rstd, s->n_layer - 1, SITE_MLP_RESID, resid_p);
     if (ready) ready(ready_ctx, (size_t)(p->ln_f_w - m->params_memory));   // ln_f and lm_head
 
     // d->dres holds the gradient of the block's output; each LayerNorm backward adds the
@@ -910,27 +962,26 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         // Activation checkpointing: the block's activations, from its saved input, into the shared
         // working set (which still holds the last block's from the forward pass).
         if (m->checkpointing && l < s->n_layer - 1) block_forward(m, a, l, B, T, true, NULL);
-        // MLP branch (without dropout the branch's gradient is dres itself: no copy)
-        const float *dbr = branch_grad(m, l, SITE_MLP_RESID, resid_p, BTC);
+        // MLP branch (its gradient dbr: without dropout dres itself, no copy)
         if (gelu_recomputed(be) && !h->fch_gelu_lp) be->gelu_forward(be, h->fch_gelu, h->fch, 4 * BTC);   // into d->dfch
         // The fused op writes c_fc's bias gradient during c_proj's backward, before the hook
         // that follows c_proj: only where every gradient has its place from the start (not under
         // ZeRO stage 2, whose trainer binds c_fc's gradients after that hook: gpt_bind_grad).
-        if (be->matmul_backward_dgelu && m->grads_memory) {
+        if (dgelu) {
             // c_proj's backward, the GELU backward and c_fc's bias gradient in one op; the
             // gradient of the pre-activation goes to dfch_gelu (free here; fch_gelu may be dfch),
             // or only as its copy dfch_lp (in that memory), which c_fc's backward multiplies
             float *dfch = d->dfch_lp ? NULL : d->dfch_gelu;
-            be->matmul_backward_dgelu(be, dfch, d->dfch_lp, gw->c_fc_b, gw->mlp_proj_w, gw->mlp_proj_b, dbr, NULL,
-                                      h->fch_gelu, h->fch_gelu_lp, w->mlp_proj_w, h->fch, BT, 4 * C, C);
+            be->matmul_backward_dgelu(be, dfch, d->dfch_lp, gw->c_fc_b, gw->mlp_proj_w, gw->mlp_proj_b, dbr.dout,
+                                      dbr.dout_lp, h->fch_gelu, h->fch_gelu_lp, w->mlp_proj_w, h->fch, BT, 4 * C, C);
             if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
             mm_backward(be, d->dln, gw->c_fc_w, NULL, dfch, d->dfch_lp, h->ln_2, h->ln_2_lp, w->c_fc_w, BT, C, 4 * C);
         } else {
             if (h->fch_gelu_lp)
-                be->matmul_backward_lp(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, NULL, h->fch_gelu_lp,
-                                       w->mlp_proj_w, BT, 4 * C, C);
+                be->matmul_backward_lp(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr.dout, dbr.dout_lp,
+                                       h->fch_gelu_lp, w->mlp_proj_w, BT, 4 * C, C);
             else
-                be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr, h->fch_gelu,
+                be->matmul_backward(be, d->dfch_gelu, gw->mlp_proj_w, gw->mlp_proj_b, dbr.dout, h->fch_gelu,
                                     w->mlp_proj_w, BT, 4 * C, C);
             if (ready) ready(ready_ctx, (size_t)(w->mlp_proj_w - m->params_memory));
             be->gelu_backward(be, d->dfch, h->fch, d->dfch_gelu, 4 * BTC);
@@ -938,12 +989,11 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
                         4 * C);
         }
         if (ready) ready(ready_ctx, (size_t)(w->c_fc_w - m->params_memory));
-        be->layernorm_backward(be, d->dres, gw->ln_2_w, gw->ln_2_b, d->dln, h->res_2, w->ln_2_w,
-                           h->ln_2_mean, h->ln_2_rstd, BT, C);
+        // attention branch: its gradient as the rounded copy where c_proj's input has one
+        dbr = ln_backward_branch(m, h->atty_lp != NULL, gw->ln_2_w, gw->ln_2_b, h->res_2, w->ln_2_w, h->ln_2_mean,
+                                 h->ln_2_rstd, l, SITE_ATTN_RESID, resid_p);
         if (ready) ready(ready_ctx, (size_t)(w->ln_2_w - m->params_memory));
-        // attention branch
-        dbr = branch_grad(m, l, SITE_ATTN_RESID, resid_p, BTC);
-        mm_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr, NULL, h->atty, h->atty_lp,
+        mm_backward(be, d->datty, gw->attn_proj_w, gw->attn_proj_b, dbr.dout, dbr.dout_lp, h->atty, h->atty_lp,
                     w->attn_proj_w, BT, C, C);
         if (ready) ready(ready_ctx, (size_t)(w->attn_proj_w - m->params_memory));
         if (d->dqkv_lp)   // the rounded gradient only, straight from the attention's kernels
@@ -955,12 +1005,16 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
         mm_backward(be, d->dln, gw->c_attn_w, gw->c_attn_b, d->dqkv, d->dqkv_lp, h->ln_1, h->ln_1_lp, w->c_attn_w, BT,
                     C, 3 * C);
         if (ready) ready(ready_ctx, (size_t)(w->c_attn_w - m->params_memory));
-        be->layernorm_backward(be, d->dres, gw->ln_1_w, gw->ln_1_b, d->dln, block_input(a, l), w->ln_1_w,
-                           h->ln_1_mean, h->ln_1_rstd, BT, C);
+        // the gradient of the block's input: layer l-1's MLP branch, or the embedding (fp32, for
+        // encoder_backward) before block 0
+        dbr = l > 0 ? ln_backward_branch(m, mlp_lp, gw->ln_1_w, gw->ln_1_b, block_input(a, l), w->ln_1_w,
+                                         h->ln_1_mean, h->ln_1_rstd, l - 1, SITE_MLP_RESID, resid_p)
+                    : ln_backward_branch(m, false, gw->ln_1_w, gw->ln_1_b, block_input(a, l), w->ln_1_w,
+                                         h->ln_1_mean, h->ln_1_rstd, 0, SITE_EMBD, embd_p);
         if (ready) ready(ready_ctx, (size_t)(w->ln_1_w - m->params_memory));   // block l and everything after it
     }
 
-    be->encoder_backward(be, g->wte, g->wpe, branch_grad(m, 0, SITE_EMBD, embd_p, BTC), m->inputs, B, T, C);
+    be->encoder_backward(be, g->wte, g->wpe, dbr.dout, m->inputs, B, T, C);
     if (overwrite) be->set_grad_write(be, GRAD_ACCUMULATE);
     if (ready) ready(ready_ctx, 0);
 }

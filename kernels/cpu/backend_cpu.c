@@ -304,6 +304,10 @@ static void cpu_matmul_backward(Backend *be, float *dinp, float *dweight, float 
                                 int N, int C, int OC) {
     matmul_backward_rows(be, dinp, dweight, dbias, dout, NULL, inp, NULL, weight, N, C, OC);
 }
+// dout_lp: the fp32 values of the copy (exact: each is a value of the type) take dout's place; the
+// GEMMs' conversion of a rounded value is that value, so they multiply the copy's values, and dbias
+// sums them. The model never passes one here (this backend has no layernorm_backward_dropout):
+// widened whole, for the interface's sake, not for speed.
 static void cpu_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
                                    const void *dout_lp, const void *inp_lp, const float *weight, int N, int C,
                                    int OC) {

@@ -171,8 +171,24 @@ static void be_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, void 
     cuda_matmul_gelu_forward(CX(be), pre, out, out_lp, nullptr, inp_lp, weight, bias, N, C, OC);
 }
 static void be_matmul_backward_lp(Backend *be, float *dinp, float *dweight, float *dbias, const float *dout,
-                                  const void *dout_lp, const void *inp_lp, const float *weight, int N, int C, int OC) {
+                                  const void *dout_lp, const void *inp_lp, const float *weight, int N, int C,
+                                  int OC) {
     cuda_matmul_backward(CX(be), dinp, dweight, dbias, dout, dout_lp, nullptr, inp_lp, weight, N, C, OC);
+}
+// The residual branches' dropout inside the LayerNorms (kernels/cuda/layernorm.cu)
+static void be_residual_dropout_layernorm_forward(Backend *be, float *res, float *out, void *out_lp, float *mean,
+                                                  float *rstd, const float *a, const float *b, const float *weight,
+                                                  const float *bias, int N, int C, long row_len, float p,
+                                                  DropoutKey key) {
+    cuda_residual_dropout_layernorm_forward(CX(be), res, out, out_lp, mean, rstd, a, b, weight, bias, N, C,
+                                            row_len, p, key);
+}
+static void be_layernorm_backward_dropout(Backend *be, float *dinp, float *dbranch, void *dbranch_lp,
+                                          float *dweight, float *dbias, const float *dout, const float *inp,
+                                          const float *weight, const float *mean, const float *rstd, int N,
+                                          int C, long row_len, float p, DropoutKey key) {
+    cuda_layernorm_backward_dropout(CX(be), dinp, dbranch, dbranch_lp, dweight, dbias, dout, inp, weight, mean,
+                                    rstd, N, C, row_len, p, key);
 }
 static void be_attention_forward(Backend *be, float *out, float *att, const float *qkv,
                                  int B, int T, int C, int NH, float attn_p, DropoutKey key) {
@@ -331,6 +347,8 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->layernorm_forward = be_layernorm_forward;
     be->residual_layernorm_forward = be_residual_layernorm_forward;
     be->layernorm_backward = be_layernorm_backward;
+    be->residual_dropout_layernorm_forward = be_residual_dropout_layernorm_forward;
+    be->layernorm_backward_dropout = be_layernorm_backward_dropout;
     be->matmul_forward = be_matmul_forward;
     be->matmul_gelu_forward = be_matmul_gelu_forward;
     be->matmul_backward = be_matmul_backward;

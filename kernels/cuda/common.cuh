@@ -39,6 +39,19 @@ static __device__ __forceinline__ DropoutKey dropout_key_at(const DropoutKey &k)
     return r;
 }
 
+// Global mask index of flat element i of rows of row_len elements (dropout.cu, layernorm.cu).
+// One process ({key, 0, 1}): i itself, no division; otherwise a 32-bit division where it fits
+// (64-bit integer division is a long instruction sequence on the GPU). All three give
+// dropout_global_index.
+static __device__ __forceinline__ uint64_t dropout_global_elem(const DropoutKey &k, size_t i, size_t row_len) {
+    if (k.row0 == 0 && k.row_stride == 1) return (uint64_t)i;
+    if (i <= 0xffffffffu && row_len <= 0xffffffffu) {
+        const unsigned j = (unsigned)i / (unsigned)row_len;
+        return dropout_global_index(k, (int64_t)j, (int64_t)row_len, (int64_t)((unsigned)i - j * (unsigned)row_len));
+    }
+    return dropout_global_index(k, (int64_t)(i / row_len), (int64_t)row_len, (int64_t)(i % row_len));
+}
+
 // ---------------------------------------------------------------- context
 // Scratch slots: device buffers owned by the backend, grown on first use to the largest
 // size asked for (so after the first training step nothing is allocated any more).

@@ -24,6 +24,14 @@ void cuda_layernorm_forward(CudaCtx *c, float *res, float *out, void *out_lp, fl
 void cuda_layernorm_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
                              const float *dout, const float *inp, const float *weight,
                              const float *mean, const float *rstd, int N, int C);
+// Backend.residual_dropout_layernorm_forward and layernorm_backward_dropout (kernels/backend.h)
+void cuda_residual_dropout_layernorm_forward(CudaCtx *c, float *res, float *out, void *out_lp, float *mean,
+                                             float *rstd, const float *a, const float *b, const float *weight,
+                                             const float *bias, int N, int C, long row_len, float p, DropoutKey k);
+void cuda_layernorm_backward_dropout(CudaCtx *c, float *dinp, float *dbranch, void *dbranch_lp, float *dweight,
+                                     float *dbias, const float *dout, const float *inp, const float *weight,
+                                     const float *mean, const float *rstd, int N, int C, long row_len, float p,
+                                     DropoutKey k);
 
 // bias_grad.cu: deterministic column sums (fixed chunks of rows, summed in order)
 #define COLSUM_ROWS 32   // rows per partial sum (more when N > 65535 * 32: gridDim.y limit)

@@ -6,23 +6,11 @@
 // process with N times the batch (the global index, not the rank-local one, keys the mask).
 #include "kernels/cuda/cuda_ops.cuh"
 
-// Global mask index of flat element i of rows of row_len elements. One process ({key, 0, 1}):
-// i itself, no division; otherwise a 32-bit division where it fits (64-bit integer division
-// is a long instruction sequence on the GPU). All three give dropout_global_index.
-static __device__ __forceinline__ uint64_t global_elem(const DropoutKey &k, size_t i, size_t row_len) {
-    if (k.row0 == 0 && k.row_stride == 1) return (uint64_t)i;
-    if (i <= 0xffffffffu && row_len <= 0xffffffffu) {
-        const unsigned j = (unsigned)i / (unsigned)row_len;
-        return dropout_global_index(k, (int64_t)j, (int64_t)row_len, (int64_t)((unsigned)i - j * (unsigned)row_len));
-    }
-    return dropout_global_index(k, (int64_t)(i / row_len), (int64_t)row_len, (int64_t)(i % row_len));
-}
-
 // out = inp * keep(i) / (1 - p); out may alias inp (element-wise, read before write).
 __global__ void dropout_forward_kernel(float *out, const float *inp, size_t n, size_t row_len, DropoutKey kin,
                                        uint32_t thr, float scale) {
     const DropoutKey k = dropout_key_at(kin);
-    GRID_STRIDE(i, n) out[i] = dropout_keep(k.key, global_elem(k, i, row_len), thr) ? inp[i] * scale : 0.0f;
+    GRID_STRIDE(i, n) out[i] = dropout_keep(k.key, dropout_global_elem(k, i, row_len), thr) ? inp[i] * scale : 0.0f;
 }
 
 // dinp = dout * keep(i) / (1 - p), overwritten: the product rounded (__fmul_rn), as the CPU
@@ -30,7 +18,7 @@ __global__ void dropout_forward_kernel(float *out, const float *inp, size_t n, s
 __global__ void dropout_backward_kernel(float *__restrict__ dinp, const float *__restrict__ dout,
                                         size_t n, size_t row_len, DropoutKey kin, uint32_t thr, float scale) {
     const DropoutKey k = dropout_key_at(kin);
-    GRID_STRIDE(i, n) dinp[i] = dropout_keep(k.key, global_elem(k, i, row_len), thr) ? __fmul_rn(dout[i], scale) : 0.0f;
+    GRID_STRIDE(i, n) dinp[i] = dropout_keep(k.key, dropout_global_elem(k, i, row_len), thr) ? __fmul_rn(dout[i], scale) : 0.0f;
 }
 
 // N must be a positive multiple of row_len (a caller bug otherwise: the masks would not be

@@ -203,12 +203,12 @@ for l in range(L):
     matmul_fwd(ph, "c_attn", BT, C, 3 * C, produced=ln_lp)
     attention_fwd(ph)
     matmul_fwd(ph, "attn.c_proj", BT, C, C, produced=ln_lp)
-    op(ph, "dropout (resid)", BTC, 8 * BTC)
-    op(ph, "residual + ln_2", 9 * BTC, (12 + ln_out) * BTC)
+    # the branch's dropout inside the residual add (Backend.residual_dropout_layernorm_forward):
+    # read a and the branch, write res and the LayerNorm's output; the branch is not written back
+    op(ph, "residual + dropout + ln_2", 10 * BTC, (12 + ln_out) * BTC)
     matmul_fwd(ph, "c_fc", BT, C, 4 * C, gelu=True, produced=ln_lp)
     matmul_fwd(ph, "mlp.c_proj", BT, 4 * C, C, produced=gelu_lp)
-    op(ph, "dropout (resid)", BTC, 8 * BTC)
-    op(ph, "residual + next LN", 9 * BTC, (12 + ln_out) * BTC)
+    op(ph, "residual + dropout + next LN", 10 * BTC, (12 + ln_out) * BTC)
 matmul_fwd("fwd", "lm_head", BT, C, V, bias=False, produced=ln_lp)
 op("fwd", "cross-entropy + dlogits (fused)", 7 * BT * V, 8 * BT * V)
 
@@ -220,27 +220,33 @@ op("fwd", "cross-entropy + dlogits (fused)", 7 * BT * V, 8 * BT * V)
 # write dinp: 16 BTC) then the chunk's column sums re-reading dout and inp (8 BTC, counted here
 # although the block has just read those rows and L2 likely serves them); the chunk partials
 # and their in-order finalize are 2C per 32 rows, negligible.
+# The LayerNorm backward that finishes the gradient entering a residual branch's dropout also
+# writes the branch's gradient through the mask (Backend.layernorm_backward_dropout), as the
+# c_proj backward's operand (lp bytes: bf16, or fp32 in fp32 mode) which that matmul takes as
+# it is (no dropout pass, no rounding of its dout); before block 0 the embedding's, in fp32 for
+# the encoder backward.
 matmul_bwd("bwd", "lm_head", BT, C, V, bias=False, produced=ln_lp)
-op("bwd", "zero dres + ln_f backward", 20 * BTC, 4 * BTC + 16 * BTC + 8 * BTC)
+op("bwd", "zero dres + ln_f backward + dropout", 21 * BTC, 4 * BTC + 16 * BTC + 8 * BTC + lp * BTC)
 for l in range(L):
     ph = "bwd/layer"
-    op(ph, "dropout backward", BTC, 8 * BTC)
     if epilogues:   # matmul_backward_dgelu: GELU backward and c_fc's bias gradient in c_proj's dinp GEMM
-        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C, dgelu="c_fc", produced=gelu_lp)
+        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C, dgelu="c_fc", produced=gelu_lp, dout_produced=True)
         matmul_bwd(ph, "c_fc", BT, C, 4 * C, bias=False, produced=ln_lp, dout_produced=gelu_lp)
     else:   # (the fused op's fallback: the GEMM, GELU backward, column sums, then dpre rounded)
-        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C, produced=gelu_lp)
+        matmul_bwd(ph, "mlp.c_proj", BT, 4 * C, C, produced=gelu_lp, dout_produced=True)
         op(ph, "GELU backward", 20 * 4 * BTC, 48 * BTC)
         matmul_bwd(ph, "c_fc", BT, C, 4 * C, produced=ln_lp)
-    op(ph, "ln_2 backward", 20 * BTC, 16 * BTC + 8 * BTC)
-    op(ph, "dropout backward", BTC, 8 * BTC)
-    matmul_bwd(ph, "attn.c_proj", BT, C, C, produced=ln_lp)
+    op(ph, "ln_2 backward + dropout", 21 * BTC, 16 * BTC + 8 * BTC + lp * BTC)
+    matmul_bwd(ph, "attn.c_proj", BT, C, C, produced=ln_lp, dout_produced=True)
     attention_bwd(ph)
     matmul_bwd(ph, "c_attn", BT, C, 3 * C, produced=ln_lp, dout_produced=ln_lp)
-    op(ph, "ln_1 backward", 20 * BTC, 16 * BTC + 8 * BTC)
+    if l < L - 1:
+        op(ph, "ln_1 backward + dropout", 21 * BTC, 16 * BTC + 8 * BTC + lp * BTC)
+    else:   # block 0, the last one back: the embedding dropout's gradient, fp32
+        op(ph, "ln_1 backward (layer 0) + embedding dropout", 21 * BTC, 16 * BTC + 8 * BTC + 4 * BTC)
 # (the encoder backward's token bucketing runs on the device in one block: a radix pass reads
 # the 110 KB of tokens twice and writes 221 KB of sorted keys, negligible next to the 8 BTC terms)
-op("bwd", "dropout backward + encoder backward", BTC, 8 * BTC + 8 * BTC + 8 * BTC)
+op("bwd", "encoder backward", 0, 8 * BTC + 8 * BTC)
 
 # ---------------------------------------------------------------- optimizer
 op("opt", "zero grads", 0, 4 * P)

@@ -62,6 +62,7 @@
 #include "dist/comm.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/bf16.h"
+#include "kernels/dropout_rng.h"
 #include "kernels/cuda/emu/emu_counters.h"
 #include "trainer/loss_scaler.h"
 #include "model/gpt.h"
@@ -288,6 +289,85 @@ static void produced_check(ComputeDtype dt) {
 }
 static void test_produced_bf16(void **state) { (void)state; produced_check(DTYPE_BF16); }
 static void test_produced_fp16(void **state) { (void)state; produced_check(DTYPE_FP16); }
+
+// Produced output gradients (matmul_backward_lp's and matmul_backward_dgelu's dout_lp): the
+// LayerNorm backward with the branch's dropout (layernorm_backward_dropout) writes the branch's
+// gradient in fp32 and rounded; the matmuls given the rounded copy launch no round_kernel for it
+// and their results are bitwise those given the fp32 gradient (which they round per call): the
+// same GEMM operands, and the bias gradient sums the rounded values either way (the BGRADB and
+// DGELU_BGRAD epilogues' sums of the operand). Where no epilogue runs (dbias without dweight) the
+// copy is widened by one widen_kernel and summed: bitwise the sums of the host-rounded gradient.
+static void produced_dout_check(ComputeDtype dt) {
+    enum { NC = N * C, NO = N * OC };
+    TestRng r = test_rng(dt == DTYPE_BF16 ? 25 : 26);
+    float h_flat[NFLAT], h_a[NC], h_lw[C], h_lb[C], h_x[NO], h_xw[OC], h_xb[OC], h_ld[NO], h_pre[NC], h_dbr[NO];
+    test_fill(&r, h_flat, NFLAT, -1.5f, 1.5f);
+    test_fill(&r, h_a, NC, -2, 2);
+    test_fill(&r, h_lw, C, 0.5f, 1.5f);
+    test_fill(&r, h_lb, C, -0.5f, 0.5f);
+    test_fill(&r, h_x, NO, -2, 2);
+    test_fill(&r, h_xw, OC, 0.5f, 1.5f);
+    test_fill(&r, h_xb, OC, -0.5f, 0.5f);
+    test_fill(&r, h_ld, NO, -1, 1);
+    test_fill(&r, h_pre, NC, -3, 3);
+    Backend *be = cuda(dt);
+    assert_int_equal(be->lp_size, 2);
+    assert_non_null(be->layernorm_backward_dropout);
+    float *flat = dev_from(be, h_flat, NFLAT), *w = flat + PAD, *a = dev_from(be, h_a, NC);
+    float *lw = dev_from(be, h_lw, C), *lb = dev_from(be, h_lb, C), *x = dev_from(be, h_x, NO);
+    float *xw = dev_from(be, h_xw, OC), *xb = dev_from(be, h_xb, OC), *ld = dev_from(be, h_ld, NO);
+    float *pre = dev_from(be, h_pre, NC), *xo = dev_from(be, NULL, NO), *xst = dev_from(be, NULL, 2 * N);
+    float *y = dev_from(be, NULL, NC), *yst = dev_from(be, NULL, 2 * N), *dres = dev_from(be, NULL, NO);
+    float *dbr = dev_from(be, NULL, NO), *dbr_r = NULL;
+    void *y_lp = be->alloc(be, NC * be->lp_size), *dbr_lp = be->alloc(be, NO * be->lp_size);
+    float *o[2][5];
+    for (int k = 0; k < 2; k++) {
+        o[k][0] = dev_from(be, NULL, NC); o[k][1] = dev_from(be, NULL, NW); o[k][2] = dev_from(be, NULL, OC);
+        o[k][3] = dev_from(be, NULL, C); o[k][4] = dev_from(be, NULL, OC);
+    }
+    be->cast_weights(be, flat, NFLAT, 1);
+    // the matmul input and its copy; the gradient (rows of OC, rank 1 of 3's rows) and its copy
+    be->layernorm_forward_lp(be, NULL, y, y_lp, yst, yst + N, a, NULL, lw, lb, N, C);
+    be->layernorm_forward(be, xo, xst, xst + N, x, xw, xb, N, OC);
+    const DropoutKey k = { dropout_key(3, 4), 1, 3, NULL };
+    be->layernorm_backward_dropout(be, dres, dbr, dbr_lp, NULL, NULL, ld, x, xw, xst, xst + N, N, OC, OC, 0.1f, k);
+    Launches l0 = launches();
+    be->matmul_backward(be, o[0][0], o[0][1], o[0][2], dbr, y, w, N, C, OC);
+    assert_launched(l0, 0, 2, "matmul_backward (dout and inp rounded)");
+    l0 = launches();
+    be->matmul_backward_lp(be, o[1][0], o[1][1], o[1][2], NULL, dbr_lp, y_lp, w, N, C, OC);
+    assert_launched(l0, 0, 0, "matmul_backward_lp with dout_lp");
+    assert_dev_equal(be, o[0][0], o[1][0], NC, "matmul_backward_lp with dout_lp (dinp)");
+    assert_dev_equal(be, o[0][1], o[1][1], NW, "matmul_backward_lp with dout_lp (dweight)");
+    assert_dev_equal(be, o[0][2], o[1][2], OC, "matmul_backward_lp with dout_lp (dbias)");
+    l0 = launches();
+    be->matmul_backward_dgelu(be, o[0][0], NULL, o[0][3], o[0][1], o[0][4], dbr, NULL, y, NULL, w, pre, N, C, OC);
+    assert_launched(l0, 0, 2, "matmul_backward_dgelu (dout and inp rounded)");
+    l0 = launches();
+    be->matmul_backward_dgelu(be, o[1][0], NULL, o[1][3], o[1][1], o[1][4], NULL, dbr_lp, y, NULL, w, pre, N, C, OC);
+    assert_launched(l0, 0, 1, "matmul_backward_dgelu with dout_lp (inp rounded)");
+    assert_dev_equal(be, o[0][0], o[1][0], NC, "matmul_backward_dgelu with dout_lp (dpre)");
+    assert_dev_equal(be, o[0][3], o[1][3], C, "matmul_backward_dgelu with dout_lp (dbias_pre)");
+    assert_dev_equal(be, o[0][1], o[1][1], NW, "matmul_backward_dgelu with dout_lp (dweight)");
+    assert_dev_equal(be, o[0][4], o[1][4], OC, "matmul_backward_dgelu with dout_lp (dbias)");
+    // dbias alone: the colsum kernels over the widened copy = over the host-rounded gradient
+    be->download(be, h_dbr, dbr, sizeof h_dbr);
+    for (int i = 0; i < NO; i++) h_dbr[i] = dt == DTYPE_BF16 ? bf16_round(h_dbr[i]) : fp16_round(h_dbr[i]);
+    dbr_r = dev_from(be, h_dbr, NO);
+    be->matmul_backward(be, NULL, NULL, o[0][2], dbr_r, y, w, N, C, OC);
+    const long wk = emu_launch_count("widen_kernel");
+    be->matmul_backward_lp(be, NULL, NULL, o[1][2], NULL, dbr_lp, y_lp, w, N, C, OC);
+    assert_int_equal(emu_launch_count("widen_kernel") - wk, 1);
+    assert_dev_equal(be, o[0][2], o[1][2], OC, "matmul_backward_lp with dout_lp, dbias alone");
+    float *bufs[] = { flat, a, lw, lb, x, xw, xb, ld, pre, xo, xst, y, yst, dres, dbr, dbr_r };
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->free(be, bufs[i]);
+    for (int kk = 0; kk < 2; kk++) for (int j = 0; j < 5; j++) be->free(be, o[kk][j]);
+    be->free(be, y_lp);
+    be->free(be, dbr_lp);
+    be->destroy(be);
+}
+static void test_produced_dout_bf16(void **state) { (void)state; produced_dout_check(DTYPE_BF16); }
+static void test_produced_dout_fp16(void **state) { (void)state; produced_dout_check(DTYPE_FP16); }
 
 static void test_ops_fp32(void **state) {
     (void)state;
@@ -649,7 +729,12 @@ static void train_check(ComputeDtype dt, int n_micro) {
     unsetenv("MINGPT_CUDA_GRAPHS");
 }
 
-// cudaMemsetAsync calls of a training step, after a first one (scratch buffers grown).
+// cudaMemsetAsync calls of a training step, after a first one (scratch buffers grown). And the
+// residual dropout inside the LayerNorms (Backend.residual_dropout_layernorm_forward,
+// layernorm_backward_dropout): the step's only dropout kernel is the embedding's forward; the
+// backward rounds no c_proj output gradient (their LayerNorm backwards write the copies): one
+// round_kernel per layer for mlp.c_proj's input (the GELU output), one each for c_fc's and
+// c_attn's dout, one for lm_head's (bf16/fp16; none in fp32).
 static void memsets_check(ComputeDtype dt, int checkpointing) {
     char err[512];
     Backend *be = cuda(dt);
@@ -660,13 +745,18 @@ static void memsets_check(ComputeDtype dt, int checkpointing) {
     int32_t x[B * T], y[B * T];
     for (int i = 0; i < B * T; i++) { x[i] = (int32_t)((i * 7) % V); y[i] = (int32_t)((i * 11 + 3) % V); }
     for (int s = 0; s < 2; s++) {
+        const long df0 = emu_launch_count("dropout_forward_kernel"), db0 = emu_launch_count("dropout_backward_kernel");
         const float loss = gpt_forward(&m, x, y, B, T, true, 1337, (uint64_t)s, NULL);
         assert_true(isfinite(loss));
+        assert_int_equal(emu_launch_count("dropout_forward_kernel") - df0, 1);   // the embedding's
         const long m0 = emu_memset_count();
         gpt_zero_grad(&m);
-        const long m1 = emu_memset_count();
+        const long m1 = emu_memset_count(), r1 = emu_launch_count(ROUND);
         gpt_backward(&m, NULL, NULL);
         const long m2 = emu_memset_count();
+        const long rounds = emu_launch_count(ROUND) - r1;
+        assert_int_equal(emu_launch_count("dropout_backward_kernel") - db0, 0);
+        if (!checkpointing) assert_int_equal(rounds, dt == DTYPE_FP32 ? 0 : 3 * SHAPE.n_layer + 1);
         if (s == 1) {
             print_message("    %s%s: %ld memset(s) in gpt_zero_grad, %ld in gpt_backward\n",
                           dt == DTYPE_FP32 ? "fp32" : dt == DTYPE_BF16 ? "bf16" : "fp16",
@@ -856,6 +946,8 @@ int main(void) {
         cmocka_unit_test(test_ops_fp32),
         cmocka_unit_test(test_produced_bf16),
         cmocka_unit_test(test_produced_fp16),
+        cmocka_unit_test(test_produced_dout_bf16),
+        cmocka_unit_test(test_produced_dout_fp16),
         cmocka_unit_test(test_epilogues),
         cmocka_unit_test(test_backward_memsets),
         cmocka_unit_test(test_attention_launches),

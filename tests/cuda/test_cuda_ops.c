@@ -62,6 +62,7 @@
 #include "kernels/cpu/bf16.h"
 #include "tests/cuda/backend_util.h"
 #include "kernels/dropout_rng.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cuda/emu/emu_counters.h"
 #include "trainer/adamw.h"
 
@@ -1346,6 +1347,170 @@ static void test_dropout(void **state) {
     free(a); free(b); free(out);
 }
 
+// ================================================================ residual dropout in the LayerNorms
+// The host value of element i of a compute-dtype copy (bf16 or fp16 bits).
+static float lp_value(ComputeDtype dt, const void *lp, size_t i) {
+    const uint16_t h = ((const uint16_t *)lp)[i];
+    if (dt == DTYPE_BF16) return bf16_to_float(h);
+    _Float16 x;
+    memcpy(&x, &h, 2);
+    return (float)x;
+}
+// x rounded to the compute dtype, as the host value
+static float lp_round_host(ComputeDtype dt, float x) { return dt == DTYPE_BF16 ? bf16_round(x) : fp16_round(x); }
+
+// residual_dropout_layernorm_forward and layernorm_backward_dropout (optional ops: CUDA has them):
+// the fused ops against the separate ones they replace. Forward: res = a + dropout(b) bitwise the
+// CPU backend's dropout_forward then residual add (one rounded product, one add), b left as it was;
+// out, mean, rstd and the rounded copy bitwise CUDA's own dropout_forward + residual LayerNorm (the
+// same kernel arithmetic), and out within test_layernorm's bound of the CPU's. Backward: dinp,
+// dweight, dbias and dbranch bitwise CUDA's layernorm_backward + dropout_backward; dbranch against
+// the CPU's layernorm_backward + dropout_backward: zero at exactly the same elements (the mask)
+// and within test_layernorm's dinp bound times 1/(1-p) elsewhere; the rounded copy bitwise the
+// rounding of the fp32 dbranch. Shapes: rows not a multiple of the
+// blocks (4 rows forward, 32 backward), C not a multiple of 32; p 0 and 0.1; rows numbered as one
+// process and as rank 1 of 3 (row0 1, stride 3).
+static void test_residual_dropout_layernorm(void **state) {
+    Fx *f = *state;
+    if (!f->cu->residual_dropout_layernorm_forward || !f->cu->layernorm_backward_dropout) { skip(); return; }
+    static const int SH[][3] = { {3, 37, 77}, {2, 5, 130}, {1, 70, 45} };   // B, T, C
+    const float ps[] = { 0.0f, 0.1f };
+    const size_t lp = f->cu->lp_size;
+    for (size_t k = 0; k < sizeof SH / sizeof SH[0]; k++)
+    for (int pi = 0; pi < 2; pi++)
+    for (int mi = 0; mi < NROWMAP; mi++) {
+        const int B = SH[k][0], T = SH[k][1], C = SH[k][2], N = B * T;
+        const size_t NC = (size_t)N * C;
+        const long row_len = (long)T * C;
+        const float p = ps[pi];
+        const DropoutKey dk = { dropout_key(99, 7 + k), ROWMAP[mi][0], ROWMAP[mi][1], NULL };
+        print_message("    B %d, T %d, C %d, p %.1f, local row j = global %lld + %lld j\n", B, T, C, p,
+                      (long long)dk.row0, (long long)dk.row_stride);
+        float *a = rnd(NC, -1, 1.5f), *b = rnd(NC, -1, 1), *w = rnd(C, 0.5f, 1.5f), *bias = rnd(C, -0.5f, 0.5f);
+        float *bd = malloc(NC * 4), *res = malloc(NC * 4), *out = malloc(NC * 4), *mean = malloc(N * 4),
+              *rstd = malloc(N * 4);
+        assert_true(bd && res && out && mean && rstd);
+        f->cpu->dropout_forward(f->cpu, bd, b, (long)NC, row_len, p, dk);
+        f->cpu->residual_layernorm_forward(f->cpu, res, out, mean, rstd, a, bd, w, bias, N, C);
+        float *d_a = up(f->cu, a, NC * 4), *d_b = up(f->cu, b, NC * 4), *d_w = up(f->cu, w, C * 4),
+              *d_bias = up(f->cu, bias, C * 4);
+        float *d_res = f->cu->alloc(f->cu, NC * 4), *d_out = f->cu->alloc(f->cu, NC * 4),
+              *d_mean = f->cu->alloc(f->cu, N * 4), *d_rstd = f->cu->alloc(f->cu, N * 4);
+        void *d_lp = lp ? f->cu->alloc(f->cu, NC * lp) : NULL, *d_lp2 = lp ? f->cu->alloc(f->cu, NC * lp) : NULL;
+        f->cu->residual_dropout_layernorm_forward(f->cu, d_res, d_out, d_lp, d_mean, d_rstd, d_a, d_b, d_w, d_bias, N,
+                                                  C, row_len, p, dk);
+        float *g_res = down(f->cu, d_res, NC), *g_out = down(f->cu, d_out, NC), *g_mean = down(f->cu, d_mean, N),
+              *g_rstd = down(f->cu, d_rstd, N), *g_b = down(f->cu, d_b, NC);
+        check_equal("residual_dropout_layernorm res vs cpu", g_res, res, NC);
+        check_equal("residual_dropout_layernorm leaves b", g_b, b, NC);
+        double *mag = dzeros(NC);
+        ln_fwd_mag(mag, res, w, bias, mean, rstd, N, C);
+        check("residual_dropout_layernorm out vs cpu", g_out, out, mag, NC, 2.2 * gam(C + 8), 0, 0);
+        // the separate ops on CUDA: dropout_forward into a copy of b, the residual LayerNorm
+        float *d_bd = f->cu->alloc(f->cu, NC * 4), *d_res2 = f->cu->alloc(f->cu, NC * 4),
+              *d_out2 = f->cu->alloc(f->cu, NC * 4), *d_mean2 = f->cu->alloc(f->cu, N * 4),
+              *d_rstd2 = f->cu->alloc(f->cu, N * 4);
+        f->cu->dropout_forward(f->cu, d_bd, d_b, (long)NC, row_len, p, dk);
+        if (lp) f->cu->layernorm_forward_lp(f->cu, d_res2, d_out2, d_lp2, d_mean2, d_rstd2, d_a, d_bd, d_w, d_bias, N, C);
+        else f->cu->residual_layernorm_forward(f->cu, d_res2, d_out2, d_mean2, d_rstd2, d_a, d_bd, d_w, d_bias, N, C);
+        float *s_out = down(f->cu, d_out2, NC), *s_mean = down(f->cu, d_mean2, N), *s_rstd = down(f->cu, d_rstd2, N);
+        check_equal("residual_dropout_layernorm out vs separate", g_out, s_out, NC);
+        check_equal("residual_dropout_layernorm mean vs separate", g_mean, s_mean, N);
+        check_equal("residual_dropout_layernorm rstd vs separate", g_rstd, s_rstd, N);
+        void *h_lp = NULL, *h_lp2 = NULL;
+        if (lp) {   // the copy, and the copy alone (out NULL)
+            h_lp = malloc(NC * lp); h_lp2 = malloc(NC * lp);
+            assert_true(h_lp && h_lp2);
+            f->cu->download(f->cu, h_lp2, d_lp2, NC * lp);
+            f->cu->download(f->cu, h_lp, d_lp, NC * lp);
+            assert_memory_equal(h_lp, h_lp2, NC * lp);
+            f->cu->zero(f->cu, d_lp, NC * lp);
+            f->cu->residual_dropout_layernorm_forward(f->cu, d_res, NULL, d_lp, d_mean, d_rstd, d_a, d_b, d_w, d_bias,
+                                                      N, C, row_len, p, dk);
+            f->cu->download(f->cu, h_lp, d_lp, NC * lp);
+            assert_memory_equal(h_lp, h_lp2, NC * lp);
+            print_message("    %-44s bitwise equal\n", "residual_dropout_layernorm out_lp vs separate");
+        }
+
+        // backward, accumulating into non-zero gradients; dbranch overwritten (NaN before)
+        float *dout = rnd(NC, -1, 1), *dinp = rnd(NC, -1, 1), *dw = rnd(C, -1, 1), *db = rnd(C, -1, 1);
+        float *r_dinp = copyf(dinp, NC), *r_dw = copyf(dw, C), *r_db = copyf(db, C), *r_dbr = nans(NC);
+        f->cpu->layernorm_backward(f->cpu, r_dinp, r_dw, r_db, dout, res, w, mean, rstd, N, C);
+        f->cpu->dropout_backward(f->cpu, r_dbr, r_dinp, (long)NC, row_len, p, dk);
+        float *nan_init = nans(NC);
+        float *d_dout = up(f->cu, dout, NC * 4), *d_dinp = up(f->cu, dinp, NC * 4), *d_dw = up(f->cu, dw, C * 4),
+              *d_db = up(f->cu, db, C * 4), *d_dbr = up(f->cu, nan_init, NC * 4);
+        float *d_dinp2 = up(f->cu, dinp, NC * 4), *d_dw2 = up(f->cu, dw, C * 4), *d_db2 = up(f->cu, db, C * 4),
+              *d_dbr2 = f->cu->alloc(f->cu, NC * 4);
+        f->cu->layernorm_backward_dropout(f->cu, d_dinp, d_dbr, d_lp, d_dw, d_db, d_dout, d_res, d_w, d_mean, d_rstd,
+                                          N, C, row_len, p, dk);
+        f->cu->layernorm_backward(f->cu, d_dinp2, d_dw2, d_db2, d_dout, d_res, d_w, d_mean, d_rstd, N, C);
+        f->cu->dropout_backward(f->cu, d_dbr2, d_dinp2, (long)NC, row_len, p, dk);
+        float *g_dinp = down(f->cu, d_dinp, NC), *g_dw = down(f->cu, d_dw, C), *g_db = down(f->cu, d_db, C),
+              *g_dbr = down(f->cu, d_dbr, NC);
+        float *s_dinp = down(f->cu, d_dinp2, NC), *s_dw = down(f->cu, d_dw2, C), *s_db = down(f->cu, d_db2, C),
+              *s_dbr = down(f->cu, d_dbr2, NC);
+        check_equal("layernorm_backward_dropout dinp vs separate", g_dinp, s_dinp, NC);
+        check_equal("layernorm_backward_dropout dweight vs separate", g_dw, s_dw, C);
+        check_equal("layernorm_backward_dropout dbias vs separate", g_db, s_db, C);
+        check_equal("layernorm_backward_dropout dbranch vs separate", g_dbr, s_dbr, NC);
+        // against the CPU: the mask bitwise (zero exactly where the CPU's is), the values within
+        // test_layernorm's dinp bound (the LayerNorm backward's own rounding) scaled by 1/(1-p)
+        // (the product's rounding: one more unit roundoff, the 2 U32 below already allow it)
+        for (int n = 0; n < N; n++) {
+            double s1 = 0, s2 = 0;
+            for (int c = 0; c < C; c++) {
+                const double norm = ((double)res[(size_t)n * C + c] - mean[n]) * rstd[n];
+                const double wd = fabs((double)w[c] * dout[(size_t)n * C + c]);
+                s1 += wd; s2 += wd * fabs(norm);
+            }
+            for (int c = 0; c < C; c++) {
+                const size_t i = (size_t)n * C + c;
+                const double norm = ((double)res[i] - mean[n]) * rstd[n];
+                const double keep = r_dbr[i] == 0.0f && r_dinp[i] != 0.0f ? 0.0 : 1.0 / (1.0 - p);
+                mag[i] = keep * rstd[n] * (fabs((double)w[c] * dout[i]) + s1 / C + fabs(norm) * s2 / C);
+                if ((r_dbr[i] == 0.0f) != (g_dbr[i] == 0.0f))
+                    fail_msg("layernorm_backward_dropout dbranch element %zu: cuda %.9g, cpu %.9g (mask differs)", i,
+                             g_dbr[i], r_dbr[i]);
+            }
+        }
+        check("layernorm_backward_dropout dbranch vs cpu", g_dbr, r_dbr, mag, NC, 2.2 * gam(C + 8), 3 * U32, 0);
+        if (lp) {   // the copy: the fp32 gradient rounded, element by element
+            f->cu->download(f->cu, h_lp, d_lp, NC * lp);
+            for (size_t i = 0; i < NC; i++) {
+                const float want = lp_round_host(f->dt, g_dbr[i]), got = lp_value(f->dt, h_lp, i);
+                if (memcmp(&want, &got, 4) != 0)
+                    fail_msg("layernorm_backward_dropout dbranch_lp element %zu: %.9g, the rounded fp32 gradient %.9g",
+                             i, got, want);
+            }
+            print_message("    %-44s bitwise equal\n", "layernorm_backward_dropout dbranch_lp = round(dbranch)");
+            // the copy alone (dbranch NULL): the same copy, the same accumulated gradients
+            f->cu->zero(f->cu, d_lp, NC * lp);
+            float *d_dinp3 = up(f->cu, dinp, NC * 4);
+            f->cu->layernorm_backward_dropout(f->cu, d_dinp3, NULL, d_lp, NULL, NULL, d_dout, d_res, d_w, d_mean,
+                                              d_rstd, N, C, row_len, p, dk);
+            f->cu->download(f->cu, h_lp2, d_lp, NC * lp);
+            assert_memory_equal(h_lp, h_lp2, NC * lp);
+            float *g3 = down(f->cu, d_dinp3, NC);
+            check_equal("layernorm_backward_dropout dinp (copy only)", g3, s_dinp, NC);
+            free(g3);
+            f->cu->free(f->cu, d_dinp3);
+        }
+        f->cu->free(f->cu, d_a); f->cu->free(f->cu, d_b); f->cu->free(f->cu, d_w); f->cu->free(f->cu, d_bias);
+        f->cu->free(f->cu, d_res); f->cu->free(f->cu, d_out); f->cu->free(f->cu, d_mean); f->cu->free(f->cu, d_rstd);
+        f->cu->free(f->cu, d_lp); f->cu->free(f->cu, d_lp2); f->cu->free(f->cu, d_bd); f->cu->free(f->cu, d_res2);
+        f->cu->free(f->cu, d_out2); f->cu->free(f->cu, d_mean2); f->cu->free(f->cu, d_rstd2);
+        f->cu->free(f->cu, d_dout); f->cu->free(f->cu, d_dinp); f->cu->free(f->cu, d_dw); f->cu->free(f->cu, d_db);
+        f->cu->free(f->cu, d_dbr); f->cu->free(f->cu, d_dinp2); f->cu->free(f->cu, d_dw2); f->cu->free(f->cu, d_db2);
+        f->cu->free(f->cu, d_dbr2);
+        free(a); free(b); free(w); free(bias); free(bd); free(res); free(out); free(mean); free(rstd); free(mag);
+        free(g_res); free(g_out); free(g_mean); free(g_rstd); free(g_b); free(s_out); free(s_mean); free(s_rstd);
+        free(h_lp); free(h_lp2); free(dout); free(dinp); free(dw); free(db); free(r_dinp); free(r_dw); free(r_db);
+        free(r_dbr); free(nan_init); free(g_dinp); free(g_dw); free(g_db); free(g_dbr); free(s_dinp); free(s_dw);
+        free(s_db); free(s_dbr);
+    }
+}
+
 // ================================================================ data-parallel rows
 // The property data parallelism rests on: a rank whose local batch rows are global
 // rows row0 + j*row_stride draws exactly the dropout masks one process draws for those rows of
@@ -1810,6 +1975,7 @@ int main(void) {
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_gelu_backward),
         cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_residual_dropout_layernorm),
         cmocka_unit_test(test_global_rows),
         cmocka_unit_test(test_dropout_key_in_device_memory),
         cmocka_unit_test(test_crossentropy),
