@@ -51,28 +51,6 @@ __global__ void cast_weights_kernel(T *__restrict__ out, const float *__restrict
     GRID_STRIDE(i, n) store_as(out + i, in[i]);
 }
 
-// The fp32 values of a compute-dtype copy (exact: every bf16/fp16 value is an fp32 one), for the
-// column sums of a producer-written dout where cuBLASLt's BGRADB epilogue is not taken.
-static __device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
-static __device__ __forceinline__ float widen(__half x) { return __half2float(x); }
-template <class T>
-__global__ void widen_kernel(float *__restrict__ out, const T *__restrict__ in, size_t n) {
-    GRID_STRIDE(i, n) out[i] = widen(in[i]);
-}
-
-// dout for a column sum: dout itself, or (NULL) its copy dout_lp widened into scratch SCR_DOUT_LP
-// (free then: the GEMMs take dout_lp itself).
-static const float *dout_fp32(CudaCtx *c, const float *dout, const void *dout_lp, size_t n) {
-    if (dout || c->dtype == DTYPE_FP32) return dout ? dout : (const float *)dout_lp;
-    float *w = (float *)cuda_scratch(c, SCR_DOUT_LP, n * sizeof(float));
-    if (c->dtype == DTYPE_BF16)
-        LAUNCH((widen_kernel<__nv_bfloat16>), grid_for(c, n), BLOCK, 0, c->stream)(w, (const __nv_bfloat16 *)dout_lp, n);
-    else
-        LAUNCH((widen_kernel<__half>), grid_for(c, n), BLOCK, 0, c->stream)(w, (const __half *)dout_lp, n);
-    LAUNCH_CHECK();
-    return w;
-}
-
 // out (N,OC) += bias broadcast over rows
 __global__ void add_bias_kernel(float *__restrict__ out, const float *__restrict__ bias, int OC, size_t total) {
     GRID_STRIDE(i, total) out[i] += bias[i % OC];
