@@ -1348,14 +1348,6 @@ static void test_dropout(void **state) {
 }
 
 // ================================================================ residual dropout in the LayerNorms
-// The host value of element i of a compute-dtype copy (bf16 or fp16 bits).
-static float lp_value(ComputeDtype dt, const void *lp, size_t i) {
-    const uint16_t h = ((const uint16_t *)lp)[i];
-    if (dt == DTYPE_BF16) return bf16_to_float(h);
-    _Float16 x;
-    memcpy(&x, &h, 2);
-    return (float)x;
-}
 // x rounded to the compute dtype, as the host value
 static float lp_round_host(ComputeDtype dt, float x) { return dt == DTYPE_BF16 ? bf16_round(x) : fp16_round(x); }
 
@@ -1478,7 +1470,7 @@ static void test_residual_dropout_layernorm(void **state) {
         if (lp) {   // the copy: the fp32 gradient rounded, element by element
             f->cu->download(f->cu, h_lp, d_lp, NC * lp);
             for (size_t i = 0; i < NC; i++) {
-                const float want = lp_round_host(f->dt, g_dbr[i]), got = lp_value(f->dt, h_lp, i);
+                const float want = lp_round_host(f->dt, g_dbr[i]), got = lp_value(f->dt, h_lp, 2, i);
                 if (memcmp(&want, &got, 4) != 0)
                     fail_msg("layernorm_backward_dropout dbranch_lp element %zu: %.9g, the rounded fp32 gradient %.9g",
                              i, got, want);
