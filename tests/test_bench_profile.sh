@@ -35,14 +35,15 @@ fp32=$WORK/prof-fp32.out bf16=$WORK/prof-bf16.out keep=$WORK/prof-fp32_--keep_ge
 
 echo "-- every op the model and the trainer call appears"
 # the ops the step calls through the Backend, read from the sources; the ones it does not call:
-#   alloc free destroy describe mem_info grad_comm_create set_matmul_precision: no op of the step
+#   alloc free destroy describe mem_info grad_comm_create set_matmul_precision set_grad_write: no op
+#   of the step (set_grad_write: a mode for the matmul backwards that follow)
 #   attention_forward_cached: incremental inference only
 #   crossentropy_forward crossentropy_softmax_backward: the fused crossentropy_forward_backward instead
 #   cast_weights: bf16 only (checked there); upload download: called outside the `be->` spelling too
 #   accumulate: ZeRO stage 2 only (several ranks; bench_train is one process)
 #   layernorm_forward_lp attention_forward_lp matmul_*_lp: low precision only, timed in the rows
 #   of the ops they stand for
-skip_ops=" alloc free destroy describe mem_info grad_comm_create set_matmul_precision attention_forward_cached crossentropy_forward crossentropy_softmax_backward cast_weights accumulate layernorm_forward_lp attention_forward_lp matmul_forward_lp matmul_gelu_forward_lp matmul_backward_lp "
+skip_ops=" alloc free destroy describe mem_info grad_comm_create set_matmul_precision set_grad_write attention_forward_cached crossentropy_forward crossentropy_softmax_backward cast_weights accumulate layernorm_forward_lp attention_forward_lp matmul_forward_lp matmul_gelu_forward_lp matmul_backward_lp "
 # The profile is of the CPU backend (a shim times host-memory ops only): an optional op that only
 # the CUDA backend has (kernels/cpu/backend_cpu.c leaves it NULL) can have no row and no shim.
 cpu_ops=" $(sed -n '/^Backend \*backend_cpu_create/,/^}/p' kernels/cpu/backend_cpu.c | grep -o '\.[a-z_]* = cpu_' | sed 's/^\.//; s/ = cpu_$//' | tr '\n' ' ') "
@@ -97,7 +98,7 @@ done
 
 echo "-- every op pointer of the Backend is wrapped, or is not an op of the step"
 members=$(sed -n '/^struct Backend {/,/^};/p' kernels/backend.h | grep -o '(\*[a-z_]*)' | tr -d '(*)' | sort -u)
-not_ops=" alloc free destroy describe set_matmul_precision grad_comm_create mem_info "
+not_ops=" alloc free destroy describe set_matmul_precision set_grad_write grad_comm_create mem_info "
 unwrapped=""
 for mbr in $members; do
   [[ $not_ops == *" $mbr "* ]] && continue
