@@ -409,6 +409,13 @@ static void epilogues_check(ComputeDtype dt) {
         c0 = count("bias_gelu_kernel");
         be->matmul_gelu_forward_lp(be, pre, NULL, g_lp, in_lp, w, bias, N, C, OC2);
         assert_count(c0, "bias_gelu_kernel", 1, 1, "matmul_gelu_forward_lp with out_lp, OC = 20: bias_gelu_kernel");
+        // c_attn's output written only as its copy (matmul_forward_lp's out_lp): the BIAS
+        // epilogue's 16-bit D, no launch; without a bias the GEMM and one bias_round_kernel
+        c0 = count("bias_round_kernel");
+        be->matmul_forward_lp(be, NULL, g_lp, in_lp, w, bias, N, C, OC);
+        assert_count(c0, "bias_round_kernel", 0, 0, "matmul_forward_lp with out_lp");
+        be->matmul_forward_lp(be, NULL, g_lp, in_lp, w, NULL, N, C, OC);
+        assert_count(c0, "bias_round_kernel", 1, 1, "matmul_forward_lp with out_lp, no bias: bias_round_kernel");
         c0 = count("round_kernel");
         be->matmul_backward_dgelu(be, NULL, d_lp, dbp, dw, db, dout, NULL, NULL, in_lp, w, pre, N, C, OC);
         assert_count(c0, "round_kernel", 3, 1, "matmul_backward_dgelu with dpre_lp and inp_lp: dout rounded, 2 accumulates");
@@ -763,6 +770,20 @@ static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_
         assert_dev_equal(be, dw[0], dw[1], (size_t)OC * C, "matmul_backward_lp from dout_lp (dweight)");
         assert_dev_equal(be, db[0], db[1], OC, "matmul_backward_lp from dout_lp (dbias)");
         for (int k = 0; k < 2; k++) { be->free(be, di[k]); be->free(be, dw[k]); be->free(be, db[k]); }
+        // the fused path from c_attn's copy of qkv (its producer's out_lp): the same launches,
+        // no rounding; elsewhere (hs 24) the backend does not take the copy
+        assert_int_equal(be->attention_takes_lp(be, T, C, NH) != 0, want_fused > 0);
+        if (want_fused) {
+            void *qkv_lp = be->alloc(be, (size_t)N * OC * be->lp_size), *y_lp = be->alloc(be, BTC * be->lp_size);
+            be->matmul_forward_lp(be, NULL, qkv_lp, xi_lp, wa, NULL, N, C, OC);
+            const long r4 = emu_launch_count(ROUND), l4 = emu_launch_count(NULL);
+            be->attention_forward_lp(be, NULL, y_lp, att, NULL, qkv_lp, B, T, C, NH, 0.1f, key);
+            assert_int_equal(emu_launch_count(NULL) - l4, want_fwd);
+            be->attention_backward_lp(be, NULL, dqkv_lp, scr, dout, NULL, qkv_lp, att, B, T, C, NH, 0.1f, key);
+            assert_int_equal(emu_launch_count(NULL) - l4, want_fwd + want_bwd);
+            assert_int_equal(emu_launch_count(ROUND) - r4, 0);
+            be->free(be, qkv_lp); be->free(be, y_lp);
+        }
         be->free(be, dqkv_lp); be->free(be, wa); be->free(be, xi); be->free(be, xi_lp);
         be->free(be, st); be->free(be, lw); be->free(be, lb);
     }
