@@ -1116,7 +1116,8 @@ static uint16_t *lp_bits(ComputeDtype dt, const float *x, float *xr, size_t n) {
 // holding NaN before (overwritten); matmul_forward_lp without out_lp gives that fp32 output
 // itself. Shapes: C 48 -> 144 with bias (cuBLASLt's BIAS epilogue writing a 16-bit D), C 37 ->
 // 111 with bias (odd leading dimensions), and without bias (the fallback: the fp32 GEMM into
-// scratch, then bias_round_kernel).
+// scratch, then bias_round_kernel). The CPU backend's matmul_forward_lp with out_lp likewise
+// against its own matmul_forward.
 static void test_matmul_out_lp(void **state) {
     Fx *f = *state;
     if (f->dt == DTYPE_FP32) { skip(); return; }
@@ -1141,6 +1142,25 @@ static void test_matmul_out_lp(void **state) {
                            f->dt, olp, 2, o, NO);
         check_same("matmul_forward_lp out (fp32)", cu, d_o, d_o2, NO);
         free(o); free(olp);
+        // the CPU backend's out_lp (its fp32 output into scratch, then rounded): its copies hold
+        // bf16 bits (lp_size 2) or the rounded values as floats (4)
+        Backend *cl = f->cpu_lp;
+        if (cl->matmul_forward_lp && cl->lp_size) {
+            const size_t ls = cl->lp_size;
+            float *c_x = up(cl, xr, NC * 4), *c_w = up(cl, w, (size_t)OC * C * 4), *c_b = up(cl, b, OC * 4);
+            void *c_xlp = up(cl, ls == 2 ? (const void *)xh : (const void *)xr, NC * ls);
+            void *c_olp = cl->alloc(cl, NO * ls);
+            float *c_o = cl->alloc(cl, NO * 4);
+            const float *cb = SH[k].bias ? c_b : NULL;
+            cl->matmul_forward(cl, c_o, c_x, c_w, cb, N, C, OC);
+            cl->matmul_forward_lp(cl, NULL, c_olp, c_xlp, c_w, cb, N, C, OC);
+            float *co = down(cl, c_o, NO);
+            void *colp = down_bytes(cl, c_olp, NO * ls);
+            check_rounded_copy("cpu matmul_forward_lp out_lp", f->dt, colp, ls, co, NO);
+            free(co); free(colp);
+            cl->free(cl, c_x); cl->free(cl, c_w); cl->free(cl, c_b); cl->free(cl, c_xlp); cl->free(cl, c_olp);
+            cl->free(cl, c_o);
+        }
         cu->free(cu, d_x); cu->free(cu, d_w); cu->free(cu, d_b); cu->free(cu, d_xlp); cu->free(cu, d_olp);
         cu->free(cu, d_o); cu->free(cu, d_o2);
         free(x); free(xr); free(w); free(b); free(xh); free(nan16);
