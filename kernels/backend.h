@@ -343,7 +343,9 @@ struct Backend {
     // 1 when attention_forward_lp and attention_backward_lp (both present) take qkv as its copy
     // qkv_lp for this shape (T positions, C channels, NH heads) and this matmul_dtype, else 0: CUDA's
     // fused attention (bf16/fp16, hs a multiple of 16 up to 128), which rounds q, k, v to
-    // matmul_dtype as it loads them anyway. Optional: NULL (the CPU) means never.
+    // matmul_dtype as it loads them anyway. The model asks once, at its batch's T, and lays out its
+    // activations by the answer for every forward of that model, so it must hold for every T from
+    // 1 up (CUDA's does not depend on T). Optional: NULL (the CPU) means never.
     int (*attention_takes_lp)(const Backend *be, int T, int C, int NH);
 };
 
