@@ -49,7 +49,10 @@
 // The output gradients of the two c_proj matmuls (the residual branches') come the same way from
 // the LayerNorm backward that finishes them, through their dropout mask
 // (layernorm_backward_dropout's dbranch_lp, the matmuls' dout_lp), where the backend has that op
-// (CUDA). Still rounded per call: lm_head's output gradient.
+// (CUDA). Where the backend's attention reads q, k, v from a copy for the shape
+// (attention_takes_lp: CUDA's fused attention), attn.c_attn's output is written only as its copy
+// (matmul_forward_lp's out_lp), which the attention forward and backward read (qkv_lp). Still
+// rounded per call: lm_head's output gradient.
 //
 // Residual dropout: where the backend has residual_dropout_layernorm_forward and
 // layernorm_backward_dropout (CUDA), the dropout of each block's two branches is applied inside
@@ -339,16 +342,23 @@ struct Backend {
                                  const float *a, const float *b, const float *weight, const float *bias,
                                  int N, int C);
     // attention_forward that also writes out_lp (B,T,C), out rounded to matmul_dtype; out NULL:
-    // no fp32 output (attention_backward does not read it).
+    // no fp32 output (attention_backward does not read it). qkv_lp non-NULL: the input given only
+    // as its copy (B,T,3C) in matmul_dtype (matmul_forward_lp's out_lp), qkv then NULL; allowed
+    // only where attention_takes_lp(be, T, C, NH) is true (never on the CPU); the results are
+    // bitwise those from the fp32 qkv the copy was rounded from.
     void (*attention_forward_lp)(Backend *be, float *out, void *out_lp, float *att, const float *qkv,
-                                 int B, int T, int C, int NH, float attn_p, DropoutKey k);
+                                 const void *qkv_lp, int B, int T, int C, int NH, float attn_p, DropoutKey k);
     // matmul_forward, matmul_gelu_forward and matmul_backward with the input given by its copy
     // inp_lp (N,C) (written by a *_lp producer) instead of the fp32 inp: bitwise their results.
+    // out_lp non-NULL: the output (N,OC) written only as its copy, each fp32 value (product plus
+    // bias) rounded once to matmul_dtype (bitwise rounding matmul_forward's out), into out_lp; out
+    // must then be NULL. Used only for attn.c_attn's output where attention_takes_lp is true (the
+    // CPU backend accepts it too: its fp32 output into scratch, then rounded).
     // matmul_backward_lp's dout_lp (N,OC), lp_size bytes per element: non-NULL, dout's copy in
     // matmul_dtype written by its producer (layernorm_backward_dropout's dbranch_lp), which the
     // GEMMs multiply instead of rounding dout (which may then be NULL and is not read), and dbias
     // += the fp32 column sums of those rounded values; NULL: dout rounded per call, as before.
-    void (*matmul_forward_lp)(Backend *be, float *out, const void *inp_lp, const float *weight,
+    void (*matmul_forward_lp)(Backend *be, float *out, void *out_lp, const void *inp_lp, const float *weight,
                               const float *bias, int N, int C, int OC);
     // out_lp non-NULL: the GELU output (N,OC) is written only as its copy, gelu(pre) computed in
     // fp32 and rounded once to matmul_dtype (what rounding out would give, bitwise), into out_lp;
@@ -365,9 +375,17 @@ struct Backend {
     // element the fp32 value attention_backward computes, rounded to nearest even: attn.c_attn's
     // dout_lp); dqkv NULL: no fp32 gradient is stored. Both overwritten. Optional (NULL on the
     // CPU: the model then calls attention_backward and matmul_backward_lp rounds dqkv itself).
+    // qkv_lp: as attention_forward_lp's (qkv then NULL; only where attention_takes_lp is true).
     void (*attention_backward_lp)(Backend *be, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
-                                  const float *qkv, const float *att, int B, int T, int C, int NH,
-                                  float attn_p, DropoutKey k);
+                                  const float *qkv, const void *qkv_lp, const float *att, int B, int T, int C,
+                                  int NH, float attn_p, DropoutKey k);
+    // 1 when attention_forward_lp and attention_backward_lp (both present) take qkv as its copy
+    // qkv_lp for this shape (T positions, C channels, NH heads) and this matmul_dtype, else 0: CUDA's
+    // fused attention (bf16/fp16, hs a multiple of 16 up to 128), which rounds q, k, v to
+    // matmul_dtype as it loads them anyway. The model asks once, at its batch's T, and lays out its
+    // activations by the answer for every forward of that model, so it must hold for every T from
+    // 1 up (CUDA's does not depend on T). Optional: NULL (the CPU) means never.
+    int (*attention_takes_lp)(const Backend *be, int T, int C, int NH);
 };
 
 // The floats of attention_forward's att for a (B,T) batch (C channels, NH heads) with matmul

@@ -157,13 +157,13 @@ static void s_layernorm_forward_lp(Backend *be, float *res, float *out, void *ou
                                    const float *a, const float *b, const float *w, const float *bias, int N, int C) {
     TIMED(res ? P_RESLN_FWD : P_LN_FWD, g_orig.layernorm_forward_lp(be, res, out, out_lp, mean, rstd, a, b, w, bias, N, C));
 }
-static void s_attention_forward_lp(Backend *be, float *out, void *out_lp, float *att, const float *qkv, int B, int T,
-                                   int C, int NH, float p, DropoutKey k) {
-    TIMED(P_ATT_FWD, g_orig.attention_forward_lp(be, out, out_lp, att, qkv, B, T, C, NH, p, k));
+static void s_attention_forward_lp(Backend *be, float *out, void *out_lp, float *att, const float *qkv,
+                                   const void *qkv_lp, int B, int T, int C, int NH, float p, DropoutKey k) {
+    TIMED(P_ATT_FWD, g_orig.attention_forward_lp(be, out, out_lp, att, qkv, qkv_lp, B, T, C, NH, p, k));
 }
-static void s_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, const float *w, const float *bias, int N,
-                                int C, int OC) {
-    TIMED(P_MM_FWD + role(C, OC, bias), g_orig.matmul_forward_lp(be, out, inp_lp, w, bias, N, C, OC));
+static void s_matmul_forward_lp(Backend *be, float *out, void *out_lp, const void *inp_lp, const float *w,
+                                const float *bias, int N, int C, int OC) {
+    TIMED(P_MM_FWD + role(C, OC, bias), g_orig.matmul_forward_lp(be, out, out_lp, inp_lp, w, bias, N, C, OC));
 }
 static void s_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, void *out_lp, const void *inp_lp,
                                      const float *w, const float *bias, int N, int C, int OC) {
@@ -186,9 +186,10 @@ static void s_attention_backward(Backend *be, float *dqkv, float *scratch, const
     TIMED(P_ATT_BWD, g_orig.attention_backward(be, dqkv, scratch, dout, qkv, att, B, T, C, NH, p, k));
 }
 static void s_attention_backward_lp(Backend *be, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
-                                    const float *qkv, const float *att, int B, int T, int C, int NH, float p,
-                                    DropoutKey k) {
-    TIMED(P_ATT_BWD, g_orig.attention_backward_lp(be, dqkv, dqkv_lp, scratch, dout, qkv, att, B, T, C, NH, p, k));
+                                    const float *qkv, const void *qkv_lp, const float *att, int B, int T, int C,
+                                    int NH, float p, DropoutKey k) {
+    TIMED(P_ATT_BWD, g_orig.attention_backward_lp(be, dqkv, dqkv_lp, scratch, dout, qkv, qkv_lp, att, B, T, C, NH, p,
+                                                  k));
 }
 static void s_gelu_forward(Backend *be, float *out, const float *inp, long N) {
     TIMED(P_GELU_FWD, g_orig.gelu_forward(be, out, inp, N));

@@ -172,6 +172,13 @@ static size_t lp_size(const Backend *be) {
 // gradient's copy. The CPU backend (no fused op) keeps its fp32 GELU outputs and separate calls.
 static bool gelu_lp(const Backend *be) { return lp_size(be) && be->matmul_backward_dgelu; }
 
+// attn.c_attn's output kept only as its copy (BlockActs.qkv_lp): with the *_lp ops, where the
+// backend's attention forward and backward read q, k, v from the copy for this shape.
+static bool qkv_lp_taken(const Backend *be, size_t T, size_t C, size_t NH) {
+    return lp_size(be) && be->attention_backward_lp && be->attention_takes_lp &&
+           be->attention_takes_lp(be, (int)T, (int)C, (int)NH);
+}
+
 // A low-precision copy of n elements of lp bytes each, 16-byte aligned (cuBLASLt's preference).
 static void *take_lp(Bump *b, size_t n, size_t lp) {
     b->used = (b->used + 3) / 4 * 4;
@@ -203,6 +210,7 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, const Backend *
     const size_t att_n = attention_att_floats(be ? be->matmul_dtype : DTYPE_FP32, B, T, C, NH);
     // attn.c_attn's output gradient only as the rounded copy the attention backward writes
     const bool dqkv_lp = lp && be && be->attention_backward_lp;
+    const bool qkv_lp = lp && qkv_lp_taken(be, T, C, NH);   // lp is 0 in ACTS_INFER
     a->encoded = take(&b, BTC);
     // a block's working set: one per layer in ACTS_TRAIN, else one for all
     const size_t n_sets = mode == ACTS_TRAIN ? L : 1;
@@ -210,7 +218,8 @@ static size_t layout_acts(const GPTShape *s, size_t B, size_t T, const Backend *
         BlockActs h;
         h.ln_1 = lp ? NULL : take(&b, BTC); h.ln_1_mean = take(&b, BT); h.ln_1_rstd = take(&b, BT);
         h.ln_1_lp = lp ? take_lp(&b, BTC, lp) : NULL;
-        h.qkv = take(&b, 3 * BTC);
+        h.qkv = qkv_lp ? NULL : take(&b, 3 * BTC);
+        h.qkv_lp = qkv_lp ? take_lp(&b, 3 * BTC, lp) : NULL;
         h.att = take(&b, att_n);
         h.atty = lp ? NULL : take(&b, BTC);
         h.atty_lp = lp ? take_lp(&b, BTC, lp) : NULL;
@@ -512,7 +521,7 @@ static void ln_forward(Backend *be, float *res, float *out, void *out_lp, float 
 }
 static void mm_forward(Backend *be, float *out, const float *inp, const void *inp_lp, const float *w,
                        const float *bias, int N, int C, int OC) {
-    if (inp_lp) be->matmul_forward_lp(be, out, inp_lp, w, bias, N, C, OC);
+    if (inp_lp) be->matmul_forward_lp(be, out, NULL, inp_lp, w, bias, N, C, OC);
     else be->matmul_forward(be, out, inp, w, bias, N, C, OC);
 }
 // dout_lp: dout's copy written by its producer (only with inp_lp; dout may then be NULL)
@@ -574,7 +583,10 @@ static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recomput
     const float *x = block_input(a, l);
     if (l == 0 || recompute)
         ln_forward(be, NULL, h->ln_1, h->ln_1_lp, h->ln_1_mean, h->ln_1_rstd, x, NULL, w->ln_1_w, w->ln_1_b, BT, C);
-    mm_forward(be, h->qkv, h->ln_1, h->ln_1_lp, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
+    if (h->qkv_lp)   // only the copy the fused attention reads (training layouts, not kv)
+        be->matmul_forward_lp(be, NULL, h->qkv_lp, h->ln_1_lp, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
+    else
+        mm_forward(be, h->qkv, h->ln_1, h->ln_1_lp, w->c_attn_w, w->c_attn_b, BT, C, 3 * C);
     // Rows r0 .. BT-1 go on after the attention (all but in the last block of an incremental
     // forward, where every row's keys and values are cached and the last row attends); o is row
     // r0's offset.
@@ -586,7 +598,8 @@ static void block_forward(GPT *m, GPTActs *a, int l, int B, int T, bool recomput
                                      kv->p0, T, N, kv->T_max, C, NH);
     } else {
         if (h->atty_lp)
-            be->attention_forward_lp(be, NULL, h->atty_lp, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
+            be->attention_forward_lp(be, NULL, h->atty_lp, h->att, h->qkv, h->qkv_lp, B, T, C, NH, attn_p,
+                                     site_key(m, l, SITE_ATTN));
         else
             be->attention_forward(be, h->atty, h->att, h->qkv, B, T, C, NH, attn_p, site_key(m, l, SITE_ATTN));
     }
@@ -997,8 +1010,8 @@ void gpt_backward(GPT *m, GPTGradsReady ready, void *ready_ctx) {
                     w->attn_proj_w, BT, C, C);
         if (ready) ready(ready_ctx, (size_t)(w->attn_proj_w - m->params_memory));
         if (d->dqkv_lp)   // the rounded gradient only, straight from the attention's kernels
-            be->attention_backward_lp(be, NULL, d->dqkv_lp, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
-                                      site_key(m, l, SITE_ATTN));
+            be->attention_backward_lp(be, NULL, d->dqkv_lp, d->datt, d->datty, h->qkv, h->qkv_lp, h->att, B, T, C,
+                                      NH, attn_p, site_key(m, l, SITE_ATTN));
         else
             be->attention_backward(be, d->dqkv, d->datt, d->datty, h->qkv, h->att, B, T, C, NH, attn_p,
                                    site_key(m, l, SITE_ATTN));

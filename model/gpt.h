@@ -80,6 +80,11 @@ typedef struct {
     // Where the backend also has matmul_backward_dgelu: the GELU output likewise, only as the copy
     // c_fc's epilogue writes and mlp.c_proj multiplies (fch_gelu then NULL); NULL otherwise.
     void *fch_gelu_lp;                     // (B,T,4C)
+    // Where the backend's attention takes q, k, v as a copy for this shape
+    // (Backend.attention_takes_lp): c_attn's output only as that copy, written by its GEMM
+    // (matmul_forward_lp's out_lp) and read by the attention forward and backward (qkv then NULL);
+    // NULL otherwise (the inference layout always: its cached attention reads fp32 qkv).
+    void *qkv_lp;                          // (B,T,3C)
 } BlockActs;
 
 typedef struct {

@@ -237,9 +237,14 @@ static void cpu_matmul_forward(Backend *be, float *out, const float *inp, const 
                                const float *bias, int N, int C, int OC) {
     matmul_forward_rows(be, out, inp, NULL, weight, bias, N, C, OC);
 }
-static void cpu_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, const float *weight,
+static void store_lp(Backend *be, void *dst, const float *y, size_t n);
+// out_lp: the fp32 output into scratch, then rounded into out_lp as a matmul would round it.
+static void cpu_matmul_forward_lp(Backend *be, float *out, void *out_lp, const void *inp_lp, const float *weight,
                                   const float *bias, int N, int C, int OC) {
-    matmul_forward_rows(be, out, NULL, inp_lp, weight, bias, N, C, OC);
+    const size_t n = (size_t)N * OC;
+    float *y = out_lp ? slot(be->ctx, SLOT_OUT, n * sizeof(float)) : out;
+    matmul_forward_rows(be, y, NULL, inp_lp, weight, bias, N, C, OC);
+    if (out_lp) store_lp(be, out_lp, y, n);
 }
 static void matmul_gelu_forward_rows(Backend *be, float *pre, float *out, const float *inp, const void *inp_lp,
                                      const float *weight, const float *bias, int N, int C, int OC) {
@@ -254,7 +259,6 @@ static void cpu_matmul_gelu_forward(Backend *be, float *pre, float *out, const f
                                     const float *weight, const float *bias, int N, int C, int OC) {
     matmul_gelu_forward_rows(be, pre, out, inp, NULL, weight, bias, N, C, OC);
 }
-static void store_lp(Backend *be, void *dst, const float *y, size_t n);
 // out_lp: the fp32 GELU output into scratch, then rounded into out_lp as a matmul would round it.
 static void cpu_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, void *out_lp, const void *inp_lp,
                                        const float *weight, const float *bias, int N, int C, int OC) {
@@ -370,9 +374,15 @@ static void cpu_attention_forward(Backend *be, float *out, float *att, const flo
     }
 }
 // Backend.attention_forward_lp: the op (into scratch when out is NULL), then its output rounded.
+// qkv_lp is never given (no attention_takes_lp here).
 static void cpu_attention_forward_produce(Backend *be, float *out, void *out_lp, float *att, const float *qkv,
-                                          int B, int T, int C, int NH, float attn_p, DropoutKey key) {
+                                          const void *qkv_lp, int B, int T, int C, int NH, float attn_p,
+                                          DropoutKey key) {
     CpuCtx *c = be->ctx;
+    if (qkv_lp) {
+        fprintf(stderr, "attention_forward_lp: the CPU backend takes qkv in fp32 only\n");
+        abort();
+    }
     const size_t n = (size_t)B * T * C;
     float *y = out ? out : slot(c, SLOT_OUT, n * sizeof(float));
     cpu_attention_forward(be, y, att, qkv, B, T, C, NH, attn_p, key);

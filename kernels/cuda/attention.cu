@@ -287,13 +287,21 @@ static void attention_backward_t(CudaCtx *c, float *dqkv, T *dqkv_lp, float *scr
     LAUNCH_CHECK();
 }
 
-void cuda_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T,
-                            int C, int NH, float attn_p, DropoutKey key) {
+// qkv given only as its copy: the fused path's alone (Backend.attention_takes_lp)
+static void need_fp32_qkv(const void *qkv_lp, const char *op) {
+    if (!qkv_lp) return;
+    fprintf(stderr, "%s: qkv given as its copy where the fused attention does not run\n", op);
+    abort();
+}
+
+void cuda_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, const void *qkv_lp,
+                            int B, int T, int C, int NH, float attn_p, DropoutKey key) {
     if (B <= 0 || T <= 0) return;
     if (cuda_flash_attention_ok(c, T, C, NH)) {
-        cuda_flash_attention_forward(c, out, out_lp, att, qkv, B, T, C, NH, attn_p, key);
+        cuda_flash_attention_forward(c, out, out_lp, att, qkv, qkv_lp, B, T, C, NH, attn_p, key);
         return;
     }
+    need_fp32_qkv(qkv_lp, "attention_forward");
     const AttnDims d = attn_dims(B, T, C, NH, attn_p);
     switch (c->dtype) {
     case DTYPE_BF16: attention_forward_t<__nv_bfloat16>(c, out, (__nv_bfloat16 *)out_lp, att, qkv, d, key); break;
@@ -303,13 +311,14 @@ void cuda_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, co
 }
 
 void cuda_attention_backward(CudaCtx *c, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
-                             const float *qkv, const float *att, int B, int T, int C, int NH,
+                             const float *qkv, const void *qkv_lp, const float *att, int B, int T, int C, int NH,
                              float attn_p, DropoutKey key) {
     if (B <= 0 || T <= 0) return;
     if (cuda_flash_attention_ok(c, T, C, NH)) {
-        cuda_flash_attention_backward(c, dqkv, dqkv_lp, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
+        cuda_flash_attention_backward(c, dqkv, dqkv_lp, scratch, dout, qkv, qkv_lp, att, B, T, C, NH, attn_p, key);
         return;
     }
+    need_fp32_qkv(qkv_lp, "attention_backward");
     const AttnDims d = attn_dims(B, T, C, NH, attn_p);
     switch (c->dtype) {
     case DTYPE_BF16:

@@ -145,7 +145,7 @@ static void be_layernorm_backward(Backend *be, float *dinp, float *dweight, floa
 }
 static void be_matmul_forward(Backend *be, float *out, const float *inp, const float *weight,
                               const float *bias, int N, int C, int OC) {
-    cuda_matmul_forward(CX(be), out, inp, nullptr, weight, bias, N, C, OC);
+    cuda_matmul_forward(CX(be), out, nullptr, inp, nullptr, weight, bias, N, C, OC);
 }
 static void be_matmul_gelu_forward(Backend *be, float *pre, float *out, const float *inp,
                                    const float *weight, const float *bias, int N, int C, int OC) {
@@ -162,9 +162,9 @@ static void be_layernorm_forward_lp(Backend *be, float *res, float *out, void *o
                                     int N, int C) {
     cuda_layernorm_forward(CX(be), res, out, out_lp, mean, rstd, a, b, weight, bias, N, C);
 }
-static void be_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, const float *weight,
+static void be_matmul_forward_lp(Backend *be, float *out, void *out_lp, const void *inp_lp, const float *weight,
                                  const float *bias, int N, int C, int OC) {
-    cuda_matmul_forward(CX(be), out, nullptr, inp_lp, weight, bias, N, C, OC);
+    cuda_matmul_forward(CX(be), out, out_lp, nullptr, inp_lp, weight, bias, N, C, OC);
 }
 static void be_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, void *out_lp, const void *inp_lp,
                                       const float *weight, const float *bias, int N, int C, int OC) {
@@ -192,11 +192,11 @@ static void be_layernorm_backward_dropout(Backend *be, float *dinp, float *dbran
 }
 static void be_attention_forward(Backend *be, float *out, float *att, const float *qkv,
                                  int B, int T, int C, int NH, float attn_p, DropoutKey key) {
-    cuda_attention_forward(CX(be), out, nullptr, att, qkv, B, T, C, NH, attn_p, key);
+    cuda_attention_forward(CX(be), out, nullptr, att, qkv, nullptr, B, T, C, NH, attn_p, key);
 }
 static void be_attention_forward_lp(Backend *be, float *out, void *out_lp, float *att, const float *qkv,
-                                    int B, int T, int C, int NH, float attn_p, DropoutKey key) {
-    cuda_attention_forward(CX(be), out, out_lp, att, qkv, B, T, C, NH, attn_p, key);
+                                    const void *qkv_lp, int B, int T, int C, int NH, float attn_p, DropoutKey key) {
+    cuda_attention_forward(CX(be), out, out_lp, att, qkv, qkv_lp, B, T, C, NH, attn_p, key);
 }
 static void be_attention_forward_cached(Backend *be, float *out, float *att, float *kcache, float *vcache,
                                         const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH) {
@@ -211,12 +211,16 @@ static void be_matmul_backward_dgelu(Backend *be, float *dpre, void *dpre_lp, fl
 static void be_attention_backward(Backend *be, float *dqkv, float *scratch, const float *dout,
                                   const float *qkv, const float *att, int B, int T, int C, int NH,
                                   float attn_p, DropoutKey key) {
-    cuda_attention_backward(CX(be), dqkv, nullptr, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
+    cuda_attention_backward(CX(be), dqkv, nullptr, scratch, dout, qkv, nullptr, att, B, T, C, NH, attn_p, key);
 }
 static void be_attention_backward_lp(Backend *be, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
-                                     const float *qkv, const float *att, int B, int T, int C, int NH,
-                                     float attn_p, DropoutKey key) {
-    cuda_attention_backward(CX(be), dqkv, dqkv_lp, scratch, dout, qkv, att, B, T, C, NH, attn_p, key);
+                                     const float *qkv, const void *qkv_lp, const float *att, int B, int T, int C,
+                                     int NH, float attn_p, DropoutKey key) {
+    cuda_attention_backward(CX(be), dqkv, dqkv_lp, scratch, dout, qkv, qkv_lp, att, B, T, C, NH, attn_p, key);
+}
+// the fused attention's shapes: it reads q, k, v from qkv's copy
+static int be_attention_takes_lp(const Backend *be, int T, int C, int NH) {
+    return cuda_flash_attention_ok((const CudaCtx *)be->ctx, T, C, NH);
 }
 static void be_gelu_backward(Backend *be, float *dinp, const float *inp, const float *dout, long N) {
     cuda_gelu_backward(CX(be), dinp, inp, dout, N);
@@ -358,6 +362,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
         be->layernorm_forward_lp = be_layernorm_forward_lp;
         be->attention_forward_lp = be_attention_forward_lp;
         be->attention_backward_lp = be_attention_backward_lp;
+        be->attention_takes_lp = be_attention_takes_lp;
         be->matmul_forward_lp = be_matmul_forward_lp;
         be->matmul_gelu_forward_lp = be_matmul_gelu_forward_lp;
         be->matmul_backward_lp = be_matmul_backward_lp;

@@ -72,7 +72,8 @@ enum ScratchSlot {
     SCR_LT_WS,     // cuBLASLt workspace (CUDA_LT_WORKSPACE bytes)
     SCR_ADAMW,     // adamw_update_segments' segment table (adamw.cu), uploaded once per new content
     SCR_F32,       // fp32 values the cuBLASLt-less fallbacks need where an op's output or input is
-                   // only its compute-dtype copy (matmul.cu: dpre, or a dout given as dout_lp)
+                   // only its compute-dtype copy (matmul.cu: dpre, a dout given as dout_lp, matmul_forward's
+                   // out_lp)
     SCR_COUNT
 };
 

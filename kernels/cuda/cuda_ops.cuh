@@ -79,8 +79,10 @@ void cuda_cast_touch(CudaCtx *c, const void *p, size_t bytes);
 const void *cuda_weight_operand(CudaCtx *c, const float *weight, size_t n);
 // inp_lp non-NULL: inp's compute-dtype copy, written by its producer (Backend.matmul_forward_lp):
 // the GEMM takes it and nothing is rounded; inp is then not read (may be NULL). NULL: inp rounded.
-void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *inp_lp, const float *weight,
-                         const float *bias, int N, int C, int OC);
+// out_lp non-NULL (bf16/fp16 only): the output is written only as its compute-dtype copy, each
+// fp32 value (GEMM + bias) rounded once (out NULL; Backend.matmul_forward_lp).
+void cuda_matmul_forward(CudaCtx *c, float *out, void *out_lp, const float *inp, const void *inp_lp,
+                         const float *weight, const float *bias, int N, int C, int OC);
 // dout_lp non-NULL: dout's compute-dtype copy, written by its producer (Backend.matmul_backward_lp):
 // the GEMMs take it and dbias sums its values; dout is then not read (may be NULL).
 void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias, const float *dout,
@@ -101,23 +103,25 @@ void cuda_gelu_backward(CudaCtx *c, float *dinp, const float *inp, const float *
 // attention.cu (attention dropout: batch row b is global row k.row0 + b*k.row_stride, element
 // (b,h,t,t2) of att has mask index dropout_global_index(k, b, NH*T*T, (h*T + t)*T + t2))
 // out_lp non-NULL: the output's compute-dtype copy too (Backend.attention_forward_lp); out NULL: none in fp32
-void cuda_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T,
-                            int C, int NH, float attn_p, DropoutKey k);
+// qkv_lp non-NULL: qkv given only as its compute-dtype copy (qkv NULL), on the fused path alone
+// (cuda_flash_attention_ok; elsewhere it aborts)
+void cuda_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv,
+                            const void *qkv_lp, int B, int T, int C, int NH, float attn_p, DropoutKey k);
 // dqkv_lp non-NULL: the gradient's compute-dtype copy too (Backend.attention_backward_lp); dqkv
 // NULL: none in fp32
 void cuda_attention_backward(CudaCtx *c, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
-                             const float *qkv, const float *att, int B, int T, int C, int NH,
+                             const float *qkv, const void *qkv_lp, const float *att, int B, int T, int C, int NH,
                              float attn_p, DropoutKey k);
 // flash_attention.cu: the fused path of the two above (bf16/fp16, hs a multiple of 16 up to 128,
 // any T: cuda_flash_attention_ok); `att` then holds the log-sum-exp rows and the per-head output
 // (see the file; B*NH*T*(hs+1) floats, kernels/backend.h: attention_att_floats), which only its
 // backward reads
 bool cuda_flash_attention_ok(const CudaCtx *c, int T, int C, int NH);
-void cuda_flash_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T, int C, int NH,
-                                  float attn_p, DropoutKey key);
+void cuda_flash_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv,
+                                  const void *qkv_lp, int B, int T, int C, int NH, float attn_p, DropoutKey key);
 void cuda_flash_attention_backward(CudaCtx *c, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
-                                   const float *qkv, const float *att, int B, int T, int C, int NH, float attn_p,
-                                   DropoutKey key);
+                                   const float *qkv, const void *qkv_lp, const float *att, int B, int T, int C, int NH,
+                                   float attn_p, DropoutKey key);
 // key/value-cache attention of inference (Backend.attention_forward_cached), fp32 in every dtype
 void cuda_attention_forward_cached(CudaCtx *c, float *out, float *att, float *kcache, float *vcache,
                                    const float *qkv, int B, int p0, int Tn, int Tq, int T_max, int C, int NH);

@@ -35,6 +35,10 @@
 //     P = exp(S scale - lse), dP = dy v^T, dS = P (dP m - D) scale (rounded), dq += dS k;
 //   flash_bwd_dkv_kernel per (b, h, tile of FA_ROWS keys): over query tiles from the
 //     diagonal to T: S^T = k q^T, dP^T = v dy^T, dv += (P m)^T dy, dk += dS^T q.
+// q, k, v come from qkv (B,T,3C) fp32, rounded as they are loaded, or from its compute-dtype copy
+// qkv_lp (c_attn's output as its GEMM wrote it: Backend.matmul_forward_lp's out_lp), copied as
+// they are: the same values either way (nothing is scaled before the rounding; 1/sqrt(hs)
+// multiplies the fp32 scores).
 // dq, dk, dv go straight into dqkv (B,T,3C) (overwritten) and/or, rounded to the compute dtype in
 // the same store, into dqkv_lp (attn.c_attn's output-gradient operand: no rounding pass before its
 // GEMMs).
@@ -66,13 +70,25 @@ struct FlashArgs {
 };
 
 // Rows t0 .. t0+n-1 of a (B,T,row) tensor from `src` (batch b, first column of the head's
-// part): n x hs, rounded to T, zero for rows >= T (whole block).
-template <class T>
-static __device__ __forceinline__ void fa_load(T *dst, const float *src, size_t row, int t0, int n, int Tn, int hs) {
+// part): n x hs, rounded to T, zero for rows >= T (whole block). src of type T (qkv's copy): the
+// values copied as they are (a T widened to fp32 and stored back is itself, so this is bitwise
+// rounding the fp32 tensor the copy was rounded from).
+template <class T, class S>
+static __device__ __forceinline__ void fa_load(T *dst, const S *src, size_t row, int t0, int n, int Tn, int hs) {
     for (int i = threadIdx.x; i < n * hs; i += blockDim.x) {
         const int r = i / hs, c = i % hs, t = t0 + r;
-        store_as(dst + i, t < Tn ? src[(size_t)t * row + c] : 0.0f);
+        store_as(dst + i, t < Tn ? load_f(src + (size_t)t * row + c) : 0.0f);
     }
+}
+
+// The q (part 0), k (1) or v (2) rows t0 .. t0+n-1 of head h, batch b, from qkv (B,T,3C) fp32,
+// or from its compute-dtype copy qkv_lp when that is given (block-uniform).
+template <class T>
+static __device__ __forceinline__ void fa_load_qkv(T *dst, const float *qkv, const T *qkv_lp, int b, int h, int part,
+                                                   int t0, int n, int Tn, int hs, int C) {
+    const size_t off = (size_t)b * Tn * 3 * C + (size_t)part * C + (size_t)h * hs;
+    if (qkv_lp) fa_load(dst, qkv_lp + off, 3 * (size_t)C, t0, n, Tn, hs);
+    else fa_load(dst, qkv + off, 3 * (size_t)C, t0, n, Tn, hs);
 }
 
 // Dropout mask index of score (b, h, t, 0): attention.cu's softmax kernels' mask; (b, h, t, t2)
@@ -118,7 +134,7 @@ template <class T>
 __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restrict__ out, T *__restrict__ out_lp,
                                                                float *__restrict__ lse,
                                                                float *__restrict__ ybuf, const float *__restrict__ qkv,
-                                                               FlashArgs a) {
+                                                               const T *__restrict__ qkv_lp, FlashArgs a) {
     DYNAMIC_SHARED(FaSmem, smem);
     a.dk = dropout_key_at(a.dk);   // the step's key (graph replays: read from a.dk.dev)
     const int hs = a.hs, Tn = a.T, C = a.NH * hs;
@@ -134,9 +150,8 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restr
     const int nq = (Tn + FA_ROWS - 1) / FA_ROWS, total = a.B * a.NH * nq;
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
         const int bh = w / nq, qt = nq - 1 - w % nq, b = bh / a.NH, h = bh % a.NH, q0 = qt * FA_ROWS;
-        const float *base = qkv + (size_t)b * Tn * 3 * C + (size_t)h * hs;
         __syncthreads();   // the previous tile's reads of shared memory are done
-        fa_load(sq, base, 3 * (size_t)C, q0, FA_ROWS, Tn, hs);
+        fa_load_qkv(sq, qkv, qkv_lp, b, h, 0, q0, FA_ROWS, Tn, hs, C);
         for (int i = threadIdx.x; i < FA_ROWS * hs; i += blockDim.x) so[i] = 0.0f;
         // this lane's row (two lanes per row, columns half*16 .. half*16+15 of each key tile)
         const int rw = lane >> 1, half = lane & 1, r = warp * 16 + rw, t = q0 + r;
@@ -148,8 +163,8 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restr
         for (int kt = 0; kt < nk; kt++) {
             const int k0 = kt * FA_COLS;
             __syncthreads();
-            fa_load(sk, base + C, 3 * (size_t)C, k0, FA_COLS, Tn, hs);
-            fa_load(sv, base + 2 * C, 3 * (size_t)C, k0, FA_COLS, Tn, hs);
+            fa_load_qkv(sk, qkv, qkv_lp, b, h, 1, k0, FA_COLS, Tn, hs, C);
+            fa_load_qkv(sv, qkv, qkv_lp, b, h, 2, k0, FA_COLS, Tn, hs, C);
             __syncthreads();
             if (wq0 >= Tn || wq0 + 15 < k0) continue;   // warp-uniform: no row of the warp sees this tile
             for (int j = 0; j < FA_COLS; j += 16)
@@ -216,6 +231,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__re
                                                                   float *__restrict__ Dg,
                                                                   const float *__restrict__ dout,
                                                                   const float *__restrict__ qkv,
+                                                                  const T *__restrict__ qkv_lp,
                                                                   const float *__restrict__ lse,
                                                                   const float *__restrict__ ybuf, FlashArgs a) {
     DYNAMIC_SHARED(FaSmem, smem);
@@ -234,11 +250,10 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__re
     const int nq = (Tn + FA_ROWS - 1) / FA_ROWS, total = a.B * a.NH * nq;
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
         const int bh = w / nq, qt = nq - 1 - w % nq, b = bh / a.NH, h = bh % a.NH, q0 = qt * FA_ROWS;
-        const float *base = qkv + (size_t)b * Tn * 3 * C + (size_t)h * hs;
         const float *dbase = dout + (size_t)b * Tn * C + (size_t)h * hs;
         const int wq0 = q0 + warp * 16;
         __syncthreads();
-        fa_load(sq, base, 3 * (size_t)C, q0, FA_ROWS, Tn, hs);
+        fa_load_qkv(sq, qkv, qkv_lp, b, h, 0, q0, FA_ROWS, Tn, hs, C);
         fa_load(sdo, dbase, (size_t)C, q0, FA_ROWS, Tn, hs);
         for (int i = threadIdx.x; i < FA_ROWS * hs; i += blockDim.x) sdq[i] = 0.0f;
         // D = rowsum(dy * y) of the warp's rows (fp32), kept for flash_bwd_dkv_kernel too
@@ -260,8 +275,8 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__re
         for (int kt = 0; kt < nk; kt++) {
             const int k0 = kt * FA_COLS;
             __syncthreads();
-            fa_load(sk, base + C, 3 * (size_t)C, k0, FA_COLS, Tn, hs);
-            fa_load(sv, base + 2 * C, 3 * (size_t)C, k0, FA_COLS, Tn, hs);
+            fa_load_qkv(sk, qkv, qkv_lp, b, h, 1, k0, FA_COLS, Tn, hs, C);
+            fa_load_qkv(sv, qkv, qkv_lp, b, h, 2, k0, FA_COLS, Tn, hs, C);
             __syncthreads();
             if (wq0 >= Tn || wq0 + 15 < k0) continue;   // warp-uniform
             for (int j = 0; j < FA_COLS; j += 16) {
@@ -304,6 +319,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__r
                                                                    const float *__restrict__ Dg,
                                                                    const float *__restrict__ dout,
                                                                    const float *__restrict__ qkv,
+                                                                   const T *__restrict__ qkv_lp,
                                                                    const float *__restrict__ lse, FlashArgs a) {
     DYNAMIC_SHARED(FaSmem, smem);
     a.dk = dropout_key_at(a.dk);   // the step's key (graph replays: read from a.dk.dev)
@@ -323,12 +339,11 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__r
     const int nkt = (Tn + FA_ROWS - 1) / FA_ROWS, total = a.B * a.NH * nkt;
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
         const int bh = w / nkt, kt = w % nkt, b = bh / a.NH, h = bh % a.NH, k0 = kt * FA_ROWS;
-        const float *base = qkv + (size_t)b * Tn * 3 * C + (size_t)h * hs;
         const float *dbase = dout + (size_t)b * Tn * C + (size_t)h * hs;
         const int wk0 = k0 + warp * 16;   // the warp's first key
         __syncthreads();
-        fa_load(sk, base + C, 3 * (size_t)C, k0, FA_ROWS, Tn, hs);
-        fa_load(sv, base + 2 * C, 3 * (size_t)C, k0, FA_ROWS, Tn, hs);
+        fa_load_qkv(sk, qkv, qkv_lp, b, h, 1, k0, FA_ROWS, Tn, hs, C);
+        fa_load_qkv(sv, qkv, qkv_lp, b, h, 2, k0, FA_ROWS, Tn, hs, C);
         for (int i = threadIdx.x; i < 2 * FA_ROWS * hs; i += blockDim.x) sdk[i] = 0.0f;   // sdk and sdv
         float *stw = sst + warp * 16 * FA_COLS, *dptw = sdpt + warp * 16 * FA_COLS;
         float *dkw = sdk + warp * 16 * hs, *dvw = sdv + warp * 16 * hs;
@@ -337,7 +352,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__r
         for (int qt = k0 / FA_COLS; qt < nq; qt++) {   // query tiles from the diagonal on
             const int q0 = qt * FA_COLS;
             __syncthreads();
-            fa_load(sq, base, 3 * (size_t)C, q0, FA_COLS, Tn, hs);
+            fa_load_qkv(sq, qkv, qkv_lp, b, h, 0, q0, FA_COLS, Tn, hs, C);
             fa_load(sdo, dbase, (size_t)C, q0, FA_COLS, Tn, hs);
             for (int i = threadIdx.x; i < FA_COLS; i += blockDim.x) {
                 const int t = q0 + i;
@@ -415,41 +430,47 @@ static FlashArgs fa_args(int B, int T, int C, int NH, float attn_p, DropoutKey k
 static unsigned fa_grid(const CudaCtx *c, size_t items) { return (unsigned)(items < c->max_grid ? items : c->max_grid); }
 
 template <class T>
-static void flash_forward_t(CudaCtx *c, float *out, T *out_lp, float *att, const float *qkv, const FlashArgs &a) {
+static void flash_forward_t(CudaCtx *c, float *out, T *out_lp, float *att, const float *qkv, const T *qkv_lp,
+                            const FlashArgs &a) {
     const size_t bht = (size_t)a.B * a.NH * a.T, smem = fa_fwd_smem(a.hs, sizeof(T));
     CUDA_CHECK(cudaFuncSetAttribute(flash_fwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     const size_t items = (size_t)a.B * a.NH * ceil_div(a.T, FA_ROWS);
-    LAUNCH((flash_fwd_kernel<T>), fa_grid(c, items), FA_THREADS, smem, c->stream)(out, out_lp, att, att + bht, qkv, a);
+    LAUNCH((flash_fwd_kernel<T>), fa_grid(c, items), FA_THREADS, smem, c->stream)(out, out_lp, att, att + bht, qkv,
+                                                                                    qkv_lp, a);
     LAUNCH_CHECK();
 }
 
 template <class T>
 static void flash_backward_t(CudaCtx *c, float *dqkv, T *dqkv_lp, float *scratch, const float *dout, const float *qkv,
-                             const float *att, const FlashArgs &a) {
+                             const T *qkv_lp, const float *att, const FlashArgs &a) {
     const size_t bht = (size_t)a.B * a.NH * a.T;
     const size_t s1 = fa_dq_smem(a.hs, sizeof(T)), s2 = fa_dkv_smem(a.hs, sizeof(T));
     CUDA_CHECK(cudaFuncSetAttribute(flash_bwd_dq_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s1));
     CUDA_CHECK(cudaFuncSetAttribute(flash_bwd_dkv_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)s2));
     const size_t items = (size_t)a.B * a.NH * ceil_div(a.T, FA_ROWS);
     LAUNCH((flash_bwd_dq_kernel<T>), fa_grid(c, items), FA_THREADS, s1, c->stream)(dqkv, dqkv_lp, scratch, dout, qkv,
-                                                                                     att, att + bht, a);
+                                                                                     qkv_lp, att, att + bht, a);
     LAUNCH_CHECK();
     LAUNCH((flash_bwd_dkv_kernel<T>), fa_grid(c, items), FA_THREADS, s2, c->stream)(dqkv, dqkv_lp, scratch, dout,
-                                                                                      qkv, att, a);
+                                                                                      qkv, qkv_lp, att, a);
     LAUNCH_CHECK();
 }
 
-void cuda_flash_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv, int B, int T,
-                                  int C, int NH, float attn_p, DropoutKey key) {
+void cuda_flash_attention_forward(CudaCtx *c, float *out, void *out_lp, float *att, const float *qkv,
+                                  const void *qkv_lp, int B, int T, int C, int NH, float attn_p, DropoutKey key) {
     const FlashArgs a = fa_args(B, T, C, NH, attn_p, key);
-    if (c->dtype == DTYPE_FP16) flash_forward_t<__half>(c, out, (__half *)out_lp, att, qkv, a);
-    else flash_forward_t<__nv_bfloat16>(c, out, (__nv_bfloat16 *)out_lp, att, qkv, a);
+    if (c->dtype == DTYPE_FP16) flash_forward_t<__half>(c, out, (__half *)out_lp, att, qkv, (const __half *)qkv_lp, a);
+    else
+        flash_forward_t<__nv_bfloat16>(c, out, (__nv_bfloat16 *)out_lp, att, qkv, (const __nv_bfloat16 *)qkv_lp, a);
 }
 
 void cuda_flash_attention_backward(CudaCtx *c, float *dqkv, void *dqkv_lp, float *scratch, const float *dout,
-                                   const float *qkv, const float *att, int B, int T, int C, int NH, float attn_p,
-                                   DropoutKey key) {
+                                   const float *qkv, const void *qkv_lp, const float *att, int B, int T, int C, int NH,
+                                   float attn_p, DropoutKey key) {
     const FlashArgs a = fa_args(B, T, C, NH, attn_p, key);
-    if (c->dtype == DTYPE_FP16) flash_backward_t<__half>(c, dqkv, (__half *)dqkv_lp, scratch, dout, qkv, att, a);
-    else flash_backward_t<__nv_bfloat16>(c, dqkv, (__nv_bfloat16 *)dqkv_lp, scratch, dout, qkv, att, a);
+    if (c->dtype == DTYPE_FP16)
+        flash_backward_t<__half>(c, dqkv, (__half *)dqkv_lp, scratch, dout, qkv, (const __half *)qkv_lp, att, a);
+    else
+        flash_backward_t<__nv_bfloat16>(c, dqkv, (__nv_bfloat16 *)dqkv_lp, scratch, dout, qkv,
+                                        (const __nv_bfloat16 *)qkv_lp, att, a);
 }

@@ -20,7 +20,10 @@
 // Epilogues on cuBLASLt (cuda_lt_matmul): the forward's bias add rides on the GEMM
 // (CUBLASLT_EPILOGUE_BIAS, no bias kernel), matmul_gelu_forward's bias + GELU too (gelu.cu), and
 // the backward's bias gradient is a BGRADB epilogue of the dweight GEMM (the column sums of the
-// dout operand, no colsum kernels). BGRADB overwrites its vector: under GRAD_OVERWRITE
+// dout operand, no colsum kernels). matmul_forward's out_lp (attn.c_attn's output, which the
+// fused attention reads only as that copy) is the BIAS epilogue's D in bf16/fp16: the fp32
+// accumulator plus the fp32 bias, rounded once in the store; without cuBLASLt the fp32 GEMM into
+// scratch and one kernel adding the bias and rounding (bias_round_kernel), the same values. BGRADB overwrites its vector: under GRAD_OVERWRITE
 // (Backend.set_grad_write: the first backward after the gradients were zeroed) it writes dbias
 // itself, no other launch; under GRAD_ACCUMULATE (later micro-steps of gradient accumulation add
 // up, kernels/backend.h) it writes scratch and one accumulate kernel of OC elements adds that to
@@ -54,6 +57,14 @@ __global__ void cast_weights_kernel(T *__restrict__ out, const float *__restrict
 // out (N,OC) += bias broadcast over rows
 __global__ void add_bias_kernel(float *__restrict__ out, const float *__restrict__ bias, int OC, size_t total) {
     GRID_STRIDE(i, total) out[i] += bias[i % OC];
+}
+
+// out_lp (N,OC) = in + bias (when given) in fp32, rounded once: add_bias_kernel then round_kernel
+// in one pass (matmul_forward's out_lp where cuBLASLt's epilogue cannot write it)
+template <class T>
+__global__ void bias_round_kernel(T *__restrict__ out_lp, const float *__restrict__ in, const float *__restrict__ bias,
+                                  int OC, size_t total) {
+    GRID_STRIDE(i, total) store_as(out_lp + i, bias ? in[i] + bias[i % OC] : in[i]);
 }
 
 cudaDataType cuda_gemm_type(const CudaCtx *c) {
@@ -200,14 +211,30 @@ const void *cuda_weight_operand(CudaCtx *c, const float *weight, size_t n) {
     return cuda_gemm_operand(c, SCR_W_LP, weight, n);
 }
 
-void cuda_matmul_forward(CudaCtx *c, float *out, const float *inp, const void *inp_lp, const float *weight,
-                         const float *bias, int N, int C, int OC) {
+void cuda_matmul_forward(CudaCtx *c, float *out, void *out_lp, const float *inp, const void *inp_lp,
+                         const float *weight, const float *bias, int N, int C, int OC) {
     if (N <= 0 || OC <= 0) return;
+    if (c->dtype == DTYPE_FP32 && out_lp && !out) out = (float *)out_lp;   // fp32 mode: the copy is fp32
+    if (c->dtype == DTYPE_FP32) out_lp = nullptr;
     const void *A = cuda_weight_operand(c, weight, (size_t)OC * C);
     const void *B = inp_lp ? inp_lp : cuda_gemm_operand(c, SCR_IN_LP, inp, (size_t)N * C);
-    if (bias && cuda_lt_matmul(c, true, false, OC, N, C, A, C, B, C, 0.0f, out, OC, CUBLASLT_EPILOGUE_BIAS,
-                               (float *)bias, nullptr, 0))
+    // out_lp: D is the copy, acc + bias rounded in the epilogue's store
+    if (bias && cuda_lt_matmul(c, true, false, OC, N, C, A, C, B, C, 0.0f, out_lp ? out_lp : (void *)out, OC,
+                               CUBLASLT_EPILOGUE_BIAS, (float *)bias, nullptr, 0, out_lp != nullptr))
         return;
+    if (out_lp) {   // the fp32 GEMM into scratch, then bias and rounding in one kernel
+        const size_t total = (size_t)N * OC;
+        float *y = (float *)cuda_scratch(c, SCR_F32, total * sizeof(float));
+        cuda_gemm(c, true, false, OC, N, C, A, C, 0, B, C, 0, 1.0f, 0.0f, y, OC, 0, 1);
+        if (c->dtype == DTYPE_BF16)
+            LAUNCH((bias_round_kernel<__nv_bfloat16>), grid_for(c, total), BLOCK, 0, c->stream)(
+                (__nv_bfloat16 *)out_lp, y, bias, OC, total);
+        else
+            LAUNCH((bias_round_kernel<__half>), grid_for(c, total), BLOCK, 0, c->stream)((__half *)out_lp, y, bias,
+                                                                                          OC, total);
+        LAUNCH_CHECK();
+        return;
+    }
     cuda_gemm(c, true, false, OC, N, C, A, C, 0, B, C, 0, 1.0f, 0.0f, out, OC, 0, 1);
     if (bias) {
         const size_t total = (size_t)N * OC;

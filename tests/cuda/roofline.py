@@ -21,8 +21,9 @@ usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues] [--
   producers wrote the bf16 copies themselves (Backend.layernorm_forward_lp, attention_forward_lp);
   likewise the GELU output (mlp.c_proj, forward and dW) and c_fc's output gradient (c_fc's dout),
   which c_fc's and mlp.c_proj's epilogues now write only as bf16 (matmul_gelu_forward_lp's out_lp,
-  matmul_backward_dgelu's dpre_lp), and the attention backward's dqkv, which it now writes only as
-  c_attn's bf16 dout operand (attention_backward_lp);
+  matmul_backward_dgelu's dpre_lp), the attention backward's dqkv, which it now writes only as
+  c_attn's bf16 dout operand (attention_backward_lp), and c_attn's output qkv, which its GEMM now
+  writes only as bf16 and the fused attention kernels read so (matmul_forward_lp's out_lp, qkv_lp);
   --accumulate: a micro-step after the first of an optimizer step (gradient accumulation): the
   matmul backwards add into the parameter gradients (dW GEMMs with beta 1 read dweight; the
   bias-gradient epilogues write scratch and one kernel adds it to dbias). Default: the first
@@ -63,6 +64,10 @@ gelu_lp = ln_lp
 gelu_out = lp if gelu_lp else 4
 # the fused attention backward writes dqkv only as c_attn's bf16 dout operand (attention_backward_lp)
 dqkv_out = ln_out
+# c_attn's GEMM writes qkv only as bf16, which the fused attention kernels read (q, k, v)
+# (Backend.attention_takes_lp; the fused path is bf16/fp16 only)
+qkv_lp = ln_lp
+qkv_in = lp if qkv_lp else 4   # bytes per qkv element written by c_attn and read by the attention
 ops = []   # (phase, name, flops, bytes, kind)
 
 
@@ -80,8 +85,11 @@ def round_weight(phase, name, n):
         round_(phase, name, n)
 
 
-def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False, produced=False):
-    # gelu: the GELU output written as gelu_out bytes per element, the fp32 aux (pre) beside it
+def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False, produced=False, out_lp=False):
+    # gelu: the GELU output written as gelu_out bytes per element, the fp32 aux (pre) beside it;
+    # out_lp: the output written only as bf16 (the epilogue's D; without it the fp32 GEMM output,
+    # then one kernel adding the bias and rounding)
+    out_b = lp if out_lp else 4
     round_weight(phase, name + " W", OC * Cin)
     if not produced:   # produced: its producer wrote x in bf16
         round_(phase, name + " x", N * Cin)
@@ -90,13 +98,13 @@ def matmul_fwd(phase, name, N, Cin, OC, bias=True, gelu=False, produced=False):
         # writes the pre-activation (aux) beside D
         epi = " GEMM + bias+GELU epilogue" if gelu else " GEMM + bias epilogue"
         op(phase, name + epi, 2 * N * Cin * OC + (20 if gelu else 1) * N * OC,
-           lp * (N * Cin + OC * Cin) + (4 + gelu_out if gelu else 4) * N * OC + 4 * OC, "gemm")
+           lp * (N * Cin + OC * Cin) + (4 + gelu_out if gelu else out_b) * N * OC + 4 * OC, "gemm")
         return
     op(phase, name + " GEMM", 2 * N * Cin * OC, lp * (N * Cin + OC * Cin) + 4 * N * OC, "gemm")
     if gelu:   # read the GEMM's pre, write it back biased, write the GELU output
         op(phase, name + " bias+GELU", 20 * N * OC, (8 + gelu_out) * N * OC)
     elif bias:
-        op(phase, name + " bias", N * OC, 8 * N * OC)
+        op(phase, name + (" bias + round" if out_lp else " bias"), N * OC, (4 + out_b) * N * OC)
 
 
 def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None, produced=False, dout_produced=False):
@@ -136,7 +144,7 @@ def matmul_bwd(phase, name, N, Cin, OC, bias=True, dinp=True, dgelu=None, produc
 # The fused attention (kernels/cuda/flash_attention.cu; bf16/fp16, hs a multiple of 16 up to
 # 128, any T: the tutorial's hs 64, T 128): per head, the tiles it computes (16x32 units of a
 # warp: 16 query rows x 32 keys; rows past T of a partial tile are computed too) and the rows
-# of q/k/v/dy it loads from the fp32 tensors (a k/v tile is loaded again by every query tile
+# of q/k/v/dy it loads (q, k, v as c_attn's bf16 output, dy fp32; a k/v tile is loaded again by every query tile
 # that needs it; counted as DRAM reads, though a head's 32 KB of k and v may well stay in L2).
 FA_ROWS, FA_COLS = 64, 32
 
@@ -164,7 +172,7 @@ def attention_fwd(phase):
         pairs, kv_rows, _, _ = fused_tiles()
         BNH = B * NH
         op(phase, "attn fused forward (flash)", 4 * pairs * hs * BNH,
-           4 * BTC + 2 * 4 * hs * kv_rows * BNH + (4 + ln_out) * BTC + 4 * BNH * T, "bgemm")
+           qkv_in * BTC + 2 * qkv_in * hs * kv_rows * BNH + (4 + ln_out) * BTC + 4 * BNH * T, "bgemm")
         return
     op(phase, "attn permute q,k,v", 0, 4 * 3 * BTC + lp * 3 * BTC)
     op(phase, "attn q k^T GEMM (batched)", 2 * BNT2 * hs, lp * 2 * BTC + 4 * BNT2, "bgemm")
@@ -180,9 +188,9 @@ def attention_bwd(phase):
         pairs, kv_rows, pairs_kv, q_rows = fused_tiles()
         BNH = B * NH
         op(phase, "attn fused dq (+ D)", 6 * pairs * hs * BNH,
-           3 * 4 * BTC + 2 * 4 * hs * kv_rows * BNH + dqkv_out * BTC + 3 * 4 * BNH * T, "bgemm")
+           (qkv_in + 2 * 4) * BTC + 2 * qkv_in * hs * kv_rows * BNH + dqkv_out * BTC + 3 * 4 * BNH * T, "bgemm")
         op(phase, "attn fused dk, dv", 8 * pairs_kv * hs * BNH,
-           2 * 4 * BTC + 2 * 4 * hs * q_rows * BNH + 2 * dqkv_out * BTC + 2 * 4 * q_rows * BNH, "bgemm")
+           2 * qkv_in * BTC + (qkv_in + 4) * hs * q_rows * BNH + 2 * dqkv_out * BTC + 2 * 4 * q_rows * BNH, "bgemm")
         return
     op(phase, "attn permute q,k,v + dout", 0, 4 * 4 * BTC + lp * 4 * BTC)
     op(phase, "attn dropout(att) operand", BNT2, 4 * BNT2 + lp * BNT2)
@@ -200,7 +208,7 @@ op("fwd", "encoder + dropout", 2 * BTC, 4 * BTC * 2 + 8 * BTC)
 op("fwd", "layernorm ln_1 (layer 0)", 8 * BTC, (4 + ln_out) * BTC)
 for l in range(L):
     ph = "fwd/layer"
-    matmul_fwd(ph, "c_attn", BT, C, 3 * C, produced=ln_lp)
+    matmul_fwd(ph, "c_attn", BT, C, 3 * C, produced=ln_lp, out_lp=qkv_lp)
     attention_fwd(ph)
     matmul_fwd(ph, "attn.c_proj", BT, C, C, produced=ln_lp)
     # the branch's dropout inside the residual add (Backend.residual_dropout_layernorm_forward):

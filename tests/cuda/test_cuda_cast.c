@@ -265,7 +265,7 @@ static void produced_check(ComputeDtype dt) {
         be->layernorm_forward_lp(be, fused ? res2 : NULL, NULL, y_lp, st2, st2 + N, a, fused ? b : NULL, lw, lb, N, C);
         assert_launched(l0, 0, 0, what);
         l0 = launches();
-        be->matmul_forward_lp(be, o2, y_lp, w, bias, N, C, OC);
+        be->matmul_forward_lp(be, o2, NULL, y_lp, w, bias, N, C, OC);
         assert_launched(l0, 0, 0, "matmul_forward_lp");
         be->matmul_gelu_forward_lp(be, p2, o2 + 0, NULL, y_lp, w, bias, N, C, OC);
         assert_launched(l0, 0, 0, "matmul_gelu_forward_lp");
@@ -279,7 +279,7 @@ static void produced_check(ComputeDtype dt) {
         assert_dev_equal(be, g1, g2, NW, "matmul_backward_lp (dweight)");
         assert_dev_equal(be, gb1, gb2, OC, "matmul_backward_lp (dbias)");
         be->matmul_forward(be, o1, y, w, bias, N, C, OC);
-        be->matmul_forward_lp(be, o2, y_lp, w, bias, N, C, OC);
+        be->matmul_forward_lp(be, o2, NULL, y_lp, w, bias, N, C, OC);
         assert_dev_equal(be, o1, o2, N * OC, "matmul_forward_lp");
     }
     float *bufs[] = { flat, a, b, lw, lb, bias, dout, res1, res2, y, st1, st2, o1, o2, p1, p2, d1, d2, g1, g2, gb1, gb2 };
@@ -491,6 +491,13 @@ static void epilogues_check(ComputeDtype dt) {
         c0 = count("bias_gelu_kernel");
         be->matmul_gelu_forward_lp(be, pre, NULL, g_lp, in_lp, w, bias, N, C, OC2);
         assert_count(c0, "bias_gelu_kernel", 1, 1, "matmul_gelu_forward_lp with out_lp, OC = 20: bias_gelu_kernel");
+        // c_attn's output written only as its copy (matmul_forward_lp's out_lp): the BIAS
+        // epilogue's 16-bit D, no launch; without a bias the GEMM and one bias_round_kernel
+        c0 = count("bias_round_kernel");
+        be->matmul_forward_lp(be, NULL, g_lp, in_lp, w, bias, N, C, OC);
+        assert_count(c0, "bias_round_kernel", 0, 0, "matmul_forward_lp with out_lp");
+        be->matmul_forward_lp(be, NULL, g_lp, in_lp, w, NULL, N, C, OC);
+        assert_count(c0, "bias_round_kernel", 1, 1, "matmul_forward_lp with out_lp, no bias: bias_round_kernel");
         c0 = count("round_kernel");
         be->matmul_backward_dgelu(be, NULL, d_lp, dbp, dw, db, dout, NULL, NULL, in_lp, w, pre, N, C, OC);
         assert_count(c0, "round_kernel", 3, 1, "matmul_backward_dgelu with dpre_lp and inp_lp: dout rounded, 2 accumulates");
@@ -564,12 +571,12 @@ static void counted_matmul_backward_dgelu(Backend *be, float *dpre, void *dpre_l
                                     weight, pre, n, c, oc);
 }
 
-static void counted_matmul_forward_lp(Backend *be, float *out, const void *inp_lp, const float *weight,
+static void counted_matmul_forward_lp(Backend *be, float *out, void *out_lp, const void *inp_lp, const float *weight,
                                       const float *bias, int n, int c, int oc) {
     Counting *k = (Counting *)be;
     k->produced++;   // nothing to round
     check_weight(k, weight, (size_t)oc * c);
-    k->inner->matmul_forward_lp(k->inner, out, inp_lp, weight, bias, n, c, oc);
+    k->inner->matmul_forward_lp(k->inner, out, out_lp, inp_lp, weight, bias, n, c, oc);
 }
 static void counted_matmul_gelu_forward_lp(Backend *be, float *pre, float *out, void *out_lp, const void *inp_lp,
                                            const float *weight, const float *bias, int n, int c, int oc) {
@@ -820,11 +827,11 @@ static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_
         float *att2 = be->alloc(be, NATT * 4), *w = dev_from(be, h, (size_t)C * C);
         float *y1 = be->alloc(be, BTC * 4), *y2 = be->alloc(be, BTC * 4);
         const long r0 = emu_launch_count(ROUND), l0 = emu_launch_count(NULL);
-        be->attention_forward_lp(be, NULL, out_lp, att2, qkv, B, T, C, NH, 0.1f, key);
+        be->attention_forward_lp(be, NULL, out_lp, att2, qkv, NULL, B, T, C, NH, 0.1f, key);
         assert_int_equal(emu_launch_count(NULL) - l0, want_fwd);
         assert_int_equal(emu_launch_count(ROUND) - r0, 0);
         be->matmul_forward(be, y1, out, w, NULL, B * T, C, C);
-        be->matmul_forward_lp(be, y2, out_lp, w, NULL, B * T, C, C);
+        be->matmul_forward_lp(be, y2, NULL, out_lp, w, NULL, B * T, C, C);
         assert_dev_equal(be, y1, y2, BTC, "attention_forward_lp");
         assert_dev_equal(be, att, att2, NATT, "attention_forward_lp (saved for the backward)");
         be->free(be, out_lp); be->free(be, att2); be->free(be, w); be->free(be, y1); be->free(be, y2);
@@ -832,7 +839,7 @@ static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_
         const int N = B * T, OC = 3 * C;
         void *dqkv_lp = be->alloc(be, (size_t)N * OC * be->lp_size);
         const long r1 = emu_launch_count(ROUND), l1 = emu_launch_count(NULL);
-        be->attention_backward_lp(be, NULL, dqkv_lp, scr, dout, qkv, att, B, T, C, NH, 0.1f, key);
+        be->attention_backward_lp(be, NULL, dqkv_lp, scr, dout, qkv, NULL, att, B, T, C, NH, 0.1f, key);
         assert_int_equal(emu_launch_count(NULL) - l1, want_bwd);
         assert_int_equal(emu_launch_count(ROUND) - r1, 0);
         float *wa = dev_from(be, h, (size_t)OC * C), *xi = dev_from(be, h, (size_t)N * C);
@@ -856,6 +863,20 @@ static void attention_launches(ComputeDtype dt, int T, int C, int NH, long want_
         assert_dev_equal(be, dw[0], dw[1], (size_t)OC * C, "matmul_backward_lp from dout_lp (dweight)");
         assert_dev_equal(be, db[0], db[1], OC, "matmul_backward_lp from dout_lp (dbias)");
         for (int k = 0; k < 2; k++) { be->free(be, di[k]); be->free(be, dw[k]); be->free(be, db[k]); }
+        // the fused path from c_attn's copy of qkv (its producer's out_lp): the same launches,
+        // no rounding; elsewhere (hs 24) the backend does not take the copy
+        assert_int_equal(be->attention_takes_lp(be, T, C, NH) != 0, want_fused > 0);
+        if (want_fused) {
+            void *qkv_lp = be->alloc(be, (size_t)N * OC * be->lp_size), *y_lp = be->alloc(be, BTC * be->lp_size);
+            be->matmul_forward_lp(be, NULL, qkv_lp, xi_lp, wa, NULL, N, C, OC);
+            const long r4 = emu_launch_count(ROUND), l4 = emu_launch_count(NULL);
+            be->attention_forward_lp(be, NULL, y_lp, att, NULL, qkv_lp, B, T, C, NH, 0.1f, key);
+            assert_int_equal(emu_launch_count(NULL) - l4, want_fwd);
+            be->attention_backward_lp(be, NULL, dqkv_lp, scr, dout, NULL, qkv_lp, att, B, T, C, NH, 0.1f, key);
+            assert_int_equal(emu_launch_count(NULL) - l4, want_fwd + want_bwd);
+            assert_int_equal(emu_launch_count(ROUND) - r4, 0);
+            be->free(be, qkv_lp); be->free(be, y_lp);
+        }
         be->free(be, dqkv_lp); be->free(be, wa); be->free(be, xi); be->free(be, xi_lp);
         be->free(be, st); be->free(be, lw); be->free(be, lb);
     }

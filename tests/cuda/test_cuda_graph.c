@@ -27,7 +27,8 @@
 //     data-parallel ranks from the fourth on) every step after the second replays the one
 //     graph, whose kernels read the step's dropout keys from device memory: each step's loss
 //     (all different) and gradients bitwise the direct launches', fp32 and bf16; graph_case
-//     above with dropout 0.1 too (fp32, checkpointing, bf16).
+//     above with dropout 0.1 too (fp32, checkpointing, bf16), and bf16 at hs 16 (the fused
+//     attention reading c_attn's output only as its bf16 copy), with and without checkpointing.
 //   training steps (trainer/train_step.c, dropout off and 0.1, 1 and 2 micro-steps per step):
 //     4 optimizer steps with graphs (the default) and with MINGPT_CUDA_GRAPHS=0 give bitwise the
 //     same losses, norms and parameters, the first run through one graph per kind of micro-step
@@ -153,6 +154,10 @@ static void test_encoder_backward_on_device(void **state) {
 enum { GV = 29, GB = 3, GT = 11 };
 static const GPTShape GSHAPE = { .vocab_size = GV, .block_size = 16, .n_layer = 2, .n_head = 3, .n_embd = 24,
                                  .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+// hs 16: bf16 takes the fused attention, c_attn's output kept only as the bf16 copy it reads
+static const GPTShape GSHAPE_FUSED = { .vocab_size = GV, .block_size = 16, .n_layer = 2, .n_head = 2, .n_embd = 32,
+                                       .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
+static const GPTShape *g_shape = &GSHAPE;   // the shape build_d builds
 
 // host calls of the graph backend's encoder_forward (one per forward whose ops fn enqueued)
 static long g_enc_calls;
@@ -166,7 +171,7 @@ static void counting_encoder_forward(Backend *be, float *out, const int32_t *inp
 // dropout: GSHAPE's 0.1 at every site, else 0
 static void build_d(GPT *m, Backend *be, bool checkpointing, bool dropout) {
     char err[256];
-    GPTShape s = GSHAPE;
+    GPTShape s = *g_shape;
     if (!dropout) s.embd_pdrop = s.resid_pdrop = s.attn_pdrop = 0.0f;
     if (gpt_build_on(m, &s, GB, GT, be, err, sizeof err)) fail_msg("gpt_build_on: %s", err);
     m->checkpointing = checkpointing;
@@ -181,6 +186,9 @@ static void graph_case(ComputeDtype dt, bool checkpointing, bool dropout) {
     GPT md, mg;
     build_d(&md, bd, checkpointing, dropout);
     build_d(&mg, bg, checkpointing, dropout);
+    const bool qkv_lp = g_shape == &GSHAPE_FUSED && dt != DTYPE_FP32;
+    for (int l = 0; l < g_shape->n_layer; l++)
+        assert_true((mg.acts.h[l].qkv_lp != NULL) == qkv_lp && (mg.acts.h[l].qkv == NULL) == qkv_lp);
     TestRng r = test_rng(99);
     const size_t N = (size_t)GB * GT, P = md.num_params;
     int32_t x[GB * GT], y[GB * GT];
@@ -210,9 +218,9 @@ static void graph_case(ComputeDtype dt, bool checkpointing, bool dropout) {
                      k, g_enc_calls, enc_expected[k]);
     }
     assert_int_equal(mg.n_graphs, 2);
-    print_message("    %s%s%s: loss and %zu gradients bitwise equal on 5 batches (direct, capture, 2 replays, new graph)\n",
+    print_message("    %s%s%s%s: loss and %zu gradients bitwise equal on 5 batches (direct, capture, 2 replays, new graph)\n",
                   dt == DTYPE_FP32 ? "fp32" : "bf16", checkpointing ? ", checkpointing" : "",
-                  dropout ? ", dropout 0.1" : "", P);
+                  dropout ? ", dropout 0.1" : "", qkv_lp ? ", hs 16: qkv as its bf16 copy" : "", P);
     free(gd); free(gg);
     gpt_free(&md); gpt_free(&mg);
     g_enc_calls = 0;
@@ -227,6 +235,10 @@ static void test_captured_micro_step(void **state) {
     graph_case(DTYPE_FP32, false, true);
     graph_case(DTYPE_FP32, true, true);
     graph_case(DTYPE_BF16, false, true);
+    g_shape = &GSHAPE_FUSED;   // the fused attention from c_attn's copy, checkpointing's recompute too
+    graph_case(DTYPE_BF16, false, true);
+    graph_case(DTYPE_BF16, true, true);
+    g_shape = &GSHAPE;
 }
 
 static void test_graph_table_keeps_the_recent(void **state) {

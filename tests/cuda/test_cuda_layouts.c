@@ -14,7 +14,13 @@
 //     bit for bit (the recomputation runs the same kernels on the same inputs; this backend has
 //     no gelu_forward, so the GELU outputs sit in the shared working set), and the losses of
 //     the CPU backend within 1e-4 relative; in fp32 and in bf16, where the layouts keep the GELU
-//     output and c_fc's output gradient only as their bf16 copies (the CPU's: fp32, as before).
+//     output and c_fc's output gradient only as their bf16 copies (the CPU's: fp32, as before),
+//     and c_attn's output qkv only as the bf16 copy the fused attention reads (recomputed from it);
+//   * qkv as its copy (Backend.attention_takes_lp), bf16 and fp16, with and without checkpointing:
+//     the layout keeps no fp32 qkv and is smaller, and training (the loss, every gradient) and
+//     evaluation (gpt_forward_inference, fp32 qkv in its own layout) are bitwise those of the same
+//     backend without attention_takes_lp (qkv in fp32, rounded by the attention kernels as they
+//     load it).
 #include "tests/test_util.h"
 
 #include "dist/comm.h"
@@ -158,6 +164,10 @@ static void checkpointing(ComputeDtype dt) {
         assert_true((ckpt.m.acts.h[l].fch_gelu == NULL) == lp && (ckpt.m.acts.h[l].fch_gelu_lp != NULL) == lp);
         assert_true((plain.m.scratch.dfch_lp != NULL) == lp && (ckpt.m.scratch.dfch_lp != NULL) == lp);
         assert_null(ref.m.acts.h[l].fch_gelu_lp);   // the CPU: its separate ops, fp32 GELU outputs
+        // hs 16: the fused attention, which reads qkv only as c_attn's copy
+        assert_true((plain.m.acts.h[l].qkv == NULL) == lp && (plain.m.acts.h[l].qkv_lp != NULL) == lp);
+        assert_true((ckpt.m.acts.h[l].qkv == NULL) == lp && (ckpt.m.acts.h[l].qkv_lp != NULL) == lp);
+        assert_true(ref.m.acts.h[l].qkv != NULL && ref.m.acts.h[l].qkv_lp == NULL);   // the CPU: fp32 qkv
     }
     const size_t P = plain.m.num_params;
     TestRng r = test_rng(4);
@@ -232,6 +242,54 @@ static void test_no_grad_buffer_bf16(void **state) {
 }
 static void test_checkpointing_bf16(void **state) { checkpointing(DTYPE_BF16); }
 
+static void qkv_copy(ComputeDtype dt, bool ckpt) {
+    Backend *cu = cuda_dt(dt);
+    Backend fp32_qkv = *cu;
+    fp32_qkv.attention_takes_lp = NULL;
+    GPT a, b;
+    build(&a, &fp32_qkv, ckpt);
+    build(&b, cu, ckpt);
+    for (int l = 0; l < SHAPE.n_layer; l++) {
+        assert_true(a.acts.h[l].qkv != NULL && a.acts.h[l].qkv_lp == NULL);
+        assert_true(b.acts.h[l].qkv == NULL && b.acts.h[l].qkv_lp != NULL);
+        assert_true(b.infer.h[l].qkv != NULL && b.infer.h[l].qkv_lp == NULL);   // evaluation: fp32
+    }
+    assert_true(b.num_acts < a.num_acts);
+    const size_t P = a.num_params;
+    TestRng r = test_rng(6);
+    for (int s = 0; s < 2; s++) {
+        int32_t x[B * T], y[B * T];
+        tokens(&r, x, B * T);
+        tokens(&r, y, B * T);
+        gpt_zero_grad(&a);
+        gpt_zero_grad(&b);
+        const float la = gpt_forward(&a, x, y, B, T, true, 1337, (uint64_t)s, NULL);
+        const float lb = gpt_forward(&b, x, y, B, T, true, 1337, (uint64_t)s, NULL);
+        assert_memory_equal(&la, &lb, sizeof la);
+        gpt_backward(&a, NULL, NULL);
+        gpt_backward(&b, NULL, NULL);
+        float *ga = download(cu, a.grads_memory, P), *gb = download(cu, b.grads_memory, P);
+        for (int k = 0; k < a.n_tensors; k++) {
+            const ParamTensor *t = &a.tensors[k];
+            for (size_t i = t->offset; i < t->offset + t->numel; i++)
+                if (memcmp(&ga[i], &gb[i], 4)) fail_msg("%s[%zu]: %.9g vs %.9g", t->name, i - t->offset, ga[i], gb[i]);
+        }
+        free(ga); free(gb);
+        const float ea = gpt_forward_inference(&a, x, y, B, T), eb = gpt_forward_inference(&b, x, y, B, T);
+        assert_memory_equal(&ea, &eb, sizeof ea);
+        print_message("    %s%s step %d: loss %.7f, evaluation %.7f, bitwise with fp32 qkv\n",
+                      dt == DTYPE_BF16 ? "bf16" : "fp16", ckpt ? " checkpointing" : "", s, lb, eb);
+    }
+    gpt_free(&a); gpt_free(&b);
+    cu->destroy(cu);
+}
+static void test_qkv_copy(void **state) {
+    qkv_copy(DTYPE_BF16, false);
+    qkv_copy(DTYPE_BF16, true);
+    qkv_copy(DTYPE_FP16, false);
+    qkv_copy(DTYPE_FP16, true);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inference),
@@ -239,6 +297,7 @@ int main(void) {
         cmocka_unit_test(test_checkpointing),
         cmocka_unit_test(test_checkpointing_bf16),
         cmocka_unit_test(test_no_grad_buffer_bf16),
+        cmocka_unit_test(test_qkv_copy),
     };
     return cmocka_run_group_tests_name("cuda layouts: evaluation and checkpointing", tests, NULL, NULL);
 }

@@ -832,7 +832,7 @@ static void test_mlp_lp_copies(void **state) {
         cu->matmul_gelu_forward(cu, d_pre1, d_g1, d_ln, d_wfc, d_bfc, N, C, H);
         cu->matmul_gelu_forward_lp(cu, d_pre2, NULL, d_g_lp, d_ln_lp, d_wfc, d_bfc, N, C, H);
         cu->matmul_forward(cu, d_o1, d_g1, d_wpr, d_bpr, N, H, C);
-        cu->matmul_forward_lp(cu, d_o2, d_g_lp, d_wpr, d_bpr, N, H, C);
+        cu->matmul_forward_lp(cu, d_o2, NULL, d_g_lp, d_wpr, d_bpr, N, H, C);
         float *g1 = down(cu, d_g1, NH);
         void *glp = down_bytes(cu, d_g_lp, NH * lp);
         snprintf(what, sizeof what, "gelu_forward_lp %dx%d->%d out_lp", N, C, H);
@@ -933,7 +933,8 @@ static void check_dqkv_lp(Fx *f, const float *want, float *d_scr, const float *d
     float *d_dq = up(cu, nan_f, n * 4);
     for (int with_fp32 = 0; with_fp32 < 2; with_fp32++) {
         cu->upload(cu, d_lp, h, n * 2);
-        cu->attention_backward_lp(cu, with_fp32 ? d_dq : NULL, d_lp, d_scr, d_dout, d_qkv, d_att, B, T, C, NH, p, key);
+        cu->attention_backward_lp(cu, with_fp32 ? d_dq : NULL, d_lp, d_scr, d_dout, d_qkv, NULL, d_att, B, T, C, NH, p,
+                                  key);
         uint16_t *g = malloc(n * 2);
         cu->download(cu, g, d_lp, n * 2);
         for (size_t i = 0; i < n; i++) {
@@ -1097,6 +1098,137 @@ static void test_attention(void **state) {
         free(dout); free(dqkv); free(r_dqkv); free(scratch); free(g_dqkv); free(m_d); free(P);
         free(Erow); free(Crow); free(lse_ref); free(m_lse);
     }
+}
+
+// x (n floats) rounded to the matmul dtype dt as 16-bit bits (a copy the device holds), and the
+// rounded values as floats into xr (NULL: not wanted).
+static uint16_t *lp_bits(ComputeDtype dt, const float *x, float *xr, size_t n) {
+    uint16_t *h = malloc((n ? n : 1) * 2);
+    assert_non_null(h);
+    for (size_t i = 0; i < n; i++) {
+        h[i] = dt == DTYPE_BF16 ? bf16_from_float(x[i]) : fp16_bits(x[i]);
+        if (xr) xr[i] = dt == DTYPE_BF16 ? bf16_round(x[i]) : fp16_round(x[i]);
+    }
+    return h;
+}
+
+// c_attn's output written only as its copy (matmul_forward_lp's out_lp, bf16 and fp16): bitwise
+// matmul_forward's fp32 output on the same rounded input rounded to nearest even, the copy
+// holding NaN before (overwritten); matmul_forward_lp without out_lp gives that fp32 output
+// itself. Shapes: C 48 -> 144 with bias (cuBLASLt's BIAS epilogue writing a 16-bit D), C 37 ->
+// 111 with bias (odd leading dimensions), and without bias (the fallback: the fp32 GEMM into
+// scratch, then bias_round_kernel). The CPU backend's matmul_forward_lp with out_lp likewise
+// against its own matmul_forward.
+static void test_matmul_out_lp(void **state) {
+    Fx *f = *state;
+    if (f->dt == DTYPE_FP32) { skip(); return; }
+    Backend *cu = f->cu;
+    static const MMShape SH[] = { {21, 48, 144, true}, {19, 37, 111, true}, {21, 48, 144, false} };
+    for (int k = 0; k < 3; k++) {
+        const int N = SH[k].N, C = SH[k].C, OC = SH[k].OC;
+        const size_t NC = (size_t)N * C, NO = (size_t)N * OC;
+        float *x = rnd(NC, -1, 1), *xr = malloc(NC * 4), *w = rnd((size_t)OC * C, -0.5f, 0.5f), *b = rnd(OC, -1, 1);
+        uint16_t *xh = lp_bits(f->dt, x, xr, NC), *nan16 = malloc(NO * 2);
+        memset(nan16, 0xff, NO * 2);
+        float *d_x = up(cu, xr, NC * 4), *d_w = up(cu, w, (size_t)OC * C * 4), *d_b = up(cu, b, OC * 4);
+        void *d_xlp = up(cu, xh, NC * 2), *d_olp = up(cu, nan16, NO * 2);
+        float *d_o = cu->alloc(cu, NO * 4), *d_o2 = cu->alloc(cu, NO * 4);
+        const float *bias = SH[k].bias ? d_b : NULL;
+        cu->matmul_forward(cu, d_o, d_x, d_w, bias, N, C, OC);
+        cu->matmul_forward_lp(cu, NULL, d_olp, d_xlp, d_w, bias, N, C, OC);
+        cu->matmul_forward_lp(cu, d_o2, NULL, d_xlp, d_w, bias, N, C, OC);
+        float *o = down(cu, d_o, NO);
+        void *olp = down_bytes(cu, d_olp, NO * 2);
+        check_rounded_copy(SH[k].bias ? "matmul_forward_lp out_lp (bias)" : "matmul_forward_lp out_lp (no bias)",
+                           f->dt, olp, 2, o, NO);
+        check_same("matmul_forward_lp out (fp32)", cu, d_o, d_o2, NO);
+        free(o); free(olp);
+        // the CPU backend's out_lp (its fp32 output into scratch, then rounded): its copies hold
+        // bf16 bits (lp_size 2) or the rounded values as floats (4)
+        Backend *cl = f->cpu_lp;
+        if (cl->matmul_forward_lp && cl->lp_size) {
+            const size_t ls = cl->lp_size;
+            float *c_x = up(cl, xr, NC * 4), *c_w = up(cl, w, (size_t)OC * C * 4), *c_b = up(cl, b, OC * 4);
+            void *c_xlp = up(cl, ls == 2 ? (const void *)xh : (const void *)xr, NC * ls);
+            void *c_olp = cl->alloc(cl, NO * ls);
+            float *c_o = cl->alloc(cl, NO * 4);
+            const float *cb = SH[k].bias ? c_b : NULL;
+            cl->matmul_forward(cl, c_o, c_x, c_w, cb, N, C, OC);
+            cl->matmul_forward_lp(cl, NULL, c_olp, c_xlp, c_w, cb, N, C, OC);
+            float *co = down(cl, c_o, NO);
+            void *colp = down_bytes(cl, c_olp, NO * ls);
+            check_rounded_copy("cpu matmul_forward_lp out_lp", f->dt, colp, ls, co, NO);
+            free(co); free(colp);
+            cl->free(cl, c_x); cl->free(cl, c_w); cl->free(cl, c_b); cl->free(cl, c_xlp); cl->free(cl, c_olp);
+            cl->free(cl, c_o);
+        }
+        cu->free(cu, d_x); cu->free(cu, d_w); cu->free(cu, d_b); cu->free(cu, d_xlp); cu->free(cu, d_olp);
+        cu->free(cu, d_o); cu->free(cu, d_o2);
+        free(x); free(xr); free(w); free(b); free(xh); free(nan16);
+    }
+}
+
+// The fused attention from qkv's copy (attention_forward_lp / attention_backward_lp with qkv_lp,
+// qkv NULL: any read of it would fault), bf16 and fp16: out, its copy, att, dqkv and its copy
+// bitwise those from the fp32 qkv the copy was rounded from (the kernels round q, k, v as they
+// load them and scale the fp32 scores, so the values multiplied are the same), every output NaN
+// before. Shapes: FDIMS where attention_takes_lp says so (hs 32, 64, 80, 128; T 1, 5 < 16, 32,
+// 37, 100, 130), which is exactly where the fused path runs (fused_attention); hs 24 and fp32 are
+// not taken.
+static void test_attention_qkv_lp(void **state) {
+    Fx *f = *state;
+    Backend *cu = f->cu;
+    if (f->dt == DTYPE_FP32) {
+        assert_null(cu->attention_takes_lp);
+        skip();
+        return;
+    }
+    assert_non_null(cu->attention_takes_lp);
+    int ran = 0;
+    for (int k = 0; k < NFDIMS; k++) {
+        const Dims d = FDIMS[k];
+        const int B = d.B, T = d.T, C = d.C, NH = d.NH;
+        const bool takes = cu->attention_takes_lp(cu, T, C, NH) != 0;
+        assert_int_equal(takes, fused_attention(f->dt, T, C, NH));
+        if (!takes) continue;
+        const DropoutKey key = { dropout_key(77, 3), 1, 2, NULL };
+        const size_t BTC = (size_t)B * T * C, n3 = 3 * BTC, NATT = attention_att_floats(f->dt, B, T, C, NH);
+        float *qkv = rnd(n3, -2, 2), *dout = rnd(BTC, -1, 1), *nanf = nans(n3 > NATT ? n3 : NATT);
+        uint16_t *qh = lp_bits(f->dt, qkv, NULL, n3), *nan16 = malloc(n3 * 2);
+        memset(nan16, 0xff, n3 * 2);
+        float *d_qkv = up(cu, qkv, n3 * 4), *d_dout = up(cu, dout, BTC * 4);
+        void *d_qlp = up(cu, qh, n3 * 2);
+        float *d_out[2], *d_att[2], *d_dq[2], *d_scr[2];
+        void *d_olp[2], *d_dqlp[2];
+        for (int v = 0; v < 2; v++) {   // v 0: from the fp32 qkv; 1: from its copy alone
+            d_out[v] = up(cu, nanf, BTC * 4); d_att[v] = up(cu, nanf, NATT * 4); d_dq[v] = up(cu, nanf, n3 * 4);
+            d_scr[v] = up(cu, nanf, NATT * 4);
+            d_olp[v] = up(cu, nan16, BTC * 2); d_dqlp[v] = up(cu, nan16, n3 * 2);
+            const float *q32 = v ? NULL : d_qkv;
+            const void *qlp = v ? d_qlp : NULL;
+            cu->attention_forward_lp(cu, d_out[v], d_olp[v], d_att[v], q32, qlp, B, T, C, NH, d.attn_p, key);
+            cu->attention_backward_lp(cu, d_dq[v], d_dqlp[v], d_scr[v], d_dout, q32, qlp, d_att[v], B, T, C, NH,
+                                      d.attn_p, key);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "qkv_lp out (B%d T%d hs%d)", B, T, C / NH);
+        check_same(what, cu, d_out[0], d_out[1], BTC);
+        check_same("qkv_lp att (saved for the backward)", cu, d_att[0], d_att[1], NATT);
+        check_same("qkv_lp dqkv", cu, d_dq[0], d_dq[1], n3);
+        uint16_t *a0 = down_bytes(cu, d_olp[0], BTC * 2), *a1 = down_bytes(cu, d_olp[1], BTC * 2);
+        uint16_t *g0 = down_bytes(cu, d_dqlp[0], n3 * 2), *g1 = down_bytes(cu, d_dqlp[1], n3 * 2);
+        if (memcmp(a0, a1, BTC * 2)) fail_msg("attention_forward_lp: out_lp from qkv_lp differs");
+        if (memcmp(g0, g1, n3 * 2)) fail_msg("attention_backward_lp: dqkv_lp from qkv_lp differs");
+        free(a0); free(a1); free(g0); free(g1);
+        for (int v = 0; v < 2; v++) {
+            cu->free(cu, d_out[v]); cu->free(cu, d_att[v]); cu->free(cu, d_dq[v]); cu->free(cu, d_scr[v]);
+            cu->free(cu, d_olp[v]); cu->free(cu, d_dqlp[v]);
+        }
+        cu->free(cu, d_qkv); cu->free(cu, d_dout); cu->free(cu, d_qlp);
+        free(qkv); free(dout); free(nanf); free(qh); free(nan16);
+        ran++;
+    }
+    assert_true(ran >= 8);
 }
 
 // Run attention forward and backward on `be` (B,T,C,NH, dropout p, key): out (B,T,C), att
@@ -1961,6 +2093,8 @@ int main(void) {
         cmocka_unit_test(test_matmul_backward_dgelu),
         cmocka_unit_test(test_grad_overwrite),
         cmocka_unit_test(test_mlp_lp_copies),
+        cmocka_unit_test(test_matmul_out_lp),
+        cmocka_unit_test(test_attention_qkv_lp),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_causal),
         cmocka_unit_test(test_attention_grid),

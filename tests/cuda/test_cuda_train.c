@@ -17,7 +17,8 @@
 // bf16 and fp16 run the fused attention kernels (hs 16, T 16 = hs); a second shape (hs 32 < T
 // 40) runs bf16 through them with the batch rows placed as one process and as two data-parallel
 // ranks would place them (dropout masks), a third (hs 24) bf16 through the cuBLAS attention
-// path, which then writes c_attn's output gradient only as its bf16 copy too.
+// path, which then writes c_attn's output gradient only as its bf16 copy too (and keeps c_attn's
+// output in fp32, which the fused path's layouts keep only as the bf16/fp16 copy its kernels read).
 // fp16 runs with the dynamic loss scaler (trainer/loss_scaler.h): at step 2 the scale is forced
 // to 2^24, so dlogits (2^24/64) overflow fp16 in the lm_head's backward GEMM: the step must be
 // skipped (parameters and AdamW state untouched, S halved), the reference skips it too, and
@@ -168,6 +169,12 @@ typedef struct {
 static void run_init(Run *r, Backend *be, int scaler) {
     char err[512];
     if (gpt_build_on(&r->m, &SHAPE, B, T, be, err, sizeof err)) fail_msg("gpt_build_on: %s", err);
+    // c_attn's output kept only as the copy the fused attention reads: CUDA in bf16/fp16 with hs a
+    // multiple of 16 (never the CPU, which has no attention_takes_lp; hs 24 keeps fp32 qkv)
+    const bool qkv_lp = be->attention_takes_lp && be->matmul_dtype != DTYPE_FP32 &&
+                        (SHAPE.n_embd / SHAPE.n_head) % 16 == 0;
+    for (int l = 0; l < SHAPE.n_layer; l++)
+        assert_true((r->m.acts.h[l].qkv_lp != NULL) == qkv_lp && (r->m.acts.h[l].qkv == NULL) == qkv_lp);
     gpt_init_weights(&r->m, SEED);
     if (adamw_init(&r->opt, be, r->m.num_params)) fail_msg("adamw_init");
     loss_scaler_init(&r->ls, scaler);
