@@ -25,7 +25,7 @@
 mingpt=$(realpath "${1:?usage: test_step_counts.sh MINGPT EMU_SO}") && emu_so=$(realpath "${2:?}") || exit 1
 cd "$(dirname "$0")/../.." || exit 1
 MAX_LAUNCHES=70    # today's count (bf16 and fp16); the goal is <= 160
-MAX_GB=36.2        # roofline.py's total today; the goal is <= 35
+MAX_GB=32.9        # roofline.py's total today; the goal is <= 35
 N_LAYER=8
 pass=0; fail=0
 ok() { pass=$((pass+1)); echo "ok   $1"; }
