@@ -24,6 +24,10 @@
 //                      for GELU_AUX_BIAS); bias[i] = sum_j D[i,j] (m floats, overwritten)
 // Any other attribute, value, type or epilogue is refused with CUBLAS_STATUS_NOT_SUPPORTED (an
 // attribute buffer of the wrong size with CUBLAS_STATUS_INVALID_VALUE), never ignored.
+// EMU_CUBLASLT_LP_D=refuse (read at each cublasLtMatmul): a 16-bit D with an epilogue vector (BIAS,
+// GELU_AUX_BIAS, DGELU_BGRAD, BGRADA/B: whose vectors can only be fp32 here) is refused with
+// CUBLAS_STATUS_NOT_SUPPORTED, nothing written, as a cuBLASLt without such a kernel may do
+// (cublasLt.h lists non-default vector types only for fp8 D): the callers' fallbacks then run.
 //
 // Numerics: the product is the cuBLAS shim's (emu::gemm_acc: operands read and rounded at the
 // same points, the same fp32 sums), so a BIAS epilogue gives bitwise the values of cublasGemmEx
@@ -77,6 +81,14 @@ inline bool epilogue_ok(uint32_t e) {
 inline cublasStatus_t refuse(const char* what) {
   fprintf(stderr, "[cuda-emu] cublasLtMatmul: %s\n", what);
   return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+// EMU_CUBLASLT_LP_D=refuse (see cublasLtMatmul)
+inline bool lp_d_refused() {
+  const char* v = getenv("EMU_CUBLASLT_LP_D");
+  if (!v || !*v) return false;
+  if (strcmp(v, "refuse") == 0) return true;
+  fprintf(stderr, "[cuda-emu] EMU_CUBLASLT_LP_D=%s: only 'refuse' (or unset) is known\n", v);
+  abort();
 }
 inline float gelu(float x) {  // kernels/cuda/gelu.cu's gelu_f, operation for operation
   const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
@@ -226,6 +238,18 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
     return refuse("a bias of D's 16-bit type is not emulated: set CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE CUDA_R_32F");
   if (aux && (d->aux_type == -1 ? (int32_t)ld->type : d->aux_type) != CUDA_R_32F)
     return refuse("an aux of D's 16-bit type is not emulated: set CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE CUDA_R_32F");
+  // EMU_CUBLASLT_LP_D=refuse: play a cuBLASLt that has no kernel for a 16-bit D with fp32 epilogue
+  // vectors (cublasLt.h documents those vectors as D's type, other types only for fp8), so that
+  // the callers' fallbacks run; read at every call (a test may set it between calls)
+  if ((bias_in || bgrad || aux) && ld->type != CUDA_R_32F && lp_d_refused()) {
+    static bool said = false;
+    if (!said) {
+      said = true;
+      fprintf(stderr, "[cuda-emu] cublasLtMatmul: EMU_CUBLASLT_LP_D=refuse: a 16-bit D with fp32 bias / aux vectors "
+              "refused (CUBLAS_STATUS_NOT_SUPPORTED; said once)\n");
+    }
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   if (aux && (!d->aux || d->aux_ld < (int64_t)m || d->aux_ld % 8)) {
     fprintf(stderr, "[cuda-emu] cublasLtMatmul: GELU_AUX_BIAS / DGELU_BGRAD need EPILOGUE_AUX_POINTER and EPILOGUE_AUX_LD >= %llu, "
             "a multiple of 8 (got %p, %lld)\n", (unsigned long long)m, d->aux, (long long)d->aux_ld);

@@ -2,7 +2,8 @@
 // against a double-precision reference: every emulated epilogue (DEFAULT, BIAS, GELU_AUX_BIAS,
 // BGRADA, BGRADB, DGELU_BGRAD) with transposes, padded leading dimensions, beta != 0 in place, fp32 / bf16 /
 // fp16 operands and TF32; bitwise agreement of DEFAULT and BIAS with cublasGemmEx (+ bias) (the
-// same product); and the refusals (unsupported epilogue, attribute, types, aux_ld, algo).
+// same product); and the refusals (unsupported epilogue, attribute, types, aux_ld, algo; and EMU_CUBLASLT_LP_D=refuse's
+// 16-bit D with fp32 epilogue vectors).
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -290,6 +291,65 @@ static void lp_d(cublasLtHandle_t h, const char* tname, cudaDataType dt, uint32_
   cudaFree(dA); cudaFree(dB); cudaFree(dD1); cudaFree(dD2); cudaFree(aux1); cudaFree(aux2); cudaFree(b1); cudaFree(b2);
 }
 
+// EMU_CUBLASLT_LP_D=refuse: a 16-bit D with an fp32 bias / aux vector (BIAS, GELU_AUX_BIAS,
+// DGELU_BGRAD) is refused with NOT_SUPPORTED and nothing is written (D, aux, bias untouched); a
+// 16-bit D without a vector (DEFAULT) and an fp32 D with one (BIAS) still run; unset, the same
+// 16-bit BIAS call runs again (the variable is read at every call).
+static void lp_d_refuse(cublasLtHandle_t h) {
+  const int m = 16, n = 5, k = 7;
+  std::vector<__nv_bfloat16> A((size_t)k * m), B((size_t)k * n), zt((size_t)m * n, to_t<__nv_bfloat16>(0.25f));
+  for (auto& v : A) v = to_t<__nv_bfloat16>(frand());
+  for (auto& v : B) v = to_t<__nv_bfloat16>(frand());
+  std::vector<float> vec((size_t)m * n, 0.75f);
+  __nv_bfloat16 *dA = dev_copy(A), *dB = dev_copy(B), *dD = dev_copy(zt);
+  float *dBias = dev_copy(vec), *dAux = dev_copy(vec), *dF = dev_copy(vec);
+  const float one = 1.f, zer = 0.f;
+  const int32_t t = CUBLAS_OP_T, f32 = CUDA_R_32F;
+  const int64_t ald = m;
+  auto call = [&](uint32_t epi, bool lp) {
+    Lt L;
+    CB(cublasLtMatmulDescCreate(&L.d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t));
+    CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
+      CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dBias, sizeof dBias));
+      CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &f32, sizeof f32));
+    }
+    if (epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || epi == CUBLASLT_EPILOGUE_DGELU_BGRAD) {
+      CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, &f32, sizeof f32));
+      CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &dAux, sizeof dAux));
+      CB(cublasLtMatmulDescSetAttribute(L.d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ald, sizeof ald));
+    }
+    CB(cublasLtMatrixLayoutCreate(&L.a, CUDA_R_16BF, k, m, k));
+    CB(cublasLtMatrixLayoutCreate(&L.b, CUDA_R_16BF, k, n, k));
+    CB(cublasLtMatrixLayoutCreate(&L.o, lp ? CUDA_R_16BF : CUDA_R_32F, m, n, m));
+    void* D = lp ? (void*)dD : (void*)dF;
+    const cublasStatus_t s = cublasLtMatmul(h, L.d, &one, dA, L.a, dB, L.b, &zer, D, L.o, D, L.o, nullptr, nullptr, 0, 0);
+    CK(cudaDeviceSynchronize());
+    return s;
+  };
+  auto untouched = [&]() {
+    std::vector<__nv_bfloat16> d(zt.size());
+    CK(cudaMemcpy(d.data(), dD, d.size() * sizeof d[0], cudaMemcpyDeviceToHost));
+    const std::vector<float> b = host_copy(dBias, vec.size()), a = host_copy(dAux, vec.size());
+    return memcmp(d.data(), zt.data(), d.size() * sizeof d[0]) == 0 && b == vec && a == vec;
+  };
+  setenv("EMU_CUBLASLT_LP_D", "refuse", 1);
+  expect("LP_D=refuse: bf16 D, BIAS (fp32 bias) NOT_SUPPORTED", call(CUBLASLT_EPILOGUE_BIAS, true) == CUBLAS_STATUS_NOT_SUPPORTED);
+  expect("LP_D=refuse: bf16 D, GELU_AUX_BIAS (fp32 bias, aux) NOT_SUPPORTED",
+         call(CUBLASLT_EPILOGUE_GELU_AUX_BIAS, true) == CUBLAS_STATUS_NOT_SUPPORTED);
+  expect("LP_D=refuse: bf16 D, DGELU_BGRAD (fp32 bias, aux) NOT_SUPPORTED",
+         call(CUBLASLT_EPILOGUE_DGELU_BGRAD, true) == CUBLAS_STATUS_NOT_SUPPORTED);
+  expect("LP_D=refuse: the refused calls wrote nothing (D, bias, aux)", untouched());
+  expect("LP_D=refuse: bf16 D, DEFAULT (no vector) accepted", call(CUBLASLT_EPILOGUE_DEFAULT, true) == CUBLAS_STATUS_SUCCESS);
+  expect("LP_D=refuse: fp32 D, BIAS accepted", call(CUBLASLT_EPILOGUE_BIAS, false) == CUBLAS_STATUS_SUCCESS);
+  unsetenv("EMU_CUBLASLT_LP_D");
+  CK(cudaMemcpy(dD, zt.data(), zt.size() * sizeof zt[0], cudaMemcpyHostToDevice));
+  expect("LP_D unset again: bf16 D, BIAS accepted and written",
+         call(CUBLASLT_EPILOGUE_BIAS, true) == CUBLAS_STATUS_SUCCESS && !untouched());
+  cudaFree(dA); cudaFree(dB); cudaFree(dD); cudaFree(dBias); cudaFree(dAux); cudaFree(dF);
+}
+
 int main() {
   cublasLtHandle_t h; CB(cublasLtCreate(&h));
   cublasHandle_t hb; CB(cublasCreate(&hb));
@@ -310,6 +370,7 @@ int main() {
   lp_d<__half>(h, "fp16", CUDA_R_16F, CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
   lp_d<__half>(h, "fp16", CUDA_R_16F, CUBLASLT_EPILOGUE_DGELU_BGRAD);
   refusals(h);
+  lp_d_refuse(h);
   CB(cublasDestroy(hb));
   CB(cublasLtDestroy(h));
   printf(fails ? "%d FAILED\n" : "all passed\n", fails);
