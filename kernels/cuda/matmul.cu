@@ -283,8 +283,9 @@ void cuda_matmul_backward(CudaCtx *c, float *dinp, float *dweight, float *dbias,
 // applied to the fp32 accumulator, the column sums of the result into dbias_pre under
 // GRAD_OVERWRITE, else into scratch added to dbias_pre by one accumulate): no gelu_backward pass
 // and no dinp buffer. dpre_lp: the epilogue's D is that copy (the fp32 value rounded once, as
-// round_kernel would; the sums are of the fp32 values). Without cuBLASLt: the cuBLAS GEMM into
-// dpre (or fp32 scratch), gelu_backward in place, the column sums, and the rounding into dpre_lp.
+// round_kernel would; the sums are of the fp32 values); where cuBLASLt refuses that 16-bit D, the
+// epilogue with an fp32 D into scratch and the rounding into dpre_lp. Without cuBLASLt: the cuBLAS
+// GEMM into dpre (or fp32 scratch), gelu_backward in place, the column sums, and the rounding.
 void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, void *dpre_lp, float *dbias_pre, float *dweight,
                                 float *dbias, const float *dout, const void *dout_lp, const float *inp,
                                 const void *inp_lp, const float *weight, const float *pre, int N, int C, int OC) {
@@ -302,6 +303,15 @@ void cuda_matmul_backward_dgelu(CudaCtx *c, float *dpre, void *dpre_lp, float *d
         return;
     }
     float *d = dpre ? dpre : (float *)cuda_scratch(c, SCR_F32, (size_t)N * C * sizeof(float));
+    // a 16-bit D refused (cuBLASLt documents the bias / aux vectors as D's type): the same epilogue
+    // with an fp32 D, then the rounding into dpre_lp; the bias gradient is the one of the epilogue
+    // path with an fp32 dpre, and 1 launch replaces gelu_backward and the 2 colsum kernels
+    if (dpre_lp && cuda_lt_matmul(c, false, false, C, N, OC, W, C, D, OC, 0.0f, d, C, CUBLASLT_EPILOGUE_DGELU_BGRAD, g,
+                                  (float *)pre, C, false)) {
+        if (!ow) cuda_accumulate(c, dbias_pre, g, (size_t)C, 0);
+        cuda_round_to(c, dpre_lp, d, (size_t)N * C);
+        return;
+    }
     cuda_gemm(c, false, false, C, N, OC, W, C, 0, D, OC, 0, 1.0f, 0.0f, d, C, 0, 1);
     cuda_gelu_backward(c, d, pre, d, (long)N * C);   // in place
     cuda_colsum(c, dbias_pre, d, N, C, !ow);
