@@ -172,7 +172,7 @@ $(B)/cuda-tests/cuda_probe: tests/cuda/cuda_probe.c $(CUDA_OBJ) $(B)/libmingpt.a
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(CUDA_OBJ) $(B)/libmingpt.a $(LDLIBS) $(CUDA_LDLIBS)
 
 # ---------------------------------------------------------------- targets
-.PHONY: cuda-build cuda-build-all cuda-test cuda-gate cuda-emu cuda-emu-rand cuda-emu-rev cuda-emu-defer \
+.PHONY: cuda-build cuda-build-all cuda-test cuda-gate cuda-emu cuda-emu-rand cuda-emu-rev cuda-emu-defer cuda-emu-lprefuse \
         cuda-emu-noblas cuda-emu-asan cuda-emu-self cuda-negative cuda-emu-nccl cuda-emu-counts
 # compile in parallel even when make runs without -j (the nvcc calls dominate the build)
 CUDA_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -190,7 +190,7 @@ EXTRA_TESTS += cuda-test
 # CPU reference ops are tiny here, and spinning OpenMP threads on a loaded 2-core CI
 # machine make the suites up to 10x slower
 CUDA_TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-cuda-test: cuda-gate cuda-emu-self cuda-emu cuda-emu-rev cuda-emu-rand cuda-emu-defer cuda-emu-noblas \
+cuda-test: cuda-gate cuda-emu-self cuda-emu cuda-emu-rev cuda-emu-rand cuda-emu-defer cuda-emu-lprefuse cuda-emu-noblas \
            cuda-emu-asan cuda-negative cuda-emu-nccl cuda-emu-counts
 	@echo "cuda: all emulated suites, gate and negative tests passed"
 
@@ -218,6 +218,13 @@ cuda-emu-rand: $(CUDA_EMU_BIN)
 	$(call run_cuda_suites,EMU_SCHEDULE=rand EMU_SEED=7,$(CUDA_EMU_BIN),rand)
 cuda-emu-defer: $(CUDA_EMU_BIN)
 	$(call run_cuda_suites,EMU_DEFER=1,$(CUDA_EMU_BIN),defer)
+# the emulated cuBLASLt refusing a 16-bit D with fp32 epilogue vectors (as a real one may): the
+# fallbacks of c_fc's GELU, mlp.c_proj's dGELU and c_attn's bias epilogues writing copies, in the
+# suites that reach them
+CUDA_LPREFUSE_BIN := $(filter %/test_cuda_ops %/test_cuda_cast %/test_cuda_train %/test_cuda_graph %/test_cuda_layouts,\
+                              $(CUDA_EMU_BIN))
+cuda-emu-lprefuse: $(CUDA_LPREFUSE_BIN)
+	$(call run_cuda_suites,EMU_CUBLASLT_LP_D=refuse,$(CUDA_LPREFUSE_BIN),lprefuse)
 cuda-emu-noblas: $(CUDA_NOBLAS_BIN)
 	$(call run_cuda_suites,EMU_SCHEDULE=fwd,$(CUDA_NOBLAS_BIN),noblas)
 cuda-emu-asan: $(CUDA_ASAN_BIN)
