@@ -135,8 +135,9 @@ bool cuda_lt_matmul(CudaCtx *c, bool transA, bool transB, int m, int n, int k, c
     cublasLtMatmulDescDestroy(desc);
     if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE) {
         // a configuration this cuBLASLt refuses (its rules vary by version and GPU): the cuBLAS path,
-        // said once per epilogue kind (the emulator refuses none that reach here: the tests count
-        // the epilogues' kernels, tests/cuda/test_cuda_cast.c)
+        // said once per epilogue kind (the emulator refuses none that reach here, except a 16-bit D
+        // with fp32 vectors under EMU_CUBLASLT_LP_D=refuse: tests/cuda/test_cuda_cast.c counts the
+        // epilogues' kernels and, under that switch, the fallbacks')
         static bool said[8];
         const int kind = (epilogue == CUBLASLT_EPILOGUE_BIAS ? 0 : epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? 1
                        : epilogue == CUBLASLT_EPILOGUE_BGRADB ? 2 : 3) + (d_lp ? 4 : 0);
