@@ -556,6 +556,27 @@ static void test_matmul_backward(void **state) {
     }
 }
 
+// The magnitudes the dgelu comparisons scale their tolerances by: mb (OC) = sum |dout|, mw (OC,C)
+// = sum |dout| |x|, mx (N,C) = 1.13 sum |dout| |w| and mbp (C) = the column sums of mx (all zeroed
+// by the caller). dpre = gelu'(pre) dinp: dinp's error (as matmul_backward's) times |gelu'| <= 1.13,
+// and gelu' evaluated on each side (16 u32 times exp's conditioning <= 5 for |pre| <= 3, on terms
+// of magnitude <= 1.2, against |dinp| <= mx): 100 u32 on 1.13 mx.
+static void dgelu_magnitudes(int N, int C, int OC, const float *dout, const float *w, const float *x, double *mx,
+                             double *mw, double *mb, double *mbp) {
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            const double d = fabs(dout[(size_t)n * OC + o]);
+            mb[o] += d;
+            for (int c = 0; c < C; c++) {
+                mx[(size_t)n * C + c] += d * fabs(w[(size_t)o * C + c]);
+                mw[(size_t)o * C + c] += d * fabs(x[(size_t)n * C + c]);
+            }
+        }
+    for (size_t i = 0; i < (size_t)N * C; i++) mx[i] *= 1.13;
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) mbp[c] += mx[(size_t)n * C + c];
+}
+
 // matmul_backward_dgelu (an optional op: the CUDA backend has it, the CPU backend does not)
 // against the CPU backend's separate ops: matmul_backward into a scratch dinp, gelu_backward,
 // the column sums of its result. mlp.c_proj (4C -> C) at C 48, and N, C, OC odd with C = 84 not a
@@ -582,21 +603,7 @@ static void test_matmul_backward_dgelu(void **state) {
         float *g_dpre = down(f->cu, d_dpre, NC), *g_dw = down(f->cu, d_dw, OCC), *g_db = down(f->cu, d_db, OC);
         float *g_dbp = down(f->cu, d_dbp, C);
         double *mx = dzeros(NC), *mw = dzeros(OCC), *mb = dzeros(OC), *mbp = dzeros(C);
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < OC; o++) {
-                const double d = fabs(dout[(size_t)n * OC + o]);
-                mb[o] += d;
-                for (int c = 0; c < C; c++) {
-                    mx[(size_t)n * C + c] += d * fabs(w[(size_t)o * C + c]);
-                    mw[(size_t)o * C + c] += d * fabs(x[(size_t)n * C + c]);
-                }
-            }
-        // dpre = gelu'(pre) dinp: dinp's error (as matmul_backward's) times |gelu'| <= 1.13, and
-        // gelu' evaluated on each side (16 u32 times exp's conditioning <= 5 for |pre| <= 3, on
-        // terms of magnitude <= 1.2, against |dinp| <= mx): 100 u32 on 1.13 mx
-        for (size_t i = 0; i < NC; i++) mx[i] *= 1.13;
-        for (int n = 0; n < N; n++)
-            for (int c = 0; c < C; c++) mbp[c] += mx[(size_t)n * C + c];
+        dgelu_magnitudes(N, C, OC, dout, w, x, mx, mw, mb, mbp);
         char what[96];
         snprintf(what, sizeof what, "matmul_backward_dgelu %dx%d->%d dpre", N, C, OC);
         check(what, g_dpre, r_dpre, mx, NC, coef_dot(f, OC) + 100 * U32, 0, 1.13 * OC * f->abs_lp);
@@ -715,18 +722,7 @@ static void test_grad_overwrite(void **state) {
         f->cu->set_grad_write(f->cu, GRAD_ACCUMULATE);
         float *g_dw = down(f->cu, d_dw, OCC), *g_db = down(f->cu, d_db, OC), *g_dbp = down(f->cu, d_dbp, C);
         double *mx = dzeros(NC), *mw = dzeros(OCC), *mb = dzeros(OC), *mbp = dzeros(C);
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < OC; o++) {
-                const double d = fabs(dout[(size_t)n * OC + o]);
-                mb[o] += d;
-                for (int c = 0; c < C; c++) {
-                    mx[(size_t)n * C + c] += d * fabs(w[(size_t)o * C + c]);
-                    mw[(size_t)o * C + c] += d * fabs(x[(size_t)n * C + c]);
-                }
-            }
-        for (size_t i = 0; i < NC; i++) mx[i] *= 1.13;   // as test_matmul_backward_dgelu
-        for (int n = 0; n < N; n++)
-            for (int c = 0; c < C; c++) mbp[c] += mx[(size_t)n * C + c];
+        dgelu_magnitudes(N, C, OC, dout, w, x, mx, mw, mb, mbp);
         char what[96];
         snprintf(what, sizeof what, "GRAD_OVERWRITE dgelu %dx%d->%d dbias_pre", N, C, OC);
         check_no_nan(what, g_dbp, C);
