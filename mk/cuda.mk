@@ -125,7 +125,7 @@ endif
 CUDA_NOBLAS_BIN := $(B)/cuda-tests/test_cuda_ops.noblas $(B)/cuda-tests/test_cuda_train.noblas
 EMU_SELF_BIN  := $(B)/cuda-tests/emu/test_emu_features $(B)/cuda-tests/emu/test_emu_cublas $(B)/cuda-tests/emu/test_emu_cublaslt \
                  $(B)/cuda-tests/emu/test_emu_graph $(B)/cuda-tests/emu/test_emu_wmma \
-                 $(B)/cuda-tests/emu/emu_bugs $(B)/cuda-tests/emu/emu_bugs.asan
+                 $(B)/cuda-tests/emu/emu_bugs $(B)/cuda-tests/emu/emu_bugs.asan $(B)/cuda-tests/emu/test_emu_features.asan
 
 $(B)/cuda-tests/%: tests/cuda/%.c $(EMU_OBJ) $(B)/libmingpt.a tests/test_util.h
 	@mkdir -p $(dir $@)
@@ -200,6 +200,9 @@ cuda-gate:
 	@sh tests/cuda/check_spills.sh $(CUDA_RU)
 cuda-emu-self: $(EMU_SELF_BIN)
 	@$(B)/cuda-tests/emu/test_emu_features >/dev/null && echo "emu: dialect semantics ok"
+	@$(B)/cuda-tests/emu/test_emu_features.asan > $(B)/cuda-tests/emu/test_emu_features.asan.log 2>&1 \
+	  && echo "emu: dialect semantics under ASan ok (fiber stacks unmapped with clean shadow)" \
+	  || { cat $(B)/cuda-tests/emu/test_emu_features.asan.log; exit 1; }
 	@$(B)/cuda-tests/emu/test_emu_cublas >/dev/null && echo "emu: cuBLAS shim ok"
 	@$(B)/cuda-tests/emu/test_emu_cublaslt >/dev/null && echo "emu: cuBLASLt shim ok"
 	@$(B)/cuda-tests/emu/test_emu_graph > $(B)/cuda-tests/emu/test_emu_graph.log 2>&1 \

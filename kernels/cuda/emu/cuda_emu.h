@@ -270,11 +270,21 @@ struct Runner {  // one per OS thread that executes blocks
 #if EMU_ASAN
   const void* sched_bottom = nullptr; size_t sched_size = 0;
 #endif
+  // ASan keeps the shadow of an unmapped range: frames of fibers that exited mid-call are still
+  // poisoned there, and a later mmap of the same addresses (a library's buffer, an MPI
+  // shared-memory segment) would then read as a stack redzone. Clear it before unmapping.
+  void release_stacks() {
+#if EMU_ASAN
+    __asan_unpoison_memory_region(stacks, nstack * stride);
+#endif
+    munmap(stacks, nstack * stride);
+    stacks = nullptr; nstack = 0;
+  }
   void prepare(const dim3& b) {
     int nt = (int)(b.x * b.y * b.z);
     size_t ss = cfg().stack_size, page = (size_t)sysconf(_SC_PAGESIZE);
     if ((size_t)nt > nstack) {  // stacks are reused across blocks and launches; one guard page each
-      if (stacks) munmap(stacks, nstack * stride);
+      if (stacks) release_stacks();
       stride = ((ss + page - 1) / page + 1) * page;
       stacks = (char*)mmap(nullptr, nt * stride, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (stacks == MAP_FAILED) fatal("cannot mmap %d fiber stacks", nt);

@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <math.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include "kernels/cuda/emu/launch.cuh"
 
 __constant__ float c_scale[4];
@@ -40,6 +42,17 @@ __global__ void param_copy(int* out, int n) {         // each thread owns a copy
     while (n > (int)threadIdx.x) n--;
     out[threadIdx.x] = n;
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+// An addressed local array: ASan gives the frame redzones on the fiber's stack.
+__global__ void addressed_locals(int* out) {
+    volatile int buf[64];
+    for (int i = 0; i < 64; i++) buf[i] = i * (int)threadIdx.x;
+    __syncthreads();
+    out[threadIdx.x] = buf[threadIdx.x & 63];
+}
+#endif
 
 static int fails = 0;
 #define EXPECT(cond, ...) do { bool ok_ = (cond); fails += !ok_; printf("%-4s ", ok_ ? "ok" : "FAIL"); printf(__VA_ARGS__); printf("\n"); } while (0)
@@ -85,6 +98,33 @@ int main() {
     LAUNCH(param_copy, 1, 32)(di, 20);
     cudaMemcpy(hi, di, 32 * 4, cudaMemcpyDeviceToHost);
     EXPECT(hi[5] == 5 && hi[25] == 20, "by-value kernel parameters are per thread: %d %d", hi[5], hi[25]);
+
+#if defined(__SANITIZE_ADDRESS__)
+    // The fiber stacks are unmapped when a wider block needs more of them: ASan's shadow of the
+    // old range must be clean then (frames of exited fibers stay poisoned, and whatever is mapped
+    // there next, e.g. an MPI shared-memory segment, would read as a stack redzone).
+    {
+        LAUNCH(addressed_locals, 1, 128)(di);   // the 128 stacks of the atomics launch, reused
+        cudaDeviceSynchronize();
+        emu::Runner& R = emu::runner();
+        char* old = R.stacks; size_t bytes = R.nstack * R.stride;
+        bool poisoned_before = old && __asan_region_is_poisoned(old, bytes) != nullptr;
+        // one page mapped on each side of the old stacks (where free), so the wider mapping
+        // cannot reuse their addresses and the old range's shadow can be read alone
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        void* fence_lo = mmap(old - page, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        void* fence_hi = mmap(old + bytes, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        LAUNCH(addressed_locals, 1, 256)(di);   // 256 threads: the stacks are mapped again
+        cudaDeviceSynchronize();
+        const bool moved = R.stacks + R.nstack * R.stride <= old || R.stacks >= old + bytes;
+        void* left = old && moved ? __asan_region_is_poisoned(old, bytes) : nullptr;
+        EXPECT(poisoned_before && moved && !left,
+               "ASan: fiber stacks unmapped with clean shadow (poisoned while live: %d, mapped elsewhere: %d, "
+               "poisoned after: %p)", (int)poisoned_before, (int)moved, left);
+        if (fence_lo != MAP_FAILED) munmap(fence_lo, page);
+        if (fence_hi != MAP_FAILED) munmap(fence_hi, page);
+    }
+#endif
 
     cudaFree(di); cudaFree(df); cudaFree(din);
     printf(fails ? "SOME TESTS FAILED\n" : "ALL PASSED\n");
