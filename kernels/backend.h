@@ -102,8 +102,9 @@ struct Backend {
     void (*download)(Backend *be, void *dst, const void *src, size_t bytes);  // backend -> host
     // Optional (NULL: use upload). host -> backend without waiting for the copy: src is staged
     // (src may be reused at once) and the copy is ordered after the ops enqueued before it and
-    // before those enqueued after it. For a few bytes written before each graph replay (the
-    // dropout keys); not allowed inside graph_run's fn (reported, exit).
+    // before those enqueued after it. For what a training step writes before its graph replay
+    // (the batch's inputs and targets, the dropout keys: the host then never waits for the
+    // previous step's optimizer kernels); not allowed inside graph_run's fn (reported, exit).
     void (*upload_async)(Backend *be, void *dst, const void *src, size_t bytes);
     void (*destroy)(Backend *be);                              // frees ctx and be itself
     // Optional: one or more lines (each ending in '\n') for the start-up header: the libraries

@@ -784,8 +784,10 @@ float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, i
     m->n_valid = n_valid;
     if (be->cast_weights && be->matmul_dtype != DTYPE_FP32)
         be->cast_weights(be, m->params_memory, m->num_params, m->params_version);
-    be->upload(be, m->inputs, idx, (size_t)BT * sizeof(int32_t));
-    be->upload(be, m->targets, targets, (size_t)BT * sizeof(int32_t));
+    // staged: the host goes on to launch the replay while the previous step's kernels run
+    void (*upload)(Backend *, void *, const void *, size_t) = be->upload_async ? be->upload_async : be->upload;
+    upload(be, m->inputs, idx, (size_t)BT * sizeof(int32_t));
+    upload(be, m->targets, targets, (size_t)BT * sizeof(int32_t));
     if (dropout) {   // this step's keys, where the graph's kernels read them
         for (int i = 0; i < n_sites; i++) m->drop_keys_host[i] = index_key(m, i);
         be->upload_async(be, m->drop_keys_dev, m->drop_keys_host, (size_t)n_sites * sizeof(DropoutKey));

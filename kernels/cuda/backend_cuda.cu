@@ -76,25 +76,27 @@ static void be_upload(Backend *be, void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, CX(be)->stream));
     CUDA_CHECK(cudaStreamSynchronize(CX(be)->stream));  // the caller may reuse src at once
 }
-// Through the pinned staging buffer: waits only for the previous upload_async's copy to have
-// read the buffer (long done when a download came in between), never for the stream.
+// Through the pinned staging ring: waits only for the copy of the upload_async STAGE_SLOTS calls
+// before (long done when a download came in between), never for the stream.
 static void be_upload_async(Backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CudaCtx *c = CX(be);
     if (c->capturing) cuda_fatal("upload_async", "called inside a graph capture", __FILE__, __LINE__);
-    if (c->stage_done) CUDA_CHECK(cudaEventSynchronize(c->stage_done));
-    else CUDA_CHECK(cudaEventCreate(&c->stage_done));
-    if (bytes > c->stage_bytes) {
-        if (c->stage) CUDA_CHECK(cudaFreeHost(c->stage));
-        c->stage = nullptr;
-        c->stage_bytes = 0;
-        CUDA_CHECK(cudaMallocHost(&c->stage, bytes));
-        c->stage_bytes = bytes;
+    const int k = c->stage_next;
+    c->stage_next = (k + 1) % STAGE_SLOTS;
+    if (c->stage_done[k]) CUDA_CHECK(cudaEventSynchronize(c->stage_done[k]));
+    else CUDA_CHECK(cudaEventCreate(&c->stage_done[k]));
+    if (bytes > c->stage_bytes[k]) {
+        if (c->stage[k]) CUDA_CHECK(cudaFreeHost(c->stage[k]));
+        c->stage[k] = nullptr;
+        c->stage_bytes[k] = 0;
+        CUDA_CHECK(cudaMallocHost(&c->stage[k], bytes));
+        c->stage_bytes[k] = bytes;
     }
-    memcpy(c->stage, src, bytes);
+    memcpy(c->stage[k], src, bytes);
     cuda_cast_touch(c, dst, bytes);
-    CUDA_CHECK(cudaMemcpyAsync(dst, c->stage, bytes, cudaMemcpyHostToDevice, c->stream));
-    CUDA_CHECK(cudaEventRecord(c->stage_done, c->stream));
+    CUDA_CHECK(cudaMemcpyAsync(dst, c->stage[k], bytes, cudaMemcpyHostToDevice, c->stream));
+    CUDA_CHECK(cudaEventRecord(c->stage_done[k], c->stream));
 }
 static void be_download(Backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
@@ -109,8 +111,10 @@ static void be_destroy(Backend *be) {
         for (int i = 0; i < SCR_COUNT; i++) if (c->scratch[i]) cudaFree(c->scratch[i]);
         if (c->ticket) cudaFree(c->ticket);
         if (c->wcast.lp) cudaFree(c->wcast.lp);
-        if (c->stage) cudaFreeHost(c->stage);
-        if (c->stage_done) cudaEventDestroy(c->stage_done);
+        for (int k = 0; k < STAGE_SLOTS; k++) {
+            if (c->stage[k]) cudaFreeHost(c->stage[k]);
+            if (c->stage_done[k]) cudaEventDestroy(c->stage_done[k]);
+        }
         free(c->adamw_segs);
         if (c->cublaslt) cublasLtDestroy(c->cublaslt);
         if (c->cublas) cublasDestroy(c->cublas);

@@ -87,6 +87,10 @@ struct WeightCast {
     size_t cap;
 };
 
+// Backend.upload_async's staging buffers: a training step uploads its inputs, its targets and
+// its dropout keys, so a slot is reused a step later, its copy long done.
+enum { STAGE_SLOTS = 4 };
+
 struct CudaCtx {
     int device;                  // the CUDA device (cudaSetDevice) every call of this backend uses
     cudaStream_t stream;
@@ -101,9 +105,13 @@ struct CudaCtx {
     WeightCast wcast;
     uint64_t scratch_gen;        // bumped whenever cuda_scratch reallocates a slot (graph.cu)
     bool capturing;              // a graph capture is in progress on stream (graph.cu)
-    void *stage;                 // pinned staging of Backend.upload_async (stage_bytes), and the
-    size_t stage_bytes;          // event recorded after its last copy (nullptr before the first)
-    cudaEvent_t stage_done;
+    // Backend.upload_async's pinned staging: a ring of STAGE_SLOTS buffers (stage_bytes each),
+    // each with the event recorded after its last copy (nullptr before the first); a call
+    // waits only for the copy of the call STAGE_SLOTS before it
+    void *stage[STAGE_SLOTS];
+    size_t stage_bytes[STAGE_SLOTS];
+    cudaEvent_t stage_done[STAGE_SLOTS];
+    int stage_next;
     AdamWSegment *adamw_segs;    // host copy of the segments whose table SCR_ADAMW holds (adamw.cu)
     int adamw_nsegs;             // their count; 0: no table uploaded
     unsigned *ticket;            // device counter, 0 between launches: the last-block ticket of

@@ -17,8 +17,10 @@
 #     embedding's: the residual dropouts run inside the LayerNorms, forward and backward), at most
 #     one rounding kernel (lm_head's output gradient: every other matmul operand is written in
 #     bf16/fp16 by its producer);
-#   * exactly 2 memsets per step (the gradient buffer, the residual stream's gradient) and at most
-#     2 device-to-host copies (the losses and the gradient norm: nothing else synchronises);
+#   * exactly 2 memsets per step (the gradient buffer, the residual stream's gradient), at most
+#     2 device-to-host copies (the losses and the gradient norm) and at most 2 host waits (those
+#     two read-backs: the batch's inputs, targets and dropout keys go through upload_async's
+#     staging, so the host never waits for the previous step's optimizer kernels);
 #   * the fused kernels ran: one fused attention forward per layer and no separate bias, bias +
 #     GELU, GELU-backward or bias-gradient column-sum kernel (the cuBLASLt epilogues).
 # And tests/cuda/roofline.py's bytes per bf16 step of the full-size tutorial config <= MAX_GB.
@@ -36,7 +38,7 @@ work=$(mktemp -d) || exit 1
 trap 'rm -rf "$work"' EXIT
 
 # run ITERS DTYPE: the emulator's statistics of a run of ITERS iterations, "name count" lines
-# plus "=launches N", "=memsets N", "=d2h N"
+# plus "=launches N", "=memsets N", "=d2h N", "=waits N"
 run() {
     local out=$work/$2.$1.txt
     MINGPT_CUDA_LIB=$emu_so EMU_STATS=2 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout 600 "$mingpt" \
@@ -44,7 +46,7 @@ run() {
         trainer_config.batch_size=2 trainer_config.device=cuda trainer_config.amp_dtype="$2" \
         trainer_config.max_iters="$1" trainer_config.eval_iters=1 trainer_config.log_every=1 \
         hydra.run.dir="$work/run.$2.$1" > "$out" 2>&1 || { echo "=failed"; cat "$out" >&2; return 1; }
-    sed -n 's/^\[cuda-emu\] stats: \([0-9]*\) launches, \([0-9]*\) memsets, \([0-9]*\) device-to-host.*/=launches \1\n=memsets \2\n=d2h \3/p' "$out"
+    sed -n 's/^\[cuda-emu\] stats: \([0-9]*\) launches, \([0-9]*\) memsets, \([0-9]*\) device-to-host.*, \([0-9]*\) host waits$/=launches \1\n=memsets \2\n=d2h \3\n=waits \4/p' "$out"
     sed -n 's/^\[cuda-emu\] *\([0-9][0-9]*\)  \([A-Za-z_0-9]*\)$/\2 \1/p' "$out"
 }
 # value NAME FILE: the count of NAME in a run's statistics (0 when absent)
@@ -57,8 +59,8 @@ for dt in bfloat16 float16; do
         ko "$dt: the emulated runs" "$(cat "$work/e1" "$work/e2")"; continue
     fi
     d() { echo $(( $(value "$1" "$work/s2") - $(value "$1" "$work/s1") )); }
-    launches=$(d =launches) memsets=$(d =memsets) d2h=$(d =d2h)
-    echo "     $dt: one step = $launches launches, $memsets memsets, $d2h device-to-host copies; by kernel:"
+    launches=$(d =launches) memsets=$(d =memsets) d2h=$(d =d2h) waits=$(d =waits)
+    echo "     $dt: one step = $launches launches, $memsets memsets, $d2h device-to-host copies, $waits host waits; by kernel:"
     awk '{print $1}' "$work/s1" "$work/s2" | grep -v '^=' | sort -u | while read -r k; do
         n=$(d "$k"); [ "$n" -ne 0 ] && printf '     %6d  %s\n' "$n" "$k"; done | sort -rn
     [ "$launches" -gt 0 ] && [ "$launches" -le $MAX_LAUNCHES ] &&
@@ -67,6 +69,8 @@ for dt in bfloat16 float16; do
     [ "$memsets" -eq 2 ] && ok "$dt: 2 memsets per step" || ko "$dt: $memsets memsets per step, expected 2"
     [ "$d2h" -le 2 ] && ok "$dt: $d2h device-to-host copies per step (<= 2)" ||
         ko "$dt: $d2h device-to-host copies per step, expected at most 2"
+    [ "$waits" -le 2 ] && ok "$dt: $waits host waits per step (<= 2: the loss and the gradient norm; the batch is staged)" ||
+        ko "$dt: $waits host waits per step, expected at most 2"
     flash=$(d flash_fwd_kernel)
     [ "$flash" -eq $N_LAYER ] && ok "$dt: the fused attention forward ran once per layer" ||
         ko "$dt: fused attention forward launches per step: $flash, expected $N_LAYER"

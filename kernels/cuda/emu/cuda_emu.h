@@ -163,10 +163,25 @@ struct Stats { std::atomic<long> launches{0}, blocks{0}, threads{0}, switches{0}
 inline std::atomic<long>& memset_calls() { static std::atomic<long> n{0}; return n; }
 // device-to-host copies (emu_d2h_count), always counted
 inline std::atomic<long>& d2h_copies() { static std::atomic<long> n{0}; return n; }
+// Host waits (emu_host_wait_count), always counted, as a GPU would make the host wait: every
+// piece of stream work takes a sequence number when submitted (submitted()); a synchronisation
+// waits (and counts) when work beyond what the last one waited for (synced()) is before it.
+inline std::atomic<long>& submitted() { static std::atomic<long> n{0}; return n; }
+inline std::atomic<long>& synced() { static std::atomic<long> n{0}; return n; }
+inline std::atomic<long>& host_waits() { static std::atomic<long> n{0}; return n; }
+// A host synchronisation with the work submitted up to `upto`: counted when that is more than
+// the last one covered.
+inline void host_wait_upto(long upto) {
+  long cur = synced().load();
+  while (upto > cur)
+    if (synced().compare_exchange_weak(cur, upto)) { host_waits()++; return; }
+}
+inline void host_wait_all() { host_wait_upto(submitted().load()); }
 inline Stats& stats() {
   static Stats s;
-  static bool reg = [] { atexit([] { fprintf(stderr, "[cuda-emu] stats: %ld launches, %ld memsets, %ld device-to-host copies, %ld blocks, %ld threads, %ld fiber switches\n",
-                                             stats().launches.load(), memset_calls().load(), d2h_copies().load(), stats().blocks.load(), stats().threads.load(), stats().switches.load()); });
+  static bool reg = [] { atexit([] { fprintf(stderr, "[cuda-emu] stats: %ld launches, %ld memsets, %ld device-to-host copies, %ld blocks, %ld threads, %ld fiber switches, %ld host waits\n",
+                                             stats().launches.load(), memset_calls().load(), d2h_copies().load(), stats().blocks.load(), stats().threads.load(), stats().switches.load(),
+                                             host_waits().load()); });
                          return true; }();
   (void)reg;
   return s;
@@ -647,6 +662,7 @@ inline void flush(int d = -1) {
   }
 }
 inline void submit(std::function<void()> fn) {
+  submitted()++;
   if (!cfg().defer) { fn(); return; }
   DevQueue& Q = devq(tl_device);
   std::lock_guard<std::mutex> g(Q.m);
@@ -886,6 +902,7 @@ extern "C" __attribute__((used)) inline long emu_launch_count(const char* kernel
 
 extern "C" __attribute__((used)) inline long emu_memset_count(void) { return emu::memset_calls().load(); }
 extern "C" __attribute__((used)) inline long emu_d2h_count(void) { return emu::d2h_copies().load(); }
+extern "C" __attribute__((used)) inline long emu_host_wait_count(void) { return emu::host_waits().load(); }
 
 // ------------------------------------------------------------------ 3. device intrinsics
 #define EMU_LOC const char* _file = __builtin_FILE(), int _line = __builtin_LINE()
@@ -1055,7 +1072,9 @@ struct CUstream_st { int device; };
 // An event completes when the stream work queued before its record has run. `pending` counts
 // records not yet executed (EMU_DEFER=1 queues them), `owner` marks the host thread that
 // recorded it last (see cudaEventQuery).
-struct CUevent_st { double t_ms = 0; bool recorded = false; std::atomic<int> pending{0}; std::atomic<const void*> owner{nullptr}; };
+// seq: the stream work submitted up to its last record (emu::submitted), for the host-wait count
+struct CUevent_st { double t_ms = 0; bool recorded = false; std::atomic<int> pending{0}; std::atomic<const void*> owner{nullptr};
+                    std::atomic<long> seq{0}; };
 inline double emu_now_ms() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 inline cudaError_t cudaMalloc(void** p, size_t n) {
@@ -1127,6 +1146,7 @@ inline cudaError_t check_copy(void* dst, const void* src, size_t n, cudaMemcpyKi
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
   if (cudaError_t e = emu::check_copy(dst, src, n, kind, "cudaMemcpy")) return e;
   if (cudaError_t e = emu::capture_implicit("cudaMemcpy")) return e;
+  emu::submitted()++; emu::host_wait_all();   // the copy itself: the host waits for it
   emu::flush();
   memmove(dst, src, n);
   return cudaSuccess;
@@ -1141,6 +1161,7 @@ inline cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_
   if (cudaError_t e = emu::check_copy(dst, src, 0, kind, "cudaMemcpy2D")) return e;
   if (cudaError_t e = emu::check_copy((char*)dst + (height - 1) * dpitch, (const char*)src + (height - 1) * spitch, width, kind, "cudaMemcpy2D")) return e;
   if (cudaError_t e = emu::capture_implicit("cudaMemcpy2D")) return e;
+  emu::submitted()++; emu::host_wait_all();
   emu::flush();
   for (size_t r = 0; r < height; r++) memmove((char*)dst + r * dpitch, (const char*)src + r * spitch, width);
   return cudaSuccess;
@@ -1156,10 +1177,11 @@ inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t s) {
 }
 inline cudaError_t cudaMemcpyToSymbol(const void* sym, const void* src, size_t n, size_t off, cudaMemcpyKind) {
   if (cudaError_t e = emu::capture_implicit("cudaMemcpyToSymbol")) return e;
+  emu::submitted()++; emu::host_wait_all();
   emu::flush(); memcpy((char*)sym + off, src, n); return cudaSuccess; }
 inline cudaError_t cudaMemcpyFromSymbol(void* dst, const void* sym, size_t n, size_t off, cudaMemcpyKind) {
   if (cudaError_t e = emu::capture_implicit("cudaMemcpyFromSymbol")) return e;
-  emu::d2h_copies()++; emu::flush(); memcpy(dst, (const char*)sym + off, n); return cudaSuccess; }
+  emu::d2h_copies()++; emu::submitted()++; emu::host_wait_all(); emu::flush(); memcpy(dst, (const char*)sym + off, n); return cudaSuccess; }
 template <class T> inline cudaError_t cudaMemcpyToSymbol(const T& sym, const void* src, size_t n, size_t off = 0, cudaMemcpyKind k = cudaMemcpyHostToDevice) {
   return ::cudaMemcpyToSymbol((const void*)&sym, src, n, off, k); }
 template <class T> inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& sym, size_t n, size_t off = 0, cudaMemcpyKind k = cudaMemcpyDeviceToHost) {
@@ -1207,14 +1229,14 @@ inline const char* cudaGetErrorString(cudaError_t e) {
 }
 inline cudaError_t cudaDeviceSynchronize(void) {
   if (cudaError_t e = emu::capture_unsafe("cudaDeviceSynchronize")) return e;
-  emu::flush(); return emu::last_error; }
+  emu::host_wait_all(); emu::flush(); return emu::last_error; }
 inline cudaError_t cudaDeviceReset(void) { emu::flush(); return cudaSuccess; }
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = new CUstream_st{emu::tl_device}; return cudaSuccess; }
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) { return cudaStreamCreate(s); }
 inline cudaError_t cudaStreamDestroy(cudaStream_t s) { emu::flush(); delete s; return cudaSuccess; }
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (cudaError_t e = emu::capture_implicit("cudaStreamSynchronize", s, emu::special_stream(s))) return e;
-  emu::flush(); return cudaSuccess; }
+  emu::host_wait_all(); emu::flush(); return cudaSuccess; }
 inline cudaError_t cudaStreamQuery(cudaStream_t s) {
   if (cudaError_t e = emu::capture_implicit("cudaStreamQuery", s, emu::special_stream(s))) return e;
   emu::flush(); return cudaSuccess; }
@@ -1226,10 +1248,14 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (emu::is_capturing(s)) return cudaSuccess;  // inside a capture a record only orders streams: no node here
   e->pending.fetch_add(1);
   e->owner.store(&emu::tl_thread_tag);
+  e->seq.store(emu::submitted().load());   // the work before this record
   emu::submit([e] { e->t_ms = emu_now_ms(); e->recorded = true; e->pending.fetch_sub(1); });
   return cudaSuccess;
 }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t) { emu::flush(); return cudaSuccess; }
+// waits (and counts) only when the work before the event's record was not already waited for
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  if (e) emu::host_wait_upto(e->seq.load());
+  emu::flush(); return cudaSuccess; }
 // Stream work runs on the host thread that synchronises (there is no GPU running beside it):
 // queried from the thread that recorded the event, the query runs the queue (so a polling loop
 // makes progress, as on a GPU); queried from any other thread (a watchdog) it only looks, and

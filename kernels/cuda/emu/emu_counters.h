@@ -27,6 +27,14 @@ long emu_memset_count(void);
  * Counted when issued (also during stream capture). Thread-safe. */
 long emu_d2h_count(void);
 
+/* Host waits issued so far in this process, as a GPU would make the host wait: a
+ * cudaStreamSynchronize / cudaDeviceSynchronize with stream work submitted since the last wait,
+ * a cudaEventSynchronize on an event recorded after the work the last wait covered, and every
+ * synchronous copy (cudaMemcpy, cudaMemcpy2D, cudaMemcpy{To,From}Symbol). A wait for work already
+ * waited for (e.g. an event recorded before the last stream synchronisation) costs nothing on a
+ * GPU and is not counted. Counted also under EMU_DEFER=1 (the same numbers). Thread-safe. */
+long emu_host_wait_count(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include "kernels/cuda/emu/launch.cuh"
+#include "kernels/cuda/emu/emu_counters.h"
 
 __constant__ float c_scale[4];
 __device__ int d_counter;
@@ -98,6 +99,29 @@ int main() {
     LAUNCH(param_copy, 1, 32)(di, 20);
     cudaMemcpy(hi, di, 32 * 4, cudaMemcpyDeviceToHost);
     EXPECT(hi[5] == 5 && hi[25] == 20, "by-value kernel parameters are per thread: %d %d", hi[5], hi[25]);
+
+    {   // host waits, counted as a GPU makes the host wait (emu_host_wait_count)
+        cudaStream_t st; cudaStreamCreate(&st);
+        cudaEvent_t e1, e2; cudaEventCreate(&e1); cudaEventCreate(&e2);
+        const long w0 = emu_host_wait_count();
+        LAUNCH(param_copy, 1, 32, 0, st)(di, 20);
+        cudaEventRecord(e1, st);
+        cudaStreamSynchronize(st);                       // waits for the kernel: 1
+        const long w1 = emu_host_wait_count();
+        cudaStreamSynchronize(st);                       // nothing new: 0
+        cudaEventSynchronize(e1);                        // recorded before the last wait: 0
+        const long w2 = emu_host_wait_count();
+        LAUNCH(param_copy, 1, 32, 0, st)(di, 20);
+        cudaEventRecord(e2, st);
+        cudaEventSynchronize(e2);                        // the kernel before it: 1
+        const long w3 = emu_host_wait_count();
+        cudaMemcpy(hi, di, 4, cudaMemcpyDeviceToHost);   // a synchronous copy: 1
+        const long w4 = emu_host_wait_count();
+        EXPECT(w1 - w0 == 1 && w2 == w1 && w3 - w2 == 1 && w4 - w3 == 1,
+               "host waits: stream sync after work %ld, again and on an older event %ld, on a newer event %ld, "
+               "cudaMemcpy %ld (expected 1 0 1 1)", w1 - w0, w2 - w1, w3 - w2, w4 - w3);
+        cudaEventDestroy(e1); cudaEventDestroy(e2); cudaStreamDestroy(st);
+    }
 
 #if defined(__SANITIZE_ADDRESS__)
     // The fiber stacks are unmapped when a wider block needs more of them: ASan's shadow of the
