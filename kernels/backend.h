@@ -233,13 +233,15 @@ struct Backend {
 
     // ---- optimizer ops on flat fp32 buffers
     // One torch.optim.AdamW element update over n elements (host computes the scalars):
-    //   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+    //   g' = g * grad_scale (fp32 product: the loss scaler's unscale and the global-norm clip
+    //        folded in, bitwise Backend.scale(g, grad_scale) first; g itself is not written)
+    //   m = b1 m + (1-b1) g';  v = b2 v + (1-b2) g'^2;
     //   p = p * decay_factor - step_size * m / (sqrt(v) / bc2_sqrt + eps)
     // with decay_factor = 1 - lr*wd (1 for no-decay tensors), step_size = lr / (1 - b1^t),
     // bc2_sqrt = sqrt(1 - b2^t).
     void (*adamw_update)(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
                          float beta1, float beta2, float eps, float decay_factor,
-                         float step_size, float bc2_sqrt);
+                         float step_size, float bc2_sqrt, float grad_scale);
     // adamw_update over n_segs segments of the flat buffers p, g, m, v at once: segment k updates
     // elements [segs[k].offset, segs[k].offset + segs[k].n) of each of the four (the same index
     // in all), with decay_factor where segs[k].decays, else 1. Segments do not overlap; n 0 is
@@ -249,7 +251,8 @@ struct Backend {
     // per segment (the CPU backend).
     void (*adamw_update_segments)(Backend *be, float *p, const float *g, float *m, float *v,
                                   const AdamWSegment *segs, int n_segs, float beta1, float beta2,
-                                  float eps, float decay_factor, float step_size, float bc2_sqrt);
+                                  float eps, float decay_factor, float step_size, float bc2_sqrt,
+                                  float grad_scale);
     // sum of x[i]^2 in double, in a fixed order (independent of thread/block count).
     double (*sum_squares)(Backend *be, const float *x, size_t n);
     // x *= s

@@ -218,13 +218,14 @@ static void s_crossentropy_forward_backward(Backend *be, float *losses, float *d
     TIMED(P_CE_FWDBWD, g_orig.crossentropy_forward_backward(be, losses, dlogits, logits, targets, N, V, dloss));
 }
 static void s_adamw_update(Backend *be, float *p, const float *g, float *m, float *v, size_t n, float b1, float b2,
-                           float eps, float decay, float step, float bc2) {
-    TIMED(P_ADAMW, g_orig.adamw_update(be, p, g, m, v, n, b1, b2, eps, decay, step, bc2));
+                           float eps, float decay, float step, float bc2, float gs) {
+    TIMED(P_ADAMW, g_orig.adamw_update(be, p, g, m, v, n, b1, b2, eps, decay, step, bc2, gs));
 }
 // (the one-launch form times into the same row: a call per optimizer step instead of per tensor)
 static void s_adamw_update_segments(Backend *be, float *p, const float *g, float *m, float *v, const AdamWSegment *segs,
-                                    int n_segs, float b1, float b2, float eps, float decay, float step, float bc2) {
-    TIMED(P_ADAMW, g_orig.adamw_update_segments(be, p, g, m, v, segs, n_segs, b1, b2, eps, decay, step, bc2));
+                                    int n_segs, float b1, float b2, float eps, float decay, float step, float bc2,
+                                    float gs) {
+    TIMED(P_ADAMW, g_orig.adamw_update_segments(be, p, g, m, v, segs, n_segs, b1, b2, eps, decay, step, bc2, gs));
 }
 static double s_sum_squares(Backend *be, const float *x, size_t n) {
     double r = 0;

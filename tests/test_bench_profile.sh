@@ -41,9 +41,11 @@ echo "-- every op the model and the trainer call appears"
 #   crossentropy_forward crossentropy_softmax_backward: the fused crossentropy_forward_backward instead
 #   cast_weights: bf16 only (checked there); upload download: called outside the `be->` spelling too
 #   accumulate: ZeRO stage 2 only (several ranks; bench_train is one process)
+#   scale: not on the step (adamw_update applies the unscale / clip factor as it reads the
+#   gradients); loss_scaler_unscale_clip and grad_clip, outside train_step, still call it
 #   layernorm_forward_lp attention_forward_lp matmul_*_lp: low precision only, timed in the rows
 #   of the ops they stand for
-skip_ops=" alloc free destroy describe mem_info grad_comm_create set_matmul_precision set_grad_write attention_forward_cached crossentropy_forward crossentropy_softmax_backward cast_weights accumulate layernorm_forward_lp attention_forward_lp matmul_forward_lp matmul_gelu_forward_lp matmul_backward_lp "
+skip_ops=" alloc free destroy describe mem_info grad_comm_create set_matmul_precision set_grad_write attention_forward_cached crossentropy_forward crossentropy_softmax_backward cast_weights accumulate scale layernorm_forward_lp attention_forward_lp matmul_forward_lp matmul_gelu_forward_lp matmul_backward_lp "
 # The profile is of the CPU backend (a shim times host-memory ops only): an optional op that only
 # the CUDA backend has (kernels/cpu/backend_cpu.c leaves it NULL) can have no row and no shim.
 cpu_ops=" $(sed -n '/^Backend \*backend_cpu_create/,/^}/p' kernels/cpu/backend_cpu.c | grep -o '\.[a-z_]* = cpu_' | sed 's/^\.//; s/ = cpu_$//' | tr '\n' ' ') "

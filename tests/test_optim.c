@@ -9,6 +9,7 @@
 
 #include "dist/comm.h"
 #include "trainer/adamw.h"
+#include "trainer/loss_scaler.h"
 #include "trainer/spike_detector.h"
 #include "trainer/train_step.h"
 
@@ -68,6 +69,43 @@ static void test_adamw_decay_groups(void **state) {
     for (int i = 0; i < 37; i++) assert_true(fabsf(p[i] - p0[i] * 0.95f) < 1e-5f * p0[i]);
     for (int i = 37; i < N; i++) assert_true(p[i] == p0[i]);
     adamw_free(&opt);
+}
+
+// The unscale / clip factor folded into AdamW (train_step's path): the same bits as scaling the
+// gradients first (loss_scaler_unscale_clip_ssq) and updating with factor 1, on a buffer long
+// enough for the parallel vector loop and its scalar tail; the gradients are not written.
+static void test_adamw_grad_scale_folded(void **state) {
+    enum { N = 100003 };
+    ParamTensor t[2] = { { .offset = 0, .numel = 70001, .decay = 1 }, { .offset = 70001, .numel = N - 70001, .decay = 0 } };
+    float *p = malloc(N * 4), *q = malloc(N * 4), *g = malloc(N * 4), *g0 = malloc(N * 4), *gs = malloc(N * 4);
+    TestRng r = test_rng(5);
+    test_fill(&r, p, N, -1, 1);
+    memcpy(q, p, N * 4);
+    AdamW a, b;
+    assert_int_equal(adamw_init(&a, cpu(), N), 0);
+    assert_int_equal(adamw_init(&b, cpu(), N), 0);
+    for (int step = 0; step < 3; step++) {
+        test_fill(&r, g, N, -3e4f, 3e4f);   // as if computed with the fp16 loss scale 2^16
+        memcpy(g0, g, N * 4);
+        memcpy(gs, g, N * 4);
+        LossScaler la, lb;
+        loss_scaler_init(&la, 1);
+        loss_scaler_init(&lb, 1);
+        const double ssq = cpu()->sum_squares(cpu(), g, N);
+        double na, nb;
+        float factor = 0;
+        assert_int_equal(loss_scaler_unscale_clip_ssq(&la, cpu(), gs, N, ssq, 1.0, &na), 1);
+        assert_int_equal(loss_scaler_unscale_clip_coef(&lb, ssq, 1.0, &nb, &factor), 1);
+        assert_true(na == nb && factor != 1.0f && la.scale == lb.scale);
+        adamw_step_range(&a, p, gs, t, 2, 0, N, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f);
+        adamw_step_range(&b, q, g, t, 2, 0, N, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, factor);
+        assert_memory_equal(p, q, N * 4);
+        assert_memory_equal(a.m, b.m, N * 4);
+        assert_memory_equal(a.v, b.v, N * 4);
+        assert_memory_equal(g, g0, N * 4);
+    }
+    adamw_free(&a); adamw_free(&b);
+    free(p); free(q); free(g); free(g0); free(gs);
 }
 
 static void test_grad_norm_and_clip(void **state) {
@@ -286,6 +324,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_adamw_matches_reference),
         cmocka_unit_test(test_adamw_decay_groups),
+        cmocka_unit_test(test_adamw_grad_scale_folded),
         cmocka_unit_test(test_grad_norm_and_clip),
         cmocka_unit_test(test_lr_schedule),
         cmocka_unit_test(test_lr_schedule_huge_warmup),

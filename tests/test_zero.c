@@ -130,7 +130,7 @@ static void test_adamw_sharded_equals_whole(void **state) {
                 memcpy(before, p_shard, sizeof before);
                 // the rank's reduced gradients: its shard only, shard-local indices
                 adamw_step_range(&opt[q], p_shard, g + shard_lo(&sp, q), t, 4, shard_lo(&sp, q), shard_hi(&sp, q),
-                                 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f);
+                                 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f);
                 for (size_t i = 0; i < N; i++)
                     if (i < shard_lo(&sp, q) || i >= shard_hi(&sp, q))
                         assert_memory_equal(&before[i], &p_shard[i], sizeof(float));

@@ -30,11 +30,12 @@ void adamw_free(AdamW *opt) {
 
 void adamw_step(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors,
                 int n_tensors, float lr, float beta1, float beta2, float eps, float weight_decay) {
-    adamw_step_range(opt, params, grads, tensors, n_tensors, 0, opt->n, lr, beta1, beta2, eps, weight_decay);
+    adamw_step_range(opt, params, grads, tensors, n_tensors, 0, opt->n, lr, beta1, beta2, eps, weight_decay, 1.0f);
 }
 
 void adamw_step_range(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors, int n_tensors,
-                      size_t lo, size_t hi, float lr, float beta1, float beta2, float eps, float weight_decay) {
+                      size_t lo, size_t hi, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      float grad_scale) {
     Backend *be = opt->be;
     opt->step++;
     const float bc1 = 1.0f - powf(beta1, (float)opt->step);
@@ -58,7 +59,7 @@ void adamw_step_range(AdamW *opt, float *params, const float *grads, const Param
             }
             if (ns > 0)
                 be->adamw_update_segments(be, params + lo, grads, opt->m, opt->v, opt->segs, ns, beta1, beta2, eps,
-                                          decay_factor, step_size, bc2_sqrt);
+                                          decay_factor, step_size, bc2_sqrt, grad_scale);
             return;
         }
     }
@@ -68,7 +69,7 @@ void adamw_step_range(AdamW *opt, float *params, const float *grads, const Param
         if (a >= b) continue;
         const float decay = t->decay ? decay_factor : 1.0f;
         be->adamw_update(be, params + a, grads + (a - lo), opt->m + (a - lo), opt->v + (a - lo), b - a, beta1,
-                         beta2, eps, decay, step_size, bc2_sqrt);
+                         beta2, eps, decay, step_size, bc2_sqrt, grad_scale);
     }
 }
 

@@ -34,9 +34,12 @@ void adamw_step(AdamW *opt, float *params, const float *grads, const ParamTensor
 // (element i of the flat buffer at index i - lo). Each tensor's elements inside [lo, hi) get its
 // decay rule. adamw_step is adamw_step_range over [0, opt->n). Where the backend has
 // adamw_update_segments, the whole range is one call of it (on CUDA one kernel launch), else one
-// adamw_update per tensor; the results are the same bits.
+// adamw_update per tensor; the results are the same bits. The gradients are read as
+// grads * grad_scale (the unscale and clip coefficient: loss_scaler_unscale_clip_coef; 1: as
+// they are), bitwise scaling them first; grads is not written.
 void adamw_step_range(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors, int n_tensors,
-                      size_t lo, size_t hi, float lr, float beta1, float beta2, float eps, float weight_decay);
+                      size_t lo, size_t hi, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      float grad_scale);
 
 // ||g||_2 over the flat backend buffer, accumulated in double in a fixed order, so the
 // result does not depend on the thread or block count.

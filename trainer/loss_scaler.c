@@ -44,6 +44,14 @@ int loss_scaler_unscale_clip(LossScaler *ls, Backend *be, float *grads, size_t n
 
 int loss_scaler_unscale_clip_ssq(LossScaler *ls, Backend *be, float *grads, size_t n, double ssq,
                                  double max_norm, double *norm) {
+    float s = 1.0f;
+    const int r = loss_scaler_unscale_clip_coef(ls, ssq, max_norm, norm, &s);
+    if (r == 1 && s != 1.0f) be->scale(be, grads, n, s);
+    return r;
+}
+
+int loss_scaler_unscale_clip_coef(LossScaler *ls, double ssq, double max_norm, double *norm, float *grad_scale) {
+    *grad_scale = 1.0f;
     const double S = loss_scaler_scale(ls);
     const int finite = isfinite(ssq);
     *norm = finite ? sqrt(ssq) / S : NAN;
@@ -57,6 +65,6 @@ int loss_scaler_unscale_clip_ssq(LossScaler *ls, Backend *be, float *grads, size
         const double c = max_norm / (*norm + 1e-6);
         if (c < 1.0) coef = c;
     }
-    if (coef != 1.0 || S != 1.0) be->scale(be, grads, n, (float)(coef / S));
+    if (coef != 1.0 || S != 1.0) *grad_scale = (float)(coef / S);
     return 1;
 }

@@ -75,4 +75,10 @@ int loss_scaler_unscale_clip(LossScaler *ls, Backend *be, float *grads, size_t n
 int loss_scaler_unscale_clip_ssq(LossScaler *ls, Backend *be, float *grads, size_t n, double ssq,
                                  double max_norm, double *norm);
 
+// The same decision without touching the gradients: *grad_scale = (float)(c / S), the factor
+// loss_scaler_unscale_clip_ssq would multiply them by (1 where it would not), for the optimizer
+// to apply as it reads them (Backend.adamw_update's grad_scale: one pass over the gradients
+// fewer, the same bits). Returns what loss_scaler_unscale_clip_ssq returns.
+int loss_scaler_unscale_clip_coef(LossScaler *ls, double ssq, double max_norm, double *norm, float *grad_scale);
+
 #endif

@@ -103,9 +103,11 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     out->save = v[3] > 0;
 
     // ---- unscale, overflow check, clip, AdamW (identical on every rank: same gradients)
+    // (the unscale and clip factor is applied by AdamW as it reads the gradients: no pass of its own)
     out->norm = 0.0;
-    out->applied = sp ? loss_scaler_unscale_clip_ssq(ts->scaler, m->be, grads, n_mine, v[4], ts->grad_clip, &out->norm)
-                      : loss_scaler_unscale_clip(ts->scaler, m->be, grads, n_mine, ts->grad_clip, &out->norm);
+    float grad_scale = 1.0f;
+    const double ssq = sp ? v[4] : m->be->sum_squares(m->be, grads, n_mine);
+    out->applied = loss_scaler_unscale_clip_coef(ts->scaler, ssq, ts->grad_clip, &out->norm, &grad_scale);
     // A NaN or inf that reaches AdamW poisons the parameters and the moments for good: without
     // a loss scaler (fp32, bf16) nothing else catches it.
     out->nonfinite = !isfinite(out->loss) || (out->applied > 0 && !isfinite(out->norm));
@@ -121,7 +123,7 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     }
     if (out->applied > 0) {
         adamw_step_range(ts->opt, m->params_memory, grads, m->tensors, m->n_tensors, lo, lo + n_mine, ts->lr,
-                         ts->beta1, ts->beta2, ts->eps, ts->weight_decay);
+                         ts->beta1, ts->beta2, ts->eps, ts->weight_decay, grad_scale);
         if (sp && (overlap ? buckets_gather_start(ts->buckets, m->params_memory) : all_gather_params(ts, sp))) return 1;
         gpt_params_changed(m);   // the next forward casts the new weights (Backend.cast_weights)
     }

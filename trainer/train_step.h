@@ -6,7 +6,8 @@
 //       backward; on the last micro-step each gradient bucket's all-reduce starts as soon
 //       as the backward pass has finished it (trainer/buckets.h)
 //   wait for every bucket; one host all-reduce of (loss sum, tokens, stop and save requests)
-//   unscale (fp16 loss scaling) + overflow check, global-norm clip
+//   unscale (fp16 loss scaling) + overflow check, global-norm clip: one factor, applied by
+//   AdamW as it reads the gradients (the gradient buffer keeps the reduced, unscaled values)
 //   no AdamW step when the loss or the norm is not finite, or the norm is an outlier
 //   (SpikeDetector, trainer/spike_detector.h); else AdamW
 //

@@ -447,8 +447,8 @@ static void cpu_crossentropy_forward_backward(Backend *be, float *losses, float 
 // same order, as the scalar loop (no FMA contraction in this file), VL elements at a time.
 static inline void adamw_vec(size_t i, float *p, const float *g, float *m, float *v, float beta1,
                              float beta2, float eps, float decay_factor, float step_size,
-                             float bc2_sqrt) {
-    const VF gi = vload(g + i);
+                             float bc2_sqrt, float grad_scale) {
+    const VF gi = vload(g + i) * grad_scale;
     const VF mi = beta1 * vload(m + i) + (1.0f - beta1) * gi;
     const VF vi = beta2 * vload(v + i) + (1.0f - beta2) * gi * gi;
     vstore(m + i, mi);
@@ -458,7 +458,7 @@ static inline void adamw_vec(size_t i, float *p, const float *g, float *m, float
 
 static void cpu_adamw_update(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
                              float beta1, float beta2, float eps, float decay_factor,
-                             float step_size, float bc2_sqrt) {
+                             float step_size, float bc2_sqrt, float grad_scale) {
     touch(be, p, n * sizeof(float));
     const size_t nvec = n / VL;
     // Small tensors run serially, outside any parallel region: libgomp allocates a team for
@@ -466,13 +466,13 @@ static void cpu_adamw_update(Backend *be, float *p, const float *g, float *m, fl
     if (n > 16384) {
         #pragma omp parallel for schedule(static)
         for (size_t k = 0; k < nvec; k++)
-            adamw_vec(k * VL, p, g, m, v, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt);
+            adamw_vec(k * VL, p, g, m, v, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt, grad_scale);
     } else {
         for (size_t k = 0; k < nvec; k++)
-            adamw_vec(k * VL, p, g, m, v, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt);
+            adamw_vec(k * VL, p, g, m, v, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt, grad_scale);
     }
     for (size_t i = nvec * VL; i < n; i++) {
-        float gi = g[i];
+        float gi = g[i] * grad_scale;
         m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
         v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
         p[i] = p[i] * decay_factor - step_size * m[i] / (sqrtf(v[i]) / bc2_sqrt + eps);

@@ -14,8 +14,8 @@
 static __device__ __forceinline__ void adamw_element(float *__restrict__ p, const float *__restrict__ g,
                                                      float *__restrict__ m, float *__restrict__ v, size_t i,
                                                      float beta1, float beta2, float eps, float decay_factor,
-                                                     float step_size, float bc2_sqrt) {
-    const float gi = g[i];
+                                                     float step_size, float bc2_sqrt, float grad_scale) {
+    const float gi = __fmul_rn(g[i], grad_scale);
     const float mi = __fadd_rn(__fmul_rn(beta1, m[i]), __fmul_rn(1.0f - beta1, gi));
     const float vi = __fadd_rn(__fmul_rn(beta2, v[i]), __fmul_rn(__fmul_rn(1.0f - beta2, gi), gi));
     m[i] = mi;
@@ -26,16 +26,16 @@ static __device__ __forceinline__ void adamw_element(float *__restrict__ p, cons
 
 __global__ void adamw_kernel(float *__restrict__ p, const float *__restrict__ g, float *__restrict__ m,
                              float *__restrict__ v, size_t n, float beta1, float beta2, float eps,
-                             float decay_factor, float step_size, float bc2_sqrt) {
-    GRID_STRIDE(i, n) adamw_element(p, g, m, v, i, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt);
+                             float decay_factor, float step_size, float bc2_sqrt, float grad_scale) {
+    GRID_STRIDE(i, n) adamw_element(p, g, m, v, i, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt, grad_scale);
 }
 
 void cuda_adamw_update(CudaCtx *c, float *p, const float *g, float *m, float *v, size_t n,
                        float beta1, float beta2, float eps, float decay_factor, float step_size,
-                       float bc2_sqrt) {
+                       float bc2_sqrt, float grad_scale) {
     if (!n) return;
     LAUNCH(adamw_kernel, grid_for(c, n), BLOCK, 0, c->stream)(p, g, m, v, n, beta1, beta2, eps,
-                                                              decay_factor, step_size, bc2_sqrt);
+                                                              decay_factor, step_size, bc2_sqrt, grad_scale);
     LAUNCH_CHECK();
 }
 
@@ -52,7 +52,7 @@ struct AdamWSegDev {
 __global__ void adamw_segments_kernel(float *__restrict__ p, const float *__restrict__ g, float *__restrict__ m,
                                       float *__restrict__ v, const AdamWSegDev *__restrict__ segs, int n_segs,
                                       size_t total, float beta1, float beta2, float eps, float decay_factor,
-                                      float step_size, float bc2_sqrt) {
+                                      float step_size, float bc2_sqrt, float grad_scale) {
     int s = 0;   // j only grows in the loop: the search starts at the previous element's segment
     GRID_STRIDE(j, total) {
         int hi = n_segs - 1;
@@ -62,7 +62,7 @@ __global__ void adamw_segments_kernel(float *__restrict__ p, const float *__rest
         }
         const size_t i = segs[s].offset + (j - segs[s].start);
         adamw_element(p, g, m, v, i, beta1, beta2, eps, segs[s].decays ? decay_factor : 1.0f, step_size,
-                      bc2_sqrt);
+                      bc2_sqrt, grad_scale);
     }
 }
 
@@ -74,7 +74,7 @@ static bool same_segments(const AdamWSegment *a, const AdamWSegment *b, int n) {
 
 void cuda_adamw_update_segments(CudaCtx *c, float *p, const float *g, float *m, float *v,
                                 const AdamWSegment *segs, int n_segs, float beta1, float beta2, float eps,
-                                float decay_factor, float step_size, float bc2_sqrt) {
+                                float decay_factor, float step_size, float bc2_sqrt, float grad_scale) {
     int ns = 0;
     size_t total = 0;
     for (int k = 0; k < n_segs; k++)
@@ -108,6 +108,6 @@ void cuda_adamw_update_segments(CudaCtx *c, float *p, const float *g, float *m, 
     }
     LAUNCH(adamw_segments_kernel, grid_for(c, total), BLOCK, 0, c->stream)(
         p, g, m, v, (const AdamWSegDev *)c->scratch[SCR_ADAMW], ns, total, beta1, beta2, eps, decay_factor,
-        step_size, bc2_sqrt);
+        step_size, bc2_sqrt, grad_scale);
     LAUNCH_CHECK();
 }

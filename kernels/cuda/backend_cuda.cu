@@ -247,16 +247,16 @@ static void be_crossentropy_softmax_backward(Backend *be, float *dlogits, const 
 }
 static void be_adamw_update(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
                             float beta1, float beta2, float eps, float decay_factor,
-                            float step_size, float bc2_sqrt) {
+                            float step_size, float bc2_sqrt, float grad_scale) {
     cuda_cast_touch(CX(be), p, n * sizeof(float));
-    cuda_adamw_update(CX(be), p, g, m, v, n, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt);
+    cuda_adamw_update(CX(be), p, g, m, v, n, beta1, beta2, eps, decay_factor, step_size, bc2_sqrt, grad_scale);
 }
 static void be_adamw_update_segments(Backend *be, float *p, const float *g, float *m, float *v,
                                      const AdamWSegment *segs, int n_segs, float beta1, float beta2, float eps,
-                                     float decay_factor, float step_size, float bc2_sqrt) {
+                                     float decay_factor, float step_size, float bc2_sqrt, float grad_scale) {
     for (int k = 0; k < n_segs; k++) cuda_cast_touch(CX(be), p + segs[k].offset, segs[k].n * sizeof(float));
     cuda_adamw_update_segments(CX(be), p, g, m, v, segs, n_segs, beta1, beta2, eps, decay_factor, step_size,
-                               bc2_sqrt);
+                               bc2_sqrt, grad_scale);
 }
 static double be_sum_squares(Backend *be, const float *x, size_t n) { return cuda_sum_squares(CX(be), x, n); }
 static void be_scale(Backend *be, float *x, size_t n, float s) {

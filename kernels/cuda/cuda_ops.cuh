@@ -146,13 +146,13 @@ void cuda_dropout_backward(CudaCtx *c, float *dinp, const float *dout, long N, l
 // adamw.cu
 void cuda_adamw_update(CudaCtx *c, float *p, const float *g, float *m, float *v, size_t n,
                        float beta1, float beta2, float eps, float decay_factor, float step_size,
-                       float bc2_sqrt);
+                       float bc2_sqrt, float grad_scale);
 // Backend.adamw_update_segments: one launch over all segments; the segment table goes to device
 // memory (scratch SCR_ADAMW, with one stream synchronisation) only when segs differ from the
 // last call's, so a run's steps upload it once and then allocate and synchronise nothing.
 void cuda_adamw_update_segments(CudaCtx *c, float *p, const float *g, float *m, float *v,
                                 const AdamWSegment *segs, int n_segs, float beta1, float beta2, float eps,
-                                float decay_factor, float step_size, float bc2_sqrt);
+                                float decay_factor, float step_size, float bc2_sqrt, float grad_scale);
 
 // global_norm.cu
 double cuda_sum_squares(CudaCtx *c, const float *x, size_t n);

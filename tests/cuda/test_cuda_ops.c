@@ -1862,26 +1862,39 @@ static void test_crossentropy(void **state) {
 }
 
 // ================================================================ optimizer and loss scaling
+// The gradient scale (unscale and clip) folded into the update: bitwise Backend.scale on a copy of
+// the gradients, then the update with scale 1; the gradients themselves are not written.
 static void test_adamw(void **state) {
     Fx *f = *state;
     const size_t n = 5003;
     float *p = rnd(n, -1, 1), *g = rnd(n, -1e-2f, 1e-2f), *m = calloc(n, 4), *v = calloc(n, 4);
-    float *rp = copyf(p, n), *rm = copyf(m, n), *rv = copyf(v, n);
+    float *rp = copyf(p, n), *rm = copyf(m, n), *rv = copyf(v, n);   // CPU: scale, then update
+    float *cp = copyf(p, n), *cm = copyf(m, n), *cv = copyf(v, n);   // CPU: the scale folded in
     float *d_p = up(f->cu, p, n * 4), *d_g = up(f->cu, g, n * 4), *d_m = up(f->cu, m, n * 4), *d_v = up(f->cu, v, n * 4);
     const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, lr = 3e-4f, wd = 0.1f;
     for (int step = 1; step <= 3; step++) {
         const float bc2 = sqrtf(1 - powf(b2, (float)step)), ss = lr / (1 - powf(b1, (float)step));
         const float decay = step == 2 ? 1.0f : 1.0f - lr * wd;   // a no-decay step too
-        f->cpu->adamw_update(f->cpu, rp, g, rm, rv, n, b1, b2, eps, decay, ss, bc2);
-        f->cu->adamw_update(f->cu, d_p, d_g, d_m, d_v, n, b1, b2, eps, decay, ss, bc2);
+        const float gs = step == 1 ? 1.0f : step == 2 ? 0.731f : 0.8f / 65536.0f;   // none, a clip, unscale + clip
+        float *gsc = copyf(g, n);
+        f->cpu->scale(f->cpu, gsc, n, gs);
+        f->cpu->adamw_update(f->cpu, rp, gsc, rm, rv, n, b1, b2, eps, decay, ss, bc2, 1.0f);
+        f->cpu->adamw_update(f->cpu, cp, g, cm, cv, n, b1, b2, eps, decay, ss, bc2, gs);
+        f->cu->adamw_update(f->cu, d_p, d_g, d_m, d_v, n, b1, b2, eps, decay, ss, bc2, gs);
+        free(gsc);
     }
-    float *gp = down(f->cu, d_p, n), *gm = down(f->cu, d_m, n), *gv = down(f->cu, d_v, n);
+    float *gp = down(f->cu, d_p, n), *gm = down(f->cu, d_m, n), *gv = down(f->cu, d_v, n), *gg = down(f->cu, d_g, n);
     // the CPU's expression order, each operation rounded on its own: the same bits
     check_equal("adamw_update p", gp, rp, n);
     check_equal("adamw_update m", gm, rm, n);
     check_equal("adamw_update v", gv, rv, n);
+    check_equal("adamw_update (cpu, scale folded in) p vs scale first", cp, rp, n);
+    check_equal("adamw_update (cpu, scale folded in) m vs scale first", cm, rm, n);
+    check_equal("adamw_update (cpu, scale folded in) v vs scale first", cv, rv, n);
+    check_equal("adamw_update leaves the gradients as they were", gg, g, n);
     f->cu->free(f->cu, d_p); f->cu->free(f->cu, d_g); f->cu->free(f->cu, d_m); f->cu->free(f->cu, d_v);
-    free(p); free(g); free(m); free(v); free(rp); free(rm); free(rv); free(gp); free(gm); free(gv);
+    free(p); free(g); free(m); free(v); free(rp); free(rm); free(rv); free(cp); free(cm); free(cv);
+    free(gp); free(gm); free(gv); free(gg);
 }
 
 // adamw_update_segments (one launch over all tensors) against one adamw_update per segment, bit
@@ -1901,14 +1914,15 @@ static void test_adamw_segments(void **state) {
     for (int step = 1; step <= 3; step++) {
         const float bc2 = sqrtf(1 - powf(b2, (float)step)), ss = lr / (1 - powf(b1, (float)step));
         const float decay = 1.0f - lr * wd;
+        const float gs = step == 2 ? 0.731f : 1.0f;   // the unscale / clip factor of a step
         for (int k = 0; k < ns; k++) {
             const size_t o = segs[k].offset, len = segs[k].n;
             const float dk = segs[k].decays ? decay : 1.0f;
-            f->cu->adamw_update(f->cu, d_p[0] + o, d_g + o, d_m[0] + o, d_v[0] + o, len, b1, b2, eps, dk, ss, bc2);
-            f->cpu->adamw_update(f->cpu, rp + o, g + o, rm + o, rv + o, len, b1, b2, eps, dk, ss, bc2);
+            f->cu->adamw_update(f->cu, d_p[0] + o, d_g + o, d_m[0] + o, d_v[0] + o, len, b1, b2, eps, dk, ss, bc2, gs);
+            f->cpu->adamw_update(f->cpu, rp + o, g + o, rm + o, rv + o, len, b1, b2, eps, dk, ss, bc2, gs);
         }
         const long all0 = emu_launch_count(NULL), seg0 = emu_launch_count("adamw_segments_kernel");
-        f->cu->adamw_update_segments(f->cu, d_p[1], d_g, d_m[1], d_v[1], segs, ns, b1, b2, eps, decay, ss, bc2);
+        f->cu->adamw_update_segments(f->cu, d_p[1], d_g, d_m[1], d_v[1], segs, ns, b1, b2, eps, decay, ss, bc2, gs);
         assert_int_equal(emu_launch_count(NULL) - all0, 1);   // one launch, whatever the segment count
         assert_int_equal(emu_launch_count("adamw_segments_kernel") - seg0, 1);
     }
@@ -1934,7 +1948,7 @@ typedef struct { Backend *be; float *p, *g, *m, *v; const AdamWSegment *segs; in
 static void seg_call(void *ctx) {
     const SegCall *c = ctx;
     c->be->adamw_update_segments(c->be, c->p, c->g, c->m, c->v, c->segs, c->ns, 0.9f, 0.95f, 1e-8f, 0.9997f, 3e-4f,
-                                 0.3f);
+                                 0.3f, 0.731f);
 }
 static void test_adamw_segments_graph(void **state) {
     Fx *f = *state;
@@ -1992,14 +2006,14 @@ static void test_adamw_step_range_one_launch(void **state) {
             assert_int_equal(adamw_init(&opt[k], f->cu, len), 0);
         }
         void (*segs_op)(Backend *, float *, const float *, float *, float *, const AdamWSegment *, int, float, float,
-                        float, float, float, float) = f->cu->adamw_update_segments;
+                        float, float, float, float, float) = f->cu->adamw_update_segments;
         for (int step = 0; step < 3; step++) {
             const float lr = step == 1 ? 1e-3f : 3e-4f;
             f->cu->adamw_update_segments = NULL;   // the per-tensor loop
-            adamw_step_range(&opt[0], d_p[0], d_g, t, NT, lo, hi, lr, 0.9f, 0.95f, 1e-8f, 0.1f);
+            adamw_step_range(&opt[0], d_p[0], d_g, t, NT, lo, hi, lr, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f);
             f->cu->adamw_update_segments = segs_op;
             const long all0 = emu_launch_count(NULL), adamw0 = emu_launch_count("adamw_kernel");
-            adamw_step_range(&opt[1], d_p[1], d_g, t, NT, lo, hi, lr, 0.9f, 0.95f, 1e-8f, 0.1f);
+            adamw_step_range(&opt[1], d_p[1], d_g, t, NT, lo, hi, lr, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f);
             assert_int_equal(emu_launch_count(NULL) - all0, 1);
             assert_int_equal(emu_launch_count("adamw_kernel") - adamw0, 0);
         }
