@@ -106,6 +106,15 @@ struct Backend {
     // (the batch's inputs and targets, the dropout keys: the host then never waits for the
     // previous step's optimizer kernels); not allowed inside graph_run's fn (reported, exit).
     void (*upload_async)(Backend *be, void *dst, const void *src, size_t bytes);
+    // Optional, both or neither (NULL: use download). backend -> host without waiting: the copy
+    // is ordered after the ops enqueued before it, and dst holds the bytes only once
+    // download_wait has returned; src may be overwritten by ops enqueued after the call. For the
+    // per-token losses of a training step, read after the step's gradient norm (whose download
+    // waits for the stream anyway, so download_wait then waits for nothing). Not allowed inside
+    // graph_run's fn (reported, exit).
+    void (*download_async)(Backend *be, void *dst, const void *src, size_t bytes);
+    // Waits for every download_async copy not yet delivered and fills their dst.
+    void (*download_wait)(Backend *be);
     void (*destroy)(Backend *be);                              // frees ctx and be itself
     // Optional: one or more lines (each ending in '\n') for the start-up header: the libraries
     // the ops run on and anything the user should know about them (CPU: the GEMM libraries, the

@@ -640,12 +640,24 @@ static void need(const GPT *m, const GPTStepArgs *hk, const float *p, const floa
 
 // The mean of the per-token losses a->losses over the targets != -1 (m->n_valid of them) into
 // m->mean_loss: one download, summed on the host in a fixed order (bitwise reproducible).
-static float read_loss(GPT *m, const GPTActs *a, const int32_t *targets, int BT) {
-    m->be->download(m->be, m->host_losses, a->losses, (size_t)BT * sizeof(float));
+static float sum_loss(GPT *m, const int32_t *targets, int BT) {
     double sum = 0.0;
     for (int i = 0; i < BT; i++)
         if (targets[i] != -1) sum += m->host_losses[i];
     m->mean_loss = m->n_valid > 0 ? (float)(sum / m->n_valid) : 0.0f;
+    return m->mean_loss;
+}
+static float read_loss(GPT *m, const GPTActs *a, const int32_t *targets, int BT) {
+    m->be->download(m->be, m->host_losses, a->losses, (size_t)BT * sizeof(float));
+    return sum_loss(m, targets, BT);
+}
+
+float gpt_loss_wait(GPT *m) {
+    if (m->loss_pending) {
+        m->loss_pending = false;
+        m->be->download_wait(m->be);
+        sum_loss(m, m->pending_targets, m->pending_BT);
+    }
     return m->mean_loss;
 }
 
@@ -654,6 +666,7 @@ static float read_loss(GPT *m, const GPTActs *a, const int32_t *targets, int BT)
 // reads its weights (NULL: none).
 static float forward(GPT *m, GPTActs *a, const int32_t *idx, const int32_t *targets, int B, int T,
                      bool train, uint64_t dropout_seed, uint64_t step, const GPTStepArgs *hk) {
+    gpt_loss_wait(m);   // a deferred read of the previous forward's losses: host_losses is reused
     const GPTShape *s = &m->shape;
     const int C = s->n_embd, V = s->vocab_size, BT = B * T, L = s->n_layer;
     const long BTC = (long)BT * C;
@@ -726,6 +739,7 @@ static void graph_step_ops(void *ctx) {
 
 float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
                            bool train, uint64_t dropout_seed, uint64_t step, const GPTStepArgs *args) {
+    gpt_loss_wait(m);   // (a deferred read sums with its own forward's n_valid)
     const GPTShape *s = &m->shape;
     Backend *be = m->be;
     const GPTStepArgs a = args ? *args : GPT_STEP_ARGS_DEFAULT;
@@ -799,6 +813,13 @@ float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, i
     m->dev_keys = false;
     m->in_graph = false;
     if (n_valid > 0) m->grads_zero = false;   // a replay wrote the gradients without calling gpt_backward
+    if (a.defer_loss && be->download_async && be->download_wait) {
+        be->download_async(be, m->host_losses, m->acts.losses, (size_t)BT * sizeof(float));
+        m->loss_pending = true;
+        m->pending_targets = targets;
+        m->pending_BT = BT;
+        return NAN;
+    }
     return read_loss(m, &m->acts, targets, BT);
 }
 

@@ -138,6 +138,12 @@ typedef struct {
     // only what this forward already asked for; gpt_forward_inference never calls it.
     void (*params_needed)(void *ctx, size_t lo, size_t hi);
     void *params_ctx;
+    // gpt_forward_backward only: where it runs as a graph on a backend with download_async, the
+    // per-token losses are copied to the host without waiting and it returns NAN; gpt_loss_wait
+    // then returns the mean loss (after a later call that waits for the backend, such as the
+    // gradient norm's sum_squares, without waiting again). targets must stay valid until then.
+    // Elsewhere the loss is read at once, as without it.
+    bool defer_loss;
 } GPTStepArgs;
 #define GPT_STEP_ARGS_DEFAULT ((GPTStepArgs){ .batch_row0 = 0, .batch_row_stride = 1, .loss_scale = 1.0f })
 
@@ -209,6 +215,10 @@ typedef struct {
     uint64_t dropout_seed, step;
     GPTStepArgs args;         // the last gpt_forward's (GPT_STEP_ARGS_DEFAULT before any)
     float mean_loss;
+    // A deferred loss read (GPTStepArgs.defer_loss) not yet completed: its targets and size
+    bool loss_pending;
+    const int32_t *pending_targets;
+    int pending_BT;
     GPTGraph graphs[GPT_GRAPHS];  // gpt_forward_backward's graphs (n_graphs of them)
     int n_graphs;
     uint64_t graph_uses;      // gpt_forward_backward calls that went through a graph
@@ -317,6 +327,11 @@ float gpt_forward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int
 // for a model without its own gradient buffer.
 float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
                            bool train, uint64_t dropout_seed, uint64_t step, const GPTStepArgs *args);
+
+// The mean loss of the last forward (m->mean_loss), completing a deferred read
+// (GPTStepArgs.defer_loss) first: Backend.download_wait, then the host sum, in gpt_forward's
+// order (the same bits as a loss read at once). Every forward completes a pending read first.
+float gpt_loss_wait(GPT *m);
 
 // Forward-only pass for evaluation, dropout off: the same ops as gpt_forward(train = false)
 // on the same rows, hence the same logits and loss bit for bit on a given backend, but every

@@ -71,7 +71,10 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
         float loss;
         if (!ready && !overlap && m->be->graph_run && graphs_enabled()) {
             // no hook between the ops: the micro-step may run as one captured graph (the model
-            // falls back to the two calls where a graph cannot serve: see gpt_forward_backward)
+            // falls back to the two calls where a graph cannot serve: see gpt_forward_backward);
+            // the last one's losses are read after the gradient norm, whose read-back waits for
+            // the backend anyway (one host wait per step instead of two)
+            args.defer_loss = k == n_micro - 1 && !z2;
             loss = gpt_forward_backward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
         } else {
             loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
@@ -80,8 +83,9 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
             gpt_backward(m, ready, ts->buckets);
         }
         if (z2 && buckets_micro_end(z2)) return 1;
-        loss_sum += (double)loss * m->n_valid;
+        if (!m->loss_pending) loss_sum += (double)loss * m->n_valid;   // (else: read below)
     }
+    const bool loss_deferred = m->loss_pending;
     if (ts->buckets && !z2) {
         Comm *gc = ts->buckets->comm;   // the gradient communicator (NCCL on CUDA)
         gc->backward_done(gc);
@@ -94,8 +98,11 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     const ShardPlan *sp = ts->buckets ? ts->shards : NULL;
     const size_t lo = sp ? shard_lo(sp, r) : 0, n_mine = sp ? shard_count(sp, r) : m->num_params;
     float *grads = z2 ? buckets_stage2_grads(z2) : m->grads_memory + lo;
+    // the sum of squares of this rank's gradients (ZeRO: of its shard), then the deferred loss
+    const double ssq_mine = m->be->sum_squares(m->be, grads, n_mine);
+    if (loss_deferred) loss_sum += (double)gpt_loss_wait(m) * m->n_valid;
     double v[5] = { loss_sum, tokens_rank, requests & STEP_STOP ? 1.0 : 0.0, requests & STEP_SAVE ? 1.0 : 0.0,
-                    sp ? m->be->sum_squares(m->be, grads, n_mine) : 0.0 };
+                    ssq_mine };
     if (comm->allreduce_host(comm, v, sp ? 5 : 4, COMM_SUM)) return 1;
     out->loss = v[1] > 0 ? v[0] / v[1] : NAN;
     out->tokens = (long)v[1];
@@ -106,7 +113,7 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     // (the unscale and clip factor is applied by AdamW as it reads the gradients: no pass of its own)
     out->norm = 0.0;
     float grad_scale = 1.0f;
-    const double ssq = sp ? v[4] : m->be->sum_squares(m->be, grads, n_mine);
+    const double ssq = sp ? v[4] : ssq_mine;
     out->applied = loss_scaler_unscale_clip_coef(ts->scaler, ssq, ts->grad_clip, &out->norm, &grad_scale);
     // A NaN or inf that reaches AdamW poisons the parameters and the moments for good: without
     // a loss scaler (fp32, bf16) nothing else catches it.

@@ -98,6 +98,40 @@ static void be_upload_async(Backend *be, void *dst, const void *src, size_t byte
     CUDA_CHECK(cudaMemcpyAsync(dst, c->stage[k], bytes, cudaMemcpyHostToDevice, c->stream));
     CUDA_CHECK(cudaEventRecord(c->stage_done[k], c->stream));
 }
+// Delivers every pending download_async: waits on each copy's event (for nothing when the
+// stream was synchronised after it) and copies the staging slot to its destination.
+static void be_download_wait(Backend *be) {
+    CudaCtx *c = CX(be);
+    for (int i = 0; i < c->n_pending; i++) {
+        const int k = c->pending[i].slot;
+        CUDA_CHECK(cudaEventSynchronize(c->dl_done[k]));
+        memcpy(c->pending[i].dst, c->dl_stage[k], c->pending[i].bytes);
+    }
+    c->n_pending = 0;
+}
+static void be_download_async(Backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return;
+    CudaCtx *c = CX(be);
+    if (c->capturing) cuda_fatal("download_async", "called inside a graph capture", __FILE__, __LINE__);
+    if (c->n_pending == STAGE_SLOTS) be_download_wait(be);   // every slot holds an undelivered copy
+    const int k = c->dl_next;
+    c->dl_next = (k + 1) % STAGE_SLOTS;
+    if (c->dl_done[k]) CUDA_CHECK(cudaEventSynchronize(c->dl_done[k]));   // delivered: done
+    else CUDA_CHECK(cudaEventCreate(&c->dl_done[k]));
+    if (bytes > c->dl_bytes[k]) {
+        if (c->dl_stage[k]) CUDA_CHECK(cudaFreeHost(c->dl_stage[k]));
+        c->dl_stage[k] = nullptr;
+        c->dl_bytes[k] = 0;
+        CUDA_CHECK(cudaMallocHost(&c->dl_stage[k], bytes));
+        c->dl_bytes[k] = bytes;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(c->dl_stage[k], src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    CUDA_CHECK(cudaEventRecord(c->dl_done[k], c->stream));
+    c->pending[c->n_pending].dst = dst;
+    c->pending[c->n_pending].bytes = bytes;
+    c->pending[c->n_pending].slot = k;
+    c->n_pending++;
+}
 static void be_download(Backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, CX(be)->stream));
@@ -114,6 +148,8 @@ static void be_destroy(Backend *be) {
         for (int k = 0; k < STAGE_SLOTS; k++) {
             if (c->stage[k]) cudaFreeHost(c->stage[k]);
             if (c->stage_done[k]) cudaEventDestroy(c->stage_done[k]);
+            if (c->dl_stage[k]) cudaFreeHost(c->dl_stage[k]);
+            if (c->dl_done[k]) cudaEventDestroy(c->dl_done[k]);
         }
         free(c->adamw_segs);
         if (c->cublaslt) cublasLtDestroy(c->cublaslt);
@@ -348,6 +384,8 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->zero = be_zero;
     be->upload = be_upload;
     be->upload_async = be_upload_async;
+    be->download_async = be_download_async;
+    be->download_wait = be_download_wait;
     be->download = be_download;
     be->destroy = be_destroy;
     be->encoder_forward = be_encoder_forward;

@@ -112,6 +112,13 @@ struct CudaCtx {
     size_t stage_bytes[STAGE_SLOTS];
     cudaEvent_t stage_done[STAGE_SLOTS];
     int stage_next;
+    // Backend.download_async's pinned staging, the same ring scheme; the copies not yet
+    // delivered (n_pending, oldest first): slot and destination
+    void *dl_stage[STAGE_SLOTS];
+    size_t dl_bytes[STAGE_SLOTS];
+    cudaEvent_t dl_done[STAGE_SLOTS];
+    int dl_next, n_pending;
+    struct { void *dst; size_t bytes; int slot; } pending[STAGE_SLOTS];
     AdamWSegment *adamw_segs;    // host copy of the segments whose table SCR_ADAMW holds (adamw.cu)
     int adamw_nsegs;             // their count; 0: no table uploaded
     unsigned *ticket;            // device counter, 0 between launches: the last-block ticket of

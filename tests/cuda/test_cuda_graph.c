@@ -50,6 +50,7 @@
 // (make gpu-tests) they are NULL and their checks are skipped.
 #pragma weak emu_d2h_count
 #pragma weak emu_launch_count
+#pragma weak emu_host_wait_count
 
 static Backend *cuda_dt(ComputeDtype dt) {
     char err[512];
@@ -454,7 +455,13 @@ static void train_steps_case(bool dropout, int n_micro) {
         }
         StepResult rg, rd;
         unsetenv("MINGPT_CUDA_GRAPHS");
+        const long w0 = emu_host_wait_count ? emu_host_wait_count() : 0;
         assert_int_equal(train_step(&g.ts, mb, n_micro, GB, GT, 3, (uint64_t)step, 0, &rg), 0);
+        assert_false(g.m.loss_pending);
+        // from the third step on the micro-steps replay: the last one's losses are read with the
+        // gradient norm (one host wait), an earlier micro-step's at once
+        if (emu_host_wait_count && step >= 2)
+            assert_int_equal(emu_host_wait_count() - w0, n_micro);
         setenv("MINGPT_CUDA_GRAPHS", "0", 1);
         const long acc0 = emu_launch_count ? emu_launch_count("accumulate_kernel") : 0;
         assert_int_equal(train_step(&d.ts, mb, n_micro, GB, GT, 3, (uint64_t)step, 0, &rd), 0);

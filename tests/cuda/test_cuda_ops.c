@@ -1862,6 +1862,39 @@ static void test_crossentropy(void **state) {
 }
 
 // ================================================================ optimizer and loss scaling
+// download_async: the bytes of src as they were when the call was enqueued, delivered by
+// download_wait, also when later ops overwrite src and when more copies are pending than the
+// staging ring has slots (the sixth call delivers the first five); upload_async the same way up.
+static void test_async_copies(void **state) {
+    Fx *f = *state;
+    Backend *be = f->cu;
+    assert_non_null(be->download_async);
+    assert_non_null(be->download_wait);
+    enum { N = 1001, K = 6 };
+    float *h = rnd(N, -1, 1), *got[K];
+    float *d = up(be, h, N * sizeof(float));
+    for (int k = 0; k < K; k++) {
+        got[k] = calloc(N, sizeof(float));
+        be->download_async(be, got[k], d, N * sizeof(float));
+        be->scale(be, d, N, 2.0f);   // enqueued after the copy: not in it
+    }
+    be->download_wait(be);
+    for (int k = 0; k < K; k++) {
+        float *want = copyf(h, N);
+        for (int i = 0; i < N; i++) want[i] = h[i] * (float)(1 << k);
+        check_equal("download_async: src as it was when enqueued", got[k], want, N);
+        free(want);
+    }
+    float *z = calloc(N, sizeof(float));
+    be->upload_async(be, d, z, N * sizeof(float));
+    memcpy(z, h, N * sizeof(float));   // the staged copy is not affected
+    float *back = down(be, d, N);
+    for (int i = 0; i < N; i++) assert_true(back[i] == 0.0f);
+    be->free(be, d);
+    for (int k = 0; k < K; k++) free(got[k]);
+    free(h); free(z); free(back);
+}
+
 // The gradient scale (unscale and clip) folded into the update: bitwise Backend.scale on a copy of
 // the gradients, then the update with scale 1; the gradients themselves are not written.
 static void test_adamw(void **state) {
@@ -2115,6 +2148,7 @@ int main(void) {
         cmocka_unit_test(test_global_rows),
         cmocka_unit_test(test_dropout_key_in_device_memory),
         cmocka_unit_test(test_crossentropy),
+        cmocka_unit_test(test_async_copies),
         cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_adamw_segments),
         cmocka_unit_test(test_adamw_step_range_one_launch),
