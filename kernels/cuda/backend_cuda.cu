@@ -78,25 +78,39 @@ static void be_upload(Backend *be, void *dst, const void *src, size_t bytes) {
 }
 // Through the pinned staging ring: waits only for the copy of the upload_async STAGE_SLOTS calls
 // before (long done when a download came in between), never for the stream.
+// The ring's next slot, at least `bytes` long: waits for the slot's previous copy (done long
+// ago, or delivered already), allocates it the first time or larger; its index in *slot.
+static void *stage_take(StageRing *r, size_t bytes, int *slot) {
+    const int k = r->next;
+    r->next = (k + 1) % STAGE_SLOTS;
+    if (r->done[k]) CUDA_CHECK(cudaEventSynchronize(r->done[k]));
+    else CUDA_CHECK(cudaEventCreate(&r->done[k]));
+    if (bytes > r->bytes[k]) {
+        if (r->buf[k]) CUDA_CHECK(cudaFreeHost(r->buf[k]));
+        r->buf[k] = nullptr;
+        r->bytes[k] = 0;
+        CUDA_CHECK(cudaMallocHost(&r->buf[k], bytes));
+        r->bytes[k] = bytes;
+    }
+    *slot = k;
+    return r->buf[k];
+}
+static void stage_free(StageRing *r) {
+    for (int k = 0; k < STAGE_SLOTS; k++) {
+        if (r->buf[k]) cudaFreeHost(r->buf[k]);
+        if (r->done[k]) cudaEventDestroy(r->done[k]);
+    }
+}
 static void be_upload_async(Backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return;
     CudaCtx *c = CX(be);
     if (c->capturing) cuda_fatal("upload_async", "called inside a graph capture", __FILE__, __LINE__);
-    const int k = c->stage_next;
-    c->stage_next = (k + 1) % STAGE_SLOTS;
-    if (c->stage_done[k]) CUDA_CHECK(cudaEventSynchronize(c->stage_done[k]));
-    else CUDA_CHECK(cudaEventCreate(&c->stage_done[k]));
-    if (bytes > c->stage_bytes[k]) {
-        if (c->stage[k]) CUDA_CHECK(cudaFreeHost(c->stage[k]));
-        c->stage[k] = nullptr;
-        c->stage_bytes[k] = 0;
-        CUDA_CHECK(cudaMallocHost(&c->stage[k], bytes));
-        c->stage_bytes[k] = bytes;
-    }
-    memcpy(c->stage[k], src, bytes);
+    int k;
+    void *stage = stage_take(&c->up, bytes, &k);
+    memcpy(stage, src, bytes);
     cuda_cast_touch(c, dst, bytes);
-    CUDA_CHECK(cudaMemcpyAsync(dst, c->stage[k], bytes, cudaMemcpyHostToDevice, c->stream));
-    CUDA_CHECK(cudaEventRecord(c->stage_done[k], c->stream));
+    CUDA_CHECK(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, c->stream));
+    CUDA_CHECK(cudaEventRecord(c->up.done[k], c->stream));
 }
 // Delivers every pending download_async: waits on each copy's event (for nothing when the
 // stream was synchronised after it) and copies the staging slot to its destination.
@@ -104,8 +118,8 @@ static void be_download_wait(Backend *be) {
     CudaCtx *c = CX(be);
     for (int i = 0; i < c->n_pending; i++) {
         const int k = c->pending[i].slot;
-        CUDA_CHECK(cudaEventSynchronize(c->dl_done[k]));
-        memcpy(c->pending[i].dst, c->dl_stage[k], c->pending[i].bytes);
+        CUDA_CHECK(cudaEventSynchronize(c->down.done[k]));
+        memcpy(c->pending[i].dst, c->down.buf[k], c->pending[i].bytes);
     }
     c->n_pending = 0;
 }
@@ -114,19 +128,10 @@ static void be_download_async(Backend *be, void *dst, const void *src, size_t by
     CudaCtx *c = CX(be);
     if (c->capturing) cuda_fatal("download_async", "called inside a graph capture", __FILE__, __LINE__);
     if (c->n_pending == STAGE_SLOTS) be_download_wait(be);   // every slot holds an undelivered copy
-    const int k = c->dl_next;
-    c->dl_next = (k + 1) % STAGE_SLOTS;
-    if (c->dl_done[k]) CUDA_CHECK(cudaEventSynchronize(c->dl_done[k]));   // delivered: done
-    else CUDA_CHECK(cudaEventCreate(&c->dl_done[k]));
-    if (bytes > c->dl_bytes[k]) {
-        if (c->dl_stage[k]) CUDA_CHECK(cudaFreeHost(c->dl_stage[k]));
-        c->dl_stage[k] = nullptr;
-        c->dl_bytes[k] = 0;
-        CUDA_CHECK(cudaMallocHost(&c->dl_stage[k], bytes));
-        c->dl_bytes[k] = bytes;
-    }
-    CUDA_CHECK(cudaMemcpyAsync(c->dl_stage[k], src, bytes, cudaMemcpyDeviceToHost, c->stream));
-    CUDA_CHECK(cudaEventRecord(c->dl_done[k], c->stream));
+    int k;
+    void *stage = stage_take(&c->down, bytes, &k);            // (its last copy was delivered)
+    CUDA_CHECK(cudaMemcpyAsync(stage, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+    CUDA_CHECK(cudaEventRecord(c->down.done[k], c->stream));
     c->pending[c->n_pending].dst = dst;
     c->pending[c->n_pending].bytes = bytes;
     c->pending[c->n_pending].slot = k;
@@ -145,12 +150,8 @@ static void be_destroy(Backend *be) {
         for (int i = 0; i < SCR_COUNT; i++) if (c->scratch[i]) cudaFree(c->scratch[i]);
         if (c->ticket) cudaFree(c->ticket);
         if (c->wcast.lp) cudaFree(c->wcast.lp);
-        for (int k = 0; k < STAGE_SLOTS; k++) {
-            if (c->stage[k]) cudaFreeHost(c->stage[k]);
-            if (c->stage_done[k]) cudaEventDestroy(c->stage_done[k]);
-            if (c->dl_stage[k]) cudaFreeHost(c->dl_stage[k]);
-            if (c->dl_done[k]) cudaEventDestroy(c->dl_done[k]);
-        }
+        stage_free(&c->up);
+        stage_free(&c->down);
         free(c->adamw_segs);
         if (c->cublaslt) cublasLtDestroy(c->cublaslt);
         if (c->cublas) cublasDestroy(c->cublas);

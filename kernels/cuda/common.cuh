@@ -87,9 +87,17 @@ struct WeightCast {
     size_t cap;
 };
 
-// Backend.upload_async's staging buffers: a training step uploads its inputs, its targets and
-// its dropout keys, so a slot is reused a step later, its copy long done.
+// Backend.upload_async's and download_async's staging: a ring of STAGE_SLOTS pinned buffers,
+// each with the event recorded after its last copy (nullptr before the first). A training step
+// uploads its inputs, its targets and its dropout keys, so a slot is reused a step later, its
+// copy long done.
 enum { STAGE_SLOTS = 4 };
+struct StageRing {
+    void *buf[STAGE_SLOTS];
+    size_t bytes[STAGE_SLOTS];
+    cudaEvent_t done[STAGE_SLOTS];
+    int next;
+};
 
 struct CudaCtx {
     int device;                  // the CUDA device (cudaSetDevice) every call of this backend uses
@@ -105,19 +113,10 @@ struct CudaCtx {
     WeightCast wcast;
     uint64_t scratch_gen;        // bumped whenever cuda_scratch reallocates a slot (graph.cu)
     bool capturing;              // a graph capture is in progress on stream (graph.cu)
-    // Backend.upload_async's pinned staging: a ring of STAGE_SLOTS buffers (stage_bytes each),
-    // each with the event recorded after its last copy (nullptr before the first); a call
-    // waits only for the copy of the call STAGE_SLOTS before it
-    void *stage[STAGE_SLOTS];
-    size_t stage_bytes[STAGE_SLOTS];
-    cudaEvent_t stage_done[STAGE_SLOTS];
-    int stage_next;
-    // Backend.download_async's pinned staging, the same ring scheme; the copies not yet
-    // delivered (n_pending, oldest first): slot and destination
-    void *dl_stage[STAGE_SLOTS];
-    size_t dl_bytes[STAGE_SLOTS];
-    cudaEvent_t dl_done[STAGE_SLOTS];
-    int dl_next, n_pending;
+    // the pinned staging of Backend.upload_async (up) and download_async (down); the
+    // downloads not yet delivered (n_pending, oldest first): slot and destination
+    StageRing up, down;
+    int n_pending;
     struct { void *dst; size_t bytes; int slot; } pending[STAGE_SLOTS];
     AdamWSegment *adamw_segs;    // host copy of the segments whose table SCR_ADAMW holds (adamw.cu)
     int adamw_nsegs;             // their count; 0: no table uploaded
