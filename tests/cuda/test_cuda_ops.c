@@ -498,6 +498,21 @@ static void test_matmul_gelu_forward(void **state) {
     }
 }
 
+// The magnitudes a matmul backward's errors scale with (the caller zeroes them): mb (OC) =
+// sum_n |dout|, mx (N,C) = sum_o |dout| |w| (dinp's terms), mw (OC,C) = sum_n |dout| |x| (dweight's).
+static void matmul_bwd_magnitudes(int N, int C, int OC, const float *dout, const float *w, const float *x,
+                                  double *mx, double *mw, double *mb) {
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            const double d = fabs(dout[(size_t)n * OC + o]);
+            mb[o] += d;
+            for (int c = 0; c < C; c++) {
+                mx[(size_t)n * C + c] += d * fabs(w[(size_t)o * C + c]);
+                mw[(size_t)o * C + c] += d * fabs(x[(size_t)n * C + c]);
+            }
+        }
+}
+
 static void test_matmul_backward(void **state) {
     Fx *f = *state;
     for (int k = 0; k < NMM; k++) {
@@ -515,15 +530,7 @@ static void test_matmul_backward(void **state) {
         float *g_dx = down(f->cu, d_dx, NC), *g_dw = down(f->cu, d_dw, OCC), *g_db = down(f->cu, d_db, OC);
         // dinp[n,c] = sum_o dout[n,o] w[o,c]; dweight[o,c] = sum_n dout[n,o] x[n,c]
         double *mx = dzeros(NC), *mw = dzeros(OCC), *mb = dzeros(OC);
-        for (int n = 0; n < N; n++)
-            for (int o = 0; o < OC; o++) {
-                const double d = fabs(dout[(size_t)n * OC + o]);
-                mb[o] += d;
-                for (int c = 0; c < C; c++) {
-                    mx[(size_t)n * C + c] += d * fabs(w[(size_t)o * C + c]);
-                    mw[(size_t)o * C + c] += d * fabs(x[(size_t)n * C + c]);
-                }
-            }
+        matmul_bwd_magnitudes(N, C, OC, dout, w, x, mx, mw, mb);
         char what[96];
         snprintf(what, sizeof what, "matmul_backward %dx%d->%d dinp", N, C, OC);
         check(what, g_dx, r_dx, mx, NC, coef_dot(f, OC), 2 * U32, OC * f->abs_lp);
@@ -563,15 +570,7 @@ static void test_matmul_backward(void **state) {
 // of magnitude <= 1.2, against |dinp| <= mx): 100 u32 on 1.13 mx.
 static void dgelu_magnitudes(int N, int C, int OC, const float *dout, const float *w, const float *x, double *mx,
                              double *mw, double *mb, double *mbp) {
-    for (int n = 0; n < N; n++)
-        for (int o = 0; o < OC; o++) {
-            const double d = fabs(dout[(size_t)n * OC + o]);
-            mb[o] += d;
-            for (int c = 0; c < C; c++) {
-                mx[(size_t)n * C + c] += d * fabs(w[(size_t)o * C + c]);
-                mw[(size_t)o * C + c] += d * fabs(x[(size_t)n * C + c]);
-            }
-        }
+    matmul_bwd_magnitudes(N, C, OC, dout, w, x, mx, mw, mb);
     for (size_t i = 0; i < (size_t)N * C; i++) mx[i] *= 1.13;
     for (int n = 0; n < N; n++)
         for (int c = 0; c < C; c++) mbp[c] += mx[(size_t)n * C + c];
