@@ -9,7 +9,8 @@
 #   make bench-speed      the machine's environment and GEMM; sgemm GFLOP/s of every implementation;
 #                         S/M/T fp32 training speed, MFU, peak RSS and the GEMM chosen per shape class;
 #                         the same models in PyTorch (eager, SDPA, torch.compile where the torch has
-#                         them), ratios; bf16 (S, M) against fp32 and PyTorch autocast; activation
+#                         them), ratios, and paired rounds of mingpt and PyTorch's best mode back
+#                         to back (the goals' ratios); bf16 (S, M) against fp32 and PyTorch autocast; activation
 #                         recomputation on the tutorial config; sampling chars/s; the goals. mingpt's
 #                         runs are repeated, labelled, with OPENBLAS_CORETYPE unset (when it is set)
 #                         or =Prescott (when it is not). BENCH_ARGS narrows it, e.g.
