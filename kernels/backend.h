@@ -87,6 +87,23 @@ typedef struct {
     int decays;
 } AdamWSegment;
 
+// Backend.optimizer_tail's per-step inputs, in backend memory (the host writes them with
+// upload_async before the step's ops; a captured graph reads them when it runs).
+typedef struct {
+    double loss_scale;     // S: the gradients are S times the loss's (1 without fp16 loss scaling)
+    double max_norm;       // global-norm clip of the unscaled gradients (<= 0: off)
+    float decay_factor, step_size, bc2_sqrt;   // adamw_update's, for the step about to be taken
+    float unused;
+} OptimizerTailArgs;
+// What Backend.optimizer_tail leaves in backend memory, for the host to read after the step.
+typedef struct {
+    double ssq;            // the gradients' sum of squares (sum_squares' value)
+    float grad_scale;      // the factor the update applied to the gradients (1 when none)
+    int nonfinite_loss;    // 1: a per-token loss of a valid target was NaN or inf
+    int applied;           // 1: the AdamW update ran; 0: skipped (ssq or a loss not finite)
+    int unused;
+} OptimizerTailResult;
+
 struct Backend {
     const char *name;            // "cpu", "cuda"
     ComputeDtype matmul_dtype;   // see above; DTYPE_FP32 = full precision
@@ -262,6 +279,26 @@ struct Backend {
                                   const AdamWSegment *segs, int n_segs, float beta1, float beta2,
                                   float eps, float decay_factor, float step_size, float bc2_sqrt,
                                   float grad_scale);
+    // The end of a training step in one process, queued without a host wait, so that a captured
+    // graph (graph_run) holds it after the backward: res->ssq = sum_squares(g, n) (the same bits);
+    // res->nonfinite_loss = 1 when losses[i] is NaN or inf for some i < n_losses with
+    // targets[i] != -1; norm = sqrt(ssq) / S; when ssq is finite and no loss is nonfinite, the
+    // update of adamw_update_segments(p, g, m, v, segs, n_segs, beta1, beta2, eps, decay_factor,
+    // step_size, bc2_sqrt, grad_scale) (args' scalars) with grad_scale as the host's
+    // loss_scaler_unscale_clip_coef computes it (trainer/loss_scaler.h: in double, coef =
+    // max_norm / (norm + 1e-6) when that is below 1 and max_norm > 0, else 1; grad_scale = coef /
+    // S rounded to float, 1 when coef and S are 1), and res->applied = 1; else no update,
+    // res->applied = 0 (p, m, v untouched). args, res, losses (n_losses floats) and targets are
+    // backend memory; args is read when the ops run, res written by them (read it with
+    // download_async after the step). segs as adamw_update_segments (host memory; its table must not
+    // change inside a capture). Unlike adamw_update, it does not drop the weight-cast copy (a
+    // captured forward reads that copy): the caller changes the parameters' version when
+    // res->applied. Optional (CUDA): NULL means the trainer reads the norm back and decides on the
+    // host (trainer/train_step.c).
+    void (*optimizer_tail)(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
+                           const AdamWSegment *segs, int n_segs, float beta1, float beta2, float eps,
+                           const float *losses, const int32_t *targets, size_t n_losses,
+                           const OptimizerTailArgs *args, OptimizerTailResult *res);
     // sum of x[i]^2 in double, in a fixed order (independent of thread/block count).
     double (*sum_squares)(Backend *be, const float *x, size_t n);
     // x *= s

@@ -735,6 +735,7 @@ static void graph_step_ops(void *ctx) {
     GraphStep *g = ctx;
     forward(g->m, &g->m->acts, NULL, g->targets, g->B, g->T, g->train, g->dropout_seed, g->step, &g->m->args);
     gpt_backward(g->m, NULL, NULL);
+    if (g->m->args.tail) g->m->args.tail(g->m->args.tail_ctx);
 }
 
 float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, int B, int T,
@@ -768,6 +769,7 @@ float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, i
             GPTGraph *q = &m->graphs[k];
             if (q->B == B && q->T == T && q->train == train && q->n_valid == n_valid &&
                 q->checkpointing == m->checkpointing && q->grad_overwrite == overwrite &&
+                q->tail == a.tail && q->tail_ctx == a.tail_ctx &&
                 memcmp(&q->loss_scale, &a.loss_scale, sizeof(float)) == 0)
                 slot = q;
         }
@@ -781,13 +783,15 @@ float gpt_forward_backward(GPT *m, const int32_t *idx, const int32_t *targets, i
                 be->graph_free(be, slot->graph);
             }
             *slot = (GPTGraph){ .B = B, .T = T, .train = train, .n_valid = n_valid, .loss_scale = a.loss_scale,
-                                .checkpointing = m->checkpointing, .grad_overwrite = overwrite };
+                                .checkpointing = m->checkpointing, .grad_overwrite = overwrite,
+                                .tail = a.tail, .tail_ctx = a.tail_ctx };
         }
         slot->last_use = ++m->graph_uses;
     }
     if (!slot) {
         const float loss = gpt_forward(m, idx, targets, B, T, train, dropout_seed, step, args);
         gpt_backward(m, NULL, NULL);
+        if (a.tail) a.tail(a.tail_ctx);
         return loss;
     }
     // what gpt_forward does on the host, before the captured ops

@@ -144,6 +144,12 @@ typedef struct {
     // gradient norm's sum_squares, without waiting again). targets must stay valid until then.
     // Elsewhere the loss is read at once, as without it.
     bool defer_loss;
+    // gpt_forward_backward only (NULL: none): called after the backward, among the step's ops,
+    // inside the graph where the micro-step runs as one (it must then queue backend ops only, the
+    // same ones on every call with the same tail_ctx: the trainer's optimizer tail,
+    // Backend.optimizer_tail), else right after gpt_backward.
+    void (*tail)(void *ctx);
+    void *tail_ctx;
 } GPTStepArgs;
 #define GPT_STEP_ARGS_DEFAULT ((GPTStepArgs){ .batch_row0 = 0, .batch_row_stride = 1, .loss_scale = 1.0f })
 
@@ -165,6 +171,8 @@ typedef struct {
     float loss_scale;
     bool checkpointing;
     bool grad_overwrite;      // captured as the first backward after gpt_zero_grad (GRAD_OVERWRITE)
+    void (*tail)(void *);     // GPTStepArgs.tail and tail_ctx captured after the backward (NULL: none)
+    void *tail_ctx;
     void *graph;              // the backend's (Backend.graph_free)
     uint64_t last_use;        // GPT.graph_uses when last used
 } GPTGraph;

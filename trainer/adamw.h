@@ -15,6 +15,11 @@ typedef struct {
     size_t n;
     AdamWSegment *segs;   // host scratch of adamw_step_range (Backend.adamw_update_segments)
     int segs_cap;
+    // The optimizer tail on the device (adamw_tail_enqueue): its arguments and result, one
+    // allocation of backend memory (NULL until first used), and the host's copy of the result.
+    void *tail_dev;
+    int tail_ns;                  // segments of the prepared tail (in segs)
+    OptimizerTailResult tail_res;
 } AdamW;
 
 // Allocates zeroed moments for n parameters on be. Non-zero on out of memory.
@@ -40,6 +45,25 @@ void adamw_step(AdamW *opt, float *params, const float *grads, const ParamTensor
 void adamw_step_range(AdamW *opt, float *params, const float *grads, const ParamTensor *tensors, int n_tensors,
                       size_t lo, size_t hi, float lr, float beta1, float beta2, float eps, float weight_decay,
                       float grad_scale);
+
+// The optimizer tail of a step on the device, for a trainer in one process on a backend with
+// Backend.optimizer_tail (NULL otherwise: 0 returned, nothing done). adamw_tail_prepare (before the
+// step's ops): the scalars adamw_step_range would compute for the next step (opt->step + 1; the
+// same expressions, so the same bits) and loss_scale / max_norm, uploaded (upload_async) into
+// opt->tail_dev, and the segments of [0, opt->n) as adamw_step_range builds them; non-zero when
+// it can serve (backend op present, memory). adamw_tail_enqueue (among the step's ops, inside a
+// graph capture or not): Backend.optimizer_tail over every parameter, the per-token losses
+// (n_losses, their targets) deciding with ssq whether the update runs; then adamw_tail_fetch
+// (after the step's ops: download_async of the result, delivered by the caller's
+// Backend.download_wait) and adamw_tail_commit (after that wait): opt->step advances when the
+// update ran. Bitwise adamw_step_range with loss_scaler_unscale_clip_coef's factor.
+int adamw_tail_prepare(AdamW *opt, const ParamTensor *tensors, int n_tensors, float lr, float beta1, float beta2,
+                       float weight_decay, double loss_scale, double max_norm);
+void adamw_tail_enqueue(AdamW *opt, float *params, const float *grads, float beta1, float beta2, float eps,
+                        const float *losses, const int32_t *targets, size_t n_losses);
+void adamw_tail_fetch(AdamW *opt);
+// (after Backend.download_wait) the result; opt->step + 1 when it applied.
+const OptimizerTailResult *adamw_tail_commit(AdamW *opt);
 
 // ||g||_2 over the flat backend buffer, accumulated in double in a fixed order, so the
 // result does not depend on the thread or block count.

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config/clock.h"
+#include "kernels/fatal.h"
 
 // ZeRO: every rank's updated shard of the parameters to every rank (the same decision was taken
 // everywhere, so all ranks call it or none).
@@ -32,6 +33,16 @@ static int graphs_enabled(void) {
     return !(v && strcmp(v, "0") == 0);
 }
 
+// The optimizer tail on the backend (Backend.optimizer_tail), queued after the last micro-step's
+// backward, inside its graph: the gradient norm, the clip / skip decision and AdamW with no host
+// wait in the step. ctx is the TrainStep (the same pointer every step, as a graph's key wants).
+static void optimizer_tail(void *ctx) {
+    TrainStep *ts = ctx;
+    GPT *m = ts->model;
+    adamw_tail_enqueue(ts->opt, m->params_memory, m->grads_memory, ts->beta1, ts->beta2, ts->eps, m->acts.losses,
+                       m->targets, (size_t)m->cur_B * (size_t)m->cur_T);
+}
+
 int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, uint64_t seed, uint64_t step,
                int requests, StepResult *out) {
     GPT *m = ts->model;
@@ -48,6 +59,13 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     // ZeRO with the all-gather overlapped: the last step's all-gathers may be in flight; the
     // forward waits for each layer's parameters before it reads them
     const int overlap = ts->buckets && ts->shards && ts->overlap_gather && ts->buckets->comm->allgather_start;
+    // The step's end on the backend (one process, graphs, no outlier skip: its decision needs the
+    // norm on the host before the update): every decision of the host path below, from the same
+    // values with the same arithmetic, taken on the backend; the host then reads the result once.
+    const bool tail = !ts->buckets && !ts->shards && comm->world_size == 1 && !(ts->spike && ts->skip_zscore > 0) &&
+                      !overlap && m->be->graph_run && graphs_enabled() && m->grads_memory &&
+                      adamw_tail_prepare(ts->opt, m->tensors, m->n_tensors, ts->lr, ts->beta1, ts->beta2,
+                                         ts->weight_decay, scale, ts->grad_clip);
     gpt_zero_grad(m);   // (stage 2: no gradient buffer; each bucket's ring space is zeroed when placed)
     double loss_sum = 0.0;
     for (int k = 0; k < n_micro; k++) {
@@ -75,6 +93,10 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
             // the last one's losses are read after the gradient norm, whose read-back waits for
             // the backend anyway (one host wait per step instead of two)
             args.defer_loss = k == n_micro - 1 && !z2;
+            if (tail && k == n_micro - 1) {
+                args.tail = optimizer_tail;
+                args.tail_ctx = ts;
+            }
             loss = gpt_forward_backward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
         } else {
             loss = gpt_forward(m, mb[k].x, mb[k].y, mb[k].rows, T, true, seed, step, &args);
@@ -99,7 +121,15 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
     const size_t lo = sp ? shard_lo(sp, r) : 0, n_mine = sp ? shard_count(sp, r) : m->num_params;
     float *grads = z2 ? buckets_stage2_grads(z2) : m->grads_memory + lo;
     // the sum of squares of this rank's gradients (ZeRO: of its shard), then the deferred loss
-    const double ssq_mine = m->be->sum_squares(m->be, grads, n_mine);
+    // (with the tail: both read back with one wait)
+    double ssq_mine;
+    if (tail) {
+        adamw_tail_fetch(ts->opt);
+        m->be->download_wait(m->be);
+        ssq_mine = ts->opt->tail_res.ssq;
+    } else {
+        ssq_mine = m->be->sum_squares(m->be, grads, n_mine);
+    }
     if (loss_deferred) loss_sum += (double)gpt_loss_wait(m) * m->n_valid;
     double v[5] = { loss_sum, tokens_rank, requests & STEP_STOP ? 1.0 : 0.0, requests & STEP_SAVE ? 1.0 : 0.0,
                     ssq_mine };
@@ -128,7 +158,15 @@ int train_step(TrainStep *ts, const MicroBatch *mb, int n_micro, int B, int T, u
             out->applied = 0;
         }
     }
-    if (out->applied > 0) {
+    if (tail) {
+        // the backend took the same decision with the same factor (a mismatch is a bug of ours)
+        const OptimizerTailResult *tr = adamw_tail_commit(ts->opt);
+        if ((out->applied > 0) != (tr->applied != 0) || (out->applied > 0 && tr->grad_scale != grad_scale))
+            fatal_error("train_step: the backend's optimizer tail decided %s (factor %a), the host %s (factor %a)",
+                        tr->applied ? "to update" : "to skip", (double)tr->grad_scale,
+                        out->applied > 0 ? "to update" : "to skip", (double)grad_scale);
+        if (out->applied > 0) gpt_params_changed(m);   // the next forward casts the new weights
+    } else if (out->applied > 0) {
         adamw_step_range(ts->opt, m->params_memory, grads, m->tensors, m->n_tensors, lo, lo + n_mine, ts->lr,
                          ts->beta1, ts->beta2, ts->eps, ts->weight_decay, grad_scale);
         if (sp && (overlap ? buckets_gather_start(ts->buckets, m->params_memory) : all_gather_params(ts, sp))) return 1;

@@ -10,6 +10,11 @@
 //   AdamW as it reads the gradients (the gradient buffer keeps the reduced, unscaled values)
 //   no AdamW step when the loss or the norm is not finite, or the norm is an outlier
 //   (SpikeDetector, trainer/spike_detector.h); else AdamW
+// In one process on a backend with optimizer_tail and graphs (CUDA), without outlier skipping:
+// the norm, the unscale / clip / skip decision and AdamW run on the backend at the end of the last
+// micro-step's graph (Backend.optimizer_tail, the same decisions from the same values), and the
+// host reads the result with the losses after the whole step is queued; the same bits, the same
+// StepResult.
 //
 // ZeRO (TrainStep.shards): the buckets are reduce-scattered instead of all-reduced (stage 2: on
 // every micro-step, into the rank's shard), the norm comes from the shards' sums of squares in

@@ -5,7 +5,9 @@
 // --use_fast_math), so both backends give the same bits: on an H100 nvcc's contraction of
 // p * decay - step put p hundreds of ulp from the CPU's where the two terms cancel.
 // adamw_kernel updates one tensor; adamw_segments_kernel all the tensors of an optimizer step in
-// one launch (Backend.adamw_update_segments), each element with the same expression.
+// one launch (Backend.adamw_update_segments), each element with the same expression. The
+// optimizer tail (Backend.optimizer_tail) runs the same kernel with its scalars read from device
+// memory, after ssq_final_tail_kernel (global_norm.cu) has taken the clip / skip decision there.
 #include <string.h>
 
 #include "kernels/cuda/cuda_ops.cuh"
@@ -49,10 +51,21 @@ struct AdamWSegDev {
     size_t decays;
 };
 
+// ta, tr non-null (the optimizer tail): nothing when tr->applied is 0, else ta's decay_factor,
+// step_size and bc2_sqrt and tr's grad_scale instead of the arguments.
 __global__ void adamw_segments_kernel(float *__restrict__ p, const float *__restrict__ g, float *__restrict__ m,
                                       float *__restrict__ v, const AdamWSegDev *__restrict__ segs, int n_segs,
                                       size_t total, float beta1, float beta2, float eps, float decay_factor,
-                                      float step_size, float bc2_sqrt, float grad_scale) {
+                                      float step_size, float bc2_sqrt, float grad_scale,
+                                      const OptimizerTailArgs *__restrict__ ta,
+                                      const OptimizerTailResult *__restrict__ tr) {
+    if (ta) {
+        if (!tr->applied) return;
+        decay_factor = ta->decay_factor;
+        step_size = ta->step_size;
+        bc2_sqrt = ta->bc2_sqrt;
+        grad_scale = tr->grad_scale;
+    }
     int s = 0;   // j only grows in the loop: the search starts at the previous element's segment
     GRID_STRIDE(j, total) {
         int hi = n_segs - 1;
@@ -72,14 +85,15 @@ static bool same_segments(const AdamWSegment *a, const AdamWSegment *b, int n) {
     return true;
 }
 
-void cuda_adamw_update_segments(CudaCtx *c, float *p, const float *g, float *m, float *v,
-                                const AdamWSegment *segs, int n_segs, float beta1, float beta2, float eps,
-                                float decay_factor, float step_size, float bc2_sqrt, float grad_scale) {
+// The device table for segs (uploaded when it differs from the last call's): the count of non-empty
+// segments, and their total length in *total_out.
+static int segment_table(CudaCtx *c, const AdamWSegment *segs, int n_segs, size_t *total_out) {
     int ns = 0;
     size_t total = 0;
     for (int k = 0; k < n_segs; k++)
         if (segs[k].n) { ns++; total += segs[k].n; }
-    if (!total) return;
+    *total_out = total;
+    if (!total) return ns;
     if (c->adamw_nsegs != n_segs || !same_segments(c->adamw_segs, segs, n_segs)) {
         // a new table (the first step of a run): upload it, then keep it while segs stay the same
         if (c->capturing)
@@ -106,8 +120,32 @@ void cuda_adamw_update_segments(CudaCtx *c, float *p, const float *g, float *m, 
         free(tab);
         c->adamw_nsegs = n_segs;
     }
+    return ns;
+}
+
+void cuda_adamw_update_segments(CudaCtx *c, float *p, const float *g, float *m, float *v,
+                                const AdamWSegment *segs, int n_segs, float beta1, float beta2, float eps,
+                                float decay_factor, float step_size, float bc2_sqrt, float grad_scale) {
+    size_t total = 0;
+    const int ns = segment_table(c, segs, n_segs, &total);
+    if (!total) return;
     LAUNCH(adamw_segments_kernel, grid_for(c, total), BLOCK, 0, c->stream)(
         p, g, m, v, (const AdamWSegDev *)c->scratch[SCR_ADAMW], ns, total, beta1, beta2, eps, decay_factor,
-        step_size, bc2_sqrt, grad_scale);
+        step_size, bc2_sqrt, grad_scale, nullptr, nullptr);
+    LAUNCH_CHECK();
+}
+
+// ---------------------------------------------------------------- the optimizer tail
+void cuda_optimizer_tail(CudaCtx *c, float *p, const float *g, float *m, float *v, size_t n,
+                         const AdamWSegment *segs, int n_segs, float beta1, float beta2, float eps,
+                         const float *losses, const int32_t *targets, size_t n_losses,
+                         const OptimizerTailArgs *args, OptimizerTailResult *res) {
+    size_t total = 0;
+    const int ns = segment_table(c, segs, n_segs, &total);
+    cuda_sum_squares_tail(c, g, n, losses, targets, n_losses, args, res);   // the decision too
+    if (!total) return;
+    LAUNCH(adamw_segments_kernel, grid_for(c, total), BLOCK, 0, c->stream)(
+        p, g, m, v, (const AdamWSegDev *)c->scratch[SCR_ADAMW], ns, total, beta1, beta2, eps, 1.0f, 0.0f, 1.0f,
+        1.0f, args, res);
     LAUNCH_CHECK();
 }

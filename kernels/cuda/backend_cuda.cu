@@ -112,15 +112,14 @@ static void be_upload_async(Backend *be, void *dst, const void *src, size_t byte
     CUDA_CHECK(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, c->stream));
     CUDA_CHECK(cudaEventRecord(c->up.done[k], c->stream));
 }
-// Delivers every pending download_async: waits on each copy's event (for nothing when the
-// stream was synchronised after it) and copies the staging slot to its destination.
+// Delivers every pending download_async: one wait, on the last copy's event (the copies are queued
+// in order on the one stream, so the earlier ones are done by then; for nothing when the stream was
+// synchronised after it), then each staging slot copied to its destination.
 static void be_download_wait(Backend *be) {
     CudaCtx *c = CX(be);
-    for (int i = 0; i < c->n_pending; i++) {
-        const int k = c->pending[i].slot;
-        CUDA_CHECK(cudaEventSynchronize(c->down.done[k]));
-        memcpy(c->pending[i].dst, c->down.buf[k], c->pending[i].bytes);
-    }
+    if (c->n_pending) CUDA_CHECK(cudaEventSynchronize(c->down.done[c->pending[c->n_pending - 1].slot]));
+    for (int i = 0; i < c->n_pending; i++)
+        memcpy(c->pending[i].dst, c->down.buf[c->pending[i].slot], c->pending[i].bytes);
     c->n_pending = 0;
 }
 static void be_download_async(Backend *be, void *dst, const void *src, size_t bytes) {
@@ -295,6 +294,15 @@ static void be_adamw_update_segments(Backend *be, float *p, const float *g, floa
     cuda_adamw_update_segments(CX(be), p, g, m, v, segs, n_segs, beta1, beta2, eps, decay_factor, step_size,
                                bc2_sqrt, grad_scale);
 }
+// (no cuda_cast_touch: inside a capture it would drop the weight-cast copy that the graph's
+// forward reads; the caller changes the parameters' version when the update ran: Backend.optimizer_tail)
+static void be_optimizer_tail(Backend *be, float *p, const float *g, float *m, float *v, size_t n,
+                              const AdamWSegment *segs, int n_segs, float beta1, float beta2, float eps,
+                              const float *losses, const int32_t *targets, size_t n_losses,
+                              const OptimizerTailArgs *args, OptimizerTailResult *res) {
+    cuda_optimizer_tail(CX(be), p, g, m, v, n, segs, n_segs, beta1, beta2, eps, losses, targets, n_losses, args,
+                        res);
+}
 static double be_sum_squares(Backend *be, const float *x, size_t n) { return cuda_sum_squares(CX(be), x, n); }
 static void be_scale(Backend *be, float *x, size_t n, float s) {
     cuda_cast_touch(CX(be), x, n * sizeof(float));
@@ -421,6 +429,7 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     be->crossentropy_forward_backward = be_crossentropy_forward_backward;
     be->adamw_update = be_adamw_update;
     be->adamw_update_segments = be_adamw_update_segments;
+    be->optimizer_tail = be_optimizer_tail;
     be->sum_squares = be_sum_squares;
     be->scale = be_scale;
     be->accumulate = be_accumulate;

@@ -156,6 +156,15 @@ void cuda_adamw_update_segments(CudaCtx *c, float *p, const float *g, float *m, 
 
 // global_norm.cu
 double cuda_sum_squares(CudaCtx *c, const float *x, size_t n);
+// The same sum of squares (n >= 0) into res->ssq, queued (no host wait), and in the launch that
+// finishes it the optimizer tail's decision (Backend.optimizer_tail) into res.
+void cuda_sum_squares_tail(CudaCtx *c, const float *x, size_t n, const float *losses, const int32_t *targets,
+                           size_t n_losses, const OptimizerTailArgs *args, OptimizerTailResult *res);
+// Backend.optimizer_tail: cuda_sum_squares_tail, then one adamw_segments launch reading the decision.
+void cuda_optimizer_tail(CudaCtx *c, float *p, const float *g, float *m, float *v, size_t n,
+                         const AdamWSegment *segs, int n_segs, float beta1, float beta2, float eps,
+                         const float *losses, const int32_t *targets, size_t n_losses,
+                         const OptimizerTailArgs *args, OptimizerTailResult *res);
 
 // loss_scale.cu
 void cuda_scale(CudaCtx *c, float *x, size_t n, float s);

@@ -423,12 +423,17 @@ static void test_host_sync_in_capture_is_reported(void **state) {
 
 // ================================================================ training steps
 typedef struct { Backend *be; GPT m; AdamW opt; LossScaler ls; TrainStep ts; } Run;
-static void run_init(Run *r, Comm *comm, bool dropout) {
-    r->be = cuda();
+// What a case varies besides dropout and micro-steps: the matmul dtype, fp16 loss scaling (and its
+// initial scale: 2^40 makes the first steps overflow, so they are skipped), the clip.
+typedef struct { ComputeDtype dt; int scaler; float init_scale; double clip; } StepCase;
+static const StepCase FP32_CASE = { DTYPE_FP32, 0, 0.0f, 1.0 };
+static void run_init(Run *r, Comm *comm, bool dropout, StepCase c) {
+    r->be = cuda_dt(c.dt);
     build_d(&r->m, r->be, false, dropout);
     if (adamw_init(&r->opt, r->be, r->m.num_params)) fail_msg("adamw_init");
-    loss_scaler_init(&r->ls, 0);
-    r->ts = (TrainStep){ .model = &r->m, .opt = &r->opt, .scaler = &r->ls, .comm = comm, .grad_clip = 1.0,
+    loss_scaler_init(&r->ls, c.scaler);
+    if (c.scaler && c.init_scale > 0) r->ls.scale = c.init_scale;
+    r->ts = (TrainStep){ .model = &r->m, .opt = &r->opt, .scaler = &r->ls, .comm = comm, .grad_clip = c.clip,
                          .lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f };
 }
 
@@ -437,11 +442,18 @@ static void run_init(Run *r, Comm *comm, bool dropout) {
 // bias-gradient accumulate launch), the others accumulate; with graphs each kind has its own
 // graph, so a replay of one never stands in for the other (which would drop or double a
 // micro-step's gradients: the norms and parameters would differ from the direct run's).
-static void train_steps_case(bool dropout, int n_micro) {
+//
+// The optimizer tail (Backend.optimizer_tail): with graphs, the last micro-step's graph also holds
+// the gradient norm, the clip / skip decision and AdamW, taken on the device; without graphs the
+// host takes them (sum_squares read back, loss_scaler_unscale_clip_coef, adamw_update_segments). The
+// two agree bit for bit: loss, norm, applied, the loss scaler's state, the optimizer's step count
+// and the parameters, with the clip active or not, under fp16 loss scaling, and on skipped steps.
+static void train_steps_case(bool dropout, int n_micro, StepCase c) {
     Comm *comm = comm_single_create();
     Run g, d;
-    run_init(&g, comm, dropout);
-    run_init(&d, comm, dropout);
+    run_init(&g, comm, dropout, c);
+    run_init(&d, comm, dropout, c);
+    int skipped = 0;
     TestRng r = test_rng(11);
     int32_t x[2][GB * GT], y[2][GB * GT];
     for (int step = 0; step < 4; step++) {
@@ -456,7 +468,9 @@ static void train_steps_case(bool dropout, int n_micro) {
         StepResult rg, rd;
         unsetenv("MINGPT_CUDA_GRAPHS");
         const long w0 = emu_host_wait_count ? emu_host_wait_count() : 0;
+        const long t0 = emu_launch_count ? emu_launch_count("ssq_final_tail_kernel") : 0;
         assert_int_equal(train_step(&g.ts, mb, n_micro, GB, GT, 3, (uint64_t)step, 0, &rg), 0);
+        if (emu_launch_count) assert_int_equal(emu_launch_count("ssq_final_tail_kernel") - t0, 1);   // the tail ran
         assert_false(g.m.loss_pending);
         // from the third step on the micro-steps replay: the last one's losses are read with the
         // gradient norm (one host wait), an earlier micro-step's at once
@@ -464,29 +478,43 @@ static void train_steps_case(bool dropout, int n_micro) {
             assert_int_equal(emu_host_wait_count() - w0, n_micro);
         setenv("MINGPT_CUDA_GRAPHS", "0", 1);
         const long acc0 = emu_launch_count ? emu_launch_count("accumulate_kernel") : 0;
+        const long t1 = emu_launch_count ? emu_launch_count("ssq_final_tail_kernel") : 0;
         assert_int_equal(train_step(&d.ts, mb, n_micro, GB, GT, 3, (uint64_t)step, 0, &rd), 0);
+        if (emu_launch_count) assert_int_equal(emu_launch_count("ssq_final_tail_kernel") - t1, 0);   // the host decided
         // one accumulate per bias gradient of a cuBLASLt epilogue (4 per layer), only in the
         // micro-steps after the first
         if (emu_launch_count)
             assert_int_equal(emu_launch_count("accumulate_kernel") - acc0, 4L * GSHAPE.n_layer * (n_micro - 1));
         unsetenv("MINGPT_CUDA_GRAPHS");
-        assert_int_equal(rg.applied, 1);
+        assert_int_equal(rg.applied, rd.applied);
+        assert_int_equal(rg.nonfinite, rd.nonfinite);
+        assert_int_equal(g.opt.step, d.opt.step);
+        assert_memory_equal(&g.ls.scale, &d.ls.scale, sizeof g.ls.scale);
+        assert_int_equal(g.ls.good_steps, d.ls.good_steps);
+        skipped += rg.applied <= 0;
         assert_memory_equal(&rg.loss, &rd.loss, sizeof rg.loss);
-        assert_memory_equal(&rg.norm, &rd.norm, sizeof rg.norm);
+        if (rg.applied > 0 || !isnan(rg.norm)) assert_memory_equal(&rg.norm, &rd.norm, sizeof rg.norm);
     }
+    // the case's point: steps that overflow skipped (on the device and on the host alike), else none
+    if (c.init_scale > 0) assert_true(skipped >= 1);
+    else assert_int_equal(skipped, 0);
     const size_t P = g.m.num_params;
     float *pg = malloc(P * sizeof(float)), *pd = malloc(P * sizeof(float));
     gpt_get_params(&g.m, pg);
     gpt_get_params(&d.m, pd);
     assert_bitwise("parameters after 4 steps (graphs vs MINGPT_CUDA_GRAPHS=0)", pg, pd, P);
-    assert_int_equal(g.m.n_graphs, n_micro);   // one graph per kind of micro-step
-    for (int k = 0; k < g.m.n_graphs; k++) {
+    // one graph per kind of micro-step (a loss scale that changes keys graphs of its own); the last
+    // micro-step's holds the optimizer tail
+    if (!c.scaler) assert_int_equal(g.m.n_graphs, n_micro);
+    for (int k = 0; k < (c.scaler ? 0 : g.m.n_graphs); k++) {
         assert_non_null(g.m.graphs[k].graph);
         assert_int_equal(g.m.graphs[k].grad_overwrite, k == 0);   // the first micro-step's came first
+        assert_true((g.m.graphs[k].tail != NULL) == (k == n_micro - 1));
     }
     assert_int_equal(d.m.n_graphs, 0);
-    print_message("    dropout %s, %d micro-step(s): 4 steps bitwise equal with and without graphs\n",
-                  dropout ? "0.1" : "off", n_micro);
+    print_message("    %s%s, clip %g, dropout %s, %d micro-step(s): 4 steps bitwise equal with and without graphs "
+                  "(%d skipped)\n", c.dt == DTYPE_FP16 ? "fp16" : c.dt == DTYPE_BF16 ? "bf16" : "fp32",
+                  c.scaler ? " + loss scaling" : "", c.clip, dropout ? "0.1" : "off", n_micro, skipped);
     free(pg); free(pd);
     adamw_free(&g.opt); gpt_free(&g.m); g.be->destroy(g.be);
     adamw_free(&d.opt); gpt_free(&d.m); d.be->destroy(d.be);
@@ -495,10 +523,14 @@ static void train_steps_case(bool dropout, int n_micro) {
 
 static void test_train_steps_with_graphs(void **state) {
     (void)state;
-    train_steps_case(false, 1);
-    train_steps_case(true, 1);
-    train_steps_case(false, 2);
-    train_steps_case(true, 2);
+    train_steps_case(false, 1, FP32_CASE);
+    train_steps_case(true, 1, FP32_CASE);
+    train_steps_case(false, 2, FP32_CASE);
+    train_steps_case(true, 2, FP32_CASE);
+    // the clip active on every step (coef < 1); fp16 with loss scaling; its first two steps overflowing
+    train_steps_case(true, 1, (StepCase){ DTYPE_FP32, 0, 0.0f, 1e-3 });
+    train_steps_case(true, 2, (StepCase){ DTYPE_FP16, 1, 0.0f, 1.0 });
+    train_steps_case(false, 1, (StepCase){ DTYPE_FP16, 1, 0x1p40f, 0.5 });
 }
 
 int main(void) {

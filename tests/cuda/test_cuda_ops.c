@@ -65,6 +65,7 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cuda/emu/emu_counters.h"
 #include "trainer/adamw.h"
+#include "trainer/loss_scaler.h"
 
 #define U32 (1.0 / 16777216.0)
 #define SAFETY 1.05
@@ -2066,6 +2067,77 @@ static void test_adamw_step_range_one_launch(void **state) {
     free(p); free(g);
 }
 
+// Backend.optimizer_tail against the host's sequence on the same backend: sum_squares read back,
+// loss_scaler_unscale_clip_coef's factor and decision, adamw_update_segments. ssq, the factor, p, m
+// and v bitwise, with the clip active or not, with a loss scale, and the skips: a NaN gradient, a NaN
+// loss of a valid target (skipped) and of an ignored one (-1: not counted, applied).
+static void test_optimizer_tail(void **state) {
+    Fx *f = *state;
+    assert_non_null(f->cu->optimizer_tail);
+    const AdamWSegment segs[] = { {0, 700, 1}, {700, 37, 0}, {737, 2000, 1} };
+    const size_t n = 2737, NL = 300;
+    typedef struct { double S, clip; int nan_grad, nan_loss_at; int32_t nan_target; int applied; const char *what; } Case;
+    const Case cases[] = {
+        { 1.0, 1.0, 0, -1, 0, 1, "no clip (norm below max_norm)" },
+        { 1.0, 0.05, 0, -1, 0, 1, "clip active" },
+        { 65536.0, 0.05, 0, -1, 0, 1, "loss scale 2^16, clip active" },
+        { 1.0, 1.0, 1, -1, 0, 0, "a NaN gradient: skipped" },
+        { 1.0, 1.0, 0, 17, 5, 0, "a NaN loss of a valid target: skipped" },
+        { 1.0, 1.0, 0, 17, -1, 1, "a NaN loss of an ignored target: applied" },
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        const Case *c = &cases[ci];
+        float *p = rnd(n, -1, 1), *g = rnd(n, -2e-3f, 2e-3f), *mv = rnd(n, 0, 1e-4f), *losses = rnd(NL, 0, 5);
+        for (size_t i = 0; i < n; i++) g[i] *= (float)c->S;
+        if (c->nan_grad) g[1234] = NAN;
+        int32_t *targets = malloc(NL * sizeof *targets);
+        for (size_t i = 0; i < NL; i++) targets[i] = (int32_t)(i % 7);
+        if (c->nan_loss_at >= 0) { losses[c->nan_loss_at] = NAN; targets[c->nan_loss_at] = c->nan_target; }
+        float *d_p[2], *d_m[2], *d_v[2], *d_g = up(f->cu, g, n * 4), *d_l = up(f->cu, losses, NL * 4);
+        int32_t *d_t = up(f->cu, targets, NL * sizeof *targets);
+        for (int k = 0; k < 2; k++) { d_p[k] = up(f->cu, p, n * 4); d_m[k] = up(f->cu, mv, n * 4); d_v[k] = up(f->cu, mv, n * 4); }
+        const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
+        const OptimizerTailArgs a = { .loss_scale = c->S, .max_norm = c->clip, .decay_factor = 0.9997f,
+                                      .step_size = 3e-4f, .bc2_sqrt = 0.31f };
+        // the host's sequence
+        const double ssq = f->cu->sum_squares(f->cu, d_g, n);
+        LossScaler ls;
+        loss_scaler_init(&ls, c->S != 1.0);
+        if (c->S != 1.0) ls.scale = (float)c->S;
+        double norm;
+        float gs;
+        // (train_step's rule: the scaler's decision, then no update on a nonfinite norm or loss)
+        int applied = loss_scaler_unscale_clip_coef(&ls, ssq, c->clip, &norm, &gs) > 0 && isfinite(norm);
+        if (c->nan_loss_at >= 0 && c->nan_target != -1) applied = 0;
+        if (applied)
+            f->cu->adamw_update_segments(f->cu, d_p[0], d_g, d_m[0], d_v[0], segs, 3, b1, b2, eps, a.decay_factor,
+                                         a.step_size, a.bc2_sqrt, gs);
+        // the tail
+        OptimizerTailArgs *d_a = up(f->cu, &a, sizeof a);
+        OptimizerTailResult *d_r = f->cu->alloc(f->cu, sizeof *d_r), r;
+        f->cu->optimizer_tail(f->cu, d_p[1], d_g, d_m[1], d_v[1], n, segs, 3, b1, b2, eps, d_l, d_t, NL, d_a, d_r);
+        f->cu->download(f->cu, &r, d_r, sizeof r);
+        if (!c->nan_grad) assert_memory_equal(&r.ssq, &ssq, sizeof ssq);
+        assert_int_equal(r.applied, c->applied);
+        assert_int_equal(applied, c->applied);   // (the case's expectation holds for the host too)
+        assert_int_equal(r.nonfinite_loss, c->nan_loss_at >= 0 && c->nan_target != -1);
+        if (applied) assert_memory_equal(&r.grad_scale, &gs, sizeof gs);
+        if (c->clip == 0.05) assert_true(r.grad_scale < 1.0f / (float)c->S);   // the clip was active
+        float *bufs[2][3] = { { d_p[0], d_m[0], d_v[0] }, { d_p[1], d_m[1], d_v[1] } };
+        for (int b = 0; b < 3; b++) {
+            float *want = down(f->cu, bufs[0][b], n), *got = down(f->cu, bufs[1][b], n);
+            check_equal(c->what, got, want, n);
+            if (!c->applied) check_equal("skipped: untouched", got, b == 0 ? p : mv, n);
+            free(want); free(got);
+        }
+        print_message("    optimizer_tail, %s: bitwise the host's sequence\n", c->what);
+        for (int k = 0; k < 2; k++) { f->cu->free(f->cu, d_p[k]); f->cu->free(f->cu, d_m[k]); f->cu->free(f->cu, d_v[k]); }
+        f->cu->free(f->cu, d_g); f->cu->free(f->cu, d_l); f->cu->free(f->cu, d_t);
+        f->cu->free(f->cu, d_a); f->cu->free(f->cu, d_r);
+        free(p); free(g); free(mv); free(losses); free(targets);
+    }
+}
+
 static void test_sum_squares(void **state) {
     Fx *f = *state;
     const size_t sizes[] = { 1, 255, 70001 };   // one element, under one block, many strides
@@ -2153,6 +2225,7 @@ int main(void) {
         cmocka_unit_test(test_adamw_step_range_one_launch),
         cmocka_unit_test(test_adamw_segments_graph),
         cmocka_unit_test(test_sum_squares),
+        cmocka_unit_test(test_optimizer_tail),
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_accumulate),
     };

@@ -19,10 +19,12 @@
 #     bf16/fp16 by its producer), no gradient scaling kernel (AdamW applies the unscale / clip
 #     factor as it reads the gradients);
 #   * exactly 2 memsets per step (the gradient buffer, the residual stream's gradient), at most
-#     2 device-to-host copies (the losses and the gradient norm) and at most 1 host wait (the
-#     norm's read-back: the losses are copied without waiting, Backend.download_async, and
-#     delivered after it; the batch's inputs, targets and dropout keys go through upload_async's
-#     staging, so the host never waits for the previous step's optimizer kernels);
+#     2 device-to-host copies (the losses and the optimizer tail's result) and at most 1 host wait
+#     (both copied without waiting, Backend.download_async, and delivered together after the whole
+#     step is queued; the batch's inputs, targets, dropout keys and the tail's scalars go through
+#     upload_async's staging, so the host never waits for the previous step's kernels);
+#   * the optimizer tail ran on the device: the norm's second kernel with the clip / skip decision
+#     (ssq_final_tail_kernel) once per step, inside the step's graph with AdamW;
 #   * the fused kernels ran: one fused attention forward per layer and no separate bias, bias +
 #     GELU, GELU-backward or bias-gradient column-sum kernel (the cuBLASLt epilogues).
 # And tests/cuda/roofline.py's bytes per bf16 step of the full-size tutorial config <= MAX_GB.
@@ -71,7 +73,7 @@ for dt in bfloat16 float16; do
     [ "$memsets" -eq 2 ] && ok "$dt: 2 memsets per step" || ko "$dt: $memsets memsets per step, expected 2"
     [ "$d2h" -le 2 ] && ok "$dt: $d2h device-to-host copies per step (<= 2)" ||
         ko "$dt: $d2h device-to-host copies per step, expected at most 2"
-    [ "$waits" -le 1 ] && ok "$dt: $waits host wait per step (<= 1: the gradient norm's read-back, the losses' copy delivered with it; the batch is staged)" ||
+    [ "$waits" -le 1 ] && ok "$dt: $waits host wait per step (<= 1: the optimizer tail's result and the losses read back together after the step; the batch is staged)" ||
         ko "$dt: $waits host waits per step, expected at most 1"
     flash=$(d flash_fwd_kernel)
     [ "$flash" -eq $N_LAYER ] && ok "$dt: the fused attention forward ran once per layer" ||
@@ -81,6 +83,9 @@ for dt in bfloat16 float16; do
         ko "$dt: $acc accumulate kernel launches per step, expected 0"
     [ "$dro" -eq 1 ] && ok "$dt: one dropout kernel (the embedding's; the residual dropouts inside the LayerNorms)" ||
         ko "$dt: $dro dropout kernel launches per step, expected 1"
+    tail=$(d ssq_final_tail_kernel)
+    [ "$tail" -eq 1 ] && ok "$dt: the optimizer tail on the device (norm, clip / skip decision, AdamW in the step's graph)" ||
+        ko "$dt: ssq_final_tail_kernel launches per step: $tail, expected 1"
     sc=$(d scale_kernel)
     [ "$sc" -eq 0 ] && ok "$dt: no gradient scaling kernel (the unscale / clip factor applied inside AdamW)" ||
         ko "$dt: $sc scale_kernel launches per step, expected 0"
