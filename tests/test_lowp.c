@@ -114,7 +114,10 @@ static void test_bf16_step_matches_pytorch(void **state) {
 }
 
 // ---------------------------------------------------------------- op by op
-enum { B = 3, T = 37, C = 96, NH = 4, OC = 160 };
+enum { B = 3, C = 96, NH = 4, OC = 160 };
+// Sequence length of the op tests: 37 (one causal block of the bf16 attention), and 150 where the
+// bf16 attention's products run per row block (kernels/cpu/attention_bf16.c: 64, 64, 22 rows).
+static int T = 37;
 
 typedef struct {
     Backend *be;
@@ -205,6 +208,9 @@ static void ops_vs_fp32(ComputeDtype dt, int emulate, double tol, double dropout
 static void test_bf16_ops_vs_fp32(void **state) {
     ops_vs_fp32(DTYPE_BF16, 0, 3e-2, 0.0);
     ops_vs_fp32(DTYPE_BF16, 0, 3e-2, 0.2);
+    T = 150;
+    ops_vs_fp32(DTYPE_BF16, 0, 3e-2, 0.2);
+    T = 37;
 }
 static void test_bf16_emulated_ops_vs_fp32(void **state) { ops_vs_fp32(DTYPE_BF16, 1, 3e-2, 0.2); }
 static void test_fp16_ops_vs_fp32(void **state) { ops_vs_fp32(DTYPE_FP16, 1, 4e-3, 0.2); }
@@ -215,15 +221,20 @@ static void test_bf16_fast_vs_emulated(void **state) {
     const int fast = backend_cpu_low_precision_is_fast(probe);
     probe->destroy(probe);
     if (!fast) skip();   // no bf16 hardware: both would be the emulation
-    OpInputs in = make_inputs();
-    OpRun a = { .be = backend_cpu_create(DTYPE_BF16) }, b = { .be = backend_cpu_create(DTYPE_BF16) };
-    backend_cpu_emulate_low_precision(b.be);
-    run_ops(&a, &in, 0.1f);
-    run_ops(&b, &in, 0.1f);
-    compare_runs("bf16 hardware vs emulated", &a, &b, 1e-5);
-    free_run(&a); free_run(&b);
-    a.be->destroy(a.be); b.be->destroy(b.be);
-    free_inputs(&in);
+    Backend *fast_be = backend_cpu_create(DTYPE_BF16), *emu_be = backend_cpu_create(DTYPE_BF16);
+    backend_cpu_emulate_low_precision(emu_be);
+    for (int k = 0; k < 2; k++) {
+        T = k ? 150 : 37;
+        OpInputs in = make_inputs();
+        OpRun a = { .be = fast_be }, b = { .be = emu_be };
+        run_ops(&a, &in, 0.1f);
+        run_ops(&b, &in, 0.1f);
+        compare_runs(k ? "bf16 hardware vs emulated, T 150" : "bf16 hardware vs emulated", &a, &b, 1e-5);
+        free_run(&a); free_run(&b);
+        free_inputs(&in);
+    }
+    T = 37;
+    fast_be->destroy(fast_be); emu_be->destroy(emu_be);
 }
 
 // Chunked conversion (as for a batch many times the training batch) computes what one chunk does.

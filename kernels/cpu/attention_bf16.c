@@ -3,10 +3,14 @@
 // attention_backward_lp compute with LP_ROUND_BF16 (every product operand rounded to bf16,
 // products accumulated in fp32), at GEMM speed instead of the fp32 kernels'.
 //
-// The GEMMs cover each T x T plane whole (the causal half above the diagonal is computed and
-// then masked): twice the multiply-adds of attention.c's triangle kernels, at several times
-// their speed. q, k, v and dout are first gathered head by head into contiguous bf16 planes
+// The T x T planes are cut into row blocks (causal_tb): the products of query block i read and
+// write key columns [0, end of block i) only, so the tiles above the diagonal blocks are neither
+// computed nor read (T 256: 10 of 16 tiles computed); within a diagonal block the causal half is
+// computed and then masked (zeros in the probabilities). Each product is one batched GEMM per
+// block. q, k, v and dout are first gathered head by head into contiguous bf16 planes
 // (B*NH, T, hs); the products' fp32 results per head are scattered back to (B,T,C) / (B,T,3C).
+// The softmax and the dropout's mask run row by row between the products: one pass per row in the
+// forward (softmax, then drop(att) in bf16), one in the backward (drop(att) and dS from one mask).
 #pragma GCC optimize("fp-contract=fast")
 #include <stddef.h>
 #include <stdint.h>
@@ -19,13 +23,13 @@
 size_t attention_bf16_scratch_bytes(int B, int T, int C, int NH) {
     const size_t BTC = (size_t)B * T * C, planes = (size_t)B * NH * T * T;
     return 4 * BTC * sizeof(uint16_t)    // q, k, v, dout in bf16, head-contiguous
-         + planes * sizeof(uint16_t)     // drop(att), then dS, in bf16
+         + 2 * planes * sizeof(uint16_t) // drop(att) and dS, in bf16
          + 3 * BTC * sizeof(float);      // per-head fp32 results (y; dq, dk, dv)
 }
 
 typedef struct {
     uint16_t *q, *k, *v, *dy;   // (B*NH, T, hs) each
-    uint16_t *p;                // (B*NH, T, T)
+    uint16_t *p, *pd;           // (B*NH, T, T) each: drop(att) in the forward, dS and drop(att) in the backward
     float *hq, *hk, *hv;        // (B*NH, T, hs) each
 } Scratch;
 
@@ -33,8 +37,8 @@ static Scratch carve(void *mem, int B, int T, int C, int NH) {
     const size_t BTC = (size_t)B * T * C, planes = (size_t)B * NH * T * T;
     Scratch s;
     uint16_t *h = mem;
-    s.q = h; s.k = h + BTC; s.v = h + 2 * BTC; s.dy = h + 3 * BTC; s.p = h + 4 * BTC;
-    float *f = (float *)(void *)(s.p + planes + (planes & 1));   // keep fp32 4-byte aligned
+    s.q = h; s.k = h + BTC; s.v = h + 2 * BTC; s.dy = h + 3 * BTC; s.p = h + 4 * BTC; s.pd = s.p + planes;
+    float *f = (float *)(void *)(s.pd + planes + (planes & 1));   // keep fp32 4-byte aligned
     s.hq = f; s.hk = f + BTC; s.hv = f + 2 * BTC;
     return s;
 }
@@ -66,30 +70,60 @@ static void scatter_heads(float *dst, long ld, const float *src, int B, int T, i
         }
 }
 
-// p (B*NH, T, T) bf16 = drop(att) as the forward uses it: rows t hold columns 0..t, zeros after.
-static void dropped_att_bf16(uint16_t *p, const float *att, int B, int T, int NH, float attn_p, DropoutKey dk) {
-    const int use_drop = attn_p > 0.0f;
-    const uint32_t thr = dropout_threshold(attn_p);
-    const float keep_scale = use_drop ? 1.0f / (1.0f - attn_p) : 1.0f;
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *a = att + ((long)b * NH + h) * T * T;
-            uint16_t *o = p + ((long)b * NH + h) * T * T;
-            const uint64_t idx_bh = dropout_global_index(dk, b, (int64_t)NH * T * T, (int64_t)h * T * T);
-            float m[T];
-            for (int t = 0; t < T; t++) {
-                const float *ar = a + (long)t * T;
-                uint16_t *or_ = o + (long)t * T;
-                if (use_drop) {
-                    drop_row(m, t + 1, dk.key, idx_bh + (uint64_t)t * T, thr, keep_scale);
-                    for (int j = 0; j <= t; j++) or_[j] = bf16_from_float(m[j] * ar[j]);
-                } else {
-                    for (int j = 0; j <= t; j++) or_[j] = bf16_from_float(ar[j]);
-                }
-                for (int j = t + 1; j < T; j++) or_[j] = 0;
-            }
-        }
+// Rows per causal block of a T x T plane: whole planes up to 64 rows, else T cut into
+// ceil(T / 64) blocks of a multiple of 16 rows (the bf16 kernels' tile), so that every block's
+// GEMMs keep at least ~32 rows while the skipped tiles approach half the square.
+static int causal_tb(int T) {
+    if (T <= 64) return T;
+    const int nb = (T + 63) / 64, tb = (T + nb - 1) / nb;
+    return (tb + 15) / 16 * 16;
+}
+
+// Key columns row t's block reads: up to the end of its block.
+static inline int block_end(int t, int T, int tb) {
+    const int e = (t / tb + 1) * tb;
+    return e < T ? e : T;
+}
+
+// The attention dropout's multipliers of row t of plane (b,h): m[0..t] = 0 or 1 / (1 - p)
+// (kernels/dropout_rng.h; the same elements and bits as attention.c's kernels).
+typedef struct { int use; uint32_t thr; float keep_scale; DropoutKey dk; } AttnDrop;
+
+static AttnDrop attn_drop(float attn_p, DropoutKey dk) {
+    const int use = attn_p > 0.0f;
+    return (AttnDrop){ use, dropout_threshold(attn_p), use ? 1.0f / (1.0f - attn_p) : 1.0f, dk };
+}
+
+// The mask of row t of plane (b,h) into m (NULL: no dropout, m untouched).
+static inline float *attn_mask_row(float *m, const AttnDrop *d, int b, int h, int t, int NH, int T) {
+    if (!d->use) return NULL;
+    const uint64_t idx_bh = dropout_global_index(d->dk, b, (int64_t)NH * T * T, (int64_t)h * T * T);
+    drop_row(m, t + 1, d->dk.key, idx_bh + (uint64_t)t * T, d->thr, d->keep_scale);
+    return m;
+}
+
+// o[0..e) bf16 = the row of drop(att) the products use: m[j] a[j] (a[j] without a mask) for
+// j <= t, zeros after it up to e, the end of the row's block (the columns after it are never read).
+// m, when given, is overwritten with the products.
+static inline void dropped_row_bf16(uint16_t *o, const float *a, float *m, int t, int e) {
+    if (m) {
+        for (int j = 0; j <= t; j++) m[j] *= a[j];
+        a = m;
+    }
+    bf16_from_floats_serial(o, a, (size_t)t + 1);
+    for (int j = t + 1; j < e; j++) o[j] = 0;
+}
+
+// h (B*NH, T, hs) fp32 = p^T x per plane, p (T, T) bf16 causal (zeros above the diagonal within
+// each block, columns after a row's block never read), x (T, hs) bf16: key block [c0, e) sums over
+// the query rows [c0, T) only (the rows above it are zeros of p).
+static void transposed_blocks(int BN, int T, int hs, int tb, const uint16_t *p, const uint16_t *x, float *h) {
+    const long plane = (long)T * hs, sq = (long)T * T;
+    for (int c0 = 0; c0 < T; c0 += tb) {
+        const int e = block_end(c0, T, tb);
+        cpu_gemm_bf16_batched(BN, 1, 0, e - c0, hs, T - c0, p + (long)c0 * T + c0, T, sq, x + (long)c0 * hs, hs,
+                              plane, 0.0f, h + (long)c0 * hs, hs, plane);
+    }
 }
 
 void attention_forward_bf16(float *out, float *att, const float *qkv, int B, int T, int C, int NH, float attn_p,
@@ -101,18 +135,34 @@ void attention_forward_bf16(float *out, float *att, const float *qkv, int B, int
     gather_heads(s.q, qkv, C3, B, T, NH, hs);
     gather_heads(s.k, qkv + C, C3, B, T, NH, hs);
     gather_heads(s.v, qkv + 2L * C, C3, B, T, NH, hs);
-    // scores (b,h) = q k^T (the whole square), then scale, causal softmax, zeros above the diagonal
-    cpu_gemm_bf16_batched(BN, 0, 1, T, T, hs, s.q, hs, plane, s.k, hs, plane, 0.0f, att, T, sq);
-    #pragma omp parallel for schedule(static)
-    for (long r = 0; r < (long)BN * T; r++) {
-        float *row = att + r * T;
-        const int t = (int)(r % T);
-        for (int j = 0; j <= t; j++) row[j] *= scale;
-        softmax_row(row, t + 1, T);
+    const int tb = causal_tb(T);
+    // scores (b,h) = q k^T (per row block, its columns up to the block's end)
+    for (int r0 = 0; r0 < T; r0 += tb) {
+        const int e = block_end(r0, T, tb);
+        cpu_gemm_bf16_batched(BN, 0, 1, e - r0, e, hs, s.q + (long)r0 * hs, hs, plane, s.k, hs, plane, 0.0f,
+                              att + (long)r0 * T, T, sq);
     }
+    // per row, in one pass: the scaled scores' causal softmax into att (zeros above the diagonal,
+    // the whole row: att is the backward's input), then drop(att) in bf16 into p
+    const AttnDrop d = attn_drop(attn_p, dk);
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            float m[T];
+            for (int t = 0; t < T; t++) {
+                const long r = ((long)b * NH + h) * T + t;
+                float *row = att + r * T;
+                for (int j = 0; j <= t; j++) row[j] *= scale;
+                softmax_row(row, t + 1, T);
+                dropped_row_bf16(s.p + r * T, row, attn_mask_row(m, &d, b, h, t, NH, T), t, block_end(t, T, tb));
+            }
+        }
     // y (b,h) = drop(att) v, then heads concatenated into out
-    dropped_att_bf16(s.p, att, B, T, NH, attn_p, dk);
-    cpu_gemm_bf16_batched(BN, 0, 0, T, hs, T, s.p, T, sq, s.v, hs, plane, 0.0f, s.hq, hs, plane);
+    for (int r0 = 0; r0 < T; r0 += tb) {
+        const int e = block_end(r0, T, tb);
+        cpu_gemm_bf16_batched(BN, 0, 0, e - r0, hs, e, s.p + (long)r0 * T, T, sq, s.v, hs, plane, 0.0f,
+                              s.hq + (long)r0 * hs, hs, plane);
+    }
     scatter_heads(out, C, s.hq, B, T, NH, hs);
 }
 
@@ -121,46 +171,53 @@ void attention_backward_bf16(float *dqkv, float *dsbuf, const float *dout, const
     const int hs = C / NH, BN = B * NH;
     const long C3 = 3L * C, plane = (long)T * hs, sq = (long)T * T;
     const float scale = 1.0f / sqrtf((float)hs);
-    const int use_drop = attn_p > 0.0f;
-    const uint32_t thr = dropout_threshold(attn_p);
-    const float keep_scale = use_drop ? 1.0f / (1.0f - attn_p) : 1.0f;
     Scratch s = carve(scratch, B, T, C, NH);
     gather_heads(s.q, qkv, C3, B, T, NH, hs);
     gather_heads(s.k, qkv + C, C3, B, T, NH, hs);
     gather_heads(s.v, qkv + 2L * C, C3, B, T, NH, hs);
     gather_heads(s.dy, dout, C, B, T, NH, hs);
-    // dv = drop(att)^T dout
-    dropped_att_bf16(s.p, att, B, T, NH, attn_p, dk);
-    cpu_gemm_bf16_batched(BN, 1, 0, T, hs, T, s.p, T, sq, s.dy, hs, plane, 0.0f, s.hv, hs, plane);
-    // dP = dout v^T (the square); per row: dP *= mask, dS = att (dP - sum(att dP)) scale, in bf16
-    cpu_gemm_bf16_batched(BN, 0, 1, T, T, hs, s.dy, hs, plane, s.v, hs, plane, 0.0f, dsbuf, T, sq);
+    const int tb = causal_tb(T);
+    // dP = dout v^T (per row block, as the scores)
+    for (int r0 = 0; r0 < T; r0 += tb) {
+        const int e = block_end(r0, T, tb);
+        cpu_gemm_bf16_batched(BN, 0, 1, e - r0, e, hs, s.dy + (long)r0 * hs, hs, plane, s.v, hs, plane, 0.0f,
+                              dsbuf + (long)r0 * T, T, sq);
+    }
+    // per row, with one mask: drop(att) in bf16 into pd (as the forward used it); dP *= mask,
+    // dS = att (dP - sum(att dP)) scale in bf16 into p
+    const AttnDrop d = attn_drop(attn_p, dk);
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const long bh = (long)b * NH + h;
-            const uint64_t idx_bh = dropout_global_index(dk, b, (int64_t)NH * T * T, (int64_t)h * T * T);
-            float m[T];
+            float mbuf[T];
             for (int t = 0; t < T; t++) {
-                float *row = dsbuf + (bh * T + t) * T;
-                const float *a = att + (bh * T + t) * T;
-                uint16_t *o = s.p + (bh * T + t) * T;
-                const int n = t + 1;
-                if (use_drop) {
-                    drop_row(m, n, dk.key, idx_bh + (uint64_t)t * T, thr, keep_scale);
+                const long r = ((long)b * NH + h) * T + t;
+                float *row = dsbuf + r * T;
+                const float *a = att + r * T;
+                const int n = t + 1, e = block_end(t, T, tb);
+                float *m = attn_mask_row(mbuf, &d, b, h, t, NH, T);
+                if (m)
                     for (int j = 0; j < n; j++) row[j] *= m[j];
-                }
+                dropped_row_bf16(s.pd + r * T, a, m, t, e);   // m overwritten
                 int j = 0;
                 VF vs = vset1(0.0f);
                 for (; j + VL <= n; j += VL) vs += vload(a + j) * vload(row + j);
                 float sum = vsum(vs);
                 for (; j < n; j++) sum += a[j] * row[j];
+                uint16_t *o = s.p + r * T;
                 for (j = 0; j < n; j++) o[j] = bf16_from_float(a[j] * (row[j] - sum) * scale);
-                for (; j < T; j++) o[j] = 0;
+                for (; j < e; j++) o[j] = 0;
             }
         }
-    // dq = dS k, dk = dS^T q
-    cpu_gemm_bf16_batched(BN, 0, 0, T, hs, T, s.p, T, sq, s.k, hs, plane, 0.0f, s.hq, hs, plane);
-    cpu_gemm_bf16_batched(BN, 1, 0, T, hs, T, s.p, T, sq, s.q, hs, plane, 0.0f, s.hk, hs, plane);
+    // dv = drop(att)^T dout: key block [c0, e) sums over the query rows [c0, T) that see it
+    transposed_blocks(BN, T, hs, tb, s.pd, s.dy, s.hv);
+    // dq = dS k (per row block), dk = dS^T q (per key block)
+    for (int r0 = 0; r0 < T; r0 += tb) {
+        const int e = block_end(r0, T, tb);
+        cpu_gemm_bf16_batched(BN, 0, 0, e - r0, hs, e, s.p + (long)r0 * T, T, sq, s.k, hs, plane, 0.0f,
+                              s.hq + (long)r0 * hs, hs, plane);
+    }
+    transposed_blocks(BN, T, hs, tb, s.p, s.q, s.hk);
     scatter_heads(dqkv, C3, s.hq, B, T, NH, hs);   // dqkv overwritten
     scatter_heads(dqkv + C, C3, s.hk, B, T, NH, hs);
     scatter_heads(dqkv + 2L * C, C3, s.hv, B, T, NH, hs);

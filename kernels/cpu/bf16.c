@@ -21,6 +21,8 @@ static inline void convert_range(uint16_t *dst, const float *src, size_t lo, siz
     for (; i < hi; i++) dst[i] = bf16_from_float(src[i]);
 }
 
+void bf16_from_floats_serial(uint16_t *dst, const float *src, size_t n) { convert_range(dst, src, 0, n); }
+
 void bf16_from_floats(uint16_t *dst, const float *src, size_t n) {
     if (n < 65536) { convert_range(dst, src, 0, n); return; }
     #pragma omp parallel

@@ -43,5 +43,7 @@ static inline float lp_round(float x, int mode) {
 
 // dst (n,) = bf16 of src (n,), OpenMP-parallel over large n; the same bits as bf16_from_float.
 void bf16_from_floats(uint16_t *dst, const float *src, size_t n);
+// The same on the calling thread only (for work already inside a parallel region).
+void bf16_from_floats_serial(uint16_t *dst, const float *src, size_t n);
 
 #endif
