@@ -114,10 +114,32 @@ static inline void dropped_row_bf16(uint16_t *o, const float *a, float *m, int t
     for (int j = t + 1; j < e; j++) o[j] = 0;
 }
 
-// h (B*NH, T, hs) fp32 = p^T x per plane, p (T, T) bf16 causal (zeros above the diagonal within
-// each block, columns after a row's block never read), x (T, hs) bf16: key block [c0, e) sums over
-// the query rows [c0, T) only (the rows above it are zeros of p).
-static void transposed_blocks(int BN, int T, int hs, int tb, const uint16_t *p, const uint16_t *x, float *h) {
+// The three product shapes of causal attention, per (b,h) plane, one batched GEMM per block:
+// sc (B*NH, T, T) fp32 = x y^T, x and y (T, hs) bf16: query block [r0, e) gets the key columns
+// [0, e) (the scores, dP); the columns after a row's block are not written.
+static void causal_scores(int BN, int T, int hs, int tb, const uint16_t *x, const uint16_t *y, float *sc) {
+    const long plane = (long)T * hs, sq = (long)T * T;
+    for (int r0 = 0; r0 < T; r0 += tb) {
+        const int e = block_end(r0, T, tb);
+        cpu_gemm_bf16_batched(BN, 0, 1, e - r0, e, hs, x + (long)r0 * hs, hs, plane, y, hs, plane, 0.0f,
+                              sc + (long)r0 * T, T, sq);
+    }
+}
+
+// h (B*NH, T, hs) fp32 = p x, p (T, T) bf16 causal (zeros above the diagonal within each block),
+// x (T, hs) bf16: query block [r0, e) sums over the key rows [0, e) (y = drop(att) v, dq = dS k).
+static void causal_rows(int BN, int T, int hs, int tb, const uint16_t *p, const uint16_t *x, float *h) {
+    const long plane = (long)T * hs, sq = (long)T * T;
+    for (int r0 = 0; r0 < T; r0 += tb) {
+        const int e = block_end(r0, T, tb);
+        cpu_gemm_bf16_batched(BN, 0, 0, e - r0, hs, e, p + (long)r0 * T, T, sq, x, hs, plane, 0.0f,
+                              h + (long)r0 * hs, hs, plane);
+    }
+}
+
+// h (B*NH, T, hs) fp32 = p^T x, p and x as above: key block [c0, e) sums over the query rows
+// [c0, T) only, the rows above it being zeros of p (dv = drop(att)^T dout, dk = dS^T q).
+static void causal_cols(int BN, int T, int hs, int tb, const uint16_t *p, const uint16_t *x, float *h) {
     const long plane = (long)T * hs, sq = (long)T * T;
     for (int c0 = 0; c0 < T; c0 += tb) {
         const int e = block_end(c0, T, tb);
@@ -129,19 +151,14 @@ static void transposed_blocks(int BN, int T, int hs, int tb, const uint16_t *p, 
 void attention_forward_bf16(float *out, float *att, const float *qkv, int B, int T, int C, int NH, float attn_p,
                             DropoutKey dk, void *scratch) {
     const int hs = C / NH, BN = B * NH;
-    const long C3 = 3L * C, plane = (long)T * hs, sq = (long)T * T;
+    const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
     Scratch s = carve(scratch, B, T, C, NH);
     gather_heads(s.q, qkv, C3, B, T, NH, hs);
     gather_heads(s.k, qkv + C, C3, B, T, NH, hs);
     gather_heads(s.v, qkv + 2L * C, C3, B, T, NH, hs);
     const int tb = causal_tb(T);
-    // scores (b,h) = q k^T (per row block, its columns up to the block's end)
-    for (int r0 = 0; r0 < T; r0 += tb) {
-        const int e = block_end(r0, T, tb);
-        cpu_gemm_bf16_batched(BN, 0, 1, e - r0, e, hs, s.q + (long)r0 * hs, hs, plane, s.k, hs, plane, 0.0f,
-                              att + (long)r0 * T, T, sq);
-    }
+    causal_scores(BN, T, hs, tb, s.q, s.k, att);   // scores (b,h) = q k^T
     // per row, in one pass: the scaled scores' causal softmax into att (zeros above the diagonal,
     // the whole row: att is the backward's input), then drop(att) in bf16 into p
     const AttnDrop d = attn_drop(attn_p, dk);
@@ -158,18 +175,14 @@ void attention_forward_bf16(float *out, float *att, const float *qkv, int B, int
             }
         }
     // y (b,h) = drop(att) v, then heads concatenated into out
-    for (int r0 = 0; r0 < T; r0 += tb) {
-        const int e = block_end(r0, T, tb);
-        cpu_gemm_bf16_batched(BN, 0, 0, e - r0, hs, e, s.p + (long)r0 * T, T, sq, s.v, hs, plane, 0.0f,
-                              s.hq + (long)r0 * hs, hs, plane);
-    }
+    causal_rows(BN, T, hs, tb, s.p, s.v, s.hq);
     scatter_heads(out, C, s.hq, B, T, NH, hs);
 }
 
 void attention_backward_bf16(float *dqkv, float *dsbuf, const float *dout, const float *qkv, const float *att,
                              int B, int T, int C, int NH, float attn_p, DropoutKey dk, void *scratch) {
     const int hs = C / NH, BN = B * NH;
-    const long C3 = 3L * C, plane = (long)T * hs, sq = (long)T * T;
+    const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
     Scratch s = carve(scratch, B, T, C, NH);
     gather_heads(s.q, qkv, C3, B, T, NH, hs);
@@ -177,12 +190,7 @@ void attention_backward_bf16(float *dqkv, float *dsbuf, const float *dout, const
     gather_heads(s.v, qkv + 2L * C, C3, B, T, NH, hs);
     gather_heads(s.dy, dout, C, B, T, NH, hs);
     const int tb = causal_tb(T);
-    // dP = dout v^T (per row block, as the scores)
-    for (int r0 = 0; r0 < T; r0 += tb) {
-        const int e = block_end(r0, T, tb);
-        cpu_gemm_bf16_batched(BN, 0, 1, e - r0, e, hs, s.dy + (long)r0 * hs, hs, plane, s.v, hs, plane, 0.0f,
-                              dsbuf + (long)r0 * T, T, sq);
-    }
+    causal_scores(BN, T, hs, tb, s.dy, s.v, dsbuf);   // dP = dout v^T
     // per row, with one mask: drop(att) in bf16 into pd (as the forward used it); dP *= mask,
     // dS = att (dP - sum(att dP)) scale in bf16 into p
     const AttnDrop d = attn_drop(attn_p, dk);
@@ -209,15 +217,9 @@ void attention_backward_bf16(float *dqkv, float *dsbuf, const float *dout, const
                 for (; j < e; j++) o[j] = 0;
             }
         }
-    // dv = drop(att)^T dout: key block [c0, e) sums over the query rows [c0, T) that see it
-    transposed_blocks(BN, T, hs, tb, s.pd, s.dy, s.hv);
-    // dq = dS k (per row block), dk = dS^T q (per key block)
-    for (int r0 = 0; r0 < T; r0 += tb) {
-        const int e = block_end(r0, T, tb);
-        cpu_gemm_bf16_batched(BN, 0, 0, e - r0, hs, e, s.p + (long)r0 * T, T, sq, s.k, hs, plane, 0.0f,
-                              s.hq + (long)r0 * hs, hs, plane);
-    }
-    transposed_blocks(BN, T, hs, tb, s.p, s.q, s.hk);
+    causal_cols(BN, T, hs, tb, s.pd, s.dy, s.hv);   // dv = drop(att)^T dout
+    causal_rows(BN, T, hs, tb, s.p, s.k, s.hq);     // dq = dS k
+    causal_cols(BN, T, hs, tb, s.p, s.q, s.hk);     // dk = dS^T q
     scatter_heads(dqkv, C3, s.hq, B, T, NH, hs);   // dqkv overwritten
     scatter_heads(dqkv + C, C3, s.hk, B, T, NH, hs);
     scatter_heads(dqkv + 2L * C, C3, s.hv, B, T, NH, hs);
