@@ -31,6 +31,9 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/simd.h"
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 #include "kernels/dropout_rng.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -101,6 +104,52 @@ static void scores(int R, float *S, long lds, const float *A, long lda, const fl
     BY_ROWS(R, scores_r, S, lds, A, lda, kT, ldk, nk, hs, scale)
 }
 
+// dst[i*ldd + j] = src[j*lds + i] for j < nj, i < hs: the keys' (nj, hs) rows as the (hs, nj) tile
+// the score kernel reads. 8x8 blocks in registers with AVX (whole rows read, whole rows written:
+// a scalar copy writes a float to each of hs cache lines per key and took as long as the scores
+// themselves at T 64); a plain copy elsewhere and for the edges. A copy: the same bits either way.
+#if defined(__AVX__)
+static inline void transpose8x8(float *dst, long ldd, const float *src, long lds) {
+    const __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds),
+                 r2 = _mm256_loadu_ps(src + 2 * lds), r3 = _mm256_loadu_ps(src + 3 * lds),
+                 r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds),
+                 r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
+    // t: pairs of rows interleaved; u: columns c | c + 4 of four rows; then the two halves joined.
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+                 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+                 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+                 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#define TB 8
+#else
+#define TB 0
+#endif
+static void transpose_tile(float *dst, long ldd, const float *src, long lds, int nj, int hs) {
+    int j8 = 0, i8 = 0;
+#if TB
+    j8 = nj / TB * TB;
+    i8 = hs / TB * TB;
+    for (int j = 0; j < j8; j += TB)
+        for (int i = 0; i < i8; i += TB) transpose8x8(dst + (long)i * ldd + j, ldd, src + (long)j * lds + i, lds);
+#endif
+    for (int i = 0; i < hs; i++) {   // the edges: columns i8.. of every key, and keys j8.. of the rest
+        const int jstart = i < i8 ? j8 : 0;
+        for (int j = jstart; j < nj; j++) dst[(long)i * ldd + j] = src[(long)j * lds + i];
+    }
+}
+
 // S rows [0,Tn) x keys [0,L), L = p0 + Tn: row t is the query at position p0 + t and sees keys
 // [0, p0 + t] (the causal triangle, and a few entries past it, up to the last row of its ROWS-row
 // block) = scale * A B^T, A (Tn, hs) and B (L, hs) with row strides lda, ldb; S has row stride L.
@@ -112,12 +161,13 @@ static void scores_causal(float *S, int p0, int Tn, const float *A, long lda, co
     int kc = KT_FLOATS / (hs > 0 ? hs : 1);
     kc = kc / (2 * VL) * (2 * VL);
     if (kc < 2 * VL) kc = 2 * VL;   // hs > KT_FLOATS / 32: bigger tile (still only 4 KiB x hs/128)
-    const int ldk = kc;
+    // A short plane gets a tile just as wide as its keys (rounded up to VL for the partial group),
+    // so the tile's rows lie close together.
+    const int ldk = L < kc ? (L + VL - 1) / VL * VL : kc;
     float kT[hs * ldk > KT_FLOATS ? hs * ldk : KT_FLOATS];
     for (int j0 = 0; j0 < L; j0 += kc) {
         const int j1 = j0 + kc < L ? j0 + kc : L;
-        for (int j = j0; j < j1; j++)
-            for (int i = 0; i < hs; i++) kT[(long)i * ldk + (j - j0)] = Bm[(long)j * ldb + i];
+        transpose_tile(kT, ldk, Bm + (long)j0 * ldb, ldb, j1 - j0, hs);
         for (int i = 0; i < hs; i++)   // zero padding read by the partial key group
             for (int j = j1 - j0; j < ldk && j < j1 - j0 + VL; j++) kT[(long)i * ldk + j] = 0.0f;
         // Rows t with p0 + t >= j0 see keys [j0, min(j1, p0 + t + 1)); a ROWS-row block computes up to
