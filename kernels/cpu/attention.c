@@ -92,11 +92,7 @@ ALWAYS_INLINE void scores_r(int R, float *S, long lds, const float *A, long lda,
             const VF k0 = vload(kT + (long)i * ldk + j);   // kT rows are padded to ldk >= j + VL
             for (int r = 0; r < R; r++) acc[r] += A[r * lda + i] * k0;
         }
-        for (int r = 0; r < R; r++) {
-            float tmp[VL];
-            vstore(tmp, acc[r] * scale);
-            for (int q = 0; q < w; q++) S[r * lds + j + q] = tmp[q];
-        }
+        for (int r = 0; r < R; r++) vstore_n(S + r * lds + j, acc[r] * scale, w);
     }
 }
 static void scores(int R, float *S, long lds, const float *A, long lda, const float *kT, int ldk,

@@ -30,11 +30,27 @@ typedef uint32_t VU __attribute__((vector_size(VL * 4)));
 static inline VF vload(const float *p) { VF v; memcpy(&v, p, sizeof v); return v; }
 static inline void vstore(float *p, VF v) { memcpy(p, &v, sizeof v); }
 static inline VF vset1(float x) { return (VF){0} + x; }
+// The first n lanes of v (0 <= n <= VL) to p[0, n); nothing else is written. A masked store where
+// the ISA has one (a copy through memory compiles to `rep movs`, slow at these lengths).
+static inline void vstore_n(float *p, VF v, int n);
 // Lane-wise select: m is a comparison result (all ones / all zeros per lane).
 typedef int32_t VI __attribute__((vector_size(VL * 4)));
 static inline VF vselect(VI m, VF a, VF b) { return (VF)(((VU)m & (VU)a) | (~(VU)m & (VU)b)); }
+// vmax(a, b) = a > b ? a : b and vmin(a, b) = a < b ? a : b lane by lane: b when either is a NaN
+// and for two zeros, which is exactly what x86's maxps / minps do (one instruction where the
+// generic select takes four).
+#if VL == 16 && defined(__AVX512F__)
+#include <immintrin.h>
+static inline VF vmax(VF a, VF b) { return (VF)_mm512_max_ps((__m512)a, (__m512)b); }
+static inline VF vmin(VF a, VF b) { return (VF)_mm512_min_ps((__m512)a, (__m512)b); }
+#elif VL == 8 && defined(__AVX__)
+#include <immintrin.h>
+static inline VF vmax(VF a, VF b) { return (VF)_mm256_max_ps((__m256)a, (__m256)b); }
+static inline VF vmin(VF a, VF b) { return (VF)_mm256_min_ps((__m256)a, (__m256)b); }
+#else
 static inline VF vmax(VF a, VF b) { return vselect(a > b, a, b); }
 static inline VF vmin(VF a, VF b) { return vselect(a < b, a, b); }
+#endif
 static inline float vsum(VF v) {
     // Fixed pairwise order: deterministic.
     float t[VL];
@@ -65,6 +81,19 @@ static inline VF vsqrt(VF x) {
     for (int i = 0; i < VL; i++) t[i] = __builtin_sqrtf(t[i]);
     memcpy(&x, t, sizeof x);
     return x;
+}
+#endif
+
+#if VL == 16 && defined(__AVX512F__)
+static inline void vstore_n(float *p, VF v, int n) { _mm512_mask_storeu_ps(p, (__mmask16)((1u << n) - 1), (__m512)v); }
+#elif VL == 8 && defined(__AVX2__)
+static inline void vstore_n(float *p, VF v, int n) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane), (__m256)v);
+}
+#else
+static inline void vstore_n(float *p, VF v, int n) {
+    for (int i = 0; i < n; i++) p[i] = v[i];
 }
 #endif
 
