@@ -283,8 +283,9 @@ static double mm_loss(void *p) {
 }
 
 typedef struct { int N, C, OC; } MmCfg;
-// OC 70: two blocks in the dbias column sums, the second partial.
-static const MmCfg mm_cfgs[] = { {21, 12, 10}, {21, 13, 70} };
+// OC 70: two blocks in the dbias column sums, the second partial (single channels); OC 148: two
+// whole blocks, then a partial one of a vector and single channels.
+static const MmCfg mm_cfgs[] = { {21, 12, 10}, {21, 13, 70}, {9, 8, 148} };
 
 static void test_matmul_forward(void **state) {
     for (size_t k = 0; k < sizeof mm_cfgs / sizeof *mm_cfgs; k++) {

@@ -6,8 +6,9 @@
 
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd.h"
 
-// Output channels per task in the dbias reduction over rows.
+// Output channels per task in the dbias reduction over rows (a multiple of VL).
 #define MM_CH_BLOCK 64
 
 void matmul_forward_t(GemmType t, float *out, const void *inp, const void *weight, const float *bias, int N,
@@ -60,17 +61,39 @@ void matmul_backward_t(GemmType t, float *dinp, float *dweight, const void *dout
 }
 
 // Column sums: each thread owns a block of output channels and walks rows in order
-// (contiguous reads, no shared writes, same result for any thread count).
+// (contiguous reads, no shared writes, same result for any thread count). A block's sums stay in
+// registers over the rows (written back once; the additions, in row order onto dbias's value,
+// are those of adding each row to dbias in memory, bit for bit, without a store and reload per row).
+#define MM_CH_VECS (MM_CH_BLOCK / VL)
+static void bias_block(float *dbias, const float *dout, int N, int OC, int o0, int o1) {
+    int o = o0;
+    if (o1 - o0 == MM_CH_BLOCK) {
+        VF acc[MM_CH_VECS];
+        for (int k = 0; k < MM_CH_VECS; k++) acc[k] = vload(dbias + o0 + k * VL);
+        for (int n = 0; n < N; n++) {
+            const float *d = dout + (size_t)n * OC + o0;
+            for (int k = 0; k < MM_CH_VECS; k++) acc[k] += vload(d + k * VL);
+        }
+        for (int k = 0; k < MM_CH_VECS; k++) vstore(dbias + o0 + k * VL, acc[k]);
+        return;
+    }
+    for (; o + VL <= o1; o += VL) {   // a narrower last block: a vector, then single channels
+        VF acc = vload(dbias + o);
+        for (int n = 0; n < N; n++) acc += vload(dout + (size_t)n * OC + o);
+        vstore(dbias + o, acc);
+    }
+    for (; o < o1; o++) {
+        float acc = dbias[o];
+        for (int n = 0; n < N; n++) acc += dout[(size_t)n * OC + o];
+        dbias[o] = acc;
+    }
+}
 void bias_backward(float *dbias, const float *dout, int N, int OC) {
     const int nblk = (OC + MM_CH_BLOCK - 1) / MM_CH_BLOCK;
     #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
         const int o0 = blk * MM_CH_BLOCK;
-        const int o1 = o0 + MM_CH_BLOCK < OC ? o0 + MM_CH_BLOCK : OC;
-        for (int n = 0; n < N; n++) {
-            const float *d = dout + (size_t)n * OC;
-            for (int o = o0; o < o1; o++) dbias[o] += d[o];
-        }
+        bias_block(dbias, dout, N, OC, o0, o0 + MM_CH_BLOCK < OC ? o0 + MM_CH_BLOCK : OC);
     }
 }
 
