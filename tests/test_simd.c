@@ -1,7 +1,7 @@
 // tests/test_simd.c — the short-vector helpers of kernels/cpu/simd.h against their scalar
 // definitions, lane by lane: vmax / vmin (a > b ? a : b, a < b ? a : b, with NaNs, signed zeros
-// and infinities, where an instruction's operand order decides the result), vstore_n (exactly
-// n lanes written) and vexp (against the scalar expf_fast bit for bit, and against libm's expf
+// and infinities, where an instruction's operand order decides the result), vsum (its pairwise
+// order, bit for bit), vstore_n (exactly n lanes written) and vexp (against the scalar expf_fast bit for bit, and against libm's expf
 // within the documented error).
 #pragma GCC optimize("fp-contract=fast")
 #include "tests/test_util.h"
@@ -34,6 +34,22 @@ static void test_vmax_vmin(void **state) {
             if (!same_bits(mn[i], want_min))
                 fail_msg("vmin(%g, %g) = %g, want %g (lane %d)", a[i], b[i], mn[i], want_min, i);
         }
+    }
+}
+
+// vsum in its documented order (t[i] += t[i + w], w = VL/2 .. 1), bit for bit, on values whose
+// sums round differently in other orders.
+static void test_vsum(void **state) {
+    (void)state;
+    TestRng r = test_rng(17);
+    for (int rep = 0; rep < 2000; rep++) {
+        float x[VL], t[VL];
+        for (int i = 0; i < VL; i++) x[i] = test_uniform(&r, -1.0f, 1.0f) * ldexpf(1.0f, (int)(test_next(&r) % 40) - 20);
+        memcpy(t, x, sizeof t);
+        for (int w = VL / 2; w >= 1; w /= 2)
+            for (int i = 0; i < w; i++) t[i] += t[i + w];
+        const float got = vsum(from_array(x));
+        if (!same_bits(got, t[0])) fail_msg("vsum = %a, the pairwise order gives %a", got, t[0]);
     }
 }
 
@@ -76,6 +92,7 @@ static void test_vexp(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vmax_vmin),
+        cmocka_unit_test(test_vsum),
         cmocka_unit_test(test_vstore_n),
         cmocka_unit_test(test_vexp),
     };

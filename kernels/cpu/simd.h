@@ -51,14 +51,9 @@ static inline VF vmin(VF a, VF b) { return (VF)_mm256_min_ps((__m256)a, (__m256)
 static inline VF vmax(VF a, VF b) { return vselect(a > b, a, b); }
 static inline VF vmin(VF a, VF b) { return vselect(a < b, a, b); }
 #endif
-static inline float vsum(VF v) {
-    // Fixed pairwise order: deterministic.
-    float t[VL];
-    memcpy(t, &v, sizeof v);
-    for (int w = VL / 2; w >= 1; w /= 2)
-        for (int i = 0; i < w; i++) t[i] += t[i + w];
-    return t[0];
-}
+// The lanes' sum in a fixed pairwise order (deterministic): t[i] += t[i + w] for i < w, w = VL/2,
+// ..., 1. With AVX the halves are added as vectors in that very order (the same bits).
+static inline float vsum(VF v);
 static inline float vhmax(VF v) {
     float t[VL];
     memcpy(t, &v, sizeof v);
@@ -94,6 +89,29 @@ static inline void vstore_n(float *p, VF v, int n) {
 #else
 static inline void vstore_n(float *p, VF v, int n) {
     for (int i = 0; i < n; i++) p[i] = v[i];
+}
+#endif
+
+#if VL == 16 && defined(__AVX512F__)
+static inline float vsum(VF v) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256((__m512)v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd((__m512)v), 1)));
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
+}
+#elif VL == 8 && defined(__AVX__)
+static inline float vsum(VF v) {
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128((__m256)v), _mm256_extractf128_ps((__m256)v, 1));
+    const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
+}
+#else
+static inline float vsum(VF v) {
+    float t[VL];
+    memcpy(t, &v, sizeof v);
+    for (int w = VL / 2; w >= 1; w /= 2)
+        for (int i = 0; i < w; i++) t[i] += t[i + w];
+    return t[0];
 }
 #endif
 
