@@ -19,7 +19,9 @@
 // per-thread contiguous (T, hs) tile, since its rows in qkv lie 3C floats apart and a page
 // apart at C >= 342, where neither the prefetcher nor the L1 TLB follows them (25% of the
 // backward at T 256, hs 64). The copy changes no arithmetic: the results are the same bits.
-#pragma GCC optimize("fp-contract=fast")
+// Short rows (hs or T floats) are zeroed and copied by inline loops: GCC would otherwise turn those
+// loops into memset / memcpy calls, tens of thousands per step, whose call costs more than the row.
+#pragma GCC optimize("fp-contract=fast", "no-tree-loop-distribute-patterns")
 #include <math.h>
 #include <omp.h>
 #include <stddef.h>
@@ -320,7 +322,13 @@ static const float *tile_rows(float *tile, const float *x, long ld, int T, int h
         *ld_out = ld;
         return x;
     }
-    for (int t = 0; t < T; t++) memcpy(tile + (long)t * hs, x + (long)t * ld, (size_t)hs * sizeof(float));
+    for (int t = 0; t < T; t++) {
+        float *dst = tile + (long)t * hs;
+        const float *src = x + (long)t * ld;
+        int i = 0;
+        for (; i + VL <= hs; i += VL) vstore(dst + i, vload(src + i));
+        for (; i < hs; i++) dst[i] = src[i];
+    }
     *ld_out = hs;
     return tile;
 }
