@@ -168,6 +168,33 @@ static void test_bf16_rounding(void **state) {
     free(x); free(got);
 }
 
+// bf16_from_floats_row on every length up to 2 vectors + 1 (whole vectors, then the masked or
+// element-wise last part) and bf16_from_floats past its parallel threshold: each element as
+// bf16_from_float gives it (NaNs included: their bits too), nothing written past n.
+static void test_bf16_rows(void **state) {
+    enum { MAXN = 2 * VL + 1, BIG = 70001 };
+    TestRng r = test_rng(15);
+    float x[MAXN];
+    uint16_t got[MAXN + 4];
+    for (int n = 0; n <= MAXN; n++) {
+        for (int i = 0; i < n; i++)
+            x[i] = (i + n) % 5 == 0 ? NAN : (i + n) % 7 == 0 ? bits_to_float(0x3f818000u) : bits_to_float((uint32_t)test_next(&r));
+        for (int i = 0; i < MAXN + 4; i++) got[i] = 0xbeef;
+        bf16_from_floats_row(got + 1, x, (size_t)n);
+        assert_int_equal(got[0], 0xbeef);
+        for (int i = 0; i < n; i++)
+            if (got[1 + i] != bf16_from_float(x[i])) fail_msg("n %d, element %d: got 0x%04x want 0x%04x", n, i, got[1 + i], bf16_from_float(x[i]));
+        for (int i = n; i < MAXN + 3; i++) if (got[1 + i] != 0xbeef) fail_msg("n %d: element %d written", n, i);
+    }
+    float *big = malloc(sizeof(float) * BIG);
+    uint16_t *out = malloc(sizeof(uint16_t) * BIG);
+    for (int i = 0; i < BIG; i++) big[i] = i % 1000 == 3 ? NAN : bits_to_float((uint32_t)test_next(&r));
+    bf16_from_floats(out, big, BIG);
+    for (int i = 0; i < BIG; i++)
+        if (out[i] != bf16_from_float(big[i])) fail_msg("bf16_from_floats element %d: got 0x%04x want 0x%04x", i, out[i], bf16_from_float(big[i]));
+    free(big); free(out);
+}
+
 static void test_bf16_gemm_matches_exact_products(void **state) {
     if (!cpu_gemm_bf16_fast()) skip();   // no AVX512-BF16 / AMX here: the path is never used
     TestRng r = test_rng(14);
@@ -470,6 +497,7 @@ int main(void) {
         cmocka_unit_test(test_dispatch_uses_the_chosen_impl),
         cmocka_unit_test(test_totals_count_each_product),
         cmocka_unit_test(test_bf16_rounding),
+        cmocka_unit_test(test_bf16_rows),
         cmocka_unit_test(test_bf16_gemm_matches_exact_products),
         cmocka_unit_test(test_cache_parser),
         cmocka_unit_test(test_mkl_matches_openblas),

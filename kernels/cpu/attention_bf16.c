@@ -7,11 +7,13 @@
 // write key columns [0, end of block i) only, so the tiles above the diagonal blocks are neither
 // computed nor read (T 256: 10 of 16 tiles computed); within a diagonal block the causal half is
 // computed and then masked (zeros in the probabilities). Each product is one batched GEMM per
-// block. q, k, v and dout are first gathered head by head into contiguous bf16 planes
-// (B*NH, T, hs); the products' fp32 results per head are scattered back to (B,T,C) / (B,T,3C).
+// block. q, k, v (in one pass over qkv) and dout are first gathered head by head into contiguous
+// bf16 planes (B*NH, T, hs); the products' fp32 results per head are scattered back to (B,T,C) /
+// (B,T,3C) (dq, dk, dv in one pass).
 // The softmax and the dropout's mask run row by row between the products: one pass per row in the
 // forward (softmax, then drop(att) in bf16), one in the backward (drop(att) and dS from one mask).
-#pragma GCC optimize("fp-contract=fast")
+// Short rows are zeroed and copied by inline loops, not memset / memcpy calls (see attention.c).
+#pragma GCC optimize("fp-contract=fast", "no-tree-loop-distribute-patterns")
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +21,7 @@
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/simd.h"
 
 size_t attention_bf16_scratch_bytes(int B, int T, int C, int NH) {
     const size_t BTC = (size_t)B * T * C, planes = (size_t)B * NH * T * T;
@@ -43,30 +46,38 @@ static Scratch carve(void *mem, int B, int T, int C, int NH) {
     return s;
 }
 
-// dst (B*NH, T, hs) bf16 = head h's columns [h*hs, (h+1)*hs) of src rows (B,T) with row stride ld.
-static void gather_heads(uint16_t *dst, const float *src, long ld, int B, int T, int NH, int hs) {
+// Up to three (B*NH, T, hs) bf16 planes gathered in one pass over src's rows (B,T) of stride ld:
+// dst[p] = head h's columns [p*C + h*hs, p*C + (h+1)*hs) (C = NH*hs), for p < np (q, k, v of
+// qkv, or dout alone). Converted a head's hs floats at a time by the vectorised converter.
+static void gather_heads(uint16_t *const dst[3], int np, const float *src, long ld, int B, int T, int NH, int hs) {
+    const long C = (long)NH * hs;
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             const float *row = src + ((long)b * T + t) * ld;
-            for (int h = 0; h < NH; h++) {
-                uint16_t *d = dst + (((long)b * NH + h) * T + t) * hs;
-                for (int i = 0; i < hs; i++) d[i] = bf16_from_float(row[(long)h * hs + i]);
-            }
+            for (int p = 0; p < np; p++)
+                for (int h = 0; h < NH; h++)
+                    bf16_from_floats_row(dst[p] + (((long)b * NH + h) * T + t) * hs, row + p * C + (long)h * hs,
+                                            (size_t)hs);
         }
 }
 
-// dst rows (B,T) with row stride ld, head h's columns = src (B*NH, T, hs).
-static void scatter_heads(float *dst, long ld, const float *src, int B, int T, int NH, int hs) {
+// dst rows (B,T) with row stride ld: columns [p*C + h*hs, p*C + (h+1)*hs) = head h of src[p]
+// (B*NH, T, hs), for p < np (y into out; dq, dk, dv into dqkv). One pass over dst's rows.
+static void scatter_heads(float *dst, long ld, const float *const src[3], int np, int B, int T, int NH, int hs) {
+    const long C = (long)NH * hs;
     #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *row = dst + ((long)b * T + t) * ld;
-            for (int h = 0; h < NH; h++) {
-                const float *s = src + (((long)b * NH + h) * T + t) * hs;
-                float *d = row + (long)h * hs;
-                for (int i = 0; i < hs; i++) d[i] = s[i];
-            }
+            for (int p = 0; p < np; p++)
+                for (int h = 0; h < NH; h++) {
+                    const float *s = src[p] + (((long)b * NH + h) * T + t) * hs;
+                    float *d = row + p * C + (long)h * hs;
+                    int i = 0;
+                    for (; i + VL <= hs; i += VL) vstore(d + i, vload(s + i));
+                    for (; i < hs; i++) d[i] = s[i];
+                }
         }
 }
 
@@ -110,7 +121,7 @@ static inline void dropped_row_bf16(uint16_t *o, const float *a, float *m, int t
         for (int j = 0; j <= t; j++) m[j] *= a[j];
         a = m;
     }
-    bf16_from_floats_serial(o, a, (size_t)t + 1);
+    bf16_from_floats_row(o, a, (size_t)t + 1);
     for (int j = t + 1; j < e; j++) o[j] = 0;
 }
 
@@ -154,9 +165,7 @@ void attention_forward_bf16(float *out, float *att, const float *qkv, int B, int
     const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
     Scratch s = carve(scratch, B, T, C, NH);
-    gather_heads(s.q, qkv, C3, B, T, NH, hs);
-    gather_heads(s.k, qkv + C, C3, B, T, NH, hs);
-    gather_heads(s.v, qkv + 2L * C, C3, B, T, NH, hs);
+    gather_heads((uint16_t *const[3]){ s.q, s.k, s.v }, 3, qkv, C3, B, T, NH, hs);
     const int tb = causal_tb(T);
     causal_scores(BN, T, hs, tb, s.q, s.k, att);   // scores (b,h) = q k^T
     // per row, in one pass: the scaled scores' causal softmax into att (zeros above the diagonal,
@@ -176,7 +185,7 @@ void attention_forward_bf16(float *out, float *att, const float *qkv, int B, int
         }
     // y (b,h) = drop(att) v, then heads concatenated into out
     causal_rows(BN, T, hs, tb, s.p, s.v, s.hq);
-    scatter_heads(out, C, s.hq, B, T, NH, hs);
+    scatter_heads(out, C, (const float *const[3]){ s.hq }, 1, B, T, NH, hs);
 }
 
 void attention_backward_bf16(float *dqkv, float *dsbuf, const float *dout, const float *qkv, const float *att,
@@ -185,10 +194,8 @@ void attention_backward_bf16(float *dqkv, float *dsbuf, const float *dout, const
     const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf((float)hs);
     Scratch s = carve(scratch, B, T, C, NH);
-    gather_heads(s.q, qkv, C3, B, T, NH, hs);
-    gather_heads(s.k, qkv + C, C3, B, T, NH, hs);
-    gather_heads(s.v, qkv + 2L * C, C3, B, T, NH, hs);
-    gather_heads(s.dy, dout, C, B, T, NH, hs);
+    gather_heads((uint16_t *const[3]){ s.q, s.k, s.v }, 3, qkv, C3, B, T, NH, hs);
+    gather_heads((uint16_t *const[3]){ s.dy }, 1, dout, C, B, T, NH, hs);
     const int tb = causal_tb(T);
     causal_scores(BN, T, hs, tb, s.dy, s.v, dsbuf);   // dP = dout v^T
     // per row, with one mask: drop(att) in bf16 into pd (as the forward used it); dP *= mask,
@@ -212,15 +219,17 @@ void attention_backward_bf16(float *dqkv, float *dsbuf, const float *dout, const
                 for (; j + VL <= n; j += VL) vs += vload(a + j) * vload(row + j);
                 float sum = vsum(vs);
                 for (; j < n; j++) sum += a[j] * row[j];
+                // dS into row (free after the sum), then converted by the vectorised converter
+                const VF vsum_ = vset1(sum);
+                for (j = 0; j + VL <= n; j += VL) vstore(row + j, vload(a + j) * (vload(row + j) - vsum_) * scale);
+                for (; j < n; j++) row[j] = a[j] * (row[j] - sum) * scale;
                 uint16_t *o = s.p + r * T;
-                for (j = 0; j < n; j++) o[j] = bf16_from_float(a[j] * (row[j] - sum) * scale);
-                for (; j < e; j++) o[j] = 0;
+                bf16_from_floats_row(o, row, (size_t)n);
+                for (j = n; j < e; j++) o[j] = 0;
             }
         }
     causal_cols(BN, T, hs, tb, s.pd, s.dy, s.hv);   // dv = drop(att)^T dout
     causal_rows(BN, T, hs, tb, s.p, s.k, s.hq);     // dq = dS k
     causal_cols(BN, T, hs, tb, s.p, s.q, s.hk);     // dk = dS^T q
-    scatter_heads(dqkv, C3, s.hq, B, T, NH, hs);   // dqkv overwritten
-    scatter_heads(dqkv + C, C3, s.hk, B, T, NH, hs);
-    scatter_heads(dqkv + 2L * C, C3, s.hv, B, T, NH, hs);
+    scatter_heads(dqkv, C3, (const float *const[3]){ s.hq, s.hk, s.hv }, 3, B, T, NH, hs);   // dqkv overwritten
 }

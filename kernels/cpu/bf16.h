@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/cpu/simd.h"
+
 // fp32 -> bf16 bits, round to nearest even; inf/NaN pass through (a NaN stays a NaN).
 static inline uint16_t bf16_from_float(float x) {
     uint32_t u;
@@ -41,9 +43,37 @@ static inline float lp_round(float x, int mode) {
     return mode == LP_ROUND_BF16 ? bf16_round(x) : mode == LP_ROUND_FP16 ? fp16_round(x) : x;
 }
 
+// ---- VL lanes at a time, with bf16_from_float's integer arithmetic (the compiler vectorises it; no
+// AVX512-BF16 instruction needed, so the same bits on every CPU).
+typedef uint16_t VH __attribute__((vector_size(VL * 2)));
+static inline VH bf16_from_vec(VF x) {
+    VU u;
+    memcpy(&u, &x, sizeof u);
+    const VU special = (u & 0x7f800000u) == 0x7f800000u;   // all ones where inf/NaN
+    const VU nan_bit = ((u & 0xffffu) != 0) & 0x40u;
+    const VU rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return __builtin_convertvector((special & ((u >> 16) | nan_bit)) | (~special & rounded), VH);
+}
+// dst (n,) = bf16 of src (n,) on the calling thread, inline for short rows (a head's hs values, a
+// row of probabilities): whole vectors, then the last partial one masked where AVX-512 has masked
+// 16-bit stores, else element by element.
+static inline void bf16_from_floats_row(uint16_t *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + VL <= n; i += VL) {
+        const VH h = bf16_from_vec(vload(src + i));
+        memcpy(dst + i, &h, sizeof h);
+    }
+    if (i == n) return;
+#if VL == 16 && defined(__AVX512BW__) && defined(__AVX512VL__)
+    const __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+    const VH h = bf16_from_vec((VF)_mm512_maskz_loadu_ps(k, src + i));
+    _mm256_mask_storeu_epi16(dst + i, k, (__m256i)h);
+#else
+    for (; i < n; i++) dst[i] = bf16_from_float(src[i]);
+#endif
+}
+
 // dst (n,) = bf16 of src (n,), OpenMP-parallel over large n; the same bits as bf16_from_float.
 void bf16_from_floats(uint16_t *dst, const float *src, size_t n);
-// The same on the calling thread only (for work already inside a parallel region).
-void bf16_from_floats_serial(uint16_t *dst, const float *src, size_t n);
 
 #endif
