@@ -4,7 +4,10 @@
 // VF is VL floats: 16 with AVX-512, else 8 (AVX2, NEON pairs ...). The compiler lowers the
 // generic vector operations to whatever the target has, so the kernels build everywhere
 // and use the widest registers -march=native offers. Loads and stores go through memcpy:
-// no alignment is assumed.
+// no alignment is assumed. Where one AVX / AVX-512 instruction does exactly what the generic
+// code means and the compiler does not find it (vmax / vmin, vstore_n's masked store, vsum's
+// pairwise order), that intrinsic is used, with the generic code for other targets: the same
+// results either way (tests/test_simd.c).
 //
 // vexp: e^x by range reduction x = n ln2 + r, |r| <= ln2/2, and Cephes' degree-6
 // polynomial for e^r (relative error < 2e-7, i.e. ~1-2 ulp), scaled by 2^n built in the
@@ -94,7 +97,8 @@ static inline void vstore_n(float *p, VF v, int n) {
 
 #if VL == 16 && defined(__AVX512F__)
 static inline float vsum(VF v) {
-    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256((__m512)v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd((__m512)v), 1)));
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd((__m512)v), 1));
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256((__m512)v), hi);
     const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     const __m128 p = _mm_add_ps(q, _mm_movehl_ps(q, q));
     return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehdup_ps(p)));
