@@ -396,7 +396,8 @@ static double att_loss(void *p) {
 
 typedef struct { int B, T, C, NH; } AttCfg;
 // hs 4 (only the scalar tail of the 8-lane dot), hs 13 (8 lanes + tail), T 1 with C 10
-// (hs 5, not a multiple of 8).
+// (hs 5, not a multiple of 8), hs 24 with T 37 (whole 8x8 blocks of the key transpose, then
+// both edges).
 static const AttCfg att_cfgs[] = { {3, 7, 12, 3}, {2, 9, 39, 3}, {2, 1, 10, 2}, {2, 37, 48, 2} };
 static const float att_ps[] = { 0.0f, 0.25f };
 #define ATT_KEY 0x1234abcdULL

@@ -32,10 +32,7 @@
 #include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/bf16.h"
 #include "kernels/cpu/ops.h"
-#include "kernels/cpu/simd.h"
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
+#include "kernels/cpu/simd.h"   // and <immintrin.h> with AVX (transpose8x8)
 #include "kernels/dropout_rng.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
