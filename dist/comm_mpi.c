@@ -273,27 +273,40 @@ static void ask_ranks(Comm *c, long kind, long code, int only, double wait_s, lo
 
 // "rank 1 did not arrive (no answer ...); rank 3 did not arrive (it is at iteration 12, ...)": the ranks that
 // have not entered the collective this rank waits in (host: its mine[S_HOST]-th host
-// collective; else gradient bucket number `bucket`). Returns how many.
+// collective; else gradient bucket number `bucket`). A rank already past it (a later iteration,
+// or this host collective left) is listed as such: then this rank is the one that is behind (its
+// main thread stopped or hangs after its part was sent), not the one kept waiting. Returns how
+// many did not arrive; *passed gets how many have passed it.
 static int not_arrived(const Comm *c, const long *st, const char *answered, const long *mine, int host, long bucket,
-                       double wait_s, char *buf, size_t len) {
+                       double wait_s, char *buf, size_t len, int *passed) {
     int n = 0;
     size_t k = 0;
     buf[0] = 0;
+    *passed = 0;
     for (int r = 0; r < c->world_size && k < len; r++) {
         if (r == c->rank) continue;
         const long *s = &st[(size_t)r * NSTATE];
+        const char *sep = n + *passed ? "; " : "";
         int w;
         if (!answered[r])
             w = snprintf(buf + k, len - k, "%srank %d did not arrive (no answer within %.1f s: killed, stopped or "
-                         "unreachable)", n ? "; " : "", r, wait_s);
-        else if (host ? !(s[S_IN_HOST] && s[S_HOST] == mine[S_HOST]) : s[S_BUCKETS] <= bucket)
+                         "unreachable)", sep, r, wait_s);
+        else if (s[S_ITER] > mine[S_ITER] ||
+                 (host && (s[S_HOST] > mine[S_HOST] || (s[S_HOST] == mine[S_HOST] && !s[S_IN_HOST])))) {
+            w = snprintf(buf + k, len - k, "%srank %d has passed it (it is at iteration %ld)", sep, r, s[S_ITER]);
+            (*passed)++;
+            k += w > 0 ? (size_t)w : 0;
+            continue;
+        } else if (host ? !(s[S_IN_HOST] && s[S_HOST] == mine[S_HOST]) : s[S_BUCKETS] <= bucket)
             w = snprintf(buf + k, len - k, "%srank %d did not arrive (it is at iteration %ld, not in this collective)",
-                         n ? "; " : "", r, s[S_ITER]);
+                         sep, r, s[S_ITER]);
         else
             continue;
         n++;
         k += w > 0 ? (size_t)w : 0;
     }
+    if (n == 0 && *passed && k < len)
+        snprintf(buf + k, len - k, ": this rank is behind (its main thread stopped or hangs)");
     return n;
 }
 
@@ -346,10 +359,10 @@ static void check_collective(Comm *c, const char *what, double since, int host, 
     long *st = calloc((size_t)W * NSTATE, sizeof *st);
     char *answered = calloc((size_t)W, 1);
     char who[1000] = "", msg[1400];
-    int n = 0;
+    int n = 0, passed = 0;
     if (st && answered) {
         ask_ranks(c, REQ_QUERY, 0, -1, wait_s, st, answered);
-        n = not_arrived(c, st, answered, mine, host, bucket, wait_s, who, sizeof who);
+        n = not_arrived(c, st, answered, mine, host, bucket, wait_s, who, sizeof who, &passed);
     }
     int silent = 0;
     for (int r = 0; st && answered && r < W; r++) silent += r != c->rank && !answered[r];
@@ -360,7 +373,7 @@ static void check_collective(Comm *c, const char *what, double since, int host, 
     else
         snprintf(msg, sizeof msg, "[rank %d] mingpt: error: %s has not completed after %.0f s "
                  "(trainer_config.collective_timeout_s = %g): %s; aborting the job", c->rank, what, waited,
-                 c->timeout_s, n ? who : "another rank died or hangs");
+                 c->timeout_s, n + passed ? who : "another rank died or hangs");
     abort_from_watchdog(c, msg, c->rank != 0 && answered && answered[0]);
 }
 

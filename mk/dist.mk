@@ -40,6 +40,6 @@ $(MPI_FAULT_SO): tests/ddp/mpi_fault.c mk/dist.mk
 .PHONY: ddp-test
 EXTRA_BUILD += $(DDP_CHECK) $(MPI_SO) $(MPI_FAULT_SO)
 EXTRA_TESTS += ddp-test
-ddp-test: mingpt $(DDP_CHECK) $(MPI_SO) data $(EMU_SO)
+ddp-test: mingpt $(DDP_CHECK) $(MPI_SO) $(MPI_FAULT_SO) data $(EMU_SO)
 	@bash tests/ddp/test_ddp.sh
 	@bash tests/ddp/test_ddp_faults.sh

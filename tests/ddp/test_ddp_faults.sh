@@ -8,7 +8,8 @@
 #   * a collective timeout names the rank that did not arrive and summary.json gets
 #     exit_status 1: rank 1 stopped (SIGSTOP: no answer), rank 1's main thread hung while its
 #     watchdog answers (its iteration is named), rank 0's main thread hung (rank 1 reports,
-#     rank 0's watchdog still writes the summary)
+#     rank 0's watchdog still writes the summary); rank 0's main thread hung right after its
+#     part of a host all-reduce was sent (tests/ddp/mpi_fault.c): it says rank 1 has passed it
 #   * SIGTERM to mpirun with odls_base_sigkill_timeout 3: a normal stop (snapshot, exit_status 75)
 #   * kill -9 of rank 1 under a plain mpirun (which then sends SIGTERM to rank 0 and SIGKILL
 #     1 s later): rank 0 aborts at once naming rank 1, summary.json exit_status 1
@@ -99,15 +100,16 @@ if python3 tests/ddp/freeze_thread.py --probe 2>/dev/null; then
       finish_job
       kill $freezer 2>/dev/null; wait $freezer 2>/dev/null
       got=$(sed -n "s/^\[rank $other\] mingpt: error: .* (trainer_config.collective_timeout_s = 5): rank $who did not arrive (it is at iteration \([0-9]*\), not in this collective).*/\1/p" "$WORK/$name.log")
-      # frozen inside a collective, the hung rank's own watchdog times out too and speaks: that
-      # is the case a try avoids, not the one under test
-      [ -n "$got" ] && ! grep -q "^\[rank $who\] mingpt: error" "$WORK/$name.log" && break
+      # frozen inside a collective after its part was sent, the hung rank's own watchdog times out
+      # too; it may speak (to say that the others have passed it), but never blames the reporter
+      blames=$(grep "^\[rank $who\] mingpt: error" "$WORK/$name.log" | grep "rank $other did not arrive")
+      [ -n "$got" ] && [ -z "$blames" ] && break
       echo "  (try $try: pid '$p', exit $rc, named at '$got'; $(grep -v '^epoch' "$WORK/$name.log" | grep 'mingpt: error' | head -2 | cut -c1-200 | tr '\n' ' '))"
     done
-    # and only the reporting rank speaks (the hung one, told, does not blame the reporter)
+    # and the hung rank does not blame the reporter
     if [ -n "$p" ] && [ "$rc" -ne 0 ] && [ -n "$got" ] && [ "$got" -ge "${iter:-1}" ] && [ "$(exit_status $name)" = 1 ] &&
-       ! grep -q "^\[rank $who\] mingpt: error" "$WORK/$name.log"; then
-      ok "rank $who's main thread hangs, its watchdog answers: rank $other names rank $who at iteration $got, exit_status 1 (try $try)"
+       [ -z "$blames" ]; then
+      ok "rank $who's main thread hangs, its watchdog answers: rank $other names rank $who at iteration $got, exit_status 1 (try $try$(grep -q "^\[rank $who\] mingpt: error" "$WORK/$name.log" && echo "; rank $who spoke too, not blaming rank $other"))"
     elif [ -n "$p" ] && [ "$rc" -ne 0 ] &&
          grep -q "^\[rank $other\] mingpt: error: .* (trainer_config.collective_timeout_s = 5): rank $who did not arrive (no answer within" "$WORK/$name.log"; then
       # every try froze the thread inside an MPI call (seen 4 of 4 in a fresh Debian root): its
@@ -119,6 +121,30 @@ if python3 tests/ddp/freeze_thread.py --probe 2>/dev/null; then
   done
 else
   skip no-ptrace "a rank whose main thread hangs: this machine does not let a process ptrace another (tests/ddp/freeze_thread.py)"
+fi
+
+echo "-- rank 0's main thread hangs right after a host all-reduce returned (tests/ddp/mpi_fault.c HANG)"
+# its part was sent, so rank 1 goes on and waits in its next collective; rank 0's own collective
+# is still open and its watchdog times out too: it must say that rank 1 has passed it, never that
+# rank 1 did not arrive
+FAULT_SO=$ROOT/$B/tests/mpi_fault.so
+if [ -f "$FAULT_SO" ]; then
+  t0=$(date +%s)
+  timeout -k 5 60 $MPIRUN -x LD_PRELOAD="$FAULT_SO" -x MPI_FAULT="0:40:HANG" \
+    -x ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" ./mingpt $(common behind) \
+    trainer_config.max_iters=100000 trainer_config.collective_timeout_s=5 >"$WORK/behind.log" 2>&1
+  rc=$? dt=$(( $(date +%s) - t0 ))
+  pkill -KILL -f "$WORK/behind.bin" 2>/dev/null
+  r0=$(grep "^\[rank 0\] mingpt: error" "$WORK/behind.log")
+  r1=$(grep "^\[rank 1\] mingpt: error" "$WORK/behind.log")
+  if grep -q "mpi_fault: rank 0: the main thread hangs after MPI_Allreduce 40" "$WORK/behind.log" &&
+     [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$dt" -lt 30 ] && [ "$(exit_status behind)" = 1 ] &&
+     echo "$r0" | grep -q "^\[rank 0\] mingpt: error: MPI_Allreduce (host values) has not completed after [0-9]* s (trainer_config.collective_timeout_s = 5): rank 1 has passed it (it is at iteration [0-9]*): this rank is behind (its main thread stopped or hangs); aborting the job$" &&
+     { [ -z "$r1" ] || echo "$r1" | grep -q "rank 0 did not arrive"; }; then
+    ok "rank 0 behind: it says rank 1 has passed its collective$([ -n "$r1" ] && echo ", rank 1 names rank 0"), exit_status 1 (job exit $rc after ${dt} s)"
+  else bad "rank 0 behind (exit $rc after ${dt} s, exit_status '$(exit_status behind)')" "$(grep -e 'mingpt: error' -e mpi_fault "$WORK/behind.log" | tail -8)"; fi
+else
+  bad "$FAULT_SO is built (make test builds it: mk/dist.mk)"
 fi
 
 echo "-- SIGTERM to mpirun (Ctrl-C) with a grace of 3 s: every rank answers, a normal stop"
