@@ -1,7 +1,7 @@
 // tests/test_simd.c — the short-vector helpers of kernels/cpu/simd.h against their scalar
 // definitions, lane by lane: vmax / vmin (a > b ? a : b, a < b ? a : b, with NaNs, signed zeros
 // and infinities, where an instruction's operand order decides the result), vsum (its pairwise
-// order, bit for bit), vstore_n (exactly n lanes written) and vexp (against the scalar expf_fast bit for bit, and against libm's expf
+// order, bit for bit), vstore_n and vcopy_n (exactly n floats written) and vexp (against the scalar expf_fast bit for bit, and against libm's expf
 // within the documented error).
 #pragma GCC optimize("fp-contract=fast")
 #include "tests/test_util.h"
@@ -69,6 +69,22 @@ static void test_vstore_n(void **state) {
     }
 }
 
+static void test_vcopy_n(void **state) {
+    (void)state;
+    float src[2 * VL + 1];
+    for (int i = 0; i < 2 * VL + 1; i++) src[i] = (float)(i + 1);
+    for (int n = 0; n <= 2 * VL + 1; n++) {
+        float dst[2 * VL + 3];
+        for (int i = 0; i < 2 * VL + 3; i++) dst[i] = -7.0f;
+        vcopy_n(dst + 1, src, n);
+        assert_true(dst[0] == -7.0f);
+        for (int i = 0; i < 2 * VL + 2; i++) {
+            const float want = i < n ? src[i] : -7.0f;
+            if (dst[1 + i] != want) fail_msg("vcopy_n(n %d): float %d = %g, want %g", n, i, dst[1 + i], want);
+        }
+    }
+}
+
 static void test_vexp(void **state) {
     (void)state;
     TestRng r = test_rng(31);
@@ -94,6 +110,7 @@ int main(void) {
         cmocka_unit_test(test_vmax_vmin),
         cmocka_unit_test(test_vsum),
         cmocka_unit_test(test_vstore_n),
+        cmocka_unit_test(test_vcopy_n),
         cmocka_unit_test(test_vexp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

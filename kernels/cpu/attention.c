@@ -319,13 +319,7 @@ static const float *tile_rows(float *tile, const float *x, long ld, int T, int h
         *ld_out = ld;
         return x;
     }
-    for (int t = 0; t < T; t++) {
-        float *dst = tile + (long)t * hs;
-        const float *src = x + (long)t * ld;
-        int i = 0;
-        for (; i + VL <= hs; i += VL) vstore(dst + i, vload(src + i));
-        for (; i < hs; i++) dst[i] = src[i];
-    }
+    for (int t = 0; t < T; t++) vcopy_n(tile + (long)t * hs, x + (long)t * ld, hs);
     *ld_out = hs;
     return tile;
 }

@@ -71,13 +71,8 @@ static void scatter_heads(float *dst, long ld, const float *const src[3], int np
         for (int t = 0; t < T; t++) {
             float *row = dst + ((long)b * T + t) * ld;
             for (int p = 0; p < np; p++)
-                for (int h = 0; h < NH; h++) {
-                    const float *s = src[p] + (((long)b * NH + h) * T + t) * hs;
-                    float *d = row + p * C + (long)h * hs;
-                    int i = 0;
-                    for (; i + VL <= hs; i += VL) vstore(d + i, vload(s + i));
-                    for (; i < hs; i++) d[i] = s[i];
-                }
+                for (int h = 0; h < NH; h++)
+                    vcopy_n(row + p * C + (long)h * hs, src[p] + (((long)b * NH + h) * T + t) * hs, hs);
         }
 }
 

@@ -33,6 +33,14 @@ typedef uint32_t VU __attribute__((vector_size(VL * 4)));
 static inline VF vload(const float *p) { VF v; memcpy(&v, p, sizeof v); return v; }
 static inline void vstore(float *p, VF v) { memcpy(p, &v, sizeof v); }
 static inline VF vset1(float x) { return (VF){0} + x; }
+// dst[0, n) = src[0, n) (not overlapping) as whole vectors, then a scalar tail. For short rows
+// (hs or T floats) in files built with no-tree-loop-distribute-patterns, where it stays an inline
+// loop: a memcpy call costs more than such a row.
+static inline void vcopy_n(float *dst, const float *src, int n) {
+    int i = 0;
+    for (; i + VL <= n; i += VL) vstore(dst + i, vload(src + i));
+    for (; i < n; i++) dst[i] = src[i];
+}
 // The first n lanes of v (0 <= n <= VL) to p[0, n); nothing else is written. A masked store where
 // the ISA has one (a copy through memory compiles to `rep movs`, slow at these lengths).
 static inline void vstore_n(float *p, VF v, int n);
