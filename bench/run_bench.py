@@ -695,8 +695,10 @@ def goal_rows(names, sgemm, mg, trows, rc, sample, pairs):
     else:
         rows.append([f"sampling >= {SAMPLE_GOAL} chars/s, one core, while the context fits block_size "
                      "(earlier goal)", f"{sample[0]:.0f}", verdict(sample[0] >= SAMPLE_GOAL)])
-        rows.append(["sampling over 500 characters (past block_size minGPT's cropping recomputes the window)",
-                     f"{sample[1]:.0f}", verdict(sample[1] >= SAMPLE_GOAL)])
+        # no goal: past block_size every character recomputes the cropped window (minGPT's
+        # generate), T times the in-window work; measured for the record
+        rows.append(["sampling over 500 characters, chars/s (no goal: past block_size minGPT's cropping "
+                     "recomputes the window)", f"{sample[1]:.0f}", "-"])
     return rows
 
 
