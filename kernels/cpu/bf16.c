@@ -5,17 +5,13 @@
 
 #include "kernels/cpu/simd.h"
 
-static inline void convert_range(uint16_t *dst, const float *src, size_t lo, size_t hi) {
-    bf16_from_floats_row(dst + lo, src + lo, hi - lo);
-}
-
 void bf16_from_floats(uint16_t *dst, const float *src, size_t n) {
-    if (n < 65536) { convert_range(dst, src, 0, n); return; }
+    if (n < 65536) { bf16_from_floats_row(dst, src, n); return; }
     #pragma omp parallel
     {
         const size_t t = (size_t)omp_get_thread_num(), T = (size_t)omp_get_num_threads();
         const size_t chunk = (n / T + VL - 1) / VL * VL;
         const size_t lo = t * chunk < n ? t * chunk : n, hi = lo + chunk < n ? lo + chunk : n;
-        convert_range(dst, src, lo, hi);
+        bf16_from_floats_row(dst + lo, src + lo, hi - lo);
     }
 }
