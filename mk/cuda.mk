@@ -252,6 +252,8 @@ $(B)/gpu-tests/%: tests/cuda/%.c $(CUDA_OBJ) $(B)/libmingpt.a tests/test_util.h
 	$(CC) $(CFLAGS) -MMD -MP -MF $@.d -o $@ $< $(CUDA_OBJ) $(B)/libmingpt.a $(LDLIBS) $(CUDA_LDLIBS) -lcmocka
 .PHONY: gpu-tests gpu-bench
 gpu-tests: $(GPU_BIN)
+# built (not run) by `make test` too, so a suite that only links against the emulator fails here
+cuda-build-all: $(GPU_BIN)
 # `make gpu-bench`: the tutorial config on the GPU, mingpt against PyTorch (tests/cuda/gpu_bench.sh)
 gpu-bench: mingpt data
 	bash tests/cuda/gpu_bench.sh

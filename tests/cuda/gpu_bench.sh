@@ -16,11 +16,14 @@
 #   dense bf16 peak: PEAK_TFLOPS, default 989 for an H100/H200, 312 for an A100) and mingpt's
 #   time against PyTorch's best in the same precision (> 1: mingpt slower).
 # * NCU=1 and ncu on PATH: Nsight Compute's kernel times over NCU_LAUNCHES (300) consecutive
-#   launches of a bf16 step, summed by kernel name (--clock-control none).
+#   launches of bf16 steps after the first NCU_SKIP (1500; a run of 40 iterations), summed by
+#   kernel name (--clock-control none).
 # MINGPT names the binary (default ./mingpt). Each result is also written to OUTDIR/results.txt.
 set -u
 cd "$(dirname "$0")/../.."
-OUT=${1:-build/gpu-bench}; mkdir -p "$OUT"; RES=$OUT/results.txt; : > "$RES"
+# absolute: a run resolves snapshot_path inside its hydra.run.dir
+OUT=$(mkdir -p "${1:-build/gpu-bench}" && cd "${1:-build/gpu-bench}" && pwd) || exit 1
+RES=$OUT/results.txt; : > "$RES"
 MINGPT=${MINGPT:-./mingpt}
 TORCH_PY=${TORCH_PY:-python3}
 WARMUP=${WARMUP:-5}; ITERS=${ITERS:-30}
@@ -109,9 +112,10 @@ done | tee -a "$RES"
 # ---------------------------------------------------------------- Nsight Compute
 if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
   n=${NCU_LAUNCHES:-300}
-  echo; echo "Nsight Compute: $n launches of a bf16 step (after 2 iterations), by kernel"
-  ncu --clock-control none --launch-skip 1500 --launch-count $n --csv --print-units base --metrics gpu__time_duration.sum \
-    $MINGPT trainer_config.device=cuda trainer_config.max_iters=4 trainer_config.use_amp=true trainer_config.amp_dtype=bfloat16 \
+  skip=${NCU_SKIP:-1500}
+  echo; echo "Nsight Compute: $n launches of bf16 steps (after the first $skip), by kernel"
+  ncu --clock-control none --launch-skip $skip --launch-count $n --csv --print-units base --metrics gpu__time_duration.sum \
+    $MINGPT trainer_config.device=cuda trainer_config.max_iters=40 trainer_config.use_amp=true trainer_config.amp_dtype=bfloat16 \
     trainer_config.snapshot_path=$OUT/ncu.bin hydra.run.dir=$OUT/ncu > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
   python3 - "$OUT/ncu.csv" <<'EOF' | tee -a "$RES"
 import csv, sys, collections, re

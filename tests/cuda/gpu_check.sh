@@ -8,7 +8,8 @@
 #     of the CPU's;
 #   * 250 iterations, a snapshot, a resume to 500 on the GPU: the straight run's last log line;
 #   * `mingpt sample --device cuda` prints the CPU's text, byte for byte.
-# MINGPT names the binary (default ./mingpt); SAN_TIMEOUT bounds each compute-sanitizer run (600 s).
+# MINGPT names the binary (default ./mingpt); SAN_TIMEOUT bounds each compute-sanitizer run (600 s);
+# SANITIZER=0 leaves compute-sanitizer out (a short rerun on a lent machine).
 # Exits non-zero on any failure.
 cd "$(dirname "$0")/../.."
 . tests/lib.sh
@@ -21,7 +22,7 @@ for t in "$DIR"/test_*; do
   case $t in *.d) continue ;; esac
   out=$(timeout 300 "$t" 2>&1) && ok "$(basename "$t")" || bad "$(basename "$t")" "$(grep -E 'ERROR|FAILED' <<<"$out")"
 done
-if command -v compute-sanitizer >/dev/null; then
+if [ "${SANITIZER:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   for tool in memcheck racecheck; do
     out=$(timeout ${SAN_TIMEOUT:-600} compute-sanitizer --tool $tool --error-exitcode 9 "$DIR/test_cuda_ops" 2>&1) \
       && ok "test_cuda_ops under compute-sanitizer $tool" || bad "test_cuda_ops under compute-sanitizer $tool" "$(tail -5 <<<"$out")"

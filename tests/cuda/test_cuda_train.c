@@ -85,9 +85,13 @@ static Tol tol_for(ComputeDtype dt) {
             // Both runs compute in fp32 and differ only in the order of their sums (GEMMs of
             // K <= 4C = 192 terms, softmax over V = 65, LayerNorm over C = 48): a reordered sum
             // of K terms moves by ~sqrt(K) u <= 14u. Seen 1.0u (one ulp of a loss near 4).
-            .loss = 16 * u,
-            // the same sums, squared and summed in double: seen 0.59u
-            .norm = 16 * u,
+            .loss = emu_launch_count ? 16 * u : 64 * u,   // on a real GPU: as .norm
+            // the same sums, squared and summed in double: seen 0.59u. On a real GPU
+            // (emu_launch_count NULL) cuBLASLt's GELU and DGELU epilogues evaluate GELU with
+            // NVIDIA's own code, not kernels/cuda/gelu.cu's formula, so the runs also differ by
+            // that implementation's rounding and drift apart over the steps: seen there 25u (an
+            // H200, a gradient norm after 9 steps of 2 micro-steps); held to 64u
+            .norm = emu_launch_count ? 16 * u : 64 * u,
             // AdamW divides each element's step by that element's own RMS gradient, so a
             // gradient's rounding error is not damped where the gradient is small: an element
             // whose exact gradient is zero (the key third of c_attn.bias: softmax ignores a
