@@ -54,6 +54,14 @@ using namespace nvcuda;
 #define FA_COLS 32                 // the inner tile: keys (forward, dq), queries (dk/dv)
 #define FA_WARPS (FA_ROWS / 16)    // one warp per 16 rows
 #define FA_THREADS (32 * FA_WARPS)
+// Leading dimensions of the shared-memory tiles, padded by 16 bytes: a row stride that is a
+// multiple of 128 bytes puts the rows a wmma fragment load or store touches (and the rows the
+// lanes of the softmax loops own) in the same banks; 16 bytes more spreads them over all 32.
+// Only where the values sit changes, not one result bit.
+#define FA_LDP (FA_COLS + 8)                                    // 16-bit, FA_COLS wide
+#define FA_LDS (FA_COLS + 4)                                    // fp32, FA_COLS wide
+static __host__ __device__ __forceinline__ int fa_ldq(int hs) { return hs + 8; }   // 16-bit, hs wide
+static __host__ __device__ __forceinline__ int fa_ldo(int hs) { return hs + 4; }   // fp32, hs wide
 
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragAcc;
 
@@ -70,14 +78,15 @@ struct FlashArgs {
 };
 
 // Rows t0 .. t0+n-1 of a (B,T,row) tensor from `src` (batch b, first column of the head's
-// part): n x hs, rounded to T, zero for rows >= T (whole block). src of type T (qkv's copy): the
+// part): n x hs at dst (leading dimension fa_ldq(hs)), rounded to T, zero for rows >= T (whole
+// block). src of type T (qkv's copy): the
 // values copied as they are (a T widened to fp32 and stored back is itself, so this is bitwise
 // rounding the fp32 tensor the copy was rounded from).
 template <class T, class S>
 static __device__ __forceinline__ void fa_load(T *dst, const S *src, size_t row, int t0, int n, int Tn, int hs) {
     for (int i = threadIdx.x; i < n * hs; i += blockDim.x) {
         const int r = i / hs, c = i % hs, t = t0 + r;
-        store_as(dst + i, t < Tn ? load_f(src + (size_t)t * row + c) : 0.0f);
+        store_as(dst + r * fa_ldq(hs) + c, t < Tn ? load_f(src + (size_t)t * row + c) : 0.0f);
     }
 }
 
@@ -126,8 +135,8 @@ static __device__ __forceinline__ void fa_mma(float *dst, int ldd, bool acc, con
 
 // ---------------------------------------------------------------- forward
 static size_t fa_fwd_smem(int hs, size_t ts) {
-    return (size_t)(FA_ROWS * hs + 2 * FA_COLS * hs + FA_ROWS * FA_COLS) * ts +
-           (size_t)(FA_ROWS * FA_COLS + FA_ROWS * hs + 2 * FA_ROWS) * sizeof(float);
+    return (size_t)(FA_ROWS * fa_ldq(hs) + 2 * FA_COLS * fa_ldq(hs) + FA_ROWS * FA_LDP) * ts +
+           (size_t)(FA_ROWS * FA_LDS + FA_ROWS * fa_ldo(hs) + 2 * FA_ROWS) * sizeof(float);
 }
 
 template <class T>
@@ -137,14 +146,14 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restr
                                                                const T *__restrict__ qkv_lp, FlashArgs a) {
     DYNAMIC_SHARED(FaSmem, smem);
     a.dk = dropout_key_at(a.dk);   // the step's key (graph replays: read from a.dk.dev)
-    const int hs = a.hs, Tn = a.T, C = a.NH * hs;
-    T *sq = (T *)smem;                            // FA_ROWS x hs
-    T *sk = sq + FA_ROWS * hs;                    // FA_COLS x hs
-    T *sv = sk + FA_COLS * hs;                    // FA_COLS x hs
-    T *sp = sv + FA_COLS * hs;                    // FA_ROWS x FA_COLS: dropped-out P, rounded
-    float *ss = (float *)(sp + FA_ROWS * FA_COLS);  // FA_ROWS x FA_COLS: scores
-    float *so = ss + FA_ROWS * FA_COLS;           // FA_ROWS x hs: O (unnormalised)
-    float *sinv = so + FA_ROWS * hs;              // FA_ROWS: 1 / l
+    const int hs = a.hs, Tn = a.T, C = a.NH * hs, LQ = fa_ldq(hs), LO = fa_ldo(hs);
+    T *sq = (T *)smem;                            // FA_ROWS x hs (leading dimension LQ)
+    T *sk = sq + FA_ROWS * LQ;                    // FA_COLS x hs (LQ)
+    T *sv = sk + FA_COLS * LQ;                    // FA_COLS x hs (LQ)
+    T *sp = sv + FA_COLS * LQ;                    // FA_ROWS x FA_COLS (FA_LDP): dropped-out P, rounded
+    float *ss = (float *)(sp + FA_ROWS * FA_LDP); // FA_ROWS x FA_COLS (FA_LDS): scores
+    float *so = ss + FA_ROWS * FA_LDS;            // FA_ROWS x hs (LO): O (unnormalised)
+    float *sinv = so + FA_ROWS * LO;              // FA_ROWS: 1 / l
     float *slse = sinv + FA_ROWS;                 // FA_ROWS: m + log l
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nq = (Tn + FA_ROWS - 1) / FA_ROWS, total = a.B * a.NH * nq;
@@ -152,14 +161,14 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restr
         const int bh = w / nq, qt = nq - 1 - w % nq, b = bh / a.NH, h = bh % a.NH, q0 = qt * FA_ROWS;
         __syncthreads();   // the previous tile's reads of shared memory are done
         fa_load_qkv(sq, qkv, qkv_lp, b, h, 0, q0, FA_ROWS, Tn, hs, C);
-        for (int i = threadIdx.x; i < FA_ROWS * hs; i += blockDim.x) so[i] = 0.0f;
+        for (int i = threadIdx.x; i < FA_ROWS * LO; i += blockDim.x) so[i] = 0.0f;
         // this lane's row (two lanes per row, columns half*16 .. half*16+15 of each key tile)
         const int rw = lane >> 1, half = lane & 1, r = warp * 16 + rw, t = q0 + r;
         const int wq0 = q0 + warp * 16;                          // the warp's first query
         float m = -INFINITY, l = 0.0f;
         const int nk = (min(q0 + FA_ROWS, Tn) - 1) / FA_COLS + 1;   // key tiles up to the diagonal
-        float *sw = ss + warp * 16 * FA_COLS, *ow = so + warp * 16 * hs;
-        T *pw = sp + warp * 16 * FA_COLS;
+        float *sw = ss + warp * 16 * FA_LDS, *ow = so + warp * 16 * LO;
+        T *pw = sp + warp * 16 * FA_LDP;
         for (int kt = 0; kt < nk; kt++) {
             const int k0 = kt * FA_COLS;
             __syncthreads();
@@ -168,10 +177,10 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restr
             __syncthreads();
             if (wq0 >= Tn || wq0 + 15 < k0) continue;   // warp-uniform: no row of the warp sees this tile
             for (int j = 0; j < FA_COLS; j += 16)
-                fa_mma<T, wmma::col_major>(sw + j, FA_COLS, false, sq + warp * 16 * hs, hs, sk + j * hs, hs, hs);
+                fa_mma<T, wmma::col_major>(sw + j, FA_LDS, false, sq + warp * 16 * LQ, LQ, sk + j * LQ, LQ, hs);
             __syncwarp();
             const bool live = t < Tn;
-            const float *srow = sw + rw * FA_COLS + half * 16;
+            const float *srow = sw + rw * FA_LDS + half * 16;
             float mx = -INFINITY;
             for (int c = 0; c < 16; c++)
                 if (live && k0 + half * 16 + c <= t) mx = fmaxf(mx, srow[c] * a.scale);
@@ -179,7 +188,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restr
             const float mn = fmaxf(m, mx), mu = mn == -INFINITY ? 0.0f : mn;
             const float alpha = expf(m - mu);   // 0 on the first tile (m = -inf)
             float sum = 0.0f;
-            T *prow = pw + rw * FA_COLS + half * 16;
+            T *prow = pw + rw * FA_LDP + half * 16;
             const uint64_t idx0 = fa_row_index(a, b, h, t);
             for (int c = 0; c < 16; c++) {
                 const int t2 = k0 + half * 16 + c;
@@ -194,11 +203,11 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restr
             sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             l = l * alpha + sum;
             m = mn;
-            float *orow = ow + rw * hs;
+            float *orow = ow + rw * LO;
             for (int c = half * (hs / 2); c < (half + 1) * (hs / 2); c++) orow[c] *= alpha;
             __syncwarp();
             for (int j = 0; j < hs; j += 16)
-                fa_mma<T, wmma::row_major>(ow + j, hs, true, pw, FA_COLS, sv + j, hs, FA_COLS);
+                fa_mma<T, wmma::row_major>(ow + j, LO, true, pw, FA_LDP, sv + j, LQ, FA_COLS);
             __syncwarp();
         }
         if (half == 0) {
@@ -210,7 +219,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restr
         for (int i = lane; i < 16 * hs; i += 32) {
             const int rr = warp * 16 + i / hs, c = i % hs, tt = q0 + rr;
             if (tt >= Tn) continue;
-            const float y = so[rr * hs + c] * sinv[rr];
+            const float y = so[rr * LO + c] * sinv[rr];
             const size_t o = ((size_t)b * Tn + tt) * C + (size_t)h * hs + c;
             if (out) out[o] = y;
             if (out_lp) store_as(out_lp + o, y);   // attn.c_proj's operand (kernels/backend.h)
@@ -222,8 +231,8 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_fwd_kernel(float *__restr
 
 // ---------------------------------------------------------------- backward: dq (and D)
 static size_t fa_dq_smem(int hs, size_t ts) {
-    return (size_t)(2 * FA_ROWS * hs + 2 * FA_COLS * hs + FA_ROWS * FA_COLS) * ts +
-           (size_t)(2 * FA_ROWS * FA_COLS + FA_ROWS * hs + 2 * FA_ROWS) * sizeof(float);
+    return (size_t)(2 * FA_ROWS * fa_ldq(hs) + 2 * FA_COLS * fa_ldq(hs) + FA_ROWS * FA_LDP) * ts +
+           (size_t)(2 * FA_ROWS * FA_LDS + FA_ROWS * fa_ldo(hs) + 2 * FA_ROWS) * sizeof(float);
 }
 
 template <class T>
@@ -236,16 +245,16 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__re
                                                                   const float *__restrict__ ybuf, FlashArgs a) {
     DYNAMIC_SHARED(FaSmem, smem);
     a.dk = dropout_key_at(a.dk);   // the step's key (graph replays: read from a.dk.dev)
-    const int hs = a.hs, Tn = a.T, C = a.NH * hs;
-    T *sq = (T *)smem;                    // FA_ROWS x hs
-    T *sdo = sq + FA_ROWS * hs;           // FA_ROWS x hs
-    T *sk = sdo + FA_ROWS * hs;           // FA_COLS x hs
-    T *sv = sk + FA_COLS * hs;            // FA_COLS x hs
-    T *sds = sv + FA_COLS * hs;           // FA_ROWS x FA_COLS: dS, rounded
-    float *ss = (float *)(sds + FA_ROWS * FA_COLS);   // FA_ROWS x FA_COLS: S
-    float *sdp = ss + FA_ROWS * FA_COLS;  // FA_ROWS x FA_COLS: dP = dy v^T
-    float *sdq = sdp + FA_ROWS * FA_COLS; // FA_ROWS x hs
-    float *slse = sdq + FA_ROWS * hs, *sD = slse + FA_ROWS;
+    const int hs = a.hs, Tn = a.T, C = a.NH * hs, LQ = fa_ldq(hs), LO = fa_ldo(hs);
+    T *sq = (T *)smem;                    // FA_ROWS x hs (leading dimension LQ)
+    T *sdo = sq + FA_ROWS * LQ;           // FA_ROWS x hs (LQ)
+    T *sk = sdo + FA_ROWS * LQ;           // FA_COLS x hs (LQ)
+    T *sv = sk + FA_COLS * LQ;            // FA_COLS x hs (LQ)
+    T *sds = sv + FA_COLS * LQ;           // FA_ROWS x FA_COLS (FA_LDP): dS, rounded
+    float *ss = (float *)(sds + FA_ROWS * FA_LDP);   // FA_ROWS x FA_COLS (FA_LDS): S
+    float *sdp = ss + FA_ROWS * FA_LDS;   // FA_ROWS x FA_COLS (FA_LDS): dP = dy v^T
+    float *sdq = sdp + FA_ROWS * FA_LDS;  // FA_ROWS x hs (LO)
+    float *slse = sdq + FA_ROWS * LO, *sD = slse + FA_ROWS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nq = (Tn + FA_ROWS - 1) / FA_ROWS, total = a.B * a.NH * nq;
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
@@ -255,7 +264,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__re
         __syncthreads();
         fa_load_qkv(sq, qkv, qkv_lp, b, h, 0, q0, FA_ROWS, Tn, hs, C);
         fa_load(sdo, dbase, (size_t)C, q0, FA_ROWS, Tn, hs);
-        for (int i = threadIdx.x; i < FA_ROWS * hs; i += blockDim.x) sdq[i] = 0.0f;
+        for (int i = threadIdx.x; i < FA_ROWS * LO; i += blockDim.x) sdq[i] = 0.0f;
         // D = rowsum(dy * y) of the warp's rows (fp32), kept for flash_bwd_dkv_kernel too
         for (int rr = 0; rr < 16; rr++) {
             const int t = wq0 + rr;
@@ -270,8 +279,8 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__re
             }
         }
         const int nk = (min(q0 + FA_ROWS, Tn) - 1) / FA_COLS + 1;
-        float *sw = ss + warp * 16 * FA_COLS, *dpw = sdp + warp * 16 * FA_COLS, *dqw = sdq + warp * 16 * hs;
-        T *dsw = sds + warp * 16 * FA_COLS;
+        float *sw = ss + warp * 16 * FA_LDS, *dpw = sdp + warp * 16 * FA_LDS, *dqw = sdq + warp * 16 * LO;
+        T *dsw = sds + warp * 16 * FA_LDP;
         for (int kt = 0; kt < nk; kt++) {
             const int k0 = kt * FA_COLS;
             __syncthreads();
@@ -280,38 +289,38 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__re
             __syncthreads();
             if (wq0 >= Tn || wq0 + 15 < k0) continue;   // warp-uniform
             for (int j = 0; j < FA_COLS; j += 16) {
-                fa_mma<T, wmma::col_major>(sw + j, FA_COLS, false, sq + warp * 16 * hs, hs, sk + j * hs, hs, hs);
-                fa_mma<T, wmma::col_major>(dpw + j, FA_COLS, false, sdo + warp * 16 * hs, hs, sv + j * hs, hs, hs);
+                fa_mma<T, wmma::col_major>(sw + j, FA_LDS, false, sq + warp * 16 * LQ, LQ, sk + j * LQ, LQ, hs);
+                fa_mma<T, wmma::col_major>(dpw + j, FA_LDS, false, sdo + warp * 16 * LQ, LQ, sv + j * LQ, LQ, hs);
             }
             __syncwarp();
             for (int e = lane; e < 16 * FA_COLS; e += 32) {
-                const int rr = e / FA_COLS, t = wq0 + rr, t2 = k0 + e % FA_COLS;
+                const int rr = e / FA_COLS, cc = e % FA_COLS, t = wq0 + rr, t2 = k0 + cc;
                 float ds = 0.0f;
                 if (t < Tn && t2 <= t) {
-                    const float p = expf(sw[e] * a.scale - slse[warp * 16 + rr]);
-                    ds = p * (dpw[e] * fa_mult(a, b, h, t, t2) - sD[warp * 16 + rr]) * a.scale;
+                    const float p = expf(sw[rr * FA_LDS + cc] * a.scale - slse[warp * 16 + rr]);
+                    ds = p * (dpw[rr * FA_LDS + cc] * fa_mult(a, b, h, t, t2) - sD[warp * 16 + rr]) * a.scale;
                 }
-                store_as(dsw + e, ds);
+                store_as(dsw + rr * FA_LDP + cc, ds);
             }
             __syncwarp();
             for (int j = 0; j < hs; j += 16)
-                fa_mma<T, wmma::row_major>(dqw + j, hs, true, dsw, FA_COLS, sk + j, hs, FA_COLS);
+                fa_mma<T, wmma::row_major>(dqw + j, LO, true, dsw, FA_LDP, sk + j, LQ, FA_COLS);
             __syncwarp();
         }
         for (int i = lane; i < 16 * hs; i += 32) {
-            const int t = wq0 + i / hs, c = i % hs;
+            const int r = i / hs, t = wq0 + r, c = i % hs;
             if (t >= Tn) continue;
             const size_t o = ((size_t)b * Tn + t) * 3 * C + (size_t)h * hs + c;
-            if (dqkv) dqkv[o] = dqw[i];
-            if (dqkv_lp) store_as(dqkv_lp + o, dqw[i]);   // attn.c_attn's operand (kernels/backend.h)
+            if (dqkv) dqkv[o] = dqw[r * LO + c];
+            if (dqkv_lp) store_as(dqkv_lp + o, dqw[r * LO + c]);   // attn.c_attn's operand (kernels/backend.h)
         }
     }
 }
 
 // ---------------------------------------------------------------- backward: dk, dv
 static size_t fa_dkv_smem(int hs, size_t ts) {
-    return (size_t)(2 * FA_ROWS * hs + 2 * FA_COLS * hs + 2 * FA_ROWS * FA_COLS) * ts +
-           (size_t)(2 * FA_ROWS * FA_COLS + 2 * FA_ROWS * hs + 2 * FA_COLS) * sizeof(float);
+    return (size_t)(2 * FA_ROWS * fa_ldq(hs) + 2 * FA_COLS * fa_ldq(hs) + 2 * FA_ROWS * FA_LDP) * ts +
+           (size_t)(2 * FA_ROWS * FA_LDS + 2 * FA_ROWS * fa_ldo(hs) + 2 * FA_COLS) * sizeof(float);
 }
 
 template <class T>
@@ -323,18 +332,18 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__r
                                                                    const float *__restrict__ lse, FlashArgs a) {
     DYNAMIC_SHARED(FaSmem, smem);
     a.dk = dropout_key_at(a.dk);   // the step's key (graph replays: read from a.dk.dev)
-    const int hs = a.hs, Tn = a.T, C = a.NH * hs;
-    T *sk = (T *)smem;                    // FA_ROWS x hs (keys)
-    T *sv = sk + FA_ROWS * hs;            // FA_ROWS x hs
-    T *sq = sv + FA_ROWS * hs;            // FA_COLS x hs (queries)
-    T *sdo = sq + FA_COLS * hs;           // FA_COLS x hs
-    T *spt = sdo + FA_COLS * hs;          // FA_ROWS x FA_COLS: (P m)^T, rounded
-    T *sdst = spt + FA_ROWS * FA_COLS;    // FA_ROWS x FA_COLS: dS^T, rounded
-    float *sst = (float *)(sdst + FA_ROWS * FA_COLS);   // S^T
-    float *sdpt = sst + FA_ROWS * FA_COLS;              // dP^T = v dy^T
-    float *sdk = sdpt + FA_ROWS * FA_COLS;              // FA_ROWS x hs
-    float *sdv = sdk + FA_ROWS * hs;                    // FA_ROWS x hs
-    float *slse = sdv + FA_ROWS * hs, *sD = slse + FA_COLS;
+    const int hs = a.hs, Tn = a.T, C = a.NH * hs, LQ = fa_ldq(hs), LO = fa_ldo(hs);
+    T *sk = (T *)smem;                    // FA_ROWS x hs (keys; leading dimension LQ)
+    T *sv = sk + FA_ROWS * LQ;            // FA_ROWS x hs (LQ)
+    T *sq = sv + FA_ROWS * LQ;            // FA_COLS x hs (queries; LQ)
+    T *sdo = sq + FA_COLS * LQ;           // FA_COLS x hs (LQ)
+    T *spt = sdo + FA_COLS * LQ;          // FA_ROWS x FA_COLS (FA_LDP): (P m)^T, rounded
+    T *sdst = spt + FA_ROWS * FA_LDP;     // FA_ROWS x FA_COLS (FA_LDP): dS^T, rounded
+    float *sst = (float *)(sdst + FA_ROWS * FA_LDP);   // S^T (FA_LDS)
+    float *sdpt = sst + FA_ROWS * FA_LDS;              // dP^T = v dy^T (FA_LDS)
+    float *sdk = sdpt + FA_ROWS * FA_LDS;              // FA_ROWS x hs (LO)
+    float *sdv = sdk + FA_ROWS * LO;                   // FA_ROWS x hs (LO)
+    float *slse = sdv + FA_ROWS * LO, *sD = slse + FA_COLS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nkt = (Tn + FA_ROWS - 1) / FA_ROWS, total = a.B * a.NH * nkt;
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
@@ -344,10 +353,10 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__r
         __syncthreads();
         fa_load_qkv(sk, qkv, qkv_lp, b, h, 1, k0, FA_ROWS, Tn, hs, C);
         fa_load_qkv(sv, qkv, qkv_lp, b, h, 2, k0, FA_ROWS, Tn, hs, C);
-        for (int i = threadIdx.x; i < 2 * FA_ROWS * hs; i += blockDim.x) sdk[i] = 0.0f;   // sdk and sdv
-        float *stw = sst + warp * 16 * FA_COLS, *dptw = sdpt + warp * 16 * FA_COLS;
-        float *dkw = sdk + warp * 16 * hs, *dvw = sdv + warp * 16 * hs;
-        T *ptw = spt + warp * 16 * FA_COLS, *dstw = sdst + warp * 16 * FA_COLS;
+        for (int i = threadIdx.x; i < 2 * FA_ROWS * LO; i += blockDim.x) sdk[i] = 0.0f;   // sdk and sdv
+        float *stw = sst + warp * 16 * FA_LDS, *dptw = sdpt + warp * 16 * FA_LDS;
+        float *dkw = sdk + warp * 16 * LO, *dvw = sdv + warp * 16 * LO;
+        T *ptw = spt + warp * 16 * FA_LDP, *dstw = sdst + warp * 16 * FA_LDP;
         const int nq = (Tn + FA_COLS - 1) / FA_COLS;
         for (int qt = k0 / FA_COLS; qt < nq; qt++) {   // query tiles from the diagonal on
             const int q0 = qt * FA_COLS;
@@ -362,39 +371,39 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__r
             __syncthreads();
             if (wk0 >= Tn || wk0 > q0 + FA_COLS - 1) continue;   // warp-uniform: every query precedes the warp's keys
             for (int j = 0; j < FA_COLS; j += 16) {
-                fa_mma<T, wmma::col_major>(stw + j, FA_COLS, false, sk + warp * 16 * hs, hs, sq + j * hs, hs, hs);
-                fa_mma<T, wmma::col_major>(dptw + j, FA_COLS, false, sv + warp * 16 * hs, hs, sdo + j * hs, hs, hs);
+                fa_mma<T, wmma::col_major>(stw + j, FA_LDS, false, sk + warp * 16 * LQ, LQ, sq + j * LQ, LQ, hs);
+                fa_mma<T, wmma::col_major>(dptw + j, FA_LDS, false, sv + warp * 16 * LQ, LQ, sdo + j * LQ, LQ, hs);
             }
             __syncwarp();
             for (int e = lane; e < 16 * FA_COLS; e += 32) {
-                const int c = e % FA_COLS, t2 = wk0 + e / FA_COLS, t = q0 + c;
+                const int c = e % FA_COLS, r = e / FA_COLS, t2 = wk0 + r, t = q0 + c;
                 float pd = 0.0f, ds = 0.0f;
                 if (t < Tn && t2 <= t) {
-                    const float p = expf(stw[e] * a.scale - slse[c]), mult = fa_mult(a, b, h, t, t2);
+                    const float p = expf(stw[r * FA_LDS + c] * a.scale - slse[c]), mult = fa_mult(a, b, h, t, t2);
                     pd = p * mult;
-                    ds = p * (dptw[e] * mult - sD[c]) * a.scale;
+                    ds = p * (dptw[r * FA_LDS + c] * mult - sD[c]) * a.scale;
                 }
-                store_as(ptw + e, pd);
-                store_as(dstw + e, ds);
+                store_as(ptw + r * FA_LDP + c, pd);
+                store_as(dstw + r * FA_LDP + c, ds);
             }
             __syncwarp();
             for (int j = 0; j < hs; j += 16) {
-                fa_mma<T, wmma::row_major>(dvw + j, hs, true, ptw, FA_COLS, sdo + j, hs, FA_COLS);
-                fa_mma<T, wmma::row_major>(dkw + j, hs, true, dstw, FA_COLS, sq + j, hs, FA_COLS);
+                fa_mma<T, wmma::row_major>(dvw + j, LO, true, ptw, FA_LDP, sdo + j, LQ, FA_COLS);
+                fa_mma<T, wmma::row_major>(dkw + j, LO, true, dstw, FA_LDP, sq + j, LQ, FA_COLS);
             }
             __syncwarp();
         }
         for (int i = lane; i < 16 * hs; i += 32) {
-            const int t2 = wk0 + i / hs, c = i % hs;
+            const int r = i / hs, t2 = wk0 + r, c = i % hs;
             if (t2 >= Tn) continue;
             const size_t o = ((size_t)b * Tn + t2) * 3 * C + (size_t)h * hs + c;
             if (dqkv) {
-                dqkv[o + C] = dkw[i];
-                dqkv[o + 2 * C] = dvw[i];
+                dqkv[o + C] = dkw[r * LO + c];
+                dqkv[o + 2 * C] = dvw[r * LO + c];
             }
             if (dqkv_lp) {
-                store_as(dqkv_lp + o + C, dkw[i]);
-                store_as(dqkv_lp + o + 2 * C, dvw[i]);
+                store_as(dqkv_lp + o + C, dkw[r * LO + c]);
+                store_as(dqkv_lp + o + 2 * C, dvw[r * LO + c]);
             }
         }
     }
@@ -405,8 +414,9 @@ bool cuda_flash_attention_ok(const CudaCtx *c, int T, int C, int NH) {
     if (c->dtype == DTYPE_FP32 || NH <= 0 || C % NH) return false;
     const int hs = C / NH;
     if (hs % 16 || hs > 128 || T <= 0) return false;
-    // the kernels' shared memory (at hs 128: 77, 101 and 137 KB) within the device's opt-in
-    // limit (sm_80 163 KB, sm_90 227 KB; sm_86/sm_89 99 KB, enough up to hs 80)
+    // the kernels' shared memory (at hs 128: 82, 108 and 146 KB; hs 64: 50, 68 and 90 KB)
+    // within the device's opt-in limit (sm_80 163 KB, sm_90 227 KB; sm_86/sm_89 99 KB, enough
+    // up to hs 64)
     int optin = 0;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, c->device) != cudaSuccess) {
         (void)cudaGetLastError();

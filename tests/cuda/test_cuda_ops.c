@@ -90,7 +90,7 @@ static const Dims FDIMS[] = { {3, 37, 96, 3, 67, 0.1f}, {1, 100, 128, 2, 67, 0.0
 #define NFDIMS ((int)(sizeof FDIMS / sizeof FDIMS[0]))
 
 // Whether the CUDA backend takes the fused attention path (cuda_flash_attention_ok, on a device
-// with at least the 137 KB of opt-in shared memory per block that hs 128 needs: the emulator's
+// with at least the 146 KB of opt-in shared memory per block that hs 128 needs: the emulator's
 // sm_90 limits, an A100's or an H100's).
 static bool fused_attention(ComputeDtype dt, int T, int C, int NH) {
     const int hs = C / NH;
