@@ -51,6 +51,11 @@ BackendError backend_select(const char *device, int local_rank, ComputeDtype mat
                             char *err, size_t errlen) {
     *out = NULL;
     const bool want_cuda = strcmp(device, "cuda") == 0, maybe_cuda = strcmp(device, "auto") == 0;
+    const char *attn = getenv("MINGPT_CUDA_ATTENTION");
+    if ((want_cuda || maybe_cuda) && attn && *attn && strcmp(attn, "fused") && strcmp(attn, "cublas")) {
+        snprintf(err, errlen, "MINGPT_CUDA_ATTENTION must be fused or cublas (got '%.200s')", attn);
+        return BACKEND_BAD_ENV;
+    }
     if (want_cuda || maybe_cuda) {
         char why[1024] = "";
         CudaCreateFn create = find_cuda_backend(why, sizeof why);

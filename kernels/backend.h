@@ -486,6 +486,7 @@ typedef enum {
     BACKEND_BAD_DEVICE,   // device is none of auto, cpu, cuda
     BACKEND_NO_CUDA,      // device "cuda", and no CUDA backend can be had here
     BACKEND_NO_MEMORY,    // out of host memory
+    BACKEND_BAD_ENV,      // MINGPT_CUDA_ATTENTION is none of fused, cublas (device cuda or auto)
 } BackendError;
 
 // Picks the backend for a device name: "cpu", "cuda" or "auto" (cuda when a device is present
@@ -497,6 +498,10 @@ typedef enum {
 //   BACKEND_NO_CUDA     why: the missing driver, device or build option, as the CUDA backend or
 //                       its library's loader reports it
 //   BACKEND_NO_MEMORY   "out of memory"
+//   BACKEND_BAD_ENV     "MINGPT_CUDA_ATTENTION must be fused or cublas (got '<value>')"
+// MINGPT_CUDA_ATTENTION (read by the CUDA backend): "fused" or unset, the fused attention kernels
+// where the shape and the GPU allow (kernels/cuda/flash_attention.cu); "cublas", attention.cu's
+// cuBLAS path for every shape (to compare the two on a GPU: tests/cuda/gpu_bench.sh).
 // The trainer's messages are then "trainer_config.device=cuda: <err>",
 // "trainer_config.device <err>" and "<err>"; sample's "sample --device <device>: <err>".
 BackendError backend_select(const char *device, int local_rank, ComputeDtype matmul_dtype, Backend **be,

@@ -20,6 +20,20 @@ static void test_selection(void **state) {
     assert_int_equal(backend_select("tpu", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_BAD_DEVICE);
     assert_null(be);
     assert_string_equal(err, "must be auto, cpu or cuda (got 'tpu')");
+    // MINGPT_CUDA_ATTENTION: fused or cublas where a CUDA backend may be chosen; anything else is
+    // an error naming the variable (also under auto, which would otherwise fall back to the CPU)
+    setenv("MINGPT_CUDA_ATTENTION", "flash", 1);
+    assert_int_equal(backend_select("auto", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_BAD_ENV);
+    assert_null(be);
+    assert_string_equal(err, "MINGPT_CUDA_ATTENTION must be fused or cublas (got 'flash')");
+    assert_int_equal(backend_select("cuda", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_BAD_ENV);
+    assert_null(be);
+    assert_int_equal(backend_select("cpu", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_OK);   // not read
+    be->destroy(be);
+    setenv("MINGPT_CUDA_ATTENTION", "cublas", 1);
+    assert_int_equal(backend_select("auto", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_OK);
+    be->destroy(be);
+    unsetenv("MINGPT_CUDA_ATTENTION");
     // cuda on a machine without a usable GPU (or a build without CUDA) is an error that says why.
     const BackendError rc = backend_select("cuda", 0, DTYPE_FP32, &be, err, sizeof err);
     if (rc == BACKEND_OK) { be->destroy(be); skip(); }

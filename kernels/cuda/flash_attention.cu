@@ -411,7 +411,7 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dkv_kernel(float *__r
 
 // ---------------------------------------------------------------- host side
 bool cuda_flash_attention_ok(const CudaCtx *c, int T, int C, int NH) {
-    if (c->dtype == DTYPE_FP32 || NH <= 0 || C % NH) return false;
+    if (c->dtype == DTYPE_FP32 || c->attention_cublas || NH <= 0 || C % NH) return false;
     const int hs = C / NH;
     if (hs % 16 || hs > 128 || T <= 0) return false;
     // the kernels' shared memory (at hs 128: 82, 108 and 146 KB; hs 64: 50, 68 and 90 KB)

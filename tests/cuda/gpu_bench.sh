@@ -7,7 +7,8 @@
 #
 # * mingpt: WARMUP (5) + ITERS (30) iterations with trainer_config.device=cuda, log_every=5, in
 #   fp32 (no TF32), TF32 (trainer_config.matmul_precision=high, where the config has that key),
-#   bf16 autocast and fp16 autocast + the loss scaler; ms/iter is the mean over the timed
+#   bf16 autocast (also with MINGPT_CUDA_ATTENTION=cublas: the cuBLAS attention path instead of
+#   the fused kernels, row bf16-cublas) and fp16 autocast + the loss scaler; ms/iter is the mean over the timed
 #   iterations' progress lines (each line's ms/iter covers its own 5 iterations).
 # * PyTorch, when `$TORCH_PY -c "import torch"` works (default python3): bench/torch_speed.py on the
 #   same model, batch, dropout and step (forward, backward, clip 1.0, AdamW) in eager, SDPA and
@@ -54,16 +55,20 @@ mingpt_run() {
 declare -A MS
 has_precision=0
 $MINGPT --cfg job trainer_config.matmul_precision=high > /dev/null 2>&1 && has_precision=1
-for mode in fp32 tf32 bf16 fp16; do
+for mode in fp32 tf32 bf16 bf16-cublas fp16; do
+  unset MINGPT_CUDA_ATTENTION
   case $mode in
     fp32) args=(trainer_config.use_amp=false) ;;
     tf32) [ $has_precision = 1 ] || { echo "mingpt tf32: n/a (no trainer_config.matmul_precision)"; continue; }
           args=(trainer_config.use_amp=false trainer_config.matmul_precision=high) ;;
     bf16) args=(trainer_config.use_amp=true trainer_config.amp_dtype=bfloat16) ;;
+    # the same with attention.cu's cuBLAS path instead of the fused kernels (kernels/backend.h)
+    bf16-cublas) args=(trainer_config.use_amp=true trainer_config.amp_dtype=bfloat16); export MINGPT_CUDA_ATTENTION=cublas ;;
     fp16) args=(trainer_config.use_amp=true trainer_config.amp_dtype=float16) ;;
   esac
   ms=$(mingpt_run $mode "${args[@]}") || ms=""
   [ -n "$ms" ] || { echo "mingpt $mode: FAILED"; tail -5 "$OUT/mingpt-$mode.log"; continue; }
+  unset MINGPT_CUDA_ATTENTION
   MS[mingpt,$mode]=$ms
   echo "mingpt $mode: $ms ms/iter" | tee -a "$RES"
 done
@@ -95,11 +100,11 @@ mfu()   { awk -v ms=$1 -v n=$((B*T)) -v f=$FLOPS_TOK -v p=$PEAK_TFLOPS 'BEGIN { 
 echo
 echo "| precision | mingpt ms/iter | tokens/s | MFU | PyTorch eager | + SDPA | + torch.compile | mingpt / PyTorch's best |"
 echo "|---|---|---|---|---|---|---|---|"
-for mode in fp32 tf32 bf16 fp16; do
+for mode in fp32 tf32 bf16 bf16-cublas fp16; do
   m=${MS[mingpt,$mode]:-}
   best=""; cells=""
   for tm in eager sdpa compile; do
-    v=${MS[torch-$tm,$mode]:-}
+    v=${MS[torch-$tm,${mode%-cublas}]:-}   # bf16-cublas: against PyTorch's bf16
     cells="$cells | ${v:-n/a}"
     [ -n "$v" ] && { [ -z "$best" ] || awk -v a=$v -v b=$best 'BEGIN{exit !(a < b)}'; } && best=$v
   done

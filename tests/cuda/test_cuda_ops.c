@@ -1353,6 +1353,47 @@ static void test_attention_grid(void **state) {
     small->destroy(small);
 }
 
+// MINGPT_CUDA_ATTENTION=cublas (kernels/backend.h): a backend created with it takes attention.cu's
+// cuBLAS path at a shape the fused kernels take by default in bf16/fp16 (hs 32, T 40, dropout
+// 0.1): attention_takes_lp is false and no flash kernel runs (counted in the emulator), and the
+// output and gradients are the default backend's: bitwise in fp32 (cuBLAS either way), within
+// 2 roundings of the type of the largest value in bf16/fp16 (the two paths round P at different
+// points and sum in another order: seen 0.44 of that; a dropout mask or a head out of place is
+// far outside it).
+static void test_attention_cublas_switch(void **state) {
+    Fx *f = *state;
+    const int B = 2, T = 40, C = 64, NH = 2;
+    const size_t BTC = (size_t)B * T * C;
+    const DropoutKey key = { dropout_key(42, 13), 0, 1, NULL };
+    char err[512] = "";
+    setenv("MINGPT_CUDA_ATTENTION", "cublas", 1);
+    Backend *cb = backend_cuda_create(f->dt, 0, err, sizeof err);
+    unsetenv("MINGPT_CUDA_ATTENTION");
+    if (!cb) fail_msg("backend_cuda_create with MINGPT_CUDA_ATTENTION=cublas: %s", err);
+    if (f->dt != DTYPE_FP32) {   // (fp32 backends have no attention_takes_lp: nothing is low precision)
+        assert_true(f->cu->attention_takes_lp(f->cu, T, C, NH));
+        assert_false(cb->attention_takes_lp(cb, T, C, NH));
+    }
+    float *qkv = rnd(3 * BTC, -1, 1), *dout = rnd(BTC, -1, 1);
+    float *o0, *a0, *g0, *o1, *a1, *g1;
+    const long fl0 = emu_launch_count ? emu_launch_count("flash_fwd_kernel") + emu_launch_count("flash_bwd_dq_kernel") : 0;
+    attention_run(cb, qkv, dout, B, T, C, NH, 0.1f, key, &o1, &a1, &g1);
+    if (emu_launch_count)
+        assert_int_equal(emu_launch_count("flash_fwd_kernel") + emu_launch_count("flash_bwd_dq_kernel") - fl0, 0);
+    attention_run(f->cu, qkv, dout, B, T, C, NH, 0.1f, key, &o0, &a0, &g0);
+    if (emu_launch_count && f->dt != DTYPE_FP32)
+        assert_int_equal(emu_launch_count("flash_fwd_kernel") + emu_launch_count("flash_bwd_dq_kernel") - fl0, 2);
+    if (f->dt == DTYPE_FP32) {
+        check_equal("attention out, MINGPT_CUDA_ATTENTION=cublas vs default", o1, o0, BTC);
+        check_equal("attention dqkv, MINGPT_CUDA_ATTENTION=cublas vs default", g1, g0, 3 * BTC);
+    } else {
+        check("attention out, MINGPT_CUDA_ATTENTION=cublas vs fused", o1, o0, NULL, BTC, 2 * f->u, 0, 0);
+        check("attention dqkv, MINGPT_CUDA_ATTENTION=cublas vs fused", g1, g0, NULL, 3 * BTC, 2 * f->u, 0, 0);
+    }
+    free(qkv); free(dout); free(o0); free(a0); free(g0); free(o1); free(a1); free(g1);
+    cb->destroy(cb);
+}
+
 // Incremental inference's attention over a key/value cache: fp32 in every dtype group (nothing is
 // rounded: u = 0 in the attention bounds above, L keys), chunks of new positions fed one after
 // another into caches of T rows on both backends; the cached keys and values are copies, bitwise
@@ -2250,6 +2291,7 @@ int main(void) {
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_causal),
         cmocka_unit_test(test_attention_grid),
+        cmocka_unit_test(test_attention_cublas_switch),
         cmocka_unit_test(test_attention_cached),
         cmocka_unit_test(test_gelu_backward),
         cmocka_unit_test(test_dropout),
