@@ -73,7 +73,7 @@ bad_input sample-top-k-range 2 '--top_k must be an integer in [0, 2147483647]' -
 bad_input sample-seed-range 2 '--seed must be an integer in [0, 4294967295]' -- $MINGPT sample --snapshot $G --seed 4294967296
 bad_input sample-device-bad 2 '--device must be cpu, cuda or auto, got '\''gpu'\''' -- $MINGPT sample --snapshot $G --device gpu
 bad_input sample-device-no-cuda 2 'sample --device cuda: no CUDA backend at MINGPT_CUDA_LIB=' -- env MINGPT_CUDA_LIB=$WORK/none.so $MINGPT sample --snapshot $G --device cuda
-bad_input sample-cuda-attention-env 2 "sample --device auto: MINGPT_CUDA_ATTENTION must be fused or cublas (got 'flash')" -- env MINGPT_CUDA_ATTENTION=flash $MINGPT sample --snapshot $G --device auto
+bad_input sample-cuda-attention-env 2 'sample --device auto: MINGPT_CUDA_ATTENTION must be fused or cublas (got' -- env MINGPT_CUDA_ATTENTION=flash $MINGPT sample --snapshot $G --device auto
 # --max_new_tokens near LONG_MAX was a heap overflow (n_total + 1 wrapped): now it streams.
 out=$( { timeout 300 $MINGPT sample --snapshot $G --prompt h --max_new_tokens 4611686018427387904 | head -c 70000 | wc -c; } 2>&1)
 [ "$out" = 70000 ] && ok "sample --max_new_tokens 2^62 streams (70000 bytes, past the context slide)" \
