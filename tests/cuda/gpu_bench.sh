@@ -56,7 +56,7 @@ declare -A MS
 has_precision=0
 $MINGPT --cfg job trainer_config.matmul_precision=high > /dev/null 2>&1 && has_precision=1
 for mode in fp32 tf32 bf16 bf16-cublas fp16; do
-  unset MINGPT_CUDA_ATTENTION
+  unset MINGPT_CUDA_ATTENTION   # set by bf16-cublas alone (fp16, the last mode, clears it)
   case $mode in
     fp32) args=(trainer_config.use_amp=false) ;;
     tf32) [ $has_precision = 1 ] || { echo "mingpt tf32: n/a (no trainer_config.matmul_precision)"; continue; }
@@ -68,7 +68,6 @@ for mode in fp32 tf32 bf16 bf16-cublas fp16; do
   esac
   ms=$(mingpt_run $mode "${args[@]}") || ms=""
   [ -n "$ms" ] || { echo "mingpt $mode: FAILED"; tail -5 "$OUT/mingpt-$mode.log"; continue; }
-  unset MINGPT_CUDA_ATTENTION
   MS[mingpt,$mode]=$ms
   echo "mingpt $mode: $ms ms/iter" | tee -a "$RES"
 done

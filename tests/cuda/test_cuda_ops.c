@@ -791,10 +791,9 @@ static void check_same(const char *what, Backend *be, const float *d1, const flo
 // the fp32 D rounded (seen on an H200: 2 bf16 ulps in GELU's negative tail, where
 // 0.5 x (1 + tanh u) cancels; elsewhere the other neighbour of the fp32 value: 0.9 bf16 ulp, 1
 // fp16 ulp). Where those epilogues run (`lt`), the copy is held there to one ulp of the type
-// (2 f->u relative) plus 8 fp32 ulps of the tensor's largest value,
-// and what is computed from it to a dot product's error over k terms against the plain op's
-// result; the emulator (kernels/cuda/gelu.cu's formula in every path) and the fallback kernels
-// keep the bitwise checks.
+// (2 f->u relative) plus 8 fp32 ulps of the tensor's largest value, and what is computed from it
+// to a dot product's error over k terms against the plain op's result; the emulator
+// (kernels/cuda/gelu.cu's formula in every path) and the fallback kernels keep the bitwise checks.
 static void check_copy(const Fx *f, bool lt, const char *what, const void *copy, size_t size, const float *x,
                        size_t n) {
     if (!lt || emu_launch_count) { check_rounded_copy(what, f->dt, copy, size, x, n); return; }
@@ -1360,6 +1359,9 @@ static void test_attention_grid(void **state) {
 // 2 roundings of the type of the largest value in bf16/fp16 (the two paths round P at different
 // points and sum in another order: seen 0.44 of that; a dropout mask or a head out of place is
 // far outside it).
+static long flash_launches(void) {   // forward and dq kernels: one each per fused attention op
+    return emu_launch_count("flash_fwd_kernel") + emu_launch_count("flash_bwd_dq_kernel");
+}
 static void test_attention_cublas_switch(void **state) {
     Fx *f = *state;
     const int B = 2, T = 40, C = 64, NH = 2;
@@ -1376,13 +1378,11 @@ static void test_attention_cublas_switch(void **state) {
     }
     float *qkv = rnd(3 * BTC, -1, 1), *dout = rnd(BTC, -1, 1);
     float *o0, *a0, *g0, *o1, *a1, *g1;
-    const long fl0 = emu_launch_count ? emu_launch_count("flash_fwd_kernel") + emu_launch_count("flash_bwd_dq_kernel") : 0;
+    const long fl0 = emu_launch_count ? flash_launches() : 0;
     attention_run(cb, qkv, dout, B, T, C, NH, 0.1f, key, &o1, &a1, &g1);
-    if (emu_launch_count)
-        assert_int_equal(emu_launch_count("flash_fwd_kernel") + emu_launch_count("flash_bwd_dq_kernel") - fl0, 0);
+    if (emu_launch_count) assert_int_equal(flash_launches() - fl0, 0);
     attention_run(f->cu, qkv, dout, B, T, C, NH, 0.1f, key, &o0, &a0, &g0);
-    if (emu_launch_count && f->dt != DTYPE_FP32)
-        assert_int_equal(emu_launch_count("flash_fwd_kernel") + emu_launch_count("flash_bwd_dq_kernel") - fl0, 2);
+    if (emu_launch_count && f->dt != DTYPE_FP32) assert_int_equal(flash_launches() - fl0, 2);
     if (f->dt == DTYPE_FP32) {
         check_equal("attention out, MINGPT_CUDA_ATTENTION=cublas vs default", o1, o0, BTC);
         check_equal("attention dqkv, MINGPT_CUDA_ATTENTION=cublas vs default", g1, g0, 3 * BTC);
