@@ -77,16 +77,40 @@ struct FlashArgs {
     float keep_scale;
 };
 
+// Elements each thread loads before it stores any (fa_load): that many global loads in flight
+// per thread instead of one load's latency per element.
+#define FA_LOAD_UNROLL 8
+// Rows of D = rowsum(dy * y) a lane sums at once (flash_bwd_dq_kernel); divides 16
+#define FA_D_ROWS 4
+
 // Rows t0 .. t0+n-1 of a (B,T,row) tensor from `src` (batch b, first column of the head's
 // part): n x hs at dst (leading dimension fa_ldq(hs)), rounded to T, zero for rows >= T (whole
-// block). src of type T (qkv's copy): the
-// values copied as they are (a T widened to fp32 and stored back is itself, so this is bitwise
-// rounding the fp32 tensor the copy was rounded from).
+// block). src of type T (qkv's copy): the values copied as they are (a T widened to fp32 and
+// stored back is itself, so this is bitwise rounding the fp32 tensor the copy was rounded from).
+// Element i = r hs + c of the tile is thread i % blockDim.x's (consecutive threads, consecutive
+// columns: coalesced); each thread first loads its next FA_LOAD_UNROLL elements, blockDim.x
+// apart, then stores them, so their loads overlap (a constant trip count: nvcc unrolls both
+// loops and keeps v in registers; build/nv/resource-usage.log shows no stack frame); (r, c)
+// advance by blockDim.x without a division per element.
 template <class T, class S>
 static __device__ __forceinline__ void fa_load(T *dst, const S *src, size_t row, int t0, int n, int Tn, int hs) {
-    for (int i = threadIdx.x; i < n * hs; i += blockDim.x) {
-        const int r = i / hs, c = i % hs, t = t0 + r;
-        store_as(dst + r * fa_ldq(hs) + c, t < Tn ? load_f(src + (size_t)t * row + c) : 0.0f);
+    const int total = n * hs, step = (int)blockDim.x, dr = step / hs, dc = step % hs;
+    int r = (int)threadIdx.x / hs, c = (int)threadIdx.x % hs;
+    for (int i = (int)threadIdx.x; i < total; i += FA_LOAD_UNROLL * step) {
+        float v[FA_LOAD_UNROLL];
+        int rr = r, cc = c;
+        for (int u = 0; u < FA_LOAD_UNROLL; u++) {
+            v[u] = i + u * step < total && t0 + rr < Tn ? load_f(src + (size_t)(t0 + rr) * row + cc) : 0.0f;
+            rr += dr;
+            cc += dc;
+            if (cc >= hs) { cc -= hs; rr++; }
+        }
+        for (int u = 0; u < FA_LOAD_UNROLL; u++) {
+            if (i + u * step < total) store_as(dst + r * fa_ldq(hs) + c, v[u]);
+            r += dr;
+            c += dc;
+            if (c >= hs) { c -= hs; r++; }
+        }
     }
 }
 
@@ -265,17 +289,26 @@ __global__ void __launch_bounds__(FA_THREADS, 1) flash_bwd_dq_kernel(float *__re
         fa_load_qkv(sq, qkv, qkv_lp, b, h, 0, q0, FA_ROWS, Tn, hs, C);
         fa_load(sdo, dbase, (size_t)C, q0, FA_ROWS, Tn, hs);
         for (int i = threadIdx.x; i < FA_ROWS * LO; i += blockDim.x) sdq[i] = 0.0f;
-        // D = rowsum(dy * y) of the warp's rows (fp32), kept for flash_bwd_dkv_kernel too
-        for (int rr = 0; rr < 16; rr++) {
-            const int t = wq0 + rr;
-            float s = 0.0f;
-            if (t < Tn)
-                for (int c = lane; c < hs; c += 32) s += dbase[(size_t)t * C + c] * ybuf[((size_t)bh * Tn + t) * hs + c];
-            s = warp_sum(s);
-            if (lane == 0) {
-                sD[warp * 16 + rr] = s;
-                slse[warp * 16 + rr] = t < Tn ? lse[(size_t)bh * Tn + t] : 0.0f;
-                if (t < Tn) Dg[(size_t)bh * Tn + t] = s;
+        // D = rowsum(dy * y) of the warp's rows (fp32), kept for flash_bwd_dkv_kernel too. Each
+        // lane sums its columns of FA_D_ROWS rows at once (their loads in flight together, not two
+        // per row in turn; every row's terms in the order of one row at a time), then one warp sum
+        // per row. More rows at once cost registers the kernel's occupancy needs.
+        for (int r0 = 0; r0 < 16; r0 += FA_D_ROWS) {
+            float part[FA_D_ROWS];
+            for (int u = 0; u < FA_D_ROWS; u++) part[u] = 0.0f;
+            for (int c = lane; c < hs; c += 32)
+                for (int u = 0; u < FA_D_ROWS; u++) {
+                    const int t = wq0 + r0 + u;
+                    if (t < Tn) part[u] += dbase[(size_t)t * C + c] * ybuf[((size_t)bh * Tn + t) * hs + c];
+                }
+            for (int u = 0; u < FA_D_ROWS; u++) {
+                const int rr = r0 + u, t = wq0 + rr;
+                const float s = warp_sum(part[u]);
+                if (lane == 0) {
+                    sD[warp * 16 + rr] = s;
+                    slse[warp * 16 + rr] = t < Tn ? lse[(size_t)bh * Tn + t] : 0.0f;
+                    if (t < Tn) Dg[(size_t)bh * Tn + t] = s;
+                }
             }
         }
         const int nk = (min(q0 + FA_ROWS, Tn) - 1) / FA_COLS + 1;
