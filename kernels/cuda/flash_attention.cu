@@ -83,6 +83,13 @@ struct FlashArgs {
 // Rows of D = rowsum(dy * y) a lane sums at once (flash_bwd_dq_kernel); divides 16
 #define FA_D_ROWS 4
 
+// (r, c) of element i + blockDim.x from that of element i, where blockDim.x = dr hs + dc
+static __device__ __forceinline__ void fa_next(int &r, int &c, int dr, int dc, int hs) {
+    r += dr;
+    c += dc;
+    if (c >= hs) { c -= hs; r++; }
+}
+
 // Rows t0 .. t0+n-1 of a (B,T,row) tensor from `src` (batch b, first column of the head's
 // part): n x hs at dst (leading dimension fa_ldq(hs)), rounded to T, zero for rows >= T (whole
 // block). src of type T (qkv's copy): the values copied as they are (a T widened to fp32 and
@@ -101,15 +108,11 @@ static __device__ __forceinline__ void fa_load(T *dst, const S *src, size_t row,
         int rr = r, cc = c;
         for (int u = 0; u < FA_LOAD_UNROLL; u++) {
             v[u] = i + u * step < total && t0 + rr < Tn ? load_f(src + (size_t)(t0 + rr) * row + cc) : 0.0f;
-            rr += dr;
-            cc += dc;
-            if (cc >= hs) { cc -= hs; rr++; }
+            fa_next(rr, cc, dr, dc, hs);
         }
         for (int u = 0; u < FA_LOAD_UNROLL; u++) {
             if (i + u * step < total) store_as(dst + r * fa_ldq(hs) + c, v[u]);
-            r += dr;
-            c += dc;
-            if (c >= hs) { c -= hs; r++; }
+            fa_next(r, c, dr, dc, hs);
         }
     }
 }
