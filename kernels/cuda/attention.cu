@@ -1,8 +1,9 @@
 // kernels/cuda/attention.cu — causal multi-head self-attention: cuBLAS strided-batched
 // GEMMs for the two products, causal softmax forward/backward kernels, attention dropout
-// with the counter-based masks of kernels/dropout_rng.h. With bf16/fp16 matmul inputs, hs a
-// multiple of 16 up to 128 (any T), the fused kernels of flash_attention.cu run instead
-// (no T x T tensor; `att` then holds what they save); fp32 and other shapes take this path.
+// with the counter-based masks of kernels/dropout_rng.h. The default for every shape; with
+// MINGPT_CUDA_ATTENTION=fused (kernels/backend.h), bf16/fp16 matmul inputs and hs a multiple of
+// 16 up to 128 (any T), the fused kernels of flash_attention.cu run instead (no T x T tensor;
+// `att` then holds what they save).
 //
 // Forward, per (b,h) with q,k,v (T,hs):
 //   permute   qkv (B,T,3C) -> q,k,v (B,NH,T,hs) in the compute dtype (the rounding point)

@@ -368,10 +368,10 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     c->dtype = matmul_dtype;
     c->device = dev;
     c->max_grid = (unsigned)(prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1) * 16;
-    // MINGPT_CUDA_ATTENTION=cublas: attention.cu's cuBLAS path for every shape (kernels/backend.h;
-    // backend_select has checked the value)
+    // attention.cu's cuBLAS path for every shape unless MINGPT_CUDA_ATTENTION=fused asks for the
+    // fused kernels (kernels/backend.h says why; backend_select has checked the value)
     const char *attn = getenv("MINGPT_CUDA_ATTENTION");
-    c->attention_cublas = attn && strcmp(attn, "cublas") == 0;
+    c->attention_cublas = !(attn && strcmp(attn, "fused") == 0);
     if (cudaStreamCreate(&c->stream) != cudaSuccess)
         return fail(be, err, errlen, "CUDA backend: cudaStreamCreate failed");
     if (cudaMalloc(&c->ticket, sizeof *c->ticket) != cudaSuccess ||

@@ -108,7 +108,7 @@ struct CudaCtx {
     bool tf32;                   // fp32 matmuls on TF32 tensor cores (Backend.set_matmul_precision)
     bool grad_overwrite;         // matmul backwards write (=) parameter gradients (Backend.set_grad_write)
     unsigned max_grid;           // cap on the grid of grid-stride kernels
-    bool attention_cublas;       // MINGPT_CUDA_ATTENTION=cublas: no fused attention
+    bool attention_cublas;       // no fused attention: unless MINGPT_CUDA_ATTENTION=fused
     void *scratch[SCR_COUNT];
     size_t scratch_bytes[SCR_COUNT];
     WeightCast wcast;

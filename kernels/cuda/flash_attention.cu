@@ -3,9 +3,10 @@
 // Partitioning", 2023), tensor cores through nvcuda::wmma. No T x T tensor is ever written to
 // global memory: one kernel forward, two backward.
 //
-// Taken by cuda_attention_forward / _backward (attention.cu) when matmul_dtype is BF16 or FP16,
-// hs is a multiple of 16 up to 128, any T (cuda_flash_attention_ok); fp32 and other head sizes
-// keep the cuBLAS path of attention.cu.
+// Taken by cuda_attention_forward / _backward (attention.cu) when MINGPT_CUDA_ATTENTION=fused
+// (not the default: on the one GPU that timed them they were slower than the cuBLAS path,
+// kernels/backend.h), matmul_dtype is BF16 or FP16, hs is a multiple of 16 up to 128, any T
+// (cuda_flash_attention_ok); otherwise the cuBLAS path of attention.cu runs.
 //
 // Same numerics as attention.cu's path up to summation order: q, k, v, dy rounded to the
 // compute dtype; scores q.k in fp32 (wmma), scaled by 1/sqrt(hs) in fp32; softmax in fp32; the

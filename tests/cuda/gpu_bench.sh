@@ -7,9 +7,10 @@
 #
 # * mingpt: WARMUP (5) + ITERS (30) iterations with trainer_config.device=cuda, log_every=5, in
 #   fp32 (no TF32), TF32 (trainer_config.matmul_precision=high, where the config has that key),
-#   bf16 autocast (also with MINGPT_CUDA_ATTENTION=cublas: the cuBLAS attention path instead of
-#   the fused kernels, row bf16-cublas) and fp16 autocast + the loss scaler; ms/iter is the mean over the timed
-#   iterations' progress lines (each line's ms/iter covers its own 5 iterations).
+#   bf16 autocast (the default attention path, cuBLAS; also with MINGPT_CUDA_ATTENTION=fused: the
+#   fused attention kernels, row bf16-fused) and fp16 autocast + the loss scaler; ms/iter is the
+#   mean over the timed iterations' progress lines (each line's ms/iter covers its own 5
+#   iterations).
 # * PyTorch, when `$TORCH_PY -c "import torch"` works (default python3): bench/torch_speed.py on the
 #   same model, batch, dropout and step (forward, backward, clip 1.0, AdamW) in eager, SDPA and
 #   SDPA + torch.compile, in the same precisions (TORCH_MODES to choose, e.g. "eager sdpa").
@@ -18,7 +19,7 @@
 #   time against PyTorch's best in the same precision (> 1: mingpt slower).
 # * NCU=1 and ncu on PATH: Nsight Compute's kernel times over NCU_LAUNCHES (300) consecutive
 #   launches of bf16 steps after the first NCU_SKIP (1500; a run of 40 iterations), summed by
-#   kernel name (--clock-control none).
+#   kernel name (--clock-control none), once per attention path (default, then fused).
 # MINGPT names the binary (default ./mingpt). Each result is also written to OUTDIR/results.txt.
 set -u
 cd "$(dirname "$0")/../.."
@@ -55,15 +56,15 @@ mingpt_run() {
 declare -A MS
 has_precision=0
 $MINGPT --cfg job trainer_config.matmul_precision=high > /dev/null 2>&1 && has_precision=1
-for mode in fp32 tf32 bf16 bf16-cublas fp16; do
-  unset MINGPT_CUDA_ATTENTION   # set by bf16-cublas alone (fp16, the last mode, clears it)
+for mode in fp32 tf32 bf16 bf16-fused fp16; do
+  unset MINGPT_CUDA_ATTENTION   # set by bf16-fused alone (fp16, the last mode, clears it)
   case $mode in
     fp32) args=(trainer_config.use_amp=false) ;;
     tf32) [ $has_precision = 1 ] || { echo "mingpt tf32: n/a (no trainer_config.matmul_precision)"; continue; }
           args=(trainer_config.use_amp=false trainer_config.matmul_precision=high) ;;
     bf16) args=(trainer_config.use_amp=true trainer_config.amp_dtype=bfloat16) ;;
-    # the same with attention.cu's cuBLAS path instead of the fused kernels (kernels/backend.h)
-    bf16-cublas) args=(trainer_config.use_amp=true trainer_config.amp_dtype=bfloat16); export MINGPT_CUDA_ATTENTION=cublas ;;
+    # the same with the fused attention kernels instead of the cuBLAS path (kernels/backend.h)
+    bf16-fused) args=(trainer_config.use_amp=true trainer_config.amp_dtype=bfloat16); export MINGPT_CUDA_ATTENTION=fused ;;
     fp16) args=(trainer_config.use_amp=true trainer_config.amp_dtype=float16) ;;
   esac
   ms=$(mingpt_run $mode "${args[@]}") || ms=""
@@ -99,11 +100,11 @@ mfu()   { awk -v ms=$1 -v n=$((B*T)) -v f=$FLOPS_TOK -v p=$PEAK_TFLOPS 'BEGIN { 
 echo
 echo "| precision | mingpt ms/iter | tokens/s | MFU | PyTorch eager | + SDPA | + torch.compile | mingpt / PyTorch's best |"
 echo "|---|---|---|---|---|---|---|---|"
-for mode in fp32 tf32 bf16 bf16-cublas fp16; do
+for mode in fp32 tf32 bf16 bf16-fused fp16; do
   m=${MS[mingpt,$mode]:-}
   best=""; cells=""
   for tm in eager sdpa compile; do
-    v=${MS[torch-$tm,${mode%-cublas}]:-}   # bf16-cublas: against PyTorch's bf16
+    v=${MS[torch-$tm,${mode%-fused}]:-}   # bf16-fused: against PyTorch's bf16
     cells="$cells | ${v:-n/a}"
     [ -n "$v" ] && { [ -z "$best" ] || awk -v a=$v -v b=$best 'BEGIN{exit !(a < b)}'; } && best=$v
   done
@@ -117,11 +118,13 @@ done | tee -a "$RES"
 if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
   n=${NCU_LAUNCHES:-300}
   skip=${NCU_SKIP:-1500}
-  echo; echo "Nsight Compute: $n launches of bf16 steps (after the first $skip), by kernel"
+  for att in default fused; do
+  echo; echo "Nsight Compute: $n launches of bf16 steps (after the first $skip), $att attention, by kernel"
+  if [ $att = fused ]; then export MINGPT_CUDA_ATTENTION=fused; else unset MINGPT_CUDA_ATTENTION; fi
   ncu --clock-control none --launch-skip $skip --launch-count $n --csv --print-units base --metrics gpu__time_duration.sum \
     $MINGPT trainer_config.device=cuda trainer_config.max_iters=40 trainer_config.use_amp=true trainer_config.amp_dtype=bfloat16 \
-    trainer_config.snapshot_path=$OUT/ncu.bin hydra.run.dir=$OUT/ncu > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
-  python3 - "$OUT/ncu.csv" <<'EOF' | tee -a "$RES"
+    trainer_config.snapshot_path=$OUT/ncu-$att.bin hydra.run.dir=$OUT/ncu-$att > "$OUT/ncu-$att.csv" 2> "$OUT/ncu-$att.err"
+  python3 - "$OUT/ncu-$att.csv" <<'EOF' | tee -a "$RES"
 import csv, sys, collections, re
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 if not rows: print("(no ncu rows)"); sys.exit(0)
@@ -136,4 +139,6 @@ print("| kernel | launches | us | share |\n|---|---|---|---|")
 for k, v in t.most_common(15): print(f"| `{k}` | {n[k]} | {v:.0f} | {100*v/tot:.0f}% |")
 print(f"| all {sum(n.values())} | {sum(n.values())} | {tot:.0f} | 100% |")
 EOF
+  done
+  unset MINGPT_CUDA_ATTENTION
 fi

@@ -4,8 +4,8 @@
 #   bash tests/cuda/gpu_check.sh [DIR of the gpu-tests programs, default build/gpu-tests]
 #   * the op, training, layout and loss-scaler suites linked against the nvcc objects, and the op
 #     suite under compute-sanitizer memcheck and racecheck when it is on PATH;
-#   * char_cpu.yaml (500 iterations) on the GPU in fp32, bf16 and fp16: the test loss within 2e-3
-#     of the CPU's;
+#   * char_cpu.yaml (500 iterations) on the GPU in fp32, bf16 and fp16, and bf16 through the fused
+#     attention kernels: the test loss within 2e-3 of the CPU's;
 #   * 250 iterations, a snapshot, a resume to 500 on the GPU: the straight run's last log line;
 #   * `mingpt sample --device cuda` prints the CPU's text, byte for byte.
 # MINGPT names the binary (default ./mingpt); SAN_TIMEOUT bounds each compute-sanitizer run (600 s);
@@ -34,14 +34,20 @@ C=(--config-name char_cpu trainer_config.max_iters=500 optimizer_config.lr_decay
 test_loss() { sed -n 's/^done: .*test loss \([0-9.]*\),.*/\1/p' "$1"; }
 $MINGPT "${C[@]}" trainer_config.device=cpu trainer_config.snapshot_path=$WORK/cpu.bin hydra.run.dir=$WORK/cpu > $WORK/cpu.log 2>&1
 ref=$(test_loss $WORK/cpu.log)
-for amp in "false float16" "true bfloat16" "true float16"; do
+# (the last: bf16 through the fused attention kernels, MINGPT_CUDA_ATTENTION=fused; the default
+# is the cuBLAS path, kernels/backend.h)
+for amp in "false float16" "true bfloat16" "true float16" "true bfloat16 fused"; do
   set -- $amp
+  n=g$1$2${3:+-$3}
+  if [ -n "${3:-}" ]; then export MINGPT_CUDA_ATTENTION=$3; else unset MINGPT_CUDA_ATTENTION; fi
   $MINGPT "${C[@]}" trainer_config.device=cuda trainer_config.use_amp=$1 trainer_config.amp_dtype=$2 \
-    trainer_config.snapshot_path=$WORK/g$1$2.bin hydra.run.dir=$WORK/g$1$2 > $WORK/g$1$2.log 2>&1
-  got=$(test_loss $WORK/g$1$2.log)
+    trainer_config.snapshot_path=$WORK/$n.bin hydra.run.dir=$WORK/$n > $WORK/$n.log 2>&1
+  got=$(test_loss $WORK/$n.log)
+  what="use_amp=$1 amp_dtype=$2${3:+ MINGPT_CUDA_ATTENTION=$3}"
   awk -v a="$got" -v b="$ref" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d < 2e-3 && d > -2e-3) }' \
-    && ok "use_amp=$1 amp_dtype=$2: test loss $got, CPU $ref" || bad "use_amp=$1 amp_dtype=$2: test loss '$got', CPU '$ref'" "$(tail -5 $WORK/g$1$2.log)"
+    && ok "$what: test loss $got, CPU $ref" || bad "$what: test loss '$got', CPU '$ref'" "$(tail -5 $WORK/$n.log)"
 done
+unset MINGPT_CUDA_ATTENTION
 
 echo "-- a resume on the GPU"
 $MINGPT "${C[@]}" trainer_config.device=cuda trainer_config.max_iters=250 trainer_config.snapshot_path=$WORK/r.bin hydra.run.dir=$WORK/r > $WORK/r1.log 2>&1

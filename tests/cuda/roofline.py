@@ -8,7 +8,7 @@ tens of MB do not stay in the 50 MB L2 between kernels). Prints the table used i
 docs/gpu_performance.md. No GPU was used: these are estimates.
 
 usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues] [--round-activations]
-                                      [--accumulate]
+                                      [--accumulate] [--cublas-attention]
   default: bf16 matmul inputs (use_amp), weights cast once per step (the weight-cast cache,
   Backend.cast_weights), bias / bias+GELU / bias gradient as cuBLASLt epilogues of the GEMMs;
   --per-call: every matmul rounds its weight itself, as before the cache;
@@ -28,7 +28,10 @@ usage: python3 tests/cuda/roofline.py [--fp32] [--per-call] [--no-epilogues] [--
   matmul backwards add into the parameter gradients (dW GEMMs with beta 1 read dweight; the
   bias-gradient epilogues write scratch and one kernel adds it to dbias). Default: the first
   micro-step after the gradients were zeroed (Backend.set_grad_write's GRAD_OVERWRITE: dweight
-  and dbias written, never read), every step of the tutorial config (grad_accum_steps 1)
+  and dbias written, never read), every step of the tutorial config (grad_accum_steps 1);
+  --cublas-attention: attention on attention.cu's cuBLAS path in bf16 too (the CUDA backend's
+  default, kernels/backend.h; without this flag bf16 counts the fused kernels of
+  MINGPT_CUDA_ATTENTION=fused), c_attn's qkv then written and read in fp32
 """
 import sys
 
@@ -64,9 +67,11 @@ gelu_lp = ln_lp
 gelu_out = lp if gelu_lp else 4
 # the fused attention backward writes dqkv only as c_attn's bf16 dout operand (attention_backward_lp)
 dqkv_out = ln_out
+# the fused attention kernels (bf16/fp16 only, MINGPT_CUDA_ATTENTION=fused), or the cuBLAS path
+fused_attention = not fp32_mode and "--cublas-attention" not in sys.argv
 # c_attn's GEMM writes qkv only as bf16, which the fused attention kernels read (q, k, v)
-# (Backend.attention_takes_lp; the fused path is bf16/fp16 only)
-qkv_lp = ln_lp
+# (Backend.attention_takes_lp)
+qkv_lp = ln_lp and fused_attention
 qkv_in = lp if qkv_lp else 4   # bytes per qkv element written by c_attn and read by the attention
 ops = []   # (phase, name, flops, bytes, kind)
 
@@ -168,7 +173,7 @@ def fused_tiles():
 
 
 def attention_fwd(phase):
-    if not fp32_mode:   # one fused kernel: q k^T and P v (wmma) on the computed tiles only
+    if fused_attention:   # one fused kernel: q k^T and P v (wmma) on the computed tiles only
         pairs, kv_rows, _, _ = fused_tiles()
         BNH = B * NH
         op(phase, "attn fused forward (flash)", 4 * pairs * hs * BNH,
@@ -182,7 +187,7 @@ def attention_fwd(phase):
 
 
 def attention_bwd(phase):
-    if not fp32_mode:   # dq kernel (S, dP recomputed, dq; D = rowsum(dy y)), then the dk/dv kernel
+    if fused_attention:   # dq kernel (S, dP recomputed, dq; D = rowsum(dy y)), then the dk/dv kernel
         # dq, dk, dv written once each: as c_attn's bf16 dout operand (attention_backward_lp), no
         # fp32 dqkv
         pairs, kv_rows, pairs_kv, q_rows = fused_tiles()
@@ -303,13 +308,14 @@ mem_e = sum(g[5] for g in groups.values() if g[3] == "mem")
 print(f"config: L {L}, NH {NH}, C {C}, T {T}, B {B}, V {V}: {BT} tokens/step, {P/1e6:.2f}M parameters, "
       f"matmul inputs {'fp32' if fp32_mode else 'bf16'}"
       f"{'' if fp32_mode else (', weights rounded per matmul' if per_call else ', weights cast once per step')}"
-      f"{', cuBLASLt epilogues' if epilogues else ', bias/GELU/bias-gradient kernels (no epilogues)'}")
+      f"{', cuBLASLt epilogues' if epilogues else ', bias/GELU/bias-gradient kernels (no epilogues)'}"
+      f"{', fused attention' if fused_attention else ', cuBLAS attention'}")
 print(f"{'phase':10} {'op (x count)':46} {'GFLOP':>9} {'MB':>9} {'bound ms':>9} {'exp. ms':>8}")
 for (ph, name), (n, fl, by, kind, tb, te) in groups.items():
     label = f"{name} x{n}" if n > 1 else name
     print(f"{ph:10} {label:46} {fl/1e9:9.2f} {by/1e6:9.1f} {tb*1e3:9.3f} {te*1e3:8.3f}")
 att = [g for (ph, name), g in groups.items() if name.startswith("attn ")]
-print(f"\nattention ({'cuBLAS path: permutes, batched GEMMs, softmax' if fp32_mode else 'fused kernels: forward, dq, dk/dv'}): "
+print(f"\nattention ({'fused kernels: forward, dq, dk/dv' if fused_attention else 'cuBLAS path: permutes, batched GEMMs, softmax'}): "
       f"{sum(g[0] for g in att)} launches, {sum(g[2] for g in att)/1e9:.1f} GB, {sum(g[4] for g in att)*1e3:.1f} ms bound, "
       f"{sum(g[5] for g in att)*1e3:.1f} ms expected")
 model_flops = 6 * P * BT + 12 * L * T * C * BT   # PaLM's count: 6N per token + attention

@@ -46,7 +46,8 @@
 //     write): a training step of a model with dropout on zeroes memory twice, the gradient buffer
 //     (gpt_zero_grad) and, once in gpt_backward, the residual stream's gradient, whatever the
 //     number of layers (with activation checkpointing too); the same in every matmul dtype.
-//   attention launches (kernels/cuda/flash_attention.cu): with bf16/fp16 inputs and hs 32 (T 40)
+//   attention launches (kernels/cuda/flash_attention.cu, MINGPT_CUDA_ATTENTION=fused as main
+//     sets it): with bf16/fp16 inputs and hs 32 (T 40)
 //     or 16 (T 16 = hs, T 1), attention_forward is one kernel launch (flash_fwd_kernel) and
 //     attention_backward two (flash_bwd_dq_kernel, flash_bwd_dkv_kernel), nothing else and no
 //     memset; the cuBLAS path (fp32, or hs 24, not a multiple of 16) launches 3 kernels forward
@@ -984,6 +985,9 @@ static void test_layernorm_backward_launches(void **state) {
 }
 
 int main(void) {
+    // the fused attention kernels wherever a shape allows them (MINGPT_CUDA_ATTENTION=fused; the
+    // default is the cuBLAS path, kernels/backend.h), so this suite keeps checking both paths
+    setenv("MINGPT_CUDA_ATTENTION", "fused", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops_bf16),
         cmocka_unit_test(test_ops_fp16),

@@ -291,6 +291,9 @@ static void test_qkv_copy(void **state) {
 }
 
 int main(void) {
+    // the fused attention kernels wherever a shape allows them (MINGPT_CUDA_ATTENTION=fused; the
+    // default is the cuBLAS path, kernels/backend.h), so this suite keeps checking both paths
+    setenv("MINGPT_CUDA_ATTENTION", "fused", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inference),
         cmocka_unit_test(test_incremental_inference),

@@ -89,9 +89,9 @@ static const Dims FDIMS[] = { {3, 37, 96, 3, 67, 0.1f}, {1, 100, 128, 2, 67, 0.0
                               {2, 5, 256, 2, 67, 0.1f}, {2, 32, 64, 2, 67, 0.1f}, {2, 37, 72, 3, 67, 0.1f} };
 #define NFDIMS ((int)(sizeof FDIMS / sizeof FDIMS[0]))
 
-// Whether the CUDA backend takes the fused attention path (cuda_flash_attention_ok, on a device
-// with at least the 146 KB of opt-in shared memory per block that hs 128 needs: the emulator's
-// sm_90 limits, an A100's or an H100's).
+// Whether the CUDA backend takes the fused attention path (cuda_flash_attention_ok, with
+// MINGPT_CUDA_ATTENTION=fused as main sets it, on a device with at least the 146 KB of opt-in
+// shared memory per block that hs 128 needs: the emulator's sm_90 limits, an A100's or an H100's).
 static bool fused_attention(ComputeDtype dt, int T, int C, int NH) {
     const int hs = C / NH;
     return dt != DTYPE_FP32 && hs % 16 == 0 && hs <= 128 && T >= 1;
@@ -1352,13 +1352,13 @@ static void test_attention_grid(void **state) {
     small->destroy(small);
 }
 
-// MINGPT_CUDA_ATTENTION=cublas (kernels/backend.h): a backend created with it takes attention.cu's
-// cuBLAS path at a shape the fused kernels take by default in bf16/fp16 (hs 32, T 40, dropout
-// 0.1): attention_takes_lp is false and no flash kernel runs (counted in the emulator), and the
-// output and gradients are the default backend's: bitwise in fp32 (cuBLAS either way), within
-// 2 roundings of the type of the largest value in bf16/fp16 (the two paths round P at different
-// points and sum in another order: seen 0.44 of that; a dropout mask or a head out of place is
-// far outside it).
+// MINGPT_CUDA_ATTENTION (kernels/backend.h): a backend created with it unset (the default) or
+// "cublas" takes attention.cu's cuBLAS path at a shape the fused kernels take with "fused" (this
+// suite's fixture; hs 32, T 40, dropout 0.1): attention_takes_lp is false and no flash kernel runs
+// (counted in the emulator), and the output and gradients are the fused backend's: bitwise in
+// fp32 (cuBLAS either way), within 2 roundings of the type of the largest value in bf16/fp16 (the
+// two paths round P at different points and sum in another order: seen 0.44 of that; a dropout
+// mask or a head out of place is far outside it).
 static long flash_launches(void) {   // forward and dq kernels: one each per fused attention op
     return emu_launch_count("flash_fwd_kernel") + emu_launch_count("flash_bwd_dq_kernel");
 }
@@ -1367,31 +1367,45 @@ static void test_attention_cublas_switch(void **state) {
     const int B = 2, T = 40, C = 64, NH = 2;
     const size_t BTC = (size_t)B * T * C;
     const DropoutKey key = { dropout_key(42, 13), 0, 1, NULL };
-    char err[512] = "";
-    setenv("MINGPT_CUDA_ATTENTION", "cublas", 1);
-    Backend *cb = backend_cuda_create(f->dt, 0, err, sizeof err);
-    unsetenv("MINGPT_CUDA_ATTENTION");
-    if (!cb) fail_msg("backend_cuda_create with MINGPT_CUDA_ATTENTION=cublas: %s", err);
-    if (f->dt != DTYPE_FP32) {   // (fp32 backends have no attention_takes_lp: nothing is low precision)
-        assert_true(f->cu->attention_takes_lp(f->cu, T, C, NH));
-        assert_false(cb->attention_takes_lp(cb, T, C, NH));
-    }
     float *qkv = rnd(3 * BTC, -1, 1), *dout = rnd(BTC, -1, 1);
-    float *o0, *a0, *g0, *o1, *a1, *g1;
-    const long fl0 = emu_launch_count ? flash_launches() : 0;
-    attention_run(cb, qkv, dout, B, T, C, NH, 0.1f, key, &o1, &a1, &g1);
-    if (emu_launch_count) assert_int_equal(flash_launches() - fl0, 0);
+    float *o0, *a0, *g0;
+    long fl0 = emu_launch_count ? flash_launches() : 0;
     attention_run(f->cu, qkv, dout, B, T, C, NH, 0.1f, key, &o0, &a0, &g0);
     if (emu_launch_count && f->dt != DTYPE_FP32) assert_int_equal(flash_launches() - fl0, 2);
-    if (f->dt == DTYPE_FP32) {
-        check_equal("attention out, MINGPT_CUDA_ATTENTION=cublas vs default", o1, o0, BTC);
-        check_equal("attention dqkv, MINGPT_CUDA_ATTENTION=cublas vs default", g1, g0, 3 * BTC);
-    } else {
-        check("attention out, MINGPT_CUDA_ATTENTION=cublas vs fused", o1, o0, NULL, BTC, 2 * f->u, 0, 0);
-        check("attention dqkv, MINGPT_CUDA_ATTENTION=cublas vs fused", g1, g0, NULL, 3 * BTC, 2 * f->u, 0, 0);
+    if (f->dt != DTYPE_FP32)   // (fp32 backends have no attention_takes_lp: nothing is low precision)
+        assert_true(f->cu->attention_takes_lp(f->cu, T, C, NH));
+    const char *const env = getenv("MINGPT_CUDA_ATTENTION");
+    char *const fixture_env = env ? strdup(env) : NULL;
+    static const char *const SETTINGS[] = { NULL, "cublas" };   // unset: the default
+    for (int i = 0; i < 2; i++) {
+        char err[512] = "";
+        if (SETTINGS[i]) setenv("MINGPT_CUDA_ATTENTION", SETTINGS[i], 1);
+        else unsetenv("MINGPT_CUDA_ATTENTION");
+        Backend *cb = backend_cuda_create(f->dt, 0, err, sizeof err);
+        if (fixture_env) setenv("MINGPT_CUDA_ATTENTION", fixture_env, 1);
+        else unsetenv("MINGPT_CUDA_ATTENTION");
+        const char *what = SETTINGS[i] ? SETTINGS[i] : "unset";
+        if (!cb) fail_msg("backend_cuda_create with MINGPT_CUDA_ATTENTION %s: %s", what, err);
+        if (f->dt != DTYPE_FP32) assert_false(cb->attention_takes_lp(cb, T, C, NH));
+        float *o1, *a1, *g1;
+        fl0 = emu_launch_count ? flash_launches() : 0;
+        attention_run(cb, qkv, dout, B, T, C, NH, 0.1f, key, &o1, &a1, &g1);
+        if (emu_launch_count) assert_int_equal(flash_launches() - fl0, 0);
+        char lo[96], lg[96];
+        snprintf(lo, sizeof lo, "attention out, MINGPT_CUDA_ATTENTION %s vs fused", what);
+        snprintf(lg, sizeof lg, "attention dqkv, MINGPT_CUDA_ATTENTION %s vs fused", what);
+        if (f->dt == DTYPE_FP32) {
+            check_equal(lo, o1, o0, BTC);
+            check_equal(lg, g1, g0, 3 * BTC);
+        } else {
+            check(lo, o1, o0, NULL, BTC, 2 * f->u, 0, 0);
+            check(lg, g1, g0, NULL, 3 * BTC, 2 * f->u, 0, 0);
+        }
+        free(o1); free(a1); free(g1);
+        cb->destroy(cb);
     }
-    free(qkv); free(dout); free(o0); free(a0); free(g0); free(o1); free(a1); free(g1);
-    cb->destroy(cb);
+    free(fixture_env);
+    free(qkv); free(dout); free(o0); free(a0); free(g0);
 }
 
 // Incremental inference's attention over a key/value cache: fp32 in every dtype group (nothing is
@@ -2275,6 +2289,9 @@ static void test_accumulate(void **state) {
 }
 
 int main(void) {
+    // the fused attention kernels wherever a shape allows them (MINGPT_CUDA_ATTENTION=fused; the
+    // default is the cuBLAS path, kernels/backend.h), so this suite keeps checking both paths
+    setenv("MINGPT_CUDA_ATTENTION", "fused", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_encoder),

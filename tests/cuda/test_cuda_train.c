@@ -41,8 +41,8 @@
 enum { V = 65, BLOCK = 16, B = 4, T_MAX = 40, STEPS = 10, FORCED_STEP = 2, MAX_MICRO = 2 };
 static const GPTShape SHAPE16 = { .vocab_size = V, .block_size = BLOCK, .n_layer = 2, .n_head = 3,
                                   .n_embd = 48, .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
-// hs 32 < T 40: low-precision runs take the fused attention path (kernels/cuda/flash_attention.cu;
-// so does SHAPE16, T 16 = hs 16)
+// hs 32 < T 40: low-precision runs take the fused attention path (kernels/cuda/flash_attention.cu,
+// MINGPT_CUDA_ATTENTION=fused as main sets it; so does SHAPE16, T 16 = hs 16)
 static const GPTShape SHAPE_FUSED = { .vocab_size = V, .block_size = T_MAX, .n_layer = 2, .n_head = 2,
                                       .n_embd = 64, .embd_pdrop = 0.1f, .resid_pdrop = 0.1f, .attn_pdrop = 0.1f };
 // hs 24 (not a multiple of 16): the cuBLAS attention path in every dtype
@@ -376,6 +376,9 @@ static void test_train_bf16_cublas_attention(void **state) {
 }
 
 int main(void) {
+    // the fused attention kernels wherever a shape allows them (MINGPT_CUDA_ATTENTION=fused; the
+    // default is the cuBLAS path, kernels/backend.h), so this suite keeps checking both paths
+    setenv("MINGPT_CUDA_ATTENTION", "fused", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_train_fp32),
         cmocka_unit_test(test_train_fp32_accum2),
