@@ -51,10 +51,17 @@ BackendError backend_select(const char *device, int local_rank, ComputeDtype mat
                             char *err, size_t errlen) {
     *out = NULL;
     const bool want_cuda = strcmp(device, "cuda") == 0, maybe_cuda = strcmp(device, "auto") == 0;
-    const char *attn = getenv("MINGPT_CUDA_ATTENTION");
-    if ((want_cuda || maybe_cuda) && attn && *attn && strcmp(attn, "fused") && strcmp(attn, "cublas")) {
-        snprintf(err, errlen, "MINGPT_CUDA_ATTENTION must be fused or cublas (got '%.200s')", attn);
-        return BACKEND_BAD_ENV;
+    // the CUDA backend's switches (kernels/backend.h), checked where it may be chosen
+    static const struct { const char *name, *a, *b; } ENV[] = {
+        { "MINGPT_CUDA_ATTENTION", "fused", "cublas" },
+        { "MINGPT_CUDA_EPILOGUES", "cublaslt", "off" },
+    };
+    for (size_t i = 0; (want_cuda || maybe_cuda) && i < sizeof ENV / sizeof ENV[0]; i++) {
+        const char *v = getenv(ENV[i].name);
+        if (v && *v && strcmp(v, ENV[i].a) && strcmp(v, ENV[i].b)) {
+            snprintf(err, errlen, "%s must be %s or %s (got '%.200s')", ENV[i].name, ENV[i].a, ENV[i].b, v);
+            return BACKEND_BAD_ENV;
+        }
     }
     if (want_cuda || maybe_cuda) {
         char why[1024] = "";

@@ -486,7 +486,8 @@ typedef enum {
     BACKEND_BAD_DEVICE,   // device is none of auto, cpu, cuda
     BACKEND_NO_CUDA,      // device "cuda", and no CUDA backend can be had here
     BACKEND_NO_MEMORY,    // out of host memory
-    BACKEND_BAD_ENV,      // MINGPT_CUDA_ATTENTION is none of fused, cublas (device cuda or auto)
+    BACKEND_BAD_ENV,      // MINGPT_CUDA_ATTENTION or MINGPT_CUDA_EPILOGUES has another value
+                          // than those below (device cuda or auto)
 } BackendError;
 
 // Picks the backend for a device name: "cpu", "cuda" or "auto" (cuda when a device is present
@@ -498,13 +499,20 @@ typedef enum {
 //   BACKEND_NO_CUDA     why: the missing driver, device or build option, as the CUDA backend or
 //                       its library's loader reports it
 //   BACKEND_NO_MEMORY   "out of memory"
-//   BACKEND_BAD_ENV     "MINGPT_CUDA_ATTENTION must be fused or cublas (got '<value>')"
+//   BACKEND_BAD_ENV     "MINGPT_CUDA_ATTENTION must be fused or cublas (got '<value>')",
+//                       "MINGPT_CUDA_EPILOGUES must be cublaslt or off (got '<value>')"
 // MINGPT_CUDA_ATTENTION (read by the CUDA backend): "cublas" or unset, attention.cu's cuBLAS path
 // for every shape; "fused", the fused attention kernels where the shape and the GPU allow
 // (kernels/cuda/flash_attention.cu). The default is the path measured faster: on the one GPU
 // that timed both (an H200, the tutorial config in bf16) the fused kernels took about 28 ms of a
 // 50 ms step, the cuBLAS path about 7 (docs/gpu_performance.md); tests/cuda/gpu_bench.sh times
 // both in one run (rows bf16 and bf16-fused), for the next GPU to confirm or reverse it.
+// MINGPT_CUDA_EPILOGUES (read by the CUDA backend): "cublaslt" or unset, the GEMMs of the linear
+// layers with cuBLASLt's bias, GELU and bias-gradient epilogues where cuBLASLt takes them; "off",
+// no cuBLASLt: cuBLAS GEMMs and the backend's own bias, GELU and column-sum kernels (the
+// fallbacks every refused epilogue takes; the same values within the suites' tolerances), to
+// compare the two on a GPU (tests/cuda/gpu_bench.sh, row bf16-noepi).
+// An empty value is unset.
 // The trainer's messages are then "trainer_config.device=cuda: <err>",
 // "trainer_config.device <err>" and "<err>"; sample's "sample --device <device>: <err>".
 BackendError backend_select(const char *device, int local_rank, ComputeDtype matmul_dtype, Backend **be,

@@ -173,7 +173,7 @@ $(B)/cuda-tests/cuda_probe: tests/cuda/cuda_probe.c $(CUDA_OBJ) $(B)/libmingpt.a
 
 # ---------------------------------------------------------------- targets
 .PHONY: cuda-build cuda-build-all cuda-test cuda-gate cuda-emu cuda-emu-rand cuda-emu-rev cuda-emu-defer cuda-emu-lprefuse \
-        cuda-emu-noblas cuda-emu-asan cuda-emu-self cuda-negative cuda-emu-nccl cuda-emu-counts
+        cuda-emu-noepi cuda-emu-noblas cuda-emu-asan cuda-emu-self cuda-negative cuda-emu-nccl cuda-emu-counts
 # compile in parallel even when make runs without -j (the nvcc calls dominate the build)
 CUDA_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # after ./mingpt: libmingpt.a and the nvcc objects are then built, so the sub-make (its own
@@ -190,7 +190,7 @@ EXTRA_TESTS += cuda-test
 # CPU reference ops are tiny here, and spinning OpenMP threads on a loaded 2-core CI
 # machine make the suites up to 10x slower
 CUDA_TEST_ENV := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-cuda-test: cuda-gate cuda-emu-self cuda-emu cuda-emu-rev cuda-emu-rand cuda-emu-defer cuda-emu-lprefuse cuda-emu-noblas \
+cuda-test: cuda-gate cuda-emu-self cuda-emu cuda-emu-rev cuda-emu-rand cuda-emu-defer cuda-emu-lprefuse cuda-emu-noepi cuda-emu-noblas \
            cuda-emu-asan cuda-negative cuda-emu-nccl cuda-emu-counts
 	@echo "cuda: all emulated suites, gate and negative tests passed"
 
@@ -228,6 +228,11 @@ CUDA_LPREFUSE_BIN := $(filter %/test_cuda_ops %/test_cuda_cast %/test_cuda_train
                               $(CUDA_EMU_BIN))
 cuda-emu-lprefuse: $(CUDA_LPREFUSE_BIN)
 	$(call run_cuda_suites,EMU_CUBLASLT_LP_D=refuse,$(CUDA_LPREFUSE_BIN),lprefuse)
+# MINGPT_CUDA_EPILOGUES=off: no cuBLASLt at all, the backend's own bias, GELU and column-sum kernels
+# after cuBLAS GEMMs for every linear layer, fp32 included
+CUDA_NOEPI_BIN := $(filter %/test_cuda_ops %/test_cuda_train %/test_cuda_graph %/test_cuda_layouts,$(CUDA_EMU_BIN))
+cuda-emu-noepi: $(CUDA_NOEPI_BIN)
+	$(call run_cuda_suites,MINGPT_CUDA_EPILOGUES=off,$(CUDA_NOEPI_BIN),noepi)
 cuda-emu-noblas: $(CUDA_NOBLAS_BIN)
 	$(call run_cuda_suites,EMU_SCHEDULE=fwd,$(CUDA_NOBLAS_BIN),noblas)
 cuda-emu-asan: $(CUDA_ASAN_BIN)

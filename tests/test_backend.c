@@ -34,6 +34,17 @@ static void test_selection(void **state) {
     assert_int_equal(backend_select("auto", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_OK);
     be->destroy(be);
     unsetenv("MINGPT_CUDA_ATTENTION");
+    // MINGPT_CUDA_EPILOGUES likewise: cublaslt or off
+    setenv("MINGPT_CUDA_EPILOGUES", "none", 1);
+    assert_int_equal(backend_select("auto", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_BAD_ENV);
+    assert_null(be);
+    assert_string_equal(err, "MINGPT_CUDA_EPILOGUES must be cublaslt or off (got 'none')");
+    assert_int_equal(backend_select("cpu", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_OK);   // not read
+    be->destroy(be);
+    setenv("MINGPT_CUDA_EPILOGUES", "off", 1);
+    assert_int_equal(backend_select("auto", 0, DTYPE_FP32, &be, err, sizeof err), BACKEND_OK);
+    be->destroy(be);
+    unsetenv("MINGPT_CUDA_EPILOGUES");
     // cuda on a machine without a usable GPU (or a build without CUDA) is an error that says why.
     const BackendError rc = backend_select("cuda", 0, DTYPE_FP32, &be, err, sizeof err);
     if (rc == BACKEND_OK) { be->destroy(be); skip(); }

@@ -17,6 +17,7 @@ small=(data_config.path=$DATA data_config.truncate=1.0 data_config.block_size=8 
 
 echo "-- sizes and paths rejected when the config is bound (nothing trains, nothing is created)"
 bad_input env-cuda-attention 2 'mingpt: error: MINGPT_CUDA_ATTENTION must be fused or cublas (got' -- env MINGPT_CUDA_ATTENTION=flash $MINGPT "${small[@]}" trainer_config.device=auto
+bad_input env-cuda-epilogues 2 'mingpt: error: MINGPT_CUDA_EPILOGUES must be cublaslt or off (got' -- env MINGPT_CUDA_EPILOGUES=0 $MINGPT "${small[@]}" trainer_config.device=cuda
 bad_input cfg-snapshot-path-empty 2 'trainer_config.snapshot_path must not be empty' -- $MINGPT "${small[@]}" trainer_config.snapshot_path=
 bad_input cfg-snapshot-path-slash 2 'trainer_config.snapshot_path must name a file, not a directory' -- $MINGPT "${small[@]}" trainer_config.snapshot_path=$WORK/
 bad_input cfg-n-layer-huge 2 'gpt_config.n_layer must be <= 4096 (GPT_MAX_LAYER), got 2147483647' -- $MINGPT "${small[@]}" gpt_config.n_layer=2147483647

@@ -385,9 +385,11 @@ extern "C" Backend *backend_cuda_create(ComputeDtype matmul_dtype, int device, c
     cublasSetStream(c->cublas, c->stream);
     // FP32 mode is true fp32 (no TF32); low-precision inputs use tensor cores regardless.
     cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
-    // cuBLASLt for the GEMMs with epilogues (matmul.cu); without it they fall back to cuBLAS and
-    // separate bias / GELU / bias-gradient kernels
-    if (cublasLtCreate(&c->cublaslt) != CUBLAS_STATUS_SUCCESS) c->cublaslt = NULL;
+    // cuBLASLt for the GEMMs with epilogues (matmul.cu); without it (or with
+    // MINGPT_CUDA_EPILOGUES=off, kernels/backend.h) they fall back to cuBLAS and separate bias /
+    // GELU / bias-gradient kernels
+    const char *epi = getenv("MINGPT_CUDA_EPILOGUES");
+    if ((epi && strcmp(epi, "off") == 0) || cublasLtCreate(&c->cublaslt) != CUBLAS_STATUS_SUCCESS) c->cublaslt = NULL;
 
     be->name = "cuda";
     be->matmul_dtype = matmul_dtype;

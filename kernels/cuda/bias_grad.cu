@@ -32,15 +32,26 @@ __global__ void colsum_partial_kernel(float *__restrict__ part, const T *__restr
 }
 
 // out_j[c] += sum over chunks k (ascending) of part[(k*nout + j)*C + c], j < nout (1 or 2);
-// out_j[c] = that sum when accumulate is 0.
+// out_j[c] = that sum when accumulate is 0. One thread per output: a chain of nchunk (N/32)
+// dependent adds, so COLSUM_AHEAD chunks are loaded before they are added (in the same order),
+// and the chain waits on nchunk/COLSUM_AHEAD load latencies instead of nchunk.
+#define COLSUM_AHEAD 8
 __global__ void colsum_finalize_kernel(float *out0, float *out1, const float *__restrict__ part,
                                        int nchunk, int nout, int C, int accumulate) {
     GRID_STRIDE(i, (size_t)nout * C) {
         const int j = (int)(i / C), c = (int)(i % C);
         float *out = j == 0 ? out0 : out1;
         if (!out) continue;
+        const float *p = part + (size_t)j * C + c;   // chunk k's value: p[k * nout * C]
+        const size_t step = (size_t)nout * C;
         float acc = 0.0f;
-        for (int k = 0; k < nchunk; k++) acc += part[((size_t)k * nout + j) * C + c];
+        int k = 0;
+        for (; k + COLSUM_AHEAD <= nchunk; k += COLSUM_AHEAD) {
+            float v[COLSUM_AHEAD];
+            for (int a = 0; a < COLSUM_AHEAD; a++) v[a] = p[(size_t)(k + a) * step];
+            for (int a = 0; a < COLSUM_AHEAD; a++) acc += v[a];
+        }
+        for (; k < nchunk; k++) acc += p[(size_t)k * step];
         if (accumulate) out[c] += acc;
         else out[c] = acc;
     }

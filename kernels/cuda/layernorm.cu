@@ -85,33 +85,58 @@ __global__ void layernorm_forward_kernel(float *res, float *__restrict__ out, T 
 // starting at k*rows; 256 threads = 8 warps.
 //  1. dinp += rstd * (w*dout - mean(w*dout) - norm * mean(w*dout*norm)), one warp per row
 //     (warp w takes rows r0+w, r0+w+8, ...), butterfly shuffles for the two row means.
-//  2. the chunk's partial column sums, per 32-channel tile: lane = channel, warp = row phase
-//     (rows r0+w, r0+w+8, ...), the 8 phases then added in order: part[(k*2 + 0)*C + c] =
-//     sum norm*dout (dweight), part[(k*2 + 1)*C + c] = sum dout (dbias). The rows were just
-//     read by step 1: this pass is served by L2.
+//  2. the chunk's partial column sums: per warp (row phase w) and channel c, sum over the warp's
+//     rows in ascending order of norm*dout (dweight) and of dout (dbias), then the 8 phases added
+//     in order: part[(k*2 + 0)*C + c] (dweight's), part[(k*2 + 1)*C + c] (dbias's). Where the
+//     per-warp sums fit in shared memory (lnb_smem: 2 x 8 x C floats, C <= 764) each lane adds
+//     its channels' terms there while step 1 has the row in registers, so dout and inp are read
+//     once; otherwise (wider C) a second pass per 32-channel tile re-reads the chunk's rows, lane
+//     = channel, warp = row phase. Both sum the same terms in the same order: the same bits.
 //  3. the block that finishes last (a ticket counter in device memory, which atomicInc wraps
 //     back to 0 for the next launch) adds the chunks in index order: dweight[c] += sum_k
 //     part[(k*2 + 0)*C + c], dbias likewise. Which block does it does not change the sum:
 //     the result depends only on (N, C), bitwise, like the two-kernel colsum (bias_grad.cu).
+//     One block alone runs this tail, a chain of N/32 L2 reads per column: each thread keeps
+//     LNB_COLS columns' chains side by side and loads LNB_AHEAD chunks ahead before adding
+//     them (same order), so the chain waits on N/32/LNB_AHEAD load latencies, not N/32.
 //  With dbr / dbr_lp (DROP): the row's finished dinp, through the dropout mask (ln_dropped),
 //  into dbr (fp32) and/or dbr_lp (rounded to T), overwritten, in step 1: a row's dinp is
 //  complete once its warp has added to it (rows are independent).
 #define LNB_WARPS 8
 #define LNB_COLS 4    // finalize: columns per thread summed side by side
+#define LNB_AHEAD 8   // finalize: chunks loaded ahead per column
+// shared memory without an opt-in: 48 KB for static and dynamic together (the kernel's static
+// `last` and its alignment are left room)
+#define LNB_SMEM_MAX (48 * 1024 - 256)
+// Dynamic shared memory of layernorm_backward_kernel: the per-warp column sums (2 x LNB_WARPS x C
+// floats) where they fit, else the second pass's tile (2 x LNB_WARPS x 33 floats).
+static size_t lnb_smem(int C, bool *sums_in_smem) {
+    const size_t sums = (size_t)2 * LNB_WARPS * C * sizeof(float);
+    *sums_in_smem = sums <= LNB_SMEM_MAX;
+    return *sums_in_smem ? sums : (size_t)2 * LNB_WARPS * 33 * sizeof(float);
+}
 template <bool DROP, class T>
 __global__ void layernorm_backward_kernel(float *__restrict__ dinp, float *dweight, float *dbias,
                                           float *part, unsigned *ticket,
                                           const float *__restrict__ dout, const float *__restrict__ inp,
                                           const float *__restrict__ weight, const float *__restrict__ mean,
                                           const float *__restrict__ rstd, int N, int C, int rows,
-                                          float *__restrict__ dbr, T *__restrict__ dbr_lp, LnDrop drop) {
-    __shared__ float sw[LNB_WARPS][33], sb[LNB_WARPS][33];
+                                          float *__restrict__ dbr, T *__restrict__ dbr_lp, LnDrop drop,
+                                          bool sums_in_smem) {
+    DYNAMIC_SHARED(float, sh);
     __shared__ bool last;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int r0 = blockIdx.x * rows;
     const int r1 = r0 + rows < N ? r0 + rows : N;
     DropoutKey k = drop.k;
     if (DROP) k = dropout_key_at(drop.k);
+    // sums_in_smem: this warp's column sums, sh[w*C + c] (dweight's) and sh[(LNB_WARPS + w)*C + c]
+    float *cw = sh + (size_t)warp * C, *cb = sh + (size_t)(LNB_WARPS + warp) * C;
+    if (sums_in_smem)
+        for (int c = lane; c < C; c += 32) {
+            cw[c] = 0.0f;
+            cb[c] = 0.0f;
+        }
     for (int row = r0 + warp; row < r1; row += LNB_WARPS) {   // 1. dinp, warp-uniform loop
         const size_t base = (size_t)row * C;
         const float *x = inp + base, *d = dout + base;
@@ -125,38 +150,57 @@ __global__ void layernorm_backward_kernel(float *__restrict__ dinp, float *dweig
         const float mdn = warp_sum(s1) / (float)C, mdnn = warp_sum(s2) / (float)C;
         float *dx = dinp + base;
         for (int c = lane; c < C; c += 32) {
+            const float dc = d[c];
             const float norm = (x[c] - m) * rs;
-            const float g = dx[c] + rs * (weight[c] * d[c] - mdn - norm * mdnn);
+            const float g = dx[c] + rs * (weight[c] * dc - mdn - norm * mdnn);
             dx[c] = g;
             if (DROP) {
                 const float gd = ln_dropped(k, drop, base + c, g);
                 if (dbr) dbr[base + c] = gd;
                 if (dbr_lp) store_as(dbr_lp + base + c, gd);
             }
+            if (sums_in_smem) {   // 2., while the row is at hand
+                cw[c] += norm * dc;
+                cb[c] += dc;
+            }
         }
     }
-    for (int c0 = 0; c0 < C; c0 += 32) {                     // 2. this chunk's partial sums
-        const int c = c0 + lane;
-        float aw = 0.0f, ab = 0.0f;
-        if (c < C)
-            for (int r = r0 + warp; r < r1; r += LNB_WARPS) {
-                const float d = dout[(size_t)r * C + c];
-                aw += (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d;
-                ab += d;
-            }
-        sw[warp][lane] = aw;
-        sb[warp][lane] = ab;
+    if (sums_in_smem) {                                       // 2. the 8 phases, in order
         __syncthreads();
-        if (warp == 0 && c < C) {
+        for (int c = threadIdx.x; c < C; c += blockDim.x) {
             float w = 0.0f, b = 0.0f;
-            for (int k = 0; k < LNB_WARPS; k++) {
-                w += sw[k][lane];
-                b += sb[k][lane];
+            for (int p = 0; p < LNB_WARPS; p++) {
+                w += sh[(size_t)p * C + c];
+                b += sh[(size_t)(LNB_WARPS + p) * C + c];
             }
             part[((size_t)blockIdx.x * 2 + 0) * C + c] = w;
             part[((size_t)blockIdx.x * 2 + 1) * C + c] = b;
         }
-        __syncthreads();   // sw/sb are reused by the next tile
+    } else {
+        float *sw = sh, *sb = sh + LNB_WARPS * 33;            // [LNB_WARPS][33] each
+        for (int c0 = 0; c0 < C; c0 += 32) {                  // 2. a second pass, per 32-channel tile
+            const int c = c0 + lane;
+            float aw = 0.0f, ab = 0.0f;
+            if (c < C)
+                for (int r = r0 + warp; r < r1; r += LNB_WARPS) {
+                    const float d = dout[(size_t)r * C + c];
+                    aw += (inp[(size_t)r * C + c] - mean[r]) * rstd[r] * d;
+                    ab += d;
+                }
+            sw[warp * 33 + lane] = aw;
+            sb[warp * 33 + lane] = ab;
+            __syncthreads();
+            if (warp == 0 && c < C) {
+                float w = 0.0f, b = 0.0f;
+                for (int p = 0; p < LNB_WARPS; p++) {
+                    w += sw[p * 33 + lane];
+                    b += sb[p * 33 + lane];
+                }
+                part[((size_t)blockIdx.x * 2 + 0) * C + c] = w;
+                part[((size_t)blockIdx.x * 2 + 1) * C + c] = b;
+            }
+            __syncthreads();   // sw/sb are reused by the next tile
+        }
     }
     __threadfence();       // this block's partials are visible before its ticket is taken
     __syncthreads();
@@ -165,12 +209,27 @@ __global__ void layernorm_backward_kernel(float *__restrict__ dinp, float *dweig
     if (!last) return;     // block-uniform
     __threadfence();
     // 3. the chunks, in index order. Each column is one serial chain of gridDim.x adds; a thread
-    // runs LNB_COLS columns' chains side by side (independent loads in flight, same order each).
+    // runs LNB_COLS columns' chains side by side and loads LNB_AHEAD chunks of each before it adds
+    // them (independent loads in flight, the same order of adds).
+    const int nchunk = (int)gridDim.x;
     for (int i0 = threadIdx.x; i0 < 2 * C; i0 += LNB_COLS * blockDim.x) {
         float acc[LNB_COLS];
         for (int q = 0; q < LNB_COLS; q++) acc[q] = 0.0f;
-        for (int k = 0; k < (int)gridDim.x; k++) {
-            const float *pk = part + (size_t)k * 2 * C;   // chunk k: dweight's C sums, then dbias's
+        int kc = 0;
+        for (; kc + LNB_AHEAD <= nchunk; kc += LNB_AHEAD) {
+            float v[LNB_AHEAD][LNB_COLS];
+            for (int a = 0; a < LNB_AHEAD; a++) {
+                const float *pk = part + (size_t)(kc + a) * 2 * C;   // chunk kc+a: dweight's C sums, then dbias's
+                for (int q = 0; q < LNB_COLS; q++) {
+                    const int i = i0 + q * blockDim.x;
+                    v[a][q] = i < 2 * C ? __ldcg(pk + i) : 0.0f;
+                }
+            }
+            for (int a = 0; a < LNB_AHEAD; a++)
+                for (int q = 0; q < LNB_COLS; q++) acc[q] += v[a][q];
+        }
+        for (; kc < nchunk; kc++) {
+            const float *pk = part + (size_t)kc * 2 * C;
             for (int q = 0; q < LNB_COLS; q++) {
                 const int i = i0 + q * blockDim.x;
                 if (i < 2 * C) acc[q] += __ldcg(pk + i);
@@ -246,8 +305,11 @@ static void layernorm_backward_launch(CudaCtx *c, float *dinp, float *dweight, f
                                       int N, int C, float *dbr, T *dbr_lp, const LnDrop &d) {
     const int rows = cuda_colsum_rows(N), nchunk = (int)ceil_div(N, rows);
     float *part = (float *)cuda_scratch(c, SCR_PART, (size_t)nchunk * 2 * C * sizeof(float));
-    LAUNCH((layernorm_backward_kernel<DROP, T>), nchunk, 32 * LNB_WARPS, 0, c->stream)(
-        dinp, dweight, dbias, part, c->ticket, dout, inp, weight, mean, rstd, N, C, rows, dbr, dbr_lp, d);
+    bool sums_in_smem;
+    const size_t smem = lnb_smem(C, &sums_in_smem);
+    LAUNCH((layernorm_backward_kernel<DROP, T>), nchunk, 32 * LNB_WARPS, smem, c->stream)(
+        dinp, dweight, dbias, part, c->ticket, dout, inp, weight, mean, rstd, N, C, rows, dbr, dbr_lp, d,
+        sums_in_smem);
     LAUNCH_CHECK();
 }
 

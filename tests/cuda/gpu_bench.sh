@@ -8,7 +8,8 @@
 # * mingpt: WARMUP (5) + ITERS (30) iterations with trainer_config.device=cuda, log_every=5, in
 #   fp32 (no TF32), TF32 (trainer_config.matmul_precision=high, where the config has that key),
 #   bf16 autocast (the default attention path, cuBLAS; also with MINGPT_CUDA_ATTENTION=fused: the
-#   fused attention kernels, row bf16-fused) and fp16 autocast + the loss scaler; ms/iter is the
+#   fused attention kernels, row bf16-fused; and with MINGPT_CUDA_EPILOGUES=off: no cuBLASLt
+#   epilogues, row bf16-noepi) and fp16 autocast + the loss scaler; ms/iter is the
 #   mean over the timed iterations' progress lines (each line's ms/iter covers its own 5
 #   iterations).
 # * PyTorch, when `$TORCH_PY -c "import torch"` works (default python3): bench/torch_speed.py on the
@@ -56,8 +57,8 @@ mingpt_run() {
 declare -A MS
 has_precision=0
 $MINGPT --cfg job trainer_config.matmul_precision=high > /dev/null 2>&1 && has_precision=1
-for mode in fp32 tf32 bf16 bf16-fused fp16; do
-  unset MINGPT_CUDA_ATTENTION   # set by bf16-fused alone (fp16, the last mode, clears it)
+for mode in fp32 tf32 bf16 bf16-fused bf16-noepi fp16; do
+  unset MINGPT_CUDA_ATTENTION MINGPT_CUDA_EPILOGUES   # set by bf16-fused, bf16-noepi (fp16, the last mode, clears them)
   case $mode in
     fp32) args=(trainer_config.use_amp=false) ;;
     tf32) [ $has_precision = 1 ] || { echo "mingpt tf32: n/a (no trainer_config.matmul_precision)"; continue; }
@@ -65,6 +66,8 @@ for mode in fp32 tf32 bf16 bf16-fused fp16; do
     bf16) args=(trainer_config.use_amp=true trainer_config.amp_dtype=bfloat16) ;;
     # the same with the fused attention kernels instead of the cuBLAS path (kernels/backend.h)
     bf16-fused) args=(trainer_config.use_amp=true trainer_config.amp_dtype=bfloat16); export MINGPT_CUDA_ATTENTION=fused ;;
+    # the same without cuBLASLt: cuBLAS GEMMs and the backend's bias, GELU and column-sum kernels
+    bf16-noepi) args=(trainer_config.use_amp=true trainer_config.amp_dtype=bfloat16); export MINGPT_CUDA_EPILOGUES=off ;;
     fp16) args=(trainer_config.use_amp=true trainer_config.amp_dtype=float16) ;;
   esac
   ms=$(mingpt_run $mode "${args[@]}") || ms=""
@@ -100,11 +103,11 @@ mfu()   { awk -v ms=$1 -v n=$((B*T)) -v f=$FLOPS_TOK -v p=$PEAK_TFLOPS 'BEGIN { 
 echo
 echo "| precision | mingpt ms/iter | tokens/s | MFU | PyTorch eager | + SDPA | + torch.compile | mingpt / PyTorch's best |"
 echo "|---|---|---|---|---|---|---|---|"
-for mode in fp32 tf32 bf16 bf16-fused fp16; do
+for mode in fp32 tf32 bf16 bf16-fused bf16-noepi fp16; do
   m=${MS[mingpt,$mode]:-}
   best=""; cells=""
   for tm in eager sdpa compile; do
-    v=${MS[torch-$tm,${mode%-fused}]:-}   # bf16-fused: against PyTorch's bf16
+    v=${MS[torch-$tm,${mode%-*}]:-}   # bf16-fused, bf16-noepi: against PyTorch's bf16
     cells="$cells | ${v:-n/a}"
     [ -n "$v" ] && { [ -z "$best" ] || awk -v a=$v -v b=$best 'BEGIN{exit !(a < b)}'; } && best=$v
   done

@@ -366,13 +366,17 @@ static void test_layernorm(void **state) {
 
 // LayerNorm backward is one kernel: a block per chunk of 32 rows writes dinp and the chunk's
 // partial dweight/dbias sums, the last block to finish adds the chunks in order (a ticket counter
-// it resets). Odd shapes from one chunk to 63 (a short last chunk, a partial channel tile), each
-// accumulated twice into non-zero gradients on both backends: every call must see the counter
-// at 0 (else no block or the wrong one finalises and the sums go missing). Run twice on fresh
-// copies, the CUDA results are bitwise equal: which block finalises does not change them.
+// it resets; 8 chunks at a time, then the rest one by one). Odd shapes from one chunk to 63 (a
+// short last chunk, a partial channel tile, exactly 8 chunks, 8 + 3), each accumulated twice into
+// non-zero gradients on both backends: every call must see the counter at 0 (else no block or
+// the wrong one finalises and the sums go missing). The partial sums are kept in shared memory
+// up to C 764 (48 KB with the kernel's static shared memory; C 760 here), beyond it summed by a
+// second pass over the rows (C 768, 800). Run twice on fresh copies, the CUDA results are bitwise equal: which block finalises
+// does not change them.
 static void test_layernorm_backward_shapes(void **state) {
     Fx *f = *state;
-    static const int SH[][2] = { {333, 77}, {40, 32}, {5, 3}, {2000, 45}, {33, 130} };
+    static const int SH[][2] = { {333, 77}, {40, 32}, {5, 3}, {2000, 45}, {33, 130}, {256, 40}, {352, 760},
+                                 {96, 768}, {70, 800} };
     for (size_t k = 0; k < sizeof SH / sizeof SH[0]; k++) {
         const int N = SH[k][0], C = SH[k][1];
         const size_t NC = (size_t)N * C;
@@ -589,8 +593,10 @@ static void dgelu_magnitudes(int N, int C, int OC, const float *dout, const floa
 static void test_matmul_backward_dgelu(void **state) {
     Fx *f = *state;
     if (!f->cu->matmul_backward_dgelu) { skip(); return; }
-    static const int SH[][3] = { {21, 192, 48}, {19, 84, 37} };
-    for (int sh = 0; sh < 2; sh++) {
+    // (N 300: 10 chunks of 32 rows in the column sums of the fallback that runs where cuBLASLt
+    // refuses the epilogue, EMU_CUBLASLT_LP_D=refuse: 8 loaded ahead, then 2)
+    static const int SH[][3] = { {21, 192, 48}, {19, 84, 37}, {300, 40, 24} };
+    for (int sh = 0; sh < (int)(sizeof SH / sizeof SH[0]); sh++) {
         const int N = SH[sh][0], C = SH[sh][1], OC = SH[sh][2];
         const size_t NC = (size_t)N * C, OCC = (size_t)OC * C, NO = (size_t)N * OC;
         float *x = rnd(NC, -1, 1), *w = rnd(OCC, -1, 1), *dout = rnd(NO, -1, 1), *pre = rnd(NC, -3, 3);
@@ -706,8 +712,10 @@ static void test_grad_overwrite(void **state) {
     }
 
     if (!f->cu->matmul_backward_dgelu) return;
-    static const int SH[][3] = { {21, 192, 48}, {19, 84, 37} };
-    for (int sh = 0; sh < 2; sh++) {
+    // (N 300: 10 chunks of 32 rows in the column sums of the fallback that runs where cuBLASLt
+    // refuses the epilogue, EMU_CUBLASLT_LP_D=refuse: 8 loaded ahead, then 2)
+    static const int SH[][3] = { {21, 192, 48}, {19, 84, 37}, {300, 40, 24} };
+    for (int sh = 0; sh < (int)(sizeof SH / sizeof SH[0]); sh++) {
         const int N = SH[sh][0], C = SH[sh][1], OC = SH[sh][2];
         const size_t NC = (size_t)N * C, OCC = (size_t)OC * C, NO = (size_t)N * OC;
         float *x = rnd(NC, -1, 1), *w = rnd(OCC, -1, 1), *dout = rnd(NO, -1, 1), *pre = rnd(NC, -3, 3);
@@ -794,6 +802,11 @@ static void check_same(const char *what, Backend *be, const float *d1, const flo
 // (2 f->u relative) plus 8 fp32 ulps of the tensor's largest value, and what is computed from it
 // to a dot product's error over k terms against the plain op's result; the emulator
 // (kernels/cuda/gelu.cu's formula in every path) and the fallback kernels keep the bitwise checks.
+// MINGPT_CUDA_EPILOGUES=off (kernels/backend.h; make test runs the suite so): no cuBLASLt
+static bool epilogues_off(void) {
+    const char *v = getenv("MINGPT_CUDA_EPILOGUES");
+    return v && strcmp(v, "off") == 0;
+}
 static void check_copy(const Fx *f, bool lt, const char *what, const void *copy, size_t size, const float *x,
                        size_t n) {
     if (!lt || emu_launch_count) { check_rounded_copy(what, f->dt, copy, size, x, n); return; }
@@ -825,7 +838,9 @@ static void check_same_lt(const Fx *f, bool lt, const char *what, const float *d
 // matmul_backward_lp with dout_lp: the same bitwise properties against its own plain ops. Shapes:
 // c_fc C 48 -> 192 (cuBLASLt's epilogues) and N, C odd with 4C = 84 not a multiple of 8 (the
 // fallbacks: the GEMM and bias_gelu_kernel writing the copy; the GEMM, GELU backward, column
-// sums and rounding).
+// sums and rounding). Under MINGPT_CUDA_EPILOGUES=off c_fc's bias gradient on the fp32 dout sums
+// dout, as the CPU's does, and on dout_lp the copy (cuBLASLt's BGRADB sums the copy in both): the
+// two then differ by the rounding of each term, u relative to the column sums of |dout|.
 static void test_mlp_lp_copies(void **state) {
     Fx *f = *state;
     if (f->dt == DTYPE_FP32 || !f->cu->matmul_gelu_forward_lp || !f->cu->matmul_backward_dgelu) { skip(); return; }
@@ -890,9 +905,18 @@ static void test_mlp_lp_copies(void **state) {
         check_copy(f, lt, what, dplp, lp, dp1, NH);
         static const char *names[5] = { "dbias_pre", "c_proj dweight", "c_proj dbias", "c_fc dweight",
                                         "c_fc dbias (dout_lp's sums)" };
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < 4; k++) {
             snprintf(what, sizeof what, "mlp backward %dx%d %s", N, C, names[k]);
             check_same_lt(f, lt, what, gr[0][k], gr[1][k], gn[k], H);
+        }
+        snprintf(what, sizeof what, "mlp backward %dx%d %s", N, C, names[4]);
+        if (!epilogues_off()) check_same_lt(f, lt, what, gr[0][4], gr[1][4], gn[4], H);
+        else {   // no BGRADB: given fp32 dout, the column sums are of it (the CPU's too), not of D
+            float *b0 = down(cu, gr[0][4], H), *b1 = down(cu, gr[1][4], H);
+            double *mb = dzeros(H);
+            for (size_t i = 0; i < NH; i++) mb[i % H] += fabs(dp1[i]);
+            check(what, b1, b0, mb, H, f->u + 2.2 * gam(N + 2), 2 * U32, 0);
+            free(b0); free(b1); free(mb);
         }
         snprintf(what, sizeof what, "c_fc backward on dout_lp %dx%d dinp", N, C);
         check_same_lt(f, lt, what, d_dln1, d_dln2, NC, H);
