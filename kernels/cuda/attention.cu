@@ -22,41 +22,55 @@
 // CPU backend; with {key, 0, 1} that is the flat index.
 #include "kernels/cuda/cuda_ops.cuh"
 
-// The index split of the four permute kernels: element idx = ((b*NH + h)*T + t)*hs + i of a
-// per-head tensor (B,NH,T,hs) sits at (b*T + t)*row + h*hs + i of the row-major tensor (B,T,row)
-// whose columns h*hs .. h*hs+hs-1 are head h: row = C for (B,T,C), 3C for qkv (B,T,3C), whose
-// first third is q (k and v follow at +C and +2C).
-static __device__ __forceinline__ size_t head_to_rows(size_t idx, int NH, int Tn, int hs, size_t row) {
-    const int i = (int)(idx % hs);
-    size_t r = idx / hs;
-    const int t = (int)(r % Tn);
-    r /= Tn;
-    const int h = (int)(r % NH);
-    const size_t b = r / NH;
-    return (b * Tn + t) * row + (size_t)h * hs + i;
+// The four permute kernels move per-head tensors (B,NH,T,hs) to and from row-major ones (B,T,row)
+// whose columns h*hs .. h*hs+hs-1 are head h (row = C for (B,T,C), 3C for qkv (B,T,3C), whose
+// first third is q; k and v follow at +C and +2C): element (b,h,t,i) sits at ((b*NH + h)*T + t)*hs
+// + i in the first and at (b*T + t)*row + h*hs + i in the second. A block takes a head (b,h) at a
+// time (grid-stride over the B*NH heads, head_grid), its threads in groups of hs (head_block:
+// blockDim a multiple of hs up to BLOCK, else BLOCK): thread x is channel i = x % hs of rows
+// t = x / hs, then every blockDim / hs rows (i steps by blockDim where hs > blockDim). No
+// division per element (a flat index's 64-bit divisions and remainders by hs, T and NH cost more
+// instructions than the copy), and each group reads and writes hs consecutive elements.
+static unsigned head_block(int hs) {
+    return hs >= BLOCK ? BLOCK : (unsigned)(BLOCK / hs * hs);
+}
+static unsigned head_grid(const CudaCtx *c, size_t heads) {
+    return (unsigned)(heads < c->max_grid ? heads : c->max_grid);
+}
+// f(ph, rm) for each element (b,h,t,i) of this thread: ph its per-head index, rm its row-major one
+template <class F>
+static __device__ __forceinline__ void for_head_elements(int B, int NH, int Tn, int hs, size_t row, F f) {
+    const int bd = (int)blockDim.x, x = (int)threadIdx.x;
+    const bool groups = bd >= hs;   // else one row at a time, i stepping by blockDim
+    const int i0 = groups ? x % hs : x, istep = groups ? hs : bd;
+    const int t0 = groups ? x / hs : 0, tstep = groups ? bd / hs : 1;
+    for (size_t bh = blockIdx.x; bh < (size_t)B * NH; bh += gridDim.x) {
+        const size_t b = bh / NH, h = bh % NH;
+        for (int t = t0; t < Tn; t += tstep)
+            for (int i = i0; i < hs; i += istep)
+                f((bh * Tn + t) * hs + i, (b * Tn + t) * row + h * hs + i);
+    }
 }
 
 // q/k/v (B,NH,T,hs) <- thirds of qkv (B,T,3C), rounded to T
 template <class T>
 __global__ void permute_qkv_kernel(T *__restrict__ q, T *__restrict__ k, T *__restrict__ v,
                                    const float *__restrict__ qkv, int B, int NH, int Tn, int hs) {
-    const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
-    GRID_STRIDE(idx, total) {
-        const float *src = qkv + head_to_rows(idx, NH, Tn, hs, 3 * (size_t)C);
+    for_head_elements(B, NH, Tn, hs, 3 * (size_t)C, [&](size_t idx, size_t o) {
+        const float *src = qkv + o;
         store_as(q + idx, src[0]);
         store_as(k + idx, src[C]);
         store_as(v + idx, src[2 * C]);
-    }
+    });
 }
 
 // dst (B,NH,T,hs) <- src (B,T,C) (the output gradient), rounded to T
 template <class T>
 __global__ void permute_out_kernel(T *__restrict__ dst, const float *__restrict__ src, int B, int NH,
                                    int Tn, int hs) {
-    const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
-    GRID_STRIDE(idx, total) store_as(dst + idx, src[head_to_rows(idx, NH, Tn, hs, (size_t)C)]);
+    for_head_elements(B, NH, Tn, hs, (size_t)C, [&](size_t idx, size_t o) { store_as(dst + idx, src[o]); });
 }
 
 // out (B,T,C) <- y (B,NH,T,hs)
@@ -65,13 +79,11 @@ __global__ void permute_out_kernel(T *__restrict__ dst, const float *__restrict_
 template <class T>
 __global__ void unpermute_kernel(float *__restrict__ out, T *__restrict__ out_lp, const float *__restrict__ y, int B,
                                  int NH, int Tn, int hs) {
-    const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
-    GRID_STRIDE(idx, total) {
-        const size_t o = head_to_rows(idx, NH, Tn, hs, (size_t)C);
+    for_head_elements(B, NH, Tn, hs, (size_t)C, [&](size_t idx, size_t o) {
         if (out) out[o] = y[idx];
         if (out_lp) store_as(out_lp + o, y[idx]);
-    }
+    });
 }
 
 // dqkv (B,T,3C) = (dq | dk | dv) each (B,NH,T,hs)
@@ -81,10 +93,8 @@ template <class T>
 __global__ void unpermute_qkv_kernel(float *__restrict__ dqkv, T *__restrict__ dqkv_lp, const float *__restrict__ dq,
                                      const float *__restrict__ dk, const float *__restrict__ dv,
                                      int B, int NH, int Tn, int hs) {
-    const size_t total = (size_t)B * NH * Tn * hs;
     const int C = NH * hs;
-    GRID_STRIDE(idx, total) {
-        const size_t o = head_to_rows(idx, NH, Tn, hs, 3 * (size_t)C);
+    for_head_elements(B, NH, Tn, hs, 3 * (size_t)C, [&](size_t idx, size_t o) {
         if (dqkv) {
             dqkv[o] = dq[idx];
             dqkv[o + C] = dk[idx];
@@ -95,7 +105,7 @@ __global__ void unpermute_qkv_kernel(float *__restrict__ dqkv, T *__restrict__ d
             store_as(dqkv_lp + o + C, dk[idx]);
             store_as(dqkv_lp + o + 2 * C, dv[idx]);
         }
-    }
+    });
 }
 
 static __device__ __forceinline__ float drop_mult(bool use_drop, uint64_t key, uint64_t idx,
@@ -221,7 +231,8 @@ static AttnHeads<T> attn_heads(CudaCtx *c, const float *qkv, const AttnDims &d) 
     h.q = (T *)cuda_scratch(c, SCR_Q, d.nhead * sizeof(T));
     h.k = (T *)cuda_scratch(c, SCR_K, d.nhead * sizeof(T));
     h.v = (T *)cuda_scratch(c, SCR_V, d.nhead * sizeof(T));
-    LAUNCH((permute_qkv_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(h.q, h.k, h.v, qkv, d.B, d.NH, d.T, d.hs);
+    LAUNCH((permute_qkv_kernel<T>), head_grid(c, d.BH), head_block(d.hs), 0, c->stream)(h.q, h.k, h.v, qkv, d.B, d.NH,
+                                                                                       d.T, d.hs);
     LAUNCH_CHECK();
     h.need_attd = sizeof(T) != sizeof(float) || d.use_drop;
     return h;
@@ -244,7 +255,7 @@ static void attention_forward_t(CudaCtx *c, float *out, T *out_lp, float *att, c
     // y (T x hs) = attd v: column-major y^T = v^T(as stored) * attd^T(as stored)
     const void *A = h.need_attd ? (const void *)attd : (const void *)att;
     cuda_gemm(c, false, false, hs, Tn, Tn, h.v, hs, sh, A, Tn, sa, 1.0f, 0.0f, y, hs, sh, d.BH);
-    LAUNCH((unpermute_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(out, out_lp, y, d.B, d.NH, Tn, hs);
+    LAUNCH((unpermute_kernel<T>), head_grid(c, d.BH), head_block(hs), 0, c->stream)(out, out_lp, y, d.B, d.NH, Tn, hs);
     LAUNCH_CHECK();
 }
 
@@ -258,7 +269,7 @@ static void attention_backward_t(CudaCtx *c, float *dqkv, T *dqkv_lp, float *scr
     float *dq = (float *)cuda_scratch(c, SCR_DQ, d.nhead * sizeof(float));
     float *dk = (float *)cuda_scratch(c, SCR_DK, d.nhead * sizeof(float));
     float *dv = (float *)cuda_scratch(c, SCR_DV, d.nhead * sizeof(float));
-    LAUNCH((permute_out_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(dy, dout, d.B, d.NH, Tn, hs);
+    LAUNCH((permute_out_kernel<T>), head_grid(c, d.BH), head_block(hs), 0, c->stream)(dy, dout, d.B, d.NH, Tn, hs);
     LAUNCH_CHECK();
     // the forward's second GEMM operand
     const void *attd = att;
@@ -283,8 +294,8 @@ static void attention_backward_t(CudaCtx *c, float *dqkv, T *dqkv_lp, float *scr
     cuda_gemm(c, false, false, hs, Tn, Tn, h.k, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dq, hs, sh, d.BH);
     // dk (T2 x hs) = dpre^T q
     cuda_gemm(c, false, true, hs, Tn, Tn, h.q, hs, sh, dpre, Tn, sa, 1.0f, 0.0f, dk, hs, sh, d.BH);
-    LAUNCH((unpermute_qkv_kernel<T>), grid_for(c, d.nhead), BLOCK, 0, c->stream)(dqkv, dqkv_lp, dq, dk, dv, d.B, d.NH,
-                                                                                 Tn, hs);
+    LAUNCH((unpermute_qkv_kernel<T>), head_grid(c, d.BH), head_block(hs), 0, c->stream)(dqkv, dqkv_lp, dq, dk, dv,
+                                                                                         d.B, d.NH, Tn, hs);
     LAUNCH_CHECK();
 }
 

@@ -83,10 +83,12 @@ static const Dims DIMS[] = { {3, 7, 48, 3, 67, 0.1f}, {2, 37, 80, 5, 67, 0.0f} }
 // multiple of the 64-query / 32-key tiles (37, 100, 130), hs 32, 64, 80, 128, dropout on and
 // off; T <= hs too (att then needs B*NH*T*(hs+1) floats, more than T*T): T 1 (hs 32 and 80),
 // T 5 < 16 (hs 128), T = hs = 32; both rows of DIMS (hs 16, T 7 and 37) are fused too, the last
-// row here is not (hs 24, not a multiple of 16: the cuBLAS path in every dtype).
+// two rows here are not (hs 24, not a multiple of 16, and hs 288 > 128: the cuBLAS path in every
+// dtype; hs 288 is also wider than a permute kernel's block, whose threads then step along a row).
 static const Dims FDIMS[] = { {3, 37, 96, 3, 67, 0.1f}, {1, 100, 128, 2, 67, 0.0f}, {2, 100, 160, 2, 67, 0.1f},
                               {1, 130, 256, 2, 67, 0.1f}, {2, 1, 64, 2, 67, 0.1f}, {3, 1, 240, 3, 67, 0.0f},
-                              {2, 5, 256, 2, 67, 0.1f}, {2, 32, 64, 2, 67, 0.1f}, {2, 37, 72, 3, 67, 0.1f} };
+                              {2, 5, 256, 2, 67, 0.1f}, {2, 32, 64, 2, 67, 0.1f}, {2, 37, 72, 3, 67, 0.1f},
+                              {2, 9, 288, 1, 67, 0.1f} };
 #define NFDIMS ((int)(sizeof FDIMS / sizeof FDIMS[0]))
 
 // Whether the CUDA backend takes the fused attention path (cuda_flash_attention_ok, with
